@@ -1,0 +1,135 @@
+/** The harness adapter contract (v1): what every external agent CLI is driven through. */
+import type { SandboxExecutor } from '../sandbox/types.js';
+
+/** What an adapter ACTUALLY implements; the runtime emulates what is missing. */
+export interface Capabilities {
+  /** Can continue a session natively; if false the workflow replays the conversation each turn. */
+  readonly sessionResume: boolean;
+  /** Has a structured-output mode for the envelope; if false the feedback loop does the work. */
+  readonly structuredOutput: boolean;
+  /** Reports token usage; if false the cost guardrail is blind. */
+  readonly usageReporting: boolean;
+  /** Can intercept tool use for approval; if false `strict` is refused or flagged. */
+  readonly permissionHooks: boolean;
+  /** Honours a model choice; if false the configured model is advisory. */
+  readonly modelSelection: boolean;
+  /** Accepts a system prompt; if false the contract rides in the turn input. */
+  readonly systemPrompt: boolean;
+}
+
+/** Posture for tool use inside the sandbox. */
+export type PermissionPosture = 'strict' | 'auto' | 'dangerous';
+
+/** What became of a posture: enforced by the harness, or advisory with the reason why. */
+export interface PermissionReport {
+  readonly posture: PermissionPosture;
+  readonly enforced: boolean;
+  readonly note?: string;
+}
+
+/** Token usage of one turn, normalised: `input` excludes cached tokens. */
+export interface Usage {
+  readonly input: number;
+  readonly output: number;
+  readonly cacheRead: number;
+  readonly cacheWrite: number;
+}
+
+export const zeroUsage: Usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+
+/** Everything an adapter needs to launch a session; no secrets other than `env`. */
+export interface HarnessSessionConfig {
+  readonly runId: string;
+  /** The harness's own name in the catalog. */
+  readonly harnessName: string;
+  readonly executable: string;
+  readonly baseArgs: readonly string[];
+  readonly model?: string;
+  /** Workspace as the harness sees it. */
+  readonly workspacePath: string;
+  /** Workspace on the worker's host (for writing config files). */
+  readonly hostWorkspacePath: string;
+  /** Environment for the harness process: credentials and non-secret settings. */
+  readonly env: Readonly<Record<string, string>>;
+  readonly executor: SandboxExecutor;
+  /** Session to resume (from a previous turn or a previous run). */
+  readonly resumeSessionId?: string;
+  /** Vendor base URL override, for adapters that support one. */
+  readonly baseUrl?: string;
+  /** Per-turn timeout; the adapter ends the turn with a session-error when it passes. */
+  readonly turnTimeoutMs: number;
+  /** Extra, driver-specific settings from the catalog. */
+  readonly settings?: Readonly<Record<string, unknown>>;
+}
+
+/** One harness turn's input. */
+export interface TurnInput {
+  /** The text to send: the task, formatted step results, or a replayed conversation. */
+  readonly prompt: string;
+  /** 1-based turn number within the run. */
+  readonly turn: number;
+  readonly signal?: AbortSignal;
+}
+
+/** What can go wrong in a turn, for the runtime to branch on. */
+export type SessionErrorCode =
+  | 'process-exit' // exited without a terminal event
+  | 'timeout' // exceeded the turn timeout
+  | 'cancelled' // the caller aborted the turn
+  | 'resume-failed' // the harness no longer knows the session
+  | 'vendor-error' // the model vendor refused or failed
+  | 'protocol-error'; // the harness printed something its adapter cannot accept
+
+/** One event of a streamed turn (a discriminated union). */
+export type HarnessEvent =
+  /** Assistant text as it arrives. */
+  | { readonly type: 'text'; readonly text: string }
+  /** What the harness is doing (tool use, file reads), for progress only. */
+  | { readonly type: 'activity'; readonly description: string }
+  /** The harness asks permission for a tool use; answered through `respond`. */
+  | { readonly type: 'permission-request'; readonly id: string; readonly tool: string; readonly input?: unknown }
+  /** Usage so far in this turn (incremental: the fold adds them up), and the harness's own cost when it gives one. */
+  | { readonly type: 'usage'; readonly usage: Usage; readonly costUsd?: number }
+  /** The harness's session identity, whether it resumed, and the model it says it used. */
+  | { readonly type: 'session'; readonly sessionId: string; readonly resumed?: boolean; readonly model?: string }
+  /** Terminal: the turn ended; `text` holds the raw envelope text. */
+  | { readonly type: 'turn-complete'; readonly text: string }
+  /** Terminal: the turn failed. */
+  | {
+      readonly type: 'session-error';
+      readonly code: SessionErrorCode;
+      readonly message: string;
+      readonly exitCode?: number | null;
+      readonly stderrTail?: string;
+    }
+  /** A line the adapter does not know; ignored by the runtime. */
+  | { readonly type: 'unknown'; readonly raw: string };
+
+export type TerminalEvent = Extract<HarnessEvent, { type: 'turn-complete' | 'session-error' }>;
+
+/** The harness adapter contract. */
+export interface HarnessAdapter {
+  readonly driverClass: string;
+  readonly capabilities: Capabilities;
+  /** Translates the posture into harness flags/config; called once before `start`. */
+  applyPermissionPolicy(posture: PermissionPosture): PermissionReport;
+  /** Supplies the runtime's system prompt (the envelope contract), where the harness accepts one. */
+  setSystemPrompt(text: string): void;
+  /** Establishes the session (config files, home dir); must not reason. Throws on failure. */
+  start(config: HarnessSessionConfig): Promise<void>;
+  /** Runs one turn; yields exactly one terminal event, last. */
+  runTurn(input: TurnInput): AsyncIterable<HarnessEvent>;
+  /** Answers a permission request; a no-op for adapters without hooks. */
+  respond(requestId: string, decision: { allow: boolean; message?: string }): Promise<void>;
+  /** Whether the last turn really continued the previous session. */
+  readonly resumed: boolean;
+  /** The model the harness reported for the last turn, if it reports one. */
+  readonly reportedModel: string | undefined;
+  /** The harness's session id, once known. */
+  readonly externalSessionId: string | undefined;
+  /** Tears down; idempotent and safe on every path. */
+  end(): Promise<void>;
+}
+
+/** Creates a fresh adapter; registered by driver class. */
+export type AdapterFactory = () => HarnessAdapter;

@@ -1,0 +1,108 @@
+/** The catalog: harnesses, agents and actions, validated by zod. */
+import { z } from 'zod';
+
+const name = z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'use lowercase letters, digits, ".", "_" or "-"');
+
+export const capabilitiesSchema = z.strictObject({
+  sessionResume: z.boolean().optional(),
+  structuredOutput: z.boolean().optional(),
+  usageReporting: z.boolean().optional(),
+  permissionHooks: z.boolean().optional(),
+  modelSelection: z.boolean().optional(),
+  systemPrompt: z.boolean().optional(),
+});
+
+/** USD per million tokens. */
+export const pricesSchema = z.strictObject({
+  input: z.number().nonnegative(),
+  output: z.number().nonnegative(),
+  cacheRead: z.number().nonnegative().default(0),
+  cacheWrite: z.number().nonnegative().default(0),
+});
+
+export const harnessSchema = z.strictObject({
+  name,
+  /** Adapter registered under this driver class (e.g. `StdioJson`, `ClaudeCode`). */
+  driverClass: z.string().min(1),
+  /** Executable name on PATH or absolute path; relative paths resolve from the catalog file. */
+  executable: z.string().min(1),
+  args: z.array(z.string()).default([]),
+  active: z.boolean().default(false),
+  vendor: name,
+  model: z.string().min(1),
+  capabilities: capabilitiesSchema.optional(),
+  prices: pricesSchema.optional(),
+  /** Environment variable that carries the vendor key into the harness process. */
+  apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/).optional(),
+  baseUrl: z.string().url().optional(),
+  /** Non-secret environment for the harness process. */
+  env: z.record(z.string(), z.string()).default({}),
+  turnTimeoutMs: z.number().int().positive().default(10 * 60_000),
+  settings: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const guardrailsSchema = z.strictObject({
+  maxIterations: z.number().int().positive().default(20),
+  maxTokens: z.number().int().positive().default(2_000_000),
+  maxCostUsd: z.number().positive().default(5),
+  maxWallTimeMs: z.number().int().positive().default(60 * 60_000),
+});
+
+export const sandboxSchema = z.strictObject({
+  provider: z.string().default('local'),
+  workspaceScope: z.enum(['run', 'agent', 'agent-user']).default('run'),
+  networkPolicy: z.enum(['none', 'open', 'mcp-only']).default('open'),
+  options: z.record(z.string(), z.unknown()).optional(),
+});
+
+/** A grant: the harness process receives `env`, read from the credential store or the server variable `from`. */
+export const credentialGrantSchema = z.strictObject({
+  env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'environment variable names are UPPER_SNAKE_CASE'),
+  from: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional(),
+});
+
+export const agentActionSchema = z.strictObject({
+  name,
+  maxExecutionsPerRun: z.number().int().positive().optional(),
+});
+
+export const agentSchema = z.strictObject({
+  name,
+  description: z.string().default(''),
+  harness: name,
+  systemPrompt: z.string().default(''),
+  sandbox: sandboxSchema.default({ provider: 'local', workspaceScope: 'run', networkPolicy: 'open' }),
+  permissions: z.enum(['strict', 'auto', 'dangerous']).default('auto'),
+  guardrails: guardrailsSchema.default({ maxIterations: 20, maxTokens: 2_000_000, maxCostUsd: 5, maxWallTimeMs: 3_600_000 }),
+  actions: z.array(z.union([name.transform((n) => ({ name: n })), agentActionSchema])).default([]),
+  subAgents: z.array(name).default([]),
+  credentials: z.array(credentialGrantSchema).default([]),
+  /** Malformed envelopes in a row before the run fails. */
+  maxMalformedTurns: z.number().int().nonnegative().default(3),
+  chatTimeoutMs: z.number().int().positive().default(24 * 3_600_000),
+  operatorTimeoutMs: z.number().int().positive().default(24 * 3_600_000),
+  /** Attempts of one turn before the run waits for an operator. */
+  turnAttempts: z.number().int().positive().default(3),
+});
+
+export const actionSchema = z.strictObject({
+  name,
+  /** Built-in implementation key (see src/actions); defaults to the action's name. */
+  implementation: z.string().optional(),
+  description: z.string().optional(),
+  maxExecutionsPerRun: z.number().int().positive().optional(),
+  settings: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const catalogSchema = z.strictObject({
+  harnesses: z.array(harnessSchema).default([]),
+  agents: z.array(agentSchema).default([]),
+  actions: z.array(actionSchema).default([]),
+});
+
+export type HarnessConfig = z.infer<typeof harnessSchema>;
+export type AgentConfig = z.infer<typeof agentSchema>;
+export type ActionConfig = z.infer<typeof actionSchema>;
+export type Guardrails = z.infer<typeof guardrailsSchema>;
+export type Prices = z.infer<typeof pricesSchema>;
+export type Catalog = z.infer<typeof catalogSchema>;

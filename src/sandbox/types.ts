@@ -1,0 +1,93 @@
+/** Where and how a run's processes execute. Adapters never spawn directly: they go through an executor. */
+
+/** How much a workspace is shared: one per run, one per agent, or one per agent and user. */
+export type WorkspaceScope = 'run' | 'agent' | 'agent-user';
+
+/** Network posture a provider must enforce or refuse: `none` (loopback only), `open`, or advisory `mcp-only`. */
+export type NetworkPolicy = 'none' | 'open' | 'mcp-only';
+
+export interface SandboxSpec {
+  readonly provider: string;
+  readonly workspaceScope: WorkspaceScope;
+  readonly networkPolicy: NetworkPolicy;
+  /** Provider-specific limits (memory, cpus, pids, image, ...). */
+  readonly options?: Readonly<Record<string, unknown>>;
+}
+
+/** Who the run belongs to, from trusted authentication (never model output). */
+export interface RunIdentity {
+  readonly tenantId: string;
+  readonly userId: string;
+}
+
+/** Small, serializable reference to a live sandbox; lives in workflow state between activities. */
+export interface SandboxRef {
+  readonly provider: string;
+  /** Workspace as the harness sees it (host path for local, container path for docker). */
+  readonly workspacePath: string;
+  /** Workspace on the worker's host, for providers that bind-mount it. */
+  readonly hostWorkspacePath: string;
+  /** Provider-specific id (container id for docker). */
+  readonly id?: string;
+}
+
+export interface SandboxStartRequest {
+  readonly workflowId: string;
+  readonly runId: string;
+  readonly agent: string;
+  readonly identity: RunIdentity;
+  readonly spec: SandboxSpec;
+}
+
+/** One process to start: argv only, never a shell string. */
+export interface ExecRequest {
+  readonly argv: readonly string[];
+  /** Working directory as the harness sees it; defaults to the workspace. */
+  readonly cwd?: string;
+  /** The complete environment extra to the provider's minimal PATH/HOME; secrets only arrive here. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Text written to stdin; stdin is closed after it unless keepStdinOpen. `undefined` = stdin ignored. */
+  readonly stdin?: string;
+  readonly keepStdinOpen?: boolean;
+  readonly signal?: AbortSignal;
+  /** Grace between SIGTERM and SIGKILL when the signal aborts. */
+  readonly killGraceMs?: number;
+}
+
+/** A started process: line-oriented stdout, collected stderr, exit. */
+export interface ExecProcess {
+  /** stdout, split into lines (without the trailing newline). */
+  readonly lines: AsyncIterable<string>;
+  /** Resolves when the process has exited and its output is drained. */
+  readonly exit: Promise<{ code: number | null; signal: string | null }>;
+  /** The last part of stderr seen so far (bounded). */
+  stderrTail(): string;
+  /** Writes to stdin (for two-way protocols). */
+  write(text: string): void;
+  /** Kills the whole process tree: SIGTERM, then SIGKILL after the grace period. Idempotent. */
+  kill(): Promise<void>;
+  /** OS pid on the executing host, where known. */
+  readonly pid?: number;
+}
+
+export interface SandboxExecutor {
+  exec(request: ExecRequest): ExecProcess;
+}
+
+/** A live sandbox inside one activity. */
+export interface SandboxHandle {
+  readonly ref: SandboxRef;
+  readonly executor: SandboxExecutor;
+  /** Releases per-activity resources (not the sandbox itself: that is `SandboxProvider.end`). */
+  release(): Promise<void>;
+}
+
+/** Creates, reattaches and removes sandboxes. `start` and `end` are idempotent. */
+export interface SandboxProvider {
+  readonly name: string;
+  /** Whether this provider really enforces the policy; providers refuse or warn, never pretend. */
+  enforces(policy: NetworkPolicy): 'enforced' | 'advisory' | 'refused';
+  start(request: SandboxStartRequest): Promise<SandboxRef>;
+  attach(ref: SandboxRef): Promise<SandboxHandle>;
+  end(ref: SandboxRef): Promise<void>;
+}
