@@ -1,0 +1,125 @@
+/**
+ * A fake model-vendor server on 127.0.0.1: the only thing faked in the end-to-end tests.
+ * It answers scripted replies in order, records every request, and fails clearly when the script runs out.
+ * Each wire protocol (Anthropic Messages, OpenAI Responses, Gemini, OpenAI chat completions) is a
+ * `ProtocolHandler` in its own file, mounted on a path prefix.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** One scripted model reply: text and/or tool calls, with the usage to report, or an error. */
+export interface ScriptedReply {
+  /** Only requests this predicate accepts consume the reply (e.g. skip a CLI's title-generation call). */
+  readonly match?: (request: RecordedRequest) => boolean;
+  readonly text?: string;
+  readonly toolCalls?: readonly { readonly id?: string; readonly name: string; readonly input: Record<string, unknown> }[];
+  readonly usage?: { readonly input?: number; readonly output?: number; readonly cacheRead?: number; readonly cacheWrite?: number };
+  /** Answer with this HTTP error instead. */
+  readonly error?: { readonly status: number; readonly message: string };
+  /** Delay before answering (for cancellation tests). */
+  readonly delayMs?: number;
+}
+
+export interface RecordedRequest {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: http.IncomingHttpHeaders;
+  readonly body: unknown;
+  readonly rawBody: string;
+}
+
+/** Writes one reply in a protocol's wire format (streaming or not, as the request asked). */
+export type ProtocolHandler = (request: RecordedRequest, reply: ScriptedReply, res: http.ServerResponse) => void;
+
+export interface FakeVendorOptions {
+  /** Path prefix → handler, e.g. `{ '/v1/messages': anthropicMessages }`. Longest prefix wins. */
+  readonly handlers: Readonly<Record<string, ProtocolHandler>>;
+  /** Answer for requests no scripted reply matches (e.g. title calls); default: fail with HTTP 599. */
+  readonly fallback?: (request: RecordedRequest) => ScriptedReply | undefined;
+}
+
+export interface FakeVendor {
+  /** Base URL, e.g. `http://127.0.0.1:12345`. */
+  readonly url: string;
+  /** Every request received, in order. */
+  readonly requests: RecordedRequest[];
+  /** Requests that found no handler or no scripted reply: a test should assert this is empty. */
+  readonly unexpected: RecordedRequest[];
+  /** Appends replies to the script. */
+  script(...replies: ScriptedReply[]): void;
+  /** Replies not yet consumed. */
+  remaining(): number;
+  close(): Promise<void>;
+}
+
+export async function startFakeVendor(options: FakeVendorOptions): Promise<FakeVendor> {
+  const queue: ScriptedReply[] = [];
+  const requests: RecordedRequest[] = [];
+  const unexpected: RecordedRequest[] = [];
+  const prefixes = Object.keys(options.handlers).sort((a, b) => b.length - a.length);
+
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const rawBody = Buffer.concat(chunks).toString('utf8');
+      let body: unknown = undefined;
+      try {
+        body = rawBody ? JSON.parse(rawBody) : undefined;
+      } catch {
+        body = rawBody;
+      }
+      const recorded: RecordedRequest = { method: req.method ?? 'GET', url: req.url ?? '/', headers: req.headers, body, rawBody };
+      requests.push(recorded);
+      const path = recorded.url.split('?')[0] ?? '/';
+      const prefix = prefixes.find((p) => path.startsWith(p));
+      if (recorded.method === 'HEAD' || recorded.method === 'GET') {
+        // Connectivity probes (claude sends HEAD /) and model listings: answer empty, consume nothing.
+        res.writeHead(200, { 'content-type': 'application/json' }).end(recorded.method === 'GET' ? '{"data":[],"models":[]}' : undefined);
+        return;
+      }
+      if (!prefix) {
+        unexpected.push(recorded);
+        res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `fake vendor: no handler for ${path}` } }));
+        return;
+      }
+      const index = queue.findIndex((r) => !r.match || r.match(recorded));
+      const reply = index >= 0 ? queue.splice(index, 1)[0] : options.fallback?.(recorded);
+      if (!reply) {
+        unexpected.push(recorded);
+        res.writeHead(599, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'fake vendor: script exhausted' } }));
+        return;
+      }
+      const answer = () => {
+        if (reply.error) {
+          res.writeHead(reply.error.status, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: { type: 'api_error', message: reply.error.message, code: reply.error.status } }));
+          return;
+        }
+        options.handlers[prefix]!(recorded, reply, res);
+      };
+      if (reply.delayMs) setTimeout(answer, reply.delayMs);
+      else answer();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    unexpected,
+    script: (...replies) => void queue.push(...replies),
+    remaining: () => queue.length,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Writes one server-sent event. */
+export function sse(res: http.ServerResponse, data: unknown, event?: string): void {
+  if (event) res.write(`event: ${event}\n`);
+  res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+}
