@@ -1,0 +1,147 @@
+import { mkdtemp, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  ActionRegistry,
+  createBuiltinRegistry,
+  echoAction,
+  listFilesAction,
+  PathEscapeError,
+  readFileAction,
+  resolveInside,
+  writeFileAction,
+  type ActionContext,
+} from '../../src/actions/index.js';
+
+let root: string;
+let outside: string;
+let ctx: ActionContext;
+
+beforeEach(async () => {
+  root = await mkdtemp(path.join(tmpdir(), 'dh-actions-'));
+  outside = await mkdtemp(path.join(tmpdir(), 'dh-outside-'));
+  ctx = { workflowId: 'wf-1', agent: 'demo', hostWorkspacePath: root, settings: {} };
+});
+
+afterEach(async () => {
+  await rm(root, { recursive: true, force: true });
+  await rm(outside, { recursive: true, force: true });
+});
+
+describe('resolveInside', () => {
+  it('resolves relative paths inside the root', () => {
+    expect(resolveInside('/ws', 'a/b.txt')).toBe(path.resolve('/ws/a/b.txt'));
+    expect(resolveInside('/ws', 'a/../b.txt')).toBe(path.resolve('/ws/b.txt'));
+    expect(resolveInside('/ws', '.')).toBe(path.resolve('/ws'));
+  });
+
+  it('rejects escapes and absolute paths', () => {
+    expect(() => resolveInside('/ws', '../x')).toThrow(PathEscapeError);
+    expect(() => resolveInside('/ws', 'a/../../x')).toThrow(/leaves the workspace/);
+    expect(() => resolveInside('/ws', '/etc/passwd')).toThrow(/absolute/);
+  });
+
+  it('does not confuse a sibling with the same prefix for the inside', () => {
+    expect(() => resolveInside('/ws', '../ws-other/x')).toThrow(PathEscapeError);
+  });
+});
+
+describe('write_file', () => {
+  it('writes and creates directories', async () => {
+    const result = await writeFileAction.execute({ path: 'a/b/c.txt', content: 'héllo' }, ctx);
+    expect(await readFile(path.join(root, 'a/b/c.txt'), 'utf8')).toBe('héllo');
+    expect(result).toEqual({ path: 'a/b/c.txt', bytes: 6 });
+  });
+
+  it('rejects ../x', async () => {
+    await expect(writeFileAction.execute({ path: '../x', content: 'no' }, ctx)).rejects.toThrow(/leaves the workspace/);
+  });
+
+  it('rejects /etc/passwd', async () => {
+    await expect(writeFileAction.execute({ path: '/etc/passwd', content: 'no' }, ctx)).rejects.toThrow(/absolute/);
+  });
+
+  it('rejects writing through a symlinked directory that points outside', async () => {
+    await symlink(outside, path.join(root, 'escape'));
+    await expect(writeFileAction.execute({ path: 'escape/x.txt', content: 'no' }, ctx)).rejects.toThrow(
+      /symbolic link/,
+    );
+    await expect(writeFileAction.execute({ path: 'escape/deeper/x.txt', content: 'no' }, ctx)).rejects.toThrow(
+      PathEscapeError,
+    );
+  });
+
+  it('rejects overwriting a symlinked file that points outside, and dangling links', async () => {
+    await writeFile(path.join(outside, 'target.txt'), 'original');
+    await symlink(path.join(outside, 'target.txt'), path.join(root, 'link.txt'));
+    await expect(writeFileAction.execute({ path: 'link.txt', content: 'no' }, ctx)).rejects.toThrow(PathEscapeError);
+    expect(await readFile(path.join(outside, 'target.txt'), 'utf8')).toBe('original');
+    await symlink(path.join(outside, 'missing.txt'), path.join(root, 'dangling.txt'));
+    await expect(writeFileAction.execute({ path: 'dangling.txt', content: 'no' }, ctx)).rejects.toThrow(
+      /does not exist/,
+    );
+  });
+
+  it('validates its parameters', () => {
+    expect(writeFileAction.parameters.safeParse({ path: 'x' }).success).toBe(false);
+    expect(writeFileAction.parameters.safeParse({ path: 'x', content: '', extra: 1 }).success).toBe(false);
+  });
+});
+
+describe('read_file', () => {
+  it('reads text', async () => {
+    await writeFile(path.join(root, 'f.txt'), 'content');
+    expect(await readFileAction.execute({ path: 'f.txt' }, ctx)).toBe('content');
+  });
+
+  it('truncates past maxBytes with a note', async () => {
+    await writeFile(path.join(root, 'big.txt'), 'x'.repeat(100));
+    const text = (await readFileAction.execute({ path: 'big.txt', maxBytes: 10 }, ctx)) as string;
+    expect(text.startsWith('xxxxxxxxxx\n[truncated: showed 10 of 100 bytes')).toBe(true);
+  });
+
+  it('truncates at 64 KiB by default', async () => {
+    await writeFile(path.join(root, 'huge.txt'), 'y'.repeat(70 * 1024));
+    const text = (await readFileAction.execute({ path: 'huge.txt' }, ctx)) as string;
+    expect(text).toContain(`showed ${64 * 1024} of ${70 * 1024} bytes`);
+  });
+
+  it('rejects escapes', async () => {
+    await expect(readFileAction.execute({ path: '../x' }, ctx)).rejects.toThrow(PathEscapeError);
+    await expect(readFileAction.execute({ path: '/etc/passwd' }, ctx)).rejects.toThrow(PathEscapeError);
+    await symlink(tmpdir(), path.join(root, 'tmp'));
+    await expect(readFileAction.execute({ path: 'tmp/anything' }, ctx)).rejects.toThrow(/symbolic link/);
+  });
+});
+
+describe('list_files', () => {
+  it('lists names, suffixes dirs and hides harness state', async () => {
+    await mkdir(path.join(root, 'src'));
+    await mkdir(path.join(root, '.home'));
+    await mkdir(path.join(root, '.durable-harness'));
+    await writeFile(path.join(root, 'b.txt'), '');
+    await writeFile(path.join(root, 'a.txt'), '');
+    const params = listFilesAction.parameters.parse({});
+    expect(await listFilesAction.execute(params, ctx)).toEqual(['a.txt', 'b.txt', 'src/']);
+  });
+
+  it('rejects escapes', async () => {
+    await expect(listFilesAction.execute({ path: '..' }, ctx)).rejects.toThrow(PathEscapeError);
+  });
+});
+
+describe('registry', () => {
+  it('registers, gets and lists; unknown is undefined', () => {
+    const reg = createBuiltinRegistry();
+    expect(reg.names()).toEqual(['echo', 'list_files', 'read_file', 'write_file']);
+    expect(reg.get('echo')).toBe(echoAction);
+    expect(reg.get('nope')).toBeUndefined();
+    expect(() => reg.register(echoAction)).toThrow(/already registered/);
+    expect(new ActionRegistry().list()).toEqual([]);
+  });
+
+  it('echo returns its text', async () => {
+    expect(await echoAction.execute({ text: 'hi' }, ctx)).toBe('hi');
+  });
+});
