@@ -37,9 +37,6 @@ export default tseslint.config(
         { name: 'setInterval', message: 'Use sleep() from @temporalio/workflow.' },
         { name: 'process', message: 'Workflow code must not read the process environment.' },
       ],
-      'no-restricted-properties': ['error',
-        { object: 'Date', property: 'now', message: 'Workflow time comes from the workflow clock; pass wall-clock readings in through activities.' },
-      ],
     },
   },
   {

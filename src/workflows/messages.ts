@@ -1,0 +1,18 @@
+/** Signals, queries and updates of `agentRun`, shared with the client. */
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { RunStatusView } from './types.js';
+
+/** Current state, counters, usage, cost, last step and external session id. */
+export const statusQuery = defineQuery<RunStatusView>('status');
+/** Ends the run as `cancelled`: the in-flight turn is killed and `endSession` runs. */
+export const cancelSignal = defineSignal<[reason?: string]>('cancel');
+/** Runs the failed turn again when the run is `awaiting_operator`. */
+export const retryTurnSignal = defineSignal('retryTurn');
+/** Same as `retryTurnSignal`, but rejected unless the run is awaiting an operator. */
+export const retryTurnUpdate = defineUpdate<string>('retryTurn');
+/** Ends an `awaiting_operator` run as failed. */
+export const abandonSignal = defineSignal<[reason?: string]>('abandon');
+/** Answers a `chat` step. */
+export const replySignal = defineSignal<[text: string]>('reply');
+/** Answers a `chat` step; rejected unless the run is waiting for a reply. */
+export const replyUpdate = defineUpdate<string, [text: string]>('reply');

@@ -1,0 +1,11 @@
+/** Search attributes every run carries, so operators can find runs in the Temporal UI. */
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
+export const agentAttribute = defineSearchAttributeKey('DurableHarnessAgent', SearchAttributeType.KEYWORD);
+export const harnessAttribute = defineSearchAttributeKey('DurableHarnessHarness', SearchAttributeType.KEYWORD);
+export const statusAttribute = defineSearchAttributeKey('DurableHarnessStatus', SearchAttributeType.KEYWORD);
+export const tenantAttribute = defineSearchAttributeKey('DurableHarnessTenant', SearchAttributeType.KEYWORD);
+export const costAttribute = defineSearchAttributeKey('DurableHarnessCostUsd', SearchAttributeType.DOUBLE);
+
+/** All of them, for registering with a server (`temporal operator search-attribute create`). */
+export const allSearchAttributes = [agentAttribute, harnessAttribute, statusAttribute, tenantAttribute, costAttribute] as const;
