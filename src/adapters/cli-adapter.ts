@@ -1,0 +1,322 @@
+/**
+ * Base class for adapters that drive a CLI: one process per turn, one output line at a time.
+ *
+ * It owns everything that must be the same for every harness: starting the process through the sandbox's
+ * executor (never spawning itself), line framing, the turn timeout, cancellation, and the guarantee of exactly
+ * one terminal event per turn, last. A subclass supplies only how to build a turn's command (`buildTurn`) and
+ * how to map one output line to events (`mapLine`), plus optional hooks.
+ *
+ * Two-way protocols: the process's stdin can stay open for the whole turn (`keepStdinOpen`), and `respond()`
+ * writes the line `formatResponse()` returns to it. The process stays alive while it waits for the answer, for
+ * as long as the turn timeout allows.
+ */
+import type { ExecProcess } from '../sandbox/types.js';
+import type {
+  Capabilities,
+  HarnessAdapter,
+  HarnessEvent,
+  HarnessSessionConfig,
+  PermissionPosture,
+  PermissionReport,
+  SessionErrorCode,
+  TerminalEvent,
+  TurnInput,
+} from './types.js';
+
+/** How one turn's process is started. */
+export interface TurnCommand {
+  readonly argv: string[];
+  /** Written to stdin; stdin is ignored when both this and `keepStdinOpen` are absent. */
+  readonly stdin?: string;
+  /** Added to the session's env for this turn. */
+  readonly env?: Record<string, string>;
+  /** Keep stdin open after `stdin` so `respond()` can write to it. */
+  readonly keepStdinOpen?: boolean;
+}
+
+/** What `buildTurn` knows about the session. */
+export interface TurnContext {
+  readonly config: HarnessSessionConfig;
+  readonly systemPrompt: string | undefined;
+  readonly posture: PermissionPosture;
+  /** Session to continue this turn: the last one the harness reported, else the configured one. */
+  readonly resumeSessionId: string | undefined;
+}
+
+/** Per-turn state handed to `mapLine`. */
+export interface LineState {
+  readonly turn: number;
+  readonly resumeSessionId: string | undefined;
+  /** Free space for a subclass's mapper to carry facts between lines of one turn. */
+  readonly scratch: Record<string, unknown>;
+}
+
+/** How long a process may keep running after its terminal line before it is killed. */
+const defaultExitGraceMs = 3000;
+
+type StopReason = 'timeout' | 'cancelled';
+const stopped = Symbol('stopped');
+
+function isTerminal(event: HarnessEvent): event is TerminalEvent {
+  return event.type === 'turn-complete' || event.type === 'session-error';
+}
+
+function sessionError(code: SessionErrorCode, message: string, extra?: { exitCode?: number | null; stderrTail?: string }): TerminalEvent {
+  return { type: 'session-error', code, message, ...extra };
+}
+
+function lastLines(text: string, count: number): string {
+  return text.trim().split('\n').slice(-count).join('\n');
+}
+
+/** Recognises "the binary is not there" from a local spawn (`spawn X ENOENT`) or a shell-less exec (127). */
+function missingExecutable(stderrTail: string, code: number | null): string | undefined {
+  const enoent = /spawn (\S+) ENOENT/.exec(stderrTail);
+  if (enoent) return enoent[0];
+  if (code === 127 && /not found|no such file/i.test(stderrTail)) return lastLines(stderrTail, 1);
+  return undefined;
+}
+
+/** Base class for CLI harness adapters; see the file comment. */
+export abstract class CliHarnessAdapter implements HarnessAdapter {
+  abstract readonly driverClass: string;
+  abstract readonly capabilities: Capabilities;
+
+  protected config: HarnessSessionConfig | undefined;
+  protected systemPrompt: string | undefined;
+  protected posture: PermissionPosture = 'auto';
+  /** Grace after the terminal line before the process is killed; subclasses may change it. */
+  protected exitGraceMs = defaultExitGraceMs;
+
+  private current: ExecProcess | undefined;
+  private ended = false;
+  private sessionId: string | undefined;
+  private lastResumed = false;
+  private lastModel: string | undefined;
+
+  /** Builds the command for one turn. */
+  protected abstract buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand;
+
+  /** Maps one stdout line (never empty) to zero or more events. Throwing makes it an `unknown` event. */
+  protected abstract mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined;
+
+  /** Hook: prepares the session (config files in a home inside the workspace). Throw to fail `start`. */
+  protected async prepare(_config: HarnessSessionConfig): Promise<void> {}
+
+  /** Hook: a custom terminal event when the process exits without one; `undefined` for the default error. */
+  protected onExit(_code: number | null, _stderrTail: string, _state: LineState): TerminalEvent | undefined {
+    return undefined;
+  }
+
+  /** Hook: the stdin line (without newline) that answers a permission request; `undefined` = no hooks. */
+  protected formatResponse(_requestId: string, _decision: { allow: boolean; message?: string }): string | undefined {
+    return undefined;
+  }
+
+  /** Hook: what the posture becomes. The default is honest for adapters that translate nothing. */
+  protected permissionReport(posture: PermissionPosture): PermissionReport {
+    return { posture, enforced: false, note: `${this.driverClass} does not translate permission postures; the harness's own defaults apply.` };
+  }
+
+  /** Hook: releases session resources on `end()` (called once). */
+  protected async onEnd(): Promise<void> {}
+
+  get resumed(): boolean {
+    return this.lastResumed;
+  }
+
+  get reportedModel(): string | undefined {
+    return this.lastModel;
+  }
+
+  get externalSessionId(): string | undefined {
+    return this.sessionId;
+  }
+
+  applyPermissionPolicy(posture: PermissionPosture): PermissionReport {
+    this.posture = posture;
+    return this.permissionReport(posture);
+  }
+
+  setSystemPrompt(text: string): void {
+    this.systemPrompt = text;
+  }
+
+  async start(config: HarnessSessionConfig): Promise<void> {
+    if (this.ended) throw new Error(`${this.driverClass} adapter was already ended; create a new one.`);
+    this.config = config;
+    this.sessionId = config.resumeSessionId;
+    await this.prepare(config);
+  }
+
+  /** Writes the formatted answer to the running process's stdin; a no-op without hooks or a running turn. */
+  async respond(requestId: string, decision: { allow: boolean; message?: string }): Promise<void> {
+    const line = this.formatResponse(requestId, decision);
+    if (line !== undefined) this.current?.write(`${line}\n`);
+  }
+
+  async end(): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    const proc = this.current;
+    this.current = undefined;
+    await proc?.kill();
+    await this.onEnd();
+  }
+
+  runTurn(input: TurnInput): AsyncIterable<HarnessEvent> {
+    return this.turn(input);
+  }
+
+  private refusal(input: TurnInput): TerminalEvent | undefined {
+    if (this.ended) return sessionError('protocol-error', `${this.driverClass} adapter was ended; no more turns can run.`);
+    if (!this.config) return sessionError('protocol-error', `${this.driverClass} adapter: runTurn was called before start.`);
+    if (this.current) return sessionError('protocol-error', `${this.driverClass} adapter: a turn is already running.`);
+    if (input.signal?.aborted) return sessionError('cancelled', 'The turn was cancelled before it started.');
+    return undefined;
+  }
+
+  private async *turn(input: TurnInput): AsyncGenerator<HarnessEvent> {
+    const refused = this.refusal(input);
+    if (refused || !this.config) {
+      yield refused ?? sessionError('protocol-error', 'not started');
+      return;
+    }
+    const config = this.config;
+    this.lastResumed = false;
+    this.lastModel = undefined;
+    const ctx: TurnContext = { config, systemPrompt: this.systemPrompt, posture: this.posture, resumeSessionId: this.sessionId };
+    const state: LineState = { turn: input.turn, resumeSessionId: ctx.resumeSessionId, scratch: {} };
+
+    let proc: ExecProcess;
+    let command: TurnCommand;
+    try {
+      command = this.buildTurn(input, ctx);
+      proc = config.executor.exec({
+        argv: command.argv,
+        cwd: config.workspacePath,
+        env: { ...config.env, ...command.env },
+        stdin: command.stdin,
+        keepStdinOpen: command.keepStdinOpen,
+      });
+    } catch (error) {
+      yield sessionError('protocol-error', `${this.driverClass} could not start the turn: ${(error as Error).message}`);
+      return;
+    }
+    this.current = proc;
+    const stop = this.watchStop(input, config.turnTimeoutMs);
+    try {
+      yield* this.drive(proc, command, state, stop.promise);
+    } finally {
+      stop.dispose();
+      if (this.current === proc) this.current = undefined;
+      await proc.kill();
+    }
+  }
+
+  /** Reads lines until a terminal event, the end of output, or a stop; then yields the one terminal event. */
+  private async *drive(proc: ExecProcess, command: TurnCommand, state: LineState, stop: Promise<StopReason>): AsyncGenerator<HarnessEvent> {
+    const lines = proc.lines[Symbol.asyncIterator]();
+    const stopWins = stop.then((reason) => ({ [stopped]: reason }) as const);
+    let terminal: TerminalEvent | undefined;
+    while (!terminal) {
+      const next = await Promise.race([lines.next(), stopWins]);
+      if (stopped in next) {
+        yield await this.stopped(proc, next[stopped]);
+        return;
+      }
+      if (next.done) break;
+      for (const event of this.safeMap(next.value, state)) {
+        if (isTerminal(event)) {
+          terminal = event; // anything after the first terminal event is dropped
+          break;
+        }
+        yield this.track(event, state);
+      }
+    }
+    if (terminal) {
+      // Let the harness finish saving its session before the process is killed in `finally`.
+      await Promise.race([proc.exit, stop, delay(this.exitGraceMs)]);
+      yield terminal;
+      return;
+    }
+    const exit = await Promise.race([proc.exit, stopWins]);
+    if (stopped in exit) {
+      yield await this.stopped(proc, exit[stopped]);
+      return;
+    }
+    yield this.exitWithoutTerminal(command, exit.code, exit.signal, proc.stderrTail(), state);
+  }
+
+  private async stopped(proc: ExecProcess, reason: StopReason): Promise<TerminalEvent> {
+    await proc.kill();
+    const message =
+      reason === 'timeout'
+        ? `The turn exceeded its timeout of ${this.config?.turnTimeoutMs ?? 0} ms; the harness process was killed.`
+        : 'The turn was cancelled; the harness process was killed.';
+    return sessionError(reason, message, { stderrTail: proc.stderrTail() });
+  }
+
+  private exitWithoutTerminal(command: TurnCommand, code: number | null, signal: string | null, stderrTail: string, state: LineState): TerminalEvent {
+    const custom = this.onExit(code, stderrTail, state);
+    if (custom) return custom;
+    const harness = this.config?.harnessName ?? this.driverClass;
+    const missing = missingExecutable(stderrTail, code);
+    if (missing) {
+      const executable = command.argv[0] ?? '(none)';
+      return sessionError(
+        'process-exit',
+        `Harness "${harness}" could not start: executable "${executable}" was not found (${missing}). ` +
+          `Install it on the worker (or in the sandbox image), or set "executable" for harness "${harness}" in the catalog to its full path.`,
+        { exitCode: code, stderrTail },
+      );
+    }
+    const how = signal ? `was killed by ${signal}` : `exited with code ${code ?? 'unknown'}`;
+    const tail = stderrTail.trim() ? `; stderr ends with: ${lastLines(stderrTail, 3)}` : '; it printed nothing on stderr';
+    return sessionError('process-exit', `Harness "${harness}" ${how} before finishing the turn${tail}`, { exitCode: code, stderrTail });
+  }
+
+  /** Never throws: a line the mapper cannot handle becomes an `unknown` event. */
+  private safeMap(rawLine: string, state: LineState): HarnessEvent[] {
+    const line = rawLine.endsWith('\r') ? rawLine.slice(0, -1) : rawLine;
+    if (line.trim() === '') return [];
+    try {
+      const mapped = this.mapLine(line, state);
+      if (mapped === undefined) return [];
+      return Array.isArray(mapped) ? mapped : [mapped];
+    } catch {
+      return [{ type: 'unknown', raw: line }];
+    }
+  }
+
+  /** Records session identity from `session` events; infers `resumed` when the harness does not say. */
+  private track(event: HarnessEvent, state: LineState): HarnessEvent {
+    if (event.type !== 'session') return event;
+    const resumed = event.resumed ?? (state.resumeSessionId !== undefined && event.sessionId === state.resumeSessionId);
+    this.sessionId = event.sessionId;
+    this.lastResumed = resumed;
+    if (event.model !== undefined) this.lastModel = event.model;
+    return { ...event, resumed };
+  }
+
+  private watchStop(input: TurnInput, timeoutMs: number): { promise: Promise<StopReason>; dispose: () => void } {
+    let resolve!: (reason: StopReason) => void;
+    const promise = new Promise<StopReason>((r) => {
+      resolve = r;
+    });
+    const timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    const onAbort = (): void => resolve('cancelled');
+    input.signal?.addEventListener('abort', onAbort, { once: true });
+    return {
+      promise,
+      dispose: () => {
+        clearTimeout(timer);
+        input.signal?.removeEventListener('abort', onAbort);
+      },
+    };
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}

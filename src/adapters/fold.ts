@@ -1,0 +1,91 @@
+/** Folds a turn's event stream into one result: the envelope text or the error, usage, identity. */
+import { zeroUsage, type HarnessEvent, type SessionErrorCode, type Usage } from './types.js';
+
+const keptActivities = 5;
+
+/** What one turn amounted to. */
+export interface TurnResult {
+  /** Raw envelope text from `turn-complete`. */
+  readonly text?: string;
+  /** The failure from `session-error`. */
+  readonly error?: {
+    readonly code: SessionErrorCode;
+    readonly message: string;
+    readonly exitCode?: number | null;
+    readonly stderrTail?: string;
+  };
+  /** Sum of the turn's incremental usage events. */
+  readonly usage: Usage;
+  /** Sum of reported costs; absent when the harness reported none. */
+  readonly costUsd?: number;
+  readonly sessionId?: string;
+  readonly resumed: boolean;
+  readonly model?: string;
+  /** The last few activity descriptions, oldest first. */
+  readonly activities: readonly string[];
+  readonly eventCount: number;
+}
+
+function addUsage(a: Usage, b: Usage): Usage {
+  return {
+    input: a.input + b.input,
+    output: a.output + b.output,
+    cacheRead: a.cacheRead + b.cacheRead,
+    cacheWrite: a.cacheWrite + b.cacheWrite,
+  };
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** Folds a turn's events (in order) into a `TurnResult`. */
+export function foldTurn(events: Iterable<HarnessEvent>): TurnResult {
+  const result: Mutable<TurnResult> = { usage: zeroUsage, resumed: false, activities: [], eventCount: 0 };
+  const activities: string[] = [];
+  for (const event of events) {
+    result.eventCount += 1;
+    applyEvent(result, activities, event);
+  }
+  result.activities = activities.slice(-keptActivities);
+  return result;
+}
+
+function applyEvent(result: Mutable<TurnResult>, activities: string[], event: HarnessEvent): void {
+  switch (event.type) {
+    case 'usage':
+      result.usage = addUsage(result.usage, event.usage);
+      if (event.costUsd !== undefined) result.costUsd = (result.costUsd ?? 0) + event.costUsd;
+      return;
+    case 'session':
+      result.sessionId = event.sessionId;
+      if (event.resumed !== undefined) result.resumed = event.resumed;
+      if (event.model !== undefined) result.model = event.model;
+      return;
+    case 'activity':
+      activities.push(event.description);
+      if (activities.length > keptActivities * 2) activities.splice(0, activities.length - keptActivities);
+      return;
+    case 'turn-complete':
+      result.text = event.text;
+      return;
+    case 'session-error': {
+      const { type: _type, ...error } = event;
+      result.error = error;
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+/** Drains an async event stream and folds it; `onEvent` sees each event first (for progress). */
+export async function collectTurn(
+  stream: AsyncIterable<HarnessEvent>,
+  onEvent?: (event: HarnessEvent) => void | Promise<void>,
+): Promise<TurnResult> {
+  const events: HarnessEvent[] = [];
+  for await (const event of stream) {
+    events.push(event);
+    await onEvent?.(event);
+  }
+  return foldTurn(events);
+}

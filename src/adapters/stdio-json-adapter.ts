@@ -1,0 +1,158 @@
+/**
+ * The stdio-JSON adapter (driver class `StdioJson`): any harness that speaks the documented vocabulary
+ * (docs/stdio-json.md) runs without adapter code. One process per turn; one request line on stdin, kept open
+ * for permission answers; one JSON object per stdout line back.
+ */
+import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
+import {
+  activityLine,
+  completeLine,
+  errorCodes,
+  errorLine,
+  otherLine,
+  permissionLine,
+  permissionResponse,
+  sessionLine,
+  textLine,
+  turnRequest,
+  usageLine,
+} from './stdio-json-protocol.js';
+import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, SessionErrorCode, TurnInput } from './types.js';
+
+/** The driver class name catalogs use for this adapter. */
+export const stdioJsonDriverClass = 'StdioJson';
+
+/** What the protocol gives every harness; a catalog entry may override individual flags. */
+export const stdioJsonCapabilities: Capabilities = {
+  sessionResume: true,
+  structuredOutput: false,
+  usageReporting: true,
+  permissionHooks: true,
+  modelSelection: true,
+  systemPrompt: true,
+};
+
+/** Options of the stdio-JSON adapter. */
+export interface StdioJsonAdapterOptions {
+  /** Catalog overrides, for a harness that implements less of the protocol than it could. */
+  readonly capabilities?: Partial<Capabilities>;
+}
+
+type Mapped = HarnessEvent | HarnessEvent[] | undefined;
+
+function knownErrorCode(code: string | null | undefined): SessionErrorCode {
+  return (errorCodes as readonly string[]).includes(code ?? '') ? (code as SessionErrorCode) : 'vendor-error';
+}
+
+function parseJson(line: string): unknown {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Adapter for harnesses that speak stdio-JSON. */
+export class StdioJsonAdapter extends CliHarnessAdapter {
+  readonly driverClass = stdioJsonDriverClass;
+  readonly capabilities: Capabilities;
+
+  constructor(options: StdioJsonAdapterOptions = {}) {
+    super();
+    this.capabilities = { ...stdioJsonCapabilities, ...options.capabilities };
+  }
+
+  protected override permissionReport(posture: PermissionPosture): PermissionReport {
+    if (posture !== 'strict') return { posture, enforced: true };
+    return this.capabilities.permissionHooks
+      ? { posture, enforced: true, note: 'The harness is told `permissions: "strict"` and must ask through permission lines.' }
+      : { posture, enforced: false, note: 'This harness is configured without permission hooks; strict is advisory.' };
+  }
+
+  protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
+    const request = turnRequest.parse({
+      type: 'turn',
+      prompt: input.prompt,
+      turn: input.turn,
+      systemPrompt: this.capabilities.systemPrompt ? (ctx.systemPrompt ?? null) : null,
+      sessionId: ctx.resumeSessionId ?? null,
+      model: ctx.config.model ?? null,
+      workspace: ctx.config.workspacePath,
+      permissions: ctx.posture,
+    });
+    return {
+      argv: [ctx.config.executable, ...ctx.config.baseArgs],
+      stdin: `${JSON.stringify(request)}\n`,
+      keepStdinOpen: true,
+    };
+  }
+
+  protected override formatResponse(requestId: string, decision: { allow: boolean; message?: string }): string {
+    return JSON.stringify(permissionResponse.parse({ type: 'permission-response', id: requestId, ...decision }));
+  }
+
+  protected override mapLine(line: string, _state: LineState): Mapped {
+    const json = parseJson(line);
+    const typed = otherLine.safeParse(json);
+    if (!typed.success) return { type: 'unknown', raw: line };
+    switch (typed.data.type) {
+      case 'session':
+        return this.mapSession(json, line);
+      case 'text': {
+        const parsed = textLine.safeParse(json);
+        return parsed.success ? { type: 'text', text: parsed.data.text } : { type: 'unknown', raw: line };
+      }
+      case 'activity': {
+        const parsed = activityLine.safeParse(json);
+        return parsed.success ? { type: 'activity', description: parsed.data.description } : { type: 'unknown', raw: line };
+      }
+      case 'permission': {
+        const parsed = permissionLine.safeParse(json);
+        return parsed.success ? { type: 'permission-request', id: parsed.data.id, tool: parsed.data.tool, input: parsed.data.input } : { type: 'unknown', raw: line };
+      }
+      case 'usage':
+        return this.mapUsage(json, line);
+      case 'complete':
+        return this.mapComplete(json, line);
+      case 'error': {
+        const parsed = errorLine.safeParse(json);
+        if (!parsed.success) return this.malformedTerminal(line, 'error');
+        const code = knownErrorCode(parsed.data.code);
+        const suffix = parsed.data.code && code !== parsed.data.code ? ` (harness code: ${parsed.data.code})` : '';
+        return { type: 'session-error', code, message: parsed.data.message + suffix };
+      }
+      default:
+        return { type: 'unknown', raw: line };
+    }
+  }
+
+  private mapSession(json: unknown, line: string): Mapped {
+    const parsed = sessionLine.safeParse(json);
+    if (!parsed.success) return { type: 'unknown', raw: line };
+    const { id, resumed, model } = parsed.data;
+    return { type: 'session', sessionId: id, resumed: resumed ?? undefined, model: model ?? undefined };
+  }
+
+  private mapUsage(json: unknown, line: string): Mapped {
+    const parsed = usageLine.safeParse(json);
+    if (!parsed.success) return { type: 'unknown', raw: line };
+    const u = parsed.data;
+    const usage = { input: u.input ?? 0, output: u.output ?? 0, cacheRead: u.cacheRead ?? 0, cacheWrite: u.cacheWrite ?? 0 };
+    return u.costUsd == null ? { type: 'usage', usage } : { type: 'usage', usage, costUsd: u.costUsd };
+  }
+
+  private mapComplete(json: unknown, line: string): Mapped {
+    const parsed = completeLine.safeParse(json);
+    if (!parsed.success) return this.malformedTerminal(line, 'complete');
+    const { text, sessionId, resumed, model } = parsed.data;
+    const complete: HarnessEvent = { type: 'turn-complete', text };
+    if (!sessionId) return complete;
+    return [{ type: 'session', sessionId, resumed: resumed ?? undefined, model: model ?? undefined }, complete];
+  }
+
+  /** A terminal line with bad fields still ends the turn, with an error that says what was wrong. */
+  private malformedTerminal(line: string, type: 'complete' | 'error'): HarnessEvent {
+    const shown = line.length > 200 ? `${line.slice(0, 200)}…` : line;
+    return { type: 'session-error', code: 'protocol-error', message: `The harness printed a malformed "${type}" line (see docs/stdio-json.md): ${shown}` };
+  }
+}

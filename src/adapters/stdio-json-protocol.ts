@@ -1,0 +1,84 @@
+/** The stdio-JSON vocabulary (docs/stdio-json.md): what a harness prints, and what the runtime writes. */
+import { z } from 'zod';
+
+const count = z.number().finite().nonnegative();
+
+/** Harness → runtime lines we understand. Unknown fields are ignored so harnesses can add their own. */
+export const sessionLine = z.object({
+  type: z.literal('session'),
+  id: z.string().min(1),
+  resumed: z.boolean().nullish(),
+  model: z.string().nullish(),
+});
+export const textLine = z.object({ type: z.literal('text'), text: z.string() });
+export const activityLine = z.object({ type: z.literal('activity'), description: z.string() });
+export const permissionLine = z.object({
+  type: z.literal('permission'),
+  id: z.string().min(1),
+  tool: z.string(),
+  input: z.unknown().optional(),
+});
+export const usageLine = z.object({
+  type: z.literal('usage'),
+  input: count.nullish(),
+  output: count.nullish(),
+  cacheRead: count.nullish(),
+  cacheWrite: count.nullish(),
+  costUsd: count.nullish(),
+});
+export const completeLine = z.object({
+  type: z.literal('complete'),
+  text: z.string(),
+  sessionId: z.string().min(1).nullish(),
+  resumed: z.boolean().nullish(),
+  model: z.string().nullish(),
+});
+export const errorCodes = ['process-exit', 'timeout', 'cancelled', 'resume-failed', 'vendor-error', 'protocol-error'] as const;
+export const errorLine = z.object({
+  type: z.literal('error'),
+  message: z.string(),
+  // A code we do not know is still an error: it becomes vendor-error rather than failing validation.
+  code: z.string().nullish(),
+});
+/** Any other typed line: a newer harness's event that must never crash a run. */
+export const otherLine = z.object({ type: z.string() }).loose();
+
+/**
+ * Every harness line. Note a known `type` with bad fields also matches `otherLine`; the adapter therefore
+ * validates known types with their own schema first (see `knownLines`) and only then falls back.
+ */
+export const harnessLine = z.union([sessionLine, textLine, activityLine, permissionLine, usageLine, completeLine, errorLine, otherLine]);
+export type HarnessLine = z.infer<typeof harnessLine>;
+
+/** The known line schemas by `type`. */
+export const knownLines = {
+  session: sessionLine,
+  text: textLine,
+  activity: activityLine,
+  permission: permissionLine,
+  usage: usageLine,
+  complete: completeLine,
+  error: errorLine,
+} as const;
+
+/** Runtime → harness: the one request line that starts a turn. */
+export const turnRequest = z.strictObject({
+  type: z.literal('turn'),
+  prompt: z.string(),
+  turn: z.number().int().positive(),
+  systemPrompt: z.string().nullable(),
+  sessionId: z.string().nullable(),
+  model: z.string().nullable(),
+  workspace: z.string(),
+  permissions: z.enum(['strict', 'auto', 'dangerous']),
+});
+export type TurnRequest = z.infer<typeof turnRequest>;
+
+/** Runtime → harness: the answer to a `permission` line. */
+export const permissionResponse = z.strictObject({
+  type: z.literal('permission-response'),
+  id: z.string(),
+  allow: z.boolean(),
+  message: z.string().optional(),
+});
+export type PermissionResponse = z.infer<typeof permissionResponse>;
