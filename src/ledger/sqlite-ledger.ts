@@ -1,0 +1,443 @@
+/** The embedded run ledger: better-sqlite3 behind the async Ledger interface (PostgreSQL will follow). */
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import type { Usage } from '../adapters/types.js';
+import {
+  UnresolvedAccountingError,
+  type CatalogEntries,
+  type Ledger,
+  type LedgerEvent,
+  type PromptRunRecord,
+  type RunRecord,
+  type RunStatus,
+  type RunStepRecord,
+} from './types.js';
+
+/** Ordered migrations; migration N brings the schema to version N (stored in PRAGMA user_version). */
+const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE vendors (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+  );
+  CREATE TABLE models (
+    id TEXT PRIMARY KEY,
+    vendor_id TEXT NOT NULL REFERENCES vendors(id),
+    name TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+  );
+  CREATE TABLE prompts (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    text TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+  );
+  CREATE TABLE runs (
+    workflow_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    harness TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    task TEXT NOT NULL,
+    parent_workflow_id TEXT,
+    status TEXT NOT NULL,
+    result_json TEXT,
+    external_session_id TEXT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT
+  );
+  CREATE INDEX runs_parent ON runs(parent_workflow_id);
+  CREATE TABLE prompt_runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    prompt_id TEXT NOT NULL REFERENCES prompts(id),
+    model_id TEXT NOT NULL REFERENCES models(id),
+    vendor_id TEXT NOT NULL REFERENCES vendors(id),
+    reported_model TEXT,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    cost_source TEXT NOT NULL CHECK (cost_source IN ('harness', 'price-table', 'unknown')),
+    external_session_id TEXT,
+    resumed INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    input TEXT NOT NULL,
+    output TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (workflow_id, turn)
+  );
+  CREATE TABLE run_steps (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (workflow_id, seq)
+  );
+  CREATE TABLE events (
+    cursor INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    data_json TEXT NOT NULL,
+    at TEXT NOT NULL
+  );
+  CREATE INDEX events_by_run ON events(workflow_id, cursor);
+  `,
+];
+
+/** Schema version this code writes. */
+export const LEDGER_SCHEMA_VERSION = MIGRATIONS.length;
+
+/** Default and maximum page size for readEvents. */
+const DEFAULT_EVENT_PAGE = 100;
+const MAX_EVENT_PAGE = 1000;
+
+interface RunRow {
+  workflow_id: string;
+  run_id: string;
+  agent: string;
+  harness: string;
+  tenant_id: string;
+  user_id: string;
+  task: string;
+  parent_workflow_id: string | null;
+  status: RunStatus;
+  result_json: string | null;
+  external_session_id: string | null;
+}
+
+interface PromptRunRow {
+  workflow_id: string;
+  turn: number;
+  prompt_id: string;
+  model_id: string;
+  vendor_id: string;
+  reported_model: string | null;
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_tokens: number;
+  cache_write_tokens: number;
+  cost_usd: number;
+  cost_source: PromptRunRecord['costSource'];
+  external_session_id: string | null;
+  resumed: number;
+  duration_ms: number;
+  input: string;
+  output: string;
+}
+
+interface StepRow {
+  workflow_id: string;
+  seq: number;
+  turn: number;
+  type: string;
+  payload_json: string;
+}
+
+interface EventRow {
+  cursor: number;
+  workflow_id: string;
+  turn: number;
+  type: string;
+  data_json: string;
+  at: string;
+}
+
+function now(): string {
+  return new Date().toISOString();
+}
+
+function toJson(value: unknown): string {
+  return JSON.stringify(value ?? null);
+}
+
+function fromJson(text: string | null): unknown {
+  return text === null ? null : (JSON.parse(text) as unknown);
+}
+
+function migrate(db: Database.Database): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  if (current > MIGRATIONS.length) {
+    throw new Error(
+      `ledger schema version ${current} is newer than this code understands (${MIGRATIONS.length}); upgrade durable-harness`,
+    );
+  }
+  for (let version = current + 1; version <= MIGRATIONS.length; version++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[version - 1]!);
+      db.pragma(`user_version = ${version}`);
+    })();
+  }
+}
+
+function prepareStatements(db: Database.Database) {
+  return {
+    upsertVendor: db.prepare(
+      `INSERT INTO vendors (id, name, updated_at) VALUES (@id, @name, @at)
+       ON CONFLICT(id) DO UPDATE SET name = excluded.name, updated_at = excluded.updated_at`,
+    ),
+    upsertModel: db.prepare(
+      `INSERT INTO models (id, vendor_id, name, updated_at) VALUES (@id, @vendorId, @name, @at)
+       ON CONFLICT(id) DO UPDATE SET vendor_id = excluded.vendor_id, name = excluded.name, updated_at = excluded.updated_at`,
+    ),
+    upsertPrompt: db.prepare(
+      `INSERT INTO prompts (id, name, text, updated_at) VALUES (@id, @name, @text, @at)
+       ON CONFLICT(id) DO UPDATE SET name = excluded.name, text = excluded.text, updated_at = excluded.updated_at`,
+    ),
+    vendorExists: db.prepare(`SELECT 1 FROM vendors WHERE id = ?`).pluck(),
+    modelVendor: db.prepare(`SELECT vendor_id FROM models WHERE id = ?`).pluck(),
+    promptExists: db.prepare(`SELECT 1 FROM prompts WHERE id = ?`).pluck(),
+    insertRun: db.prepare(
+      `INSERT INTO runs (workflow_id, run_id, agent, harness, tenant_id, user_id, task, parent_workflow_id, status, started_at)
+       VALUES (@workflowId, @runId, @agent, @harness, @tenantId, @userId, @task, @parentWorkflowId, 'running', @at)
+       ON CONFLICT(workflow_id) DO NOTHING`,
+    ),
+    finishRun: db.prepare(
+      `UPDATE runs SET status = @status, result_json = @result, finished_at = @at WHERE workflow_id = @workflowId`,
+    ),
+    setStatus: db.prepare(`UPDATE runs SET status = @status WHERE workflow_id = @workflowId`),
+    setSession: db.prepare(`UPDATE runs SET external_session_id = @sessionId WHERE workflow_id = @workflowId`),
+    getRun: db.prepare(`SELECT * FROM runs WHERE workflow_id = ?`),
+    insertPromptRun: db.prepare(
+      `INSERT INTO prompt_runs (workflow_id, turn, prompt_id, model_id, vendor_id, reported_model,
+         input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_source,
+         external_session_id, resumed, duration_ms, input, output, created_at)
+       VALUES (@workflowId, @turn, @promptId, @modelId, @vendorId, @reportedModel,
+         @inputTokens, @outputTokens, @cacheReadTokens, @cacheWriteTokens, @costUsd, @costSource,
+         @externalSessionId, @resumed, @durationMs, @input, @output, @at)
+       ON CONFLICT(workflow_id, turn) DO NOTHING`,
+    ),
+    listPromptRuns: db.prepare(`SELECT * FROM prompt_runs WHERE workflow_id = ? ORDER BY turn`),
+    insertStep: db.prepare(
+      `INSERT INTO run_steps (workflow_id, seq, turn, type, payload_json, created_at)
+       VALUES (@workflowId, @seq, @turn, @type, @payload, @at)
+       ON CONFLICT(workflow_id, seq) DO NOTHING`,
+    ),
+    listSteps: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? ORDER BY seq`),
+    insertEvent: db.prepare(
+      `INSERT INTO events (workflow_id, turn, type, data_json, at) VALUES (@workflowId, @turn, @type, @data, @at)`,
+    ),
+    readEvents: db.prepare(
+      `SELECT * FROM events WHERE workflow_id = ? AND cursor > ? ORDER BY cursor LIMIT ?`,
+    ),
+  };
+}
+
+/** The ledger in one SQLite file (WAL mode), safe to share between a worker and a command line on one host. */
+export class SqliteLedger implements Ledger {
+  private readonly stmts: ReturnType<typeof prepareStatements>;
+  private closed = false;
+
+  private constructor(private readonly db: Database.Database) {
+    this.stmts = prepareStatements(db);
+  }
+
+  /** Opens (creating directories and the file if needed) and migrates the ledger at `file`. */
+  static open(file: string): SqliteLedger {
+    if (file !== ':memory:') mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+    const db = new Database(file);
+    try {
+      db.pragma('journal_mode = WAL');
+      db.pragma('busy_timeout = 5000');
+      db.pragma('foreign_keys = ON');
+      // WAL + NORMAL is durable across process crashes; only an OS crash can lose the last commits.
+      db.pragma('synchronous = NORMAL');
+      migrate(db);
+      return new SqliteLedger(db);
+    } catch (e) {
+      db.close();
+      throw e;
+    }
+  }
+
+  /** The schema version of the open file. */
+  get schemaVersion(): number {
+    return this.db.pragma('user_version', { simple: true }) as number;
+  }
+
+  async syncCatalog(entries: CatalogEntries): Promise<void> {
+    const at = now();
+    this.db.transaction(() => {
+      for (const v of entries.vendors) this.stmts.upsertVendor.run({ id: v.id, name: v.name, at });
+      for (const m of entries.models) this.stmts.upsertModel.run({ id: m.id, vendorId: m.vendorId, name: m.name, at });
+      for (const p of entries.prompts) this.stmts.upsertPrompt.run({ id: p.id, name: p.name, text: p.text, at });
+    })();
+  }
+
+  async startRun(run: RunRecord): Promise<void> {
+    this.stmts.insertRun.run({
+      workflowId: run.workflowId,
+      runId: run.runId,
+      agent: run.agent,
+      harness: run.harness,
+      tenantId: run.tenantId,
+      userId: run.userId,
+      task: run.task,
+      parentWorkflowId: run.parentWorkflowId ?? null,
+      at: now(),
+    });
+  }
+
+  async finishRun(workflowId: string, status: RunStatus, result: unknown): Promise<void> {
+    this.stmts.finishRun.run({ workflowId, status, result: toJson(result), at: now() });
+  }
+
+  async setRunStatus(workflowId: string, status: RunStatus): Promise<void> {
+    this.stmts.setStatus.run({ workflowId, status });
+  }
+
+  async setExternalSessionId(workflowId: string, sessionId: string): Promise<void> {
+    this.stmts.setSession.run({ workflowId, sessionId });
+  }
+
+  async getRun(
+    workflowId: string,
+  ): Promise<(RunRecord & { status: RunStatus; result: unknown; externalSessionId?: string }) | undefined> {
+    const row = this.stmts.getRun.get(workflowId) as RunRow | undefined;
+    if (!row) return undefined;
+    return {
+      workflowId: row.workflow_id,
+      runId: row.run_id,
+      agent: row.agent,
+      harness: row.harness,
+      tenantId: row.tenant_id,
+      userId: row.user_id,
+      task: row.task,
+      ...(row.parent_workflow_id !== null ? { parentWorkflowId: row.parent_workflow_id } : {}),
+      status: row.status,
+      result: fromJson(row.result_json),
+      ...(row.external_session_id !== null ? { externalSessionId: row.external_session_id } : {}),
+    };
+  }
+
+  /** Names every id of `row` that does not resolve, so the operator knows which catalog entry to fix. */
+  private unresolved(row: PromptRunRecord): string[] {
+    const problems: string[] = [];
+    const where = `prompt run for ${row.workflowId} turn ${row.turn}`;
+    if (this.stmts.promptExists.get(row.promptId) === undefined) {
+      problems.push(
+        `${where}: prompt id '${row.promptId}' is not in the catalog — sync the catalog so the agent's prompt is recorded`,
+      );
+    }
+    const modelVendor = this.stmts.modelVendor.get(row.modelId) as string | undefined;
+    if (modelVendor === undefined) {
+      problems.push(`${where}: model id '${row.modelId}' is not in the catalog — add it to the harness entry`);
+    } else if (modelVendor !== row.vendorId) {
+      problems.push(
+        `${where}: model id '${row.modelId}' belongs to vendor '${modelVendor}', not '${row.vendorId}' — fix the harness entry`,
+      );
+    }
+    if (this.stmts.vendorExists.get(row.vendorId) === undefined) {
+      problems.push(`${where}: vendor id '${row.vendorId}' is not in the catalog — add it to the harness entry`);
+    }
+    return problems;
+  }
+
+  async recordPromptRun(row: PromptRunRecord): Promise<{ inserted: boolean }> {
+    const problems = this.unresolved(row);
+    if (problems.length > 0) throw new UnresolvedAccountingError(problems.join('; '));
+    const usage: Usage = row.usage;
+    const info = this.stmts.insertPromptRun.run({
+      workflowId: row.workflowId,
+      turn: row.turn,
+      promptId: row.promptId,
+      modelId: row.modelId,
+      vendorId: row.vendorId,
+      reportedModel: row.reportedModel ?? null,
+      inputTokens: usage.input,
+      outputTokens: usage.output,
+      cacheReadTokens: usage.cacheRead,
+      cacheWriteTokens: usage.cacheWrite,
+      costUsd: row.costUsd,
+      costSource: row.costSource,
+      externalSessionId: row.externalSessionId ?? null,
+      resumed: row.resumed ? 1 : 0,
+      durationMs: Math.round(row.durationMs),
+      input: row.input,
+      output: row.output,
+      at: now(),
+    });
+    return { inserted: info.changes > 0 };
+  }
+
+  async listPromptRuns(workflowId: string): Promise<PromptRunRecord[]> {
+    const rows = this.stmts.listPromptRuns.all(workflowId) as PromptRunRow[];
+    return rows.map((r) => ({
+      workflowId: r.workflow_id,
+      turn: r.turn,
+      promptId: r.prompt_id,
+      modelId: r.model_id,
+      vendorId: r.vendor_id,
+      ...(r.reported_model !== null ? { reportedModel: r.reported_model } : {}),
+      usage: {
+        input: r.input_tokens,
+        output: r.output_tokens,
+        cacheRead: r.cache_read_tokens,
+        cacheWrite: r.cache_write_tokens,
+      },
+      costUsd: r.cost_usd,
+      costSource: r.cost_source,
+      ...(r.external_session_id !== null ? { externalSessionId: r.external_session_id } : {}),
+      resumed: r.resumed === 1,
+      durationMs: r.duration_ms,
+      input: r.input,
+      output: r.output,
+    }));
+  }
+
+  async recordStep(step: RunStepRecord): Promise<void> {
+    this.stmts.insertStep.run({
+      workflowId: step.workflowId,
+      seq: step.seq,
+      turn: step.turn,
+      type: step.type,
+      payload: toJson(step.payload),
+      at: now(),
+    });
+  }
+
+  async listSteps(workflowId: string): Promise<RunStepRecord[]> {
+    const rows = this.stmts.listSteps.all(workflowId) as StepRow[];
+    return rows.map((r) => ({
+      workflowId: r.workflow_id,
+      seq: r.seq,
+      turn: r.turn,
+      type: r.type,
+      payload: fromJson(r.payload_json),
+    }));
+  }
+
+  async appendEvent(workflowId: string, turn: number, type: string, data: unknown): Promise<number> {
+    const info = this.stmts.insertEvent.run({ workflowId, turn, type, data: toJson(data), at: now() });
+    return Number(info.lastInsertRowid);
+  }
+
+  async readEvents(workflowId: string, afterCursor: number, limit = DEFAULT_EVENT_PAGE): Promise<LedgerEvent[]> {
+    const page = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(limit)));
+    const rows = this.stmts.readEvents.all(workflowId, afterCursor, page) as EventRow[];
+    return rows.map((r) => ({
+      cursor: r.cursor,
+      workflowId: r.workflow_id,
+      turn: r.turn,
+      type: r.type,
+      data: fromJson(r.data_json),
+      at: r.at,
+    }));
+  }
+
+  /** Closes the database; calling it again does nothing. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.close();
+  }
+}
