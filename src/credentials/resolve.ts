@@ -1,0 +1,172 @@
+/** Credential resolution: grants first, then the server's environment, then the vendor-key fallback. */
+import { readFileSync, statSync } from 'node:fs';
+import type { AgentConfig, HarnessConfig } from '../catalog/schema.js';
+
+/** Where secret values are kept, by name. */
+export interface CredentialStore {
+  get(name: string): string | undefined;
+}
+
+/** Minimal logger: only warnings are needed, and they never carry secret values. */
+export interface CredentialLog {
+  warn(message: string): void;
+}
+
+/** Raised when a grant cannot be satisfied; `code` is stable for ApplicationFailure types. */
+export class CredentialMissingError extends Error {
+  override readonly name = 'CredentialMissingError';
+  readonly code = 'CredentialMissing' as const;
+}
+
+/** A store held in memory (tests, or secrets loaded by the embedding service). */
+export class MemoryCredentialStore implements CredentialStore {
+  private readonly values: Map<string, string>;
+
+  constructor(values: Readonly<Record<string, string>> = {}) {
+    this.values = new Map(Object.entries(values));
+  }
+
+  get(name: string): string | undefined {
+    return this.values.get(name);
+  }
+
+  /** Adds or replaces a value. */
+  set(name: string, value: string): void {
+    this.values.set(name, value);
+  }
+}
+
+/** A JSON file `{ "NAME": "value" }`, read once; warns when group or others can read it. */
+export class JsonFileCredentialStore implements CredentialStore {
+  private readonly values: Readonly<Record<string, string>>;
+
+  constructor(
+    readonly file: string,
+    log: CredentialLog = console,
+  ) {
+    const mode = statSync(file).mode;
+    if ((mode & 0o077) !== 0) {
+      log.warn(
+        `credential file ${file} is readable by group or others (mode ${(mode & 0o777).toString(8)}); run: chmod 600 ${file}`,
+      );
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (e) {
+      // Never echo the content: it is full of secrets.
+      throw new Error(`credential file ${file} is not valid JSON (${e instanceof SyntaxError ? 'syntax error' : String(e)})`);
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new Error(`credential file ${file} must hold a JSON object of name → value`);
+    }
+    const values: Record<string, string> = {};
+    for (const [name, value] of Object.entries(parsed)) {
+      if (typeof value !== 'string') throw new Error(`credential file ${file}: "${name}" must be a string`);
+      values[name] = value;
+    }
+    this.values = values;
+  }
+
+  get(name: string): string | undefined {
+    return Object.prototype.hasOwnProperty.call(this.values, name) ? this.values[name] : undefined;
+  }
+}
+
+/** Where one variable of the harness environment came from. */
+export interface CredentialSource {
+  readonly env: string;
+  readonly source: 'store' | 'env' | 'vendor-fallback';
+}
+
+/** What reaches the harness process: its environment, the values to redact, and an audit of sources. */
+export interface ResolvedCredentials {
+  readonly env: Record<string, string>;
+  readonly secrets: string[];
+  readonly sources: CredentialSource[];
+}
+
+export interface ResolveCredentialsInput {
+  readonly agent: Pick<AgentConfig, 'name' | 'credentials'>;
+  readonly harness: Pick<HarnessConfig, 'name' | 'driverClass' | 'apiKeyEnv'>;
+  readonly store?: CredentialStore;
+  /** The server's environment (usually process.env). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly log?: CredentialLog;
+}
+
+/** The server variable consulted when an agent has no grants: `AI_VENDOR_API_KEY__<DRIVERCLASS>`. */
+export function vendorFallbackVariable(driverClass: string): string {
+  return `AI_VENDOR_API_KEY__${driverClass.toUpperCase()}`;
+}
+
+function present(value: string | undefined): value is string {
+  return value !== undefined && value !== '';
+}
+
+/** Resolves the agent's credentials into harness environment; throws CredentialMissingError for an unmet grant. */
+export function resolveCredentials(input: ResolveCredentialsInput): ResolvedCredentials {
+  const serverEnv = input.env ?? {};
+  const env: Record<string, string> = {};
+  const sources: CredentialSource[] = [];
+  const grants = input.agent.credentials ?? [];
+
+  for (const grant of grants) {
+    const key = grant.from ?? grant.env;
+    const stored = input.store?.get(key);
+    if (present(stored)) {
+      env[grant.env] = stored;
+      sources.push({ env: grant.env, source: 'store' });
+      continue;
+    }
+    const fromEnv = serverEnv[key];
+    if (present(fromEnv)) {
+      env[grant.env] = fromEnv;
+      sources.push({ env: grant.env, source: 'env' });
+      continue;
+    }
+    throw new CredentialMissingError(
+      `agent "${input.agent.name}" is granted ${grant.env}${grant.from ? ` (from "${grant.from}")` : ''}, ` +
+        `but "${key}" is neither in the credential store nor set in the server environment; ` +
+        `set the server environment variable ${key} or add "${key}" to the credential store`,
+    );
+  }
+
+  if (grants.length === 0 && input.harness.apiKeyEnv) {
+    const variable = vendorFallbackVariable(input.harness.driverClass);
+    const value = serverEnv[variable];
+    if (present(value)) {
+      env[input.harness.apiKeyEnv] = value;
+      sources.push({ env: input.harness.apiKeyEnv, source: 'vendor-fallback' });
+      // Logged because the agent now holds a process-wide key it was never explicitly granted.
+      input.log?.warn(
+        `agent "${input.agent.name}" has no credential grants; harness "${input.harness.name}" gets ` +
+          `${input.harness.apiKeyEnv} from the server variable ${variable} (vendor-key fallback)`,
+      );
+    }
+  }
+
+  return { env, secrets: [...new Set(Object.values(env))], sources };
+}
+
+/** Shortest secret worth redacting; shorter values would mangle ordinary text. */
+const MIN_SECRET_LENGTH = 4;
+
+/** Returns a function that replaces every secret (raw and JSON-escaped) with `[REDACTED]`. */
+export function createRedactor(secrets: readonly string[]): (text: string) => string {
+  const needles = new Set<string>();
+  for (const secret of secrets) {
+    if (secret.length < MIN_SECRET_LENGTH) continue;
+    needles.add(secret);
+    needles.add(JSON.stringify(secret).slice(1, -1));
+  }
+  // Longest first, so a secret that contains another is replaced whole.
+  const ordered = [...needles].sort((a, b) => b.length - a.length);
+  return (text: string) => {
+    let out = text;
+    for (const needle of ordered) {
+      if (out.includes(needle)) out = out.split(needle).join('[REDACTED]');
+    }
+    return out;
+  };
+}
