@@ -1,0 +1,186 @@
+import { describe, expect, it } from 'vitest';
+import { collectTurn, foldTurn } from '../../src/adapters/fold.js';
+import { defaultAdapterRegistry, UnknownDriverError } from '../../src/adapters/registry.js';
+import { StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
+import type { HarnessEvent, HarnessSessionConfig } from '../../src/adapters/types.js';
+import { FakeExecutor, line, type FakeRun } from './fake-executor.js';
+
+function config(executor: FakeExecutor, extra: Partial<HarnessSessionConfig> = {}): HarnessSessionConfig {
+  return {
+    runId: 'run-1',
+    harnessName: 'fake',
+    executable: '/opt/fake-harness',
+    baseArgs: ['--json'],
+    model: 'fake-model-1',
+    workspacePath: '/ws',
+    hostWorkspacePath: '/ws',
+    env: { FAKE_KEY: 'k' },
+    executor,
+    turnTimeoutMs: 5000,
+    ...extra,
+  };
+}
+
+async function started(runs: FakeRun[], extra: Partial<HarnessSessionConfig> = {}) {
+  const executor = new FakeExecutor(runs);
+  const adapter = new StdioJsonAdapter();
+  adapter.setSystemPrompt('Reply with an envelope.');
+  adapter.applyPermissionPolicy('auto');
+  await adapter.start(config(executor, extra));
+  return { adapter, executor };
+}
+
+async function events(stream: AsyncIterable<HarnessEvent>): Promise<HarnessEvent[]> {
+  const out: HarnessEvent[] = [];
+  for await (const event of stream) out.push(event);
+  return out;
+}
+
+const terminals = (list: HarnessEvent[]) => list.filter((e) => e.type === 'turn-complete' || e.type === 'session-error');
+const envelope = '{"step":"success","result":"done"}';
+
+describe('StdioJsonAdapter', () => {
+  it('sends one request line and ends the turn with the envelope text', async () => {
+    const { adapter, executor } = await started([{ lines: [line({ type: 'session', id: 's1' }), line({ type: 'complete', text: envelope })] }]);
+    const list = await events(adapter.runTurn({ prompt: 'do it', turn: 1 }));
+    expect(list.at(-1)).toEqual({ type: 'turn-complete', text: envelope });
+    expect(terminals(list)).toHaveLength(1);
+    const request = executor.requests[0]!;
+    expect(request.argv).toEqual(['/opt/fake-harness', '--json']);
+    expect(request.env).toMatchObject({ FAKE_KEY: 'k' });
+    expect(request.keepStdinOpen).toBe(true);
+    expect(request.stdin?.endsWith('\n')).toBe(true);
+    expect(JSON.parse(request.stdin!)).toEqual({
+      type: 'turn', prompt: 'do it', turn: 1, systemPrompt: 'Reply with an envelope.', sessionId: null,
+      model: 'fake-model-1', workspace: '/ws', permissions: 'auto',
+    });
+  });
+
+  it('turns an error line into a session-error with its code', async () => {
+    const { adapter } = await started([{ lines: [line({ type: 'error', message: 'no such session', code: 'resume-failed' })], exitCode: 1 }]);
+    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(list).toEqual([{ type: 'session-error', code: 'resume-failed', message: 'no such session' }]);
+  });
+
+  it('maps an unknown error code to vendor-error and keeps the original code in the message', async () => {
+    const { adapter } = await started([{ lines: [line({ type: 'error', message: 'rate limited', code: 'http-429' })] }]);
+    const [event] = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(event).toMatchObject({ type: 'session-error', code: 'vendor-error' });
+    expect(event?.type === 'session-error' && event.message).toContain('http-429');
+  });
+
+  it('turns garbage lines into unknown events and still completes', async () => {
+    const garbage = ['not json at all', '[1,2,3]', line({ type: 'brand-new-event', x: 1 }), line({ type: 'text', text: 42 }), '{"type":'];
+    const { adapter } = await started([{ lines: [...garbage, line({ type: 'complete', text: envelope })] }]);
+    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(list.filter((e) => e.type === 'unknown').map((e) => e.type === 'unknown' && e.raw)).toEqual(garbage);
+    expect(list.at(-1)).toEqual({ type: 'turn-complete', text: envelope });
+  });
+
+  it('reports exactly one process-exit error, with exit code and stderr tail, when the process exits without a terminal line', async () => {
+    const { adapter } = await started([{ lines: [line({ type: 'text', text: 'thinking' })], exitCode: 3, stderr: 'boom: out of memory\n' }]);
+    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(terminals(list)).toHaveLength(1);
+    const last = list.at(-1);
+    expect(last).toMatchObject({ type: 'session-error', code: 'process-exit', exitCode: 3, stderrTail: 'boom: out of memory\n' });
+    expect(last?.type === 'session-error' && last.message).toMatch(/exited with code 3.*out of memory/);
+  });
+
+  it('keeps only the first of two terminal lines, and nothing after it', async () => {
+    const lines = [line({ type: 'complete', text: envelope }), line({ type: 'text', text: 'late' }), line({ type: 'error', message: 'second' })];
+    const { adapter } = await started([{ lines }]);
+    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(list).toEqual([{ type: 'turn-complete', text: envelope }]);
+  });
+
+  it('a malformed complete line ends the turn with a protocol-error', async () => {
+    const { adapter } = await started([{ lines: [line({ type: 'complete', text: { step: 'success' } })] }]);
+    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(list).toHaveLength(1);
+    expect(list[0]).toMatchObject({ type: 'session-error', code: 'protocol-error' });
+  });
+
+  it('tracks session id, model and resume across turns and sends the session id back', async () => {
+    const { adapter, executor } = await started([
+      { lines: [line({ type: 'session', id: 'sess-9', model: 'm-large' }), line({ type: 'complete', text: envelope })] },
+      { lines: [line({ type: 'session', id: 'sess-9' }), line({ type: 'complete', text: envelope, model: 'm-small', sessionId: 'sess-9' })] },
+    ]);
+    await events(adapter.runTurn({ prompt: 'one', turn: 1 }));
+    expect(adapter.externalSessionId).toBe('sess-9');
+    expect(adapter.reportedModel).toBe('m-large');
+    expect(adapter.resumed).toBe(false);
+
+    const second = await events(adapter.runTurn({ prompt: 'two', turn: 2 }));
+    expect(JSON.parse(executor.requests[1]!.stdin!)).toMatchObject({ sessionId: 'sess-9', turn: 2 });
+    // The harness did not say `resumed`, but it continued the session it was asked to: inferred true.
+    expect(second[0]).toEqual({ type: 'session', sessionId: 'sess-9', resumed: true });
+    expect(adapter.resumed).toBe(true);
+    expect(adapter.reportedModel).toBe('m-small');
+  });
+
+  it('starts by resuming a configured session and reports resumed=false when the harness says so', async () => {
+    const { adapter, executor } = await started(
+      [{ lines: [line({ type: 'session', id: 'fresh', resumed: false }), line({ type: 'complete', text: envelope })] }],
+      { resumeSessionId: 'old' },
+    );
+    await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(JSON.parse(executor.requests[0]!.stdin!)).toMatchObject({ sessionId: 'old' });
+    expect(adapter.resumed).toBe(false);
+    expect(adapter.externalSessionId).toBe('fresh');
+  });
+
+  it('folds incremental usage and cost', async () => {
+    const { adapter } = await started([
+      {
+        lines: [
+          line({ type: 'session', id: 's', resumed: true, model: 'm' }),
+          line({ type: 'activity', description: 'read README.md' }),
+          line({ type: 'usage', input: 100, output: 20, cacheRead: 50, costUsd: 0.01 }),
+          line({ type: 'usage', input: 10, output: 5, cacheWrite: 7, costUsd: 0.002 }),
+          line({ type: 'complete', text: envelope }),
+        ],
+      },
+    ]);
+    const result = await collectTurn(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(result.usage).toEqual({ input: 110, output: 25, cacheRead: 50, cacheWrite: 7 });
+    expect(result.costUsd).toBeCloseTo(0.012);
+    expect(result).toMatchObject({ text: envelope, sessionId: 's', resumed: true, model: 'm', activities: ['read README.md'], eventCount: 5 });
+    expect(result.error).toBeUndefined();
+  });
+
+  it('writes permission answers to the running process stdin', async () => {
+    const { adapter, executor } = await started([{ lines: [line({ type: 'permission', id: 'p1', tool: 'bash', input: { cmd: 'ls' } })], hang: true }]);
+    const iterator = adapter.runTurn({ prompt: 'x', turn: 1 })[Symbol.asyncIterator]();
+    const first = await iterator.next();
+    expect(first.value).toEqual({ type: 'permission-request', id: 'p1', tool: 'bash', input: { cmd: 'ls' } });
+    await adapter.respond('p1', { allow: false, message: 'not now' });
+    expect(executor.processes[0]!.written).toEqual([`${JSON.stringify({ type: 'permission-response', id: 'p1', allow: false, message: 'not now' })}\n`]);
+    await adapter.end();
+    const rest = await iterator.next();
+    expect(rest.value).toMatchObject({ type: 'session-error' });
+  });
+});
+
+describe('foldTurn', () => {
+  it('has zero usage and no cost for a turn that reported none', () => {
+    const result = foldTurn([{ type: 'session-error', code: 'timeout', message: 'slow' }]);
+    expect(result).toMatchObject({ usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, resumed: false, eventCount: 1 });
+    expect(result.costUsd).toBeUndefined();
+    expect(result.error).toEqual({ code: 'timeout', message: 'slow' });
+  });
+
+  it('keeps only the last five activities', () => {
+    const acts: HarnessEvent[] = Array.from({ length: 12 }, (_, i) => ({ type: 'activity', description: `a${i}` }));
+    expect(foldTurn(acts).activities).toEqual(['a7', 'a8', 'a9', 'a10', 'a11']);
+  });
+});
+
+describe('AdapterRegistry', () => {
+  it('creates StdioJson adapters and names the registered classes for an unknown one', () => {
+    const registry = defaultAdapterRegistry();
+    expect(registry.has('StdioJson')).toBe(true);
+    expect(registry.create('StdioJson').driverClass).toBe('StdioJson');
+    expect(() => registry.create('ClaudeCode')).toThrow(UnknownDriverError);
+    expect(() => registry.create('ClaudeCode')).toThrow(/"ClaudeCode".*Registered: StdioJson.*driverClass/);
+  });
+});
