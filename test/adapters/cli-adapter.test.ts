@@ -4,7 +4,8 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CliHarnessAdapter, type TurnCommand } from '../../src/adapters/cli-adapter.js';
 import { StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, SandboxExecutor } from '../../src/adapters/index.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig } from '../../src/adapters/index.js';
+import type { SandboxExecutor } from '../../src/sandbox/index.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
 import { FakeExecutor, line } from './fake-executor.js';
 
