@@ -74,7 +74,9 @@ export const agentSchema = z.strictObject({
   sandbox: sandboxSchema.default({ provider: 'local', workspaceScope: 'run', networkPolicy: 'open' }),
   permissions: z.enum(['strict', 'auto', 'dangerous']).default('auto'),
   guardrails: guardrailsSchema.default({ maxIterations: 20, maxTokens: 2_000_000, maxCostUsd: 5, maxWallTimeMs: 3_600_000 }),
-  actions: z.array(z.union([name.transform((n) => ({ name: n })), agentActionSchema])).default([]),
+  actions: z
+    .array(z.union([name.transform((n): { name: string; maxExecutionsPerRun?: number } => ({ name: n })), agentActionSchema]))
+    .default([]),
   subAgents: z.array(name).default([]),
   credentials: z.array(credentialGrantSchema).default([]),
   /** Malformed envelopes in a row before the run fails. */

@@ -1,0 +1,18 @@
+/** Stable `ApplicationFailure` types: the workflow, the client and operators match on these strings. */
+export const FailureTypes = {
+  UnknownAgent: 'UnknownAgent',
+  UnknownHarness: 'UnknownHarness',
+  InactiveHarness: 'InactiveHarness',
+  UnknownDriver: 'UnknownDriver',
+  HarnessBinaryMissing: 'HarnessBinaryMissing',
+  CredentialMissing: 'CredentialMissing',
+  AccountingUnresolved: 'AccountingUnresolved',
+  SandboxProviderUnknown: 'SandboxProviderUnknown',
+  SandboxPolicyRefused: 'SandboxPolicyRefused',
+  DockerUnavailable: 'DockerUnavailable',
+  SandboxImageMissing: 'SandboxImageMissing',
+  SandboxContainerGone: 'SandboxContainerGone',
+  TurnFailed: 'TurnFailed',
+} as const;
+
+export type FailureType = (typeof FailureTypes)[keyof typeof FailureTypes];

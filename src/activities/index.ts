@@ -1,0 +1,412 @@
+/**
+ * The activities of `agentRun`, made by a factory that receives their dependencies.
+ * Adapters and sandbox handles live only inside an activity; between activities a session is a `SandboxRef`.
+ */
+import { ApplicationFailure, Context, activityInfo, heartbeat } from '@temporalio/activity';
+import type { ActionRegistry } from '../actions/index.js';
+import type { AdapterRegistry } from '../adapters/registry.js';
+import { UnknownDriverError } from '../adapters/registry.js';
+import type { Capabilities, HarnessEvent, Usage } from '../adapters/types.js';
+import { zeroUsage } from '../adapters/types.js';
+import type { Catalog } from '../catalog/schema.js';
+import { agentSystemPrompt, allowedActionsOf, catalogEntries, envelopeRulesFor, findAgent, findHarness } from '../catalog/index.js';
+import { resolveCredentials, createRedactor, type CredentialStore } from '../credentials/index.js';
+import { formatFeedback, parseEnvelope } from '../envelope/index.js';
+import type { ActionCall } from '../envelope/types.js';
+import type { Ledger, RunStatus } from '../ledger/types.js';
+import { UnresolvedAccountingError } from '../ledger/types.js';
+import { killStaleProcessGroup } from '../sandbox/pidfile.js';
+import type { RunIdentity, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
+import type {
+  ActionOutcome,
+  AgentRunResult,
+  AgentSpec,
+  InheritedBudget,
+  RunOutcome,
+  StepValidation,
+  TurnOutcome,
+} from '../workflows/types.js';
+import { FailureTypes } from './failure-types.js';
+import { turnPriceUsd } from './pricing.js';
+
+/** Everything the activities need, injected by the worker (or a test). */
+export interface ActivityDeps {
+  /** The current catalog; read at run start only, so a config change never breaks a running workflow's replay. */
+  readonly catalog: () => Catalog;
+  readonly adapters: AdapterRegistry;
+  readonly sandboxes: Readonly<Record<string, SandboxProvider>>;
+  readonly ledger: Ledger;
+  readonly actions: ActionRegistry;
+  readonly credentials: CredentialStore;
+  /** The server environment credentials may fall back to (default: process.env). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Heartbeat at least this often while a turn runs (ms). */
+  readonly heartbeatIntervalMs?: number;
+}
+
+const defaultCapabilities: Capabilities = {
+  sessionResume: false,
+  structuredOutput: false,
+  usageReporting: false,
+  permissionHooks: false,
+  modelSelection: false,
+  systemPrompt: false,
+};
+
+export function createActivities(deps: ActivityDeps) {
+  const env = deps.env ?? process.env;
+
+  function provider(name: string): SandboxProvider {
+    const p = deps.sandboxes[name];
+    if (!p) {
+      throw ApplicationFailure.nonRetryable(
+        `Sandbox provider "${name}" is not configured on this worker (available: ${Object.keys(deps.sandboxes).join(', ')}). Fix sandbox.provider in the catalog or start the worker with that provider.`,
+        FailureTypes.SandboxProviderUnknown,
+      );
+    }
+    return p;
+  }
+
+  function specFor(agentName: string, budget?: InheritedBudget): AgentSpec {
+    const catalog = deps.catalog();
+    const agent = permanent(() => findAgent(catalog, agentName), FailureTypes.UnknownAgent);
+    const harness = permanent(() => findHarness(catalog, agent.harness), FailureTypes.UnknownHarness);
+    if (!harness.active) {
+      throw ApplicationFailure.nonRetryable(
+        `Harness "${harness.name}" is inactive. Install its binary (${harness.executable}), then set "active: true" for it in the catalog.`,
+        FailureTypes.InactiveHarness,
+      );
+    }
+    if (!deps.adapters.has(harness.driverClass)) {
+      throw ApplicationFailure.nonRetryable(new UnknownDriverError(harness.driverClass, deps.adapters.driverClasses()).message, FailureTypes.UnknownDriver);
+    }
+    const policy = provider(agent.sandbox.provider).enforces(agent.sandbox.networkPolicy);
+    if (policy === 'refused') {
+      throw ApplicationFailure.nonRetryable(
+        `Sandbox provider "${agent.sandbox.provider}" cannot enforce network policy "${agent.sandbox.networkPolicy}" for agent "${agent.name}". Use the docker provider, or choose another policy.`,
+        FailureTypes.SandboxPolicyRefused,
+      );
+    }
+    const adapterCaps = deps.adapters.create(harness.driverClass).capabilities;
+    const g = agent.guardrails;
+    return {
+      agent: agent.name,
+      harness: harness.name,
+      driverClass: harness.driverClass,
+      vendor: harness.vendor,
+      model: harness.model,
+      promptId: `agent:${agent.name}`,
+      capabilities: { ...defaultCapabilities, ...adapterCaps, ...(harness.capabilities ?? {}) },
+      permissions: agent.permissions,
+      sandbox: { provider: agent.sandbox.provider, workspaceScope: agent.sandbox.workspaceScope, networkPolicy: agent.sandbox.networkPolicy, options: agent.sandbox.options },
+      guardrails: {
+        maxIterations: Math.min(g.maxIterations, budget?.maxIterations ?? Infinity),
+        maxTokens: Math.min(g.maxTokens, budget?.maxTokens ?? Infinity),
+        maxCostUsd: Math.min(g.maxCostUsd, budget?.maxCostUsd ?? Infinity),
+        maxWallTimeMs: g.maxWallTimeMs,
+      },
+      actions: allowedActionsOf(catalog, agent, deps.actions).map((a) => ({ name: a.name, maxExecutionsPerRun: a.maxExecutionsPerRun })),
+      subAgents: agent.subAgents,
+      maxMalformedTurns: agent.maxMalformedTurns,
+      chatTimeoutMs: agent.chatTimeoutMs,
+      operatorTimeoutMs: agent.operatorTimeoutMs,
+      turnAttempts: agent.turnAttempts,
+      turnTimeoutMs: harness.turnTimeoutMs,
+      priced: harness.prices !== undefined,
+    };
+  }
+
+  return {
+    /** Resolves the agent from the catalog into a spec the workflow keeps in its history. */
+    async resolveAgent(input: { agent: string; budget?: InheritedBudget }): Promise<AgentSpec> {
+      return specFor(input.agent, input.budget);
+    },
+
+    /** Creates (or reattaches) the run's sandbox and its ledger row. */
+    async startSession(input: {
+      workflowId: string;
+      runId: string;
+      spec: AgentSpec;
+      identity: RunIdentity;
+      task: string;
+      parentWorkflowId?: string;
+    }): Promise<SandboxRef> {
+      const { spec } = input;
+      await deps.ledger.syncCatalog(catalogEntries(deps.catalog(), deps.actions));
+      await deps.ledger.startRun({
+        workflowId: input.workflowId,
+        runId: input.runId,
+        agent: spec.agent,
+        harness: spec.harness,
+        tenantId: input.identity.tenantId,
+        userId: input.identity.userId,
+        task: input.task,
+        parentWorkflowId: input.parentWorkflowId,
+      });
+      return sandboxCall(() =>
+        provider(spec.sandbox.provider).start({ workflowId: input.workflowId, runId: input.runId, agent: spec.agent, identity: input.identity, spec: spec.sandbox }),
+      );
+    },
+
+    /** Drives one harness turn in the sandbox: heartbeats progress, dies with the turn when cancelled. */
+    async runTurn(input: {
+      workflowId: string;
+      runId: string;
+      turn: number;
+      spec: AgentSpec;
+      sandbox: SandboxRef;
+      prompt: string;
+      resumeSessionId?: string;
+    }): Promise<TurnOutcome> {
+      const { spec } = input;
+      const ctx = Context.current();
+      const info = activityInfo();
+      const catalog = deps.catalog();
+      const agent = permanent(() => findAgent(catalog, spec.agent), FailureTypes.UnknownAgent);
+      const harness = permanent(() => findHarness(catalog, spec.harness), FailureTypes.UnknownHarness);
+      const credentials = permanent(
+        () => resolveCredentials({ agent, harness, store: deps.credentials, env, log: ctx.log }),
+        FailureTypes.CredentialMissing,
+      );
+      const redact = createRedactor(credentials.secrets);
+      const handle: SandboxHandle = await sandboxCall(() => provider(spec.sandbox.provider).attach(input.sandbox));
+      if (info.attempt > 1) {
+        // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
+        await killStaleTurn(handle);
+        await deps.ledger.appendEvent(input.workflowId, input.turn, 'retry', { attempt: info.attempt });
+      }
+      const adapter = deps.adapters.create(spec.driverClass);
+      const started = Date.now();
+      const progress = { turn: input.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, events: 0 };
+      const beat = () => heartbeat(progress);
+      const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
+      try {
+        adapter.applyPermissionPolicy(spec.permissions);
+        adapter.setSystemPrompt(agentSystemPrompt(catalog, spec.agent, deps.actions));
+        await adapter.start({
+          runId: input.workflowId,
+          harnessName: harness.name,
+          executable: harness.executable,
+          baseArgs: harness.args,
+          model: harness.model,
+          workspacePath: input.sandbox.workspacePath,
+          hostWorkspacePath: input.sandbox.hostWorkspacePath,
+          env: { ...harness.env, ...credentials.env },
+          executor: handle.executor,
+          resumeSessionId: input.resumeSessionId,
+          baseUrl: harness.baseUrl,
+          turnTimeoutMs: harness.turnTimeoutMs,
+          settings: harness.settings,
+        });
+        const events: HarnessEvent[] = [];
+        beat();
+        for await (const event of adapter.runTurn({ prompt: input.prompt, turn: input.turn, signal: ctx.cancellationSignal })) {
+          events.push(event);
+          progress.events += 1;
+          progress.lastEvent = describeEvent(event, redact);
+          if (event.type === 'usage') progress.tokens += totalTokens(event.usage);
+          if (event.type !== 'text') await deps.ledger.appendEvent(input.workflowId, input.turn, event.type, redactDeep(event, redact));
+        }
+        const { foldTurn } = await import('../adapters/fold.js');
+        const turn = foldTurn(events);
+        if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
+        if (turn.error) {
+          if (turn.error.code === 'resume-failed') return { ok: false, code: 'resume-failed', message: redact(turn.error.message) };
+          throw turnFailure(turn.error, harness.executable, redact);
+        }
+        const sessionId = turn.sessionId ?? adapter.externalSessionId;
+        if (sessionId) await deps.ledger.setExternalSessionId(input.workflowId, sessionId);
+        const usageReported = events.some((e) => e.type === 'usage');
+        const priced = harness.prices ? turnPriceUsd(harness.prices, turn.usage) : undefined;
+        const costSource = turn.costUsd !== undefined ? 'harness' : priced !== undefined ? 'price-table' : 'unknown';
+        return {
+          ok: true,
+          text: redact(turn.text ?? ''),
+          usage: turn.usage,
+          costUsd: turn.costUsd ?? priced ?? 0,
+          costSource,
+          usageReported,
+          model: turn.model ?? adapter.reportedModel,
+          externalSessionId: sessionId,
+          resumed: turn.resumed || adapter.resumed,
+          durationMs: Date.now() - started,
+        };
+      } finally {
+        clearInterval(timer);
+        await adapter.end().catch(() => undefined);
+        await handle.release().catch(() => undefined);
+      }
+    },
+
+    /** Writes the turn's accounting row; a retried call never adds a second one. */
+    async recordPromptRun(input: {
+      workflowId: string;
+      turn: number;
+      promptId: string;
+      vendor: string;
+      model: string;
+      reportedModel?: string;
+      usage: Usage;
+      costUsd: number;
+      costSource: 'harness' | 'price-table' | 'unknown';
+      externalSessionId?: string;
+      resumed: boolean;
+      durationMs: number;
+      input: string;
+      output: string;
+    }): Promise<{ inserted: boolean }> {
+      try {
+        return await deps.ledger.recordPromptRun({
+          workflowId: input.workflowId,
+          turn: input.turn,
+          promptId: input.promptId,
+          vendorId: input.vendor,
+          modelId: `${input.vendor}/${input.model}`,
+          reportedModel: input.reportedModel,
+          usage: input.usage,
+          costUsd: input.costUsd,
+          costSource: input.costSource,
+          externalSessionId: input.externalSessionId,
+          resumed: input.resumed,
+          durationMs: input.durationMs,
+          input: input.input,
+          output: input.output,
+        });
+      } catch (err) {
+        if (err instanceof UnresolvedAccountingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.AccountingUnresolved);
+        throw err;
+      }
+    },
+
+    /** Validates the envelope: the step and per-action problems, or exact feedback for the harness. */
+    async validateStep(input: { workflowId: string; turn: number; seq: number; text: string; spec: AgentSpec }): Promise<StepValidation> {
+      const parsed = parseEnvelope(input.text, envelopeRulesFor(deps.catalog(), input.spec.agent, deps.actions));
+      await deps.ledger.recordStep({
+        workflowId: input.workflowId,
+        seq: input.seq,
+        turn: input.turn,
+        type: parsed.ok ? `step:${parsed.step.step}` : 'malformed-envelope',
+        payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem },
+      });
+      if (!parsed.ok) return { ok: false, problem: parsed.problem, feedback: formatFeedback(parsed.problem) };
+      const problems: (string | undefined)[] = parsed.step.step === 'actions' ? parsed.step.actions.map(() => undefined) : [];
+      for (const e of parsed.actionErrors) if (e.kind !== 'unknown-sub-agent') problems[e.index] = e.problem;
+      return { ok: true, step: parsed.step, actionProblems: problems };
+    },
+
+    /** Runs one allowed, validated action on the harness's behalf and records it. */
+    async executeAction(input: { workflowId: string; agent: string; sandbox: SandboxRef; call: ActionCall; seq: number; turn: number }): Promise<ActionOutcome> {
+      const catalog = deps.catalog();
+      const config = catalog.actions.find((a) => a.name === input.call.name);
+      const def = deps.actions.get(config?.implementation ?? input.call.name);
+      let outcome: ActionOutcome;
+      if (!def) {
+        outcome = { ok: false, error: `action "${input.call.name}" has no implementation on this worker` };
+      } else {
+        const parsed = def.parameters.safeParse(input.call.params);
+        if (!parsed.success) {
+          outcome = { ok: false, error: `invalid parameters: ${parsed.error.message}` };
+        } else {
+          try {
+            const output = await def.execute(parsed.data, {
+              workflowId: input.workflowId,
+              agent: input.agent,
+              hostWorkspacePath: input.sandbox.hostWorkspacePath,
+              settings: config?.settings ?? {},
+              signal: Context.current().cancellationSignal,
+            });
+            outcome = { ok: true, output };
+          } catch (err) {
+            outcome = { ok: false, error: err instanceof Error ? err.message : String(err) };
+          }
+        }
+      }
+      await deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type: `action:${input.call.name}`, payload: { call: input.call, outcome } });
+      return outcome;
+    },
+
+    /** Compensation: releases the sandbox and closes the ledger row. Idempotent; runs on every exit path. */
+    async endSession(input: { workflowId: string; spec: AgentSpec; sandbox?: SandboxRef; status: RunOutcome; result: AgentRunResult }): Promise<void> {
+      if (input.sandbox) await sandboxCall(() => provider(input.spec.sandbox.provider).end(input.sandbox!));
+      await deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason });
+      await deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result);
+    },
+  };
+}
+
+function totalTokens(u: Usage): number {
+  return u.input + u.output + u.cacheRead + u.cacheWrite;
+}
+
+function describeEvent(event: HarnessEvent, redact: (s: string) => string): string {
+  switch (event.type) {
+    case 'activity':
+      return redact(event.description).slice(0, 200);
+    case 'text':
+      return 'writing';
+    case 'usage':
+      return `usage ${totalTokens(event.usage)} tokens`;
+    case 'session':
+      return `session ${event.sessionId}`;
+    case 'permission-request':
+      return `asks permission for ${event.tool}`;
+    case 'turn-complete':
+      return 'turn complete';
+    case 'session-error':
+      return `error: ${redact(event.message).slice(0, 200)}`;
+    default:
+      return event.type;
+  }
+}
+
+function redactDeep(value: unknown, redact: (s: string) => string): unknown {
+  return JSON.parse(redact(JSON.stringify(value)));
+}
+
+async function killStaleTurn(handle: SandboxHandle): Promise<void> {
+  const withPidFile = handle as SandboxHandle & { pidFile?: string; killStale?: () => Promise<void> };
+  if (withPidFile.killStale) await withPidFile.killStale();
+  else if (withPidFile.pidFile) await killStaleProcessGroup(withPidFile.pidFile);
+}
+
+function turnFailure(
+  error: { code: string; message: string; exitCode?: number | null; stderrTail?: string },
+  executable: string,
+  redact: (s: string) => string,
+): ApplicationFailure {
+  const stderr = error.stderrTail ? `\n${redact(error.stderrTail).slice(-2000)}` : '';
+  if (/ENOENT/.test(`${error.message} ${error.stderrTail ?? ''}`) && error.code === 'process-exit') {
+    return ApplicationFailure.nonRetryable(
+      `Harness binary "${executable}" was not found. Install it, or set the harness "executable" in the catalog to its full path.`,
+      FailureTypes.HarnessBinaryMissing,
+    );
+  }
+  return ApplicationFailure.retryable(`turn failed (${error.code}): ${redact(error.message)}${stderr}`, FailureTypes.TurnFailed, { code: error.code, exitCode: error.exitCode ?? null });
+}
+
+/** Runs a catalog lookup and turns its error into a non-retryable failure with a stable type. */
+function permanent<T>(fn: () => T, type: string): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof ApplicationFailure) throw err;
+    throw ApplicationFailure.nonRetryable(err instanceof Error ? err.message : String(err), (err as { code?: string }).code ?? type);
+  }
+}
+
+/** Maps sandbox-provider errors with a stable `code` to Temporal failures; unknown errors stay retryable. */
+async function sandboxCall<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    const message = err instanceof Error ? err.message : String(err);
+    if (typeof code === 'string' && code in FailureTypes) {
+      const retryable = code === FailureTypes.DockerUnavailable || code === FailureTypes.SandboxContainerGone;
+      throw retryable ? ApplicationFailure.retryable(message, code) : ApplicationFailure.nonRetryable(message, code);
+    }
+    throw err;
+  }
+}
+
+export { zeroUsage };

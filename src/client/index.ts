@@ -1,0 +1,96 @@
+/** A typed client for services: start agent runs and operate them (status, cancel, retry, reply). */
+import { randomUUID } from 'node:crypto';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { z } from 'zod';
+import { defaultTaskQueue } from '../worker-defaults.js';
+import type { agentRun } from '../workflows/agent-run.js';
+import { abandonSignal, cancelSignal, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
+import { agentAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
+import type { AgentRunInput, AgentRunResult, RunStatusView } from '../workflows/types.js';
+
+export type { AgentRunInput, AgentRunResult, RunStatusView };
+
+const startInputSchema = z.object({
+  agent: z.string().min(1, 'name the agent to run (see the catalog)'),
+  task: z.string().min(1, 'give the run a task'),
+  identity: z.object({
+    tenantId: z.string().min(1, 'identity.tenantId comes from your authentication and must not be empty'),
+    userId: z.string().min(1, 'identity.userId comes from your authentication and must not be empty'),
+  }),
+  parentWorkflowId: z.string().optional(),
+  resumeSessionId: z.string().optional(),
+  workflowId: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/, 'workflow ids use letters, digits, ".", "_", ":" and "-"').optional(),
+  taskQueue: z.string().optional(),
+});
+
+export type StartAgentRunInput = AgentRunInput & { readonly workflowId?: string; readonly taskQueue?: string };
+
+/** Raised for input a run cannot start with; the message says what to fix. */
+export class InvalidRunInputError extends Error {
+  override readonly name = 'InvalidRunInputError';
+}
+
+/** Operations on one run. */
+export class AgentRunHandle {
+  constructor(readonly handle: WorkflowHandle<typeof agentRun>) {}
+
+  get workflowId(): string {
+    return this.handle.workflowId;
+  }
+
+  status(): Promise<RunStatusView> {
+    return this.handle.query(statusQuery);
+  }
+
+  result(): Promise<AgentRunResult> {
+    return this.handle.result();
+  }
+
+  /** Cancels the run: the in-flight turn is killed, the session ended, the result says `cancelled`. */
+  cancel(reason?: string): Promise<void> {
+    return this.handle.signal(cancelSignal, reason);
+  }
+
+  /** Runs the failed turn again; rejected unless the run is awaiting an operator. */
+  retryTurn(): Promise<string> {
+    return this.handle.executeUpdate(retryTurnUpdate);
+  }
+
+  /** Ends an `awaiting_operator` run as failed. */
+  abandon(reason?: string): Promise<void> {
+    return this.handle.signal(abandonSignal, reason);
+  }
+
+  /** Answers a `chat` step; rejected unless the run waits for a reply. */
+  reply(text: string): Promise<string> {
+    return this.handle.executeUpdate(replyUpdate, { args: [text] });
+  }
+}
+
+/** Starts an agent run and returns its handle. */
+export async function startAgentRun(client: Client, input: StartAgentRunInput): Promise<AgentRunHandle> {
+  const parsed = startInputSchema.safeParse(input);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ');
+    throw new InvalidRunInputError(`cannot start the agent run: ${problems}`);
+  }
+  const { workflowId, taskQueue, ...rest } = input;
+  const args: AgentRunInput = { ...rest };
+  const handle = await client.workflow.start<typeof agentRun>('agentRun', {
+    taskQueue: taskQueue ?? defaultTaskQueue,
+    workflowId: workflowId ?? `run-${input.agent}-${randomUUID().slice(0, 8)}`,
+    args: [args],
+    staticSummary: `${input.agent}: ${input.task.slice(0, 100)}`,
+    typedSearchAttributes: [
+      { key: agentAttribute, value: input.agent },
+      { key: tenantAttribute, value: input.identity.tenantId },
+      { key: statusAttribute, value: 'starting' },
+    ],
+  });
+  return new AgentRunHandle(handle);
+}
+
+/** A handle to an existing run. */
+export function getAgentRun(client: Client, workflowId: string): AgentRunHandle {
+  return new AgentRunHandle(client.workflow.getHandle<typeof agentRun>(workflowId));
+}

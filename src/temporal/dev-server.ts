@@ -1,0 +1,91 @@
+/** Starts `temporal server start-dev` as a child process and waits until it serves. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { allSearchAttributes } from '../workflows/search-attributes.js';
+
+export interface DevServerOptions {
+  readonly cliPath: string;
+  readonly ip?: string;
+  readonly port?: number;
+  /** SQLite file for persistence across restarts; in-memory when omitted. */
+  readonly dbFile?: string;
+  readonly ui?: boolean;
+  readonly uiPort?: number;
+  readonly namespace?: string;
+  readonly logFile?: string;
+  readonly startTimeoutMs?: number;
+}
+
+export interface DevServer {
+  readonly address: string;
+  readonly uiUrl?: string;
+  readonly process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** A free TCP port on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
+  const ip = options.ip ?? '127.0.0.1';
+  const port = options.port ?? (await freePort());
+  const uiPort = options.uiPort ?? (options.ui ? await freePort() : undefined);
+  const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--log-level', 'error', '--namespace', options.namespace ?? 'default'];
+  if (options.dbFile) {
+    mkdirSync(path.dirname(options.dbFile), { recursive: true });
+    args.push('--db-filename', options.dbFile);
+  }
+  if (options.ui) args.push('--ui-port', String(uiPort), '--ui-ip', ip);
+  else args.push('--headless');
+  for (const key of allSearchAttributes) args.push('--search-attribute', `${key.name}=${key.type === 'DOUBLE' ? 'Double' : 'Keyword'}`);
+  const child = spawn(options.cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-4000);
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const address = `${ip}:${port}`;
+  const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`temporal server start-dev exited with code ${child.exitCode}: ${stderr.trim()}`);
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await connection.workflowService.describeNamespace({ namespace: options.namespace ?? 'default' });
+        break;
+      } finally {
+        await connection.close();
+      }
+    } catch (err) {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`Temporal dev server did not become ready at ${address}: ${String(err)}\n${stderr.trim()}`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  return {
+    address,
+    uiUrl: options.ui ? `http://${ip}:${uiPort}` : undefined,
+    process: child,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

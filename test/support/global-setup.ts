@@ -1,0 +1,40 @@
+/**
+ * Starts ONE real Temporal dev server for the whole test run and bundles the workflow code once.
+ * A missing Temporal CLI fails the run: a skipped workflow test tests nothing.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import type { TestProject } from 'vitest/node';
+import { findTemporalCli, temporalCliInstallHint } from '../../src/temporal/cli-path.js';
+import { startDevServer, type DevServer } from '../../src/temporal/dev-server.js';
+import { workflowsPath } from '../../src/worker.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    temporalAddress: string;
+    workflowBundlePath: string;
+  }
+}
+
+let server: DevServer | undefined;
+
+export async function setup(project: TestProject): Promise<void> {
+  const cli = findTemporalCli();
+  if (!cli) throw new Error(`The tests need a real Temporal dev server and found no Temporal CLI. ${temporalCliInstallHint}`);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-test-'));
+  const [started, bundle] = await Promise.all([
+    startDevServer({ cliPath: cli.path, logFile: path.join(dir, 'temporal.log') }),
+    bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } as never }),
+  ]);
+  server = started;
+  const bundlePath = path.join(dir, 'workflow-bundle.js');
+  writeFileSync(bundlePath, bundle.code);
+  project.provide('temporalAddress', server.address);
+  project.provide('workflowBundlePath', bundlePath);
+}
+
+export async function teardown(): Promise<void> {
+  await server?.stop();
+}
