@@ -1,0 +1,339 @@
+/**
+ * Runs processes inside a run's container, one `docker exec` each. Killing a `docker exec` client does not
+ * kill the process inside, so every process records its pid (its own process group: the engine makes each
+ * exec a session leader) in the workspace, and `kill()` signals that group from a second exec.
+ */
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:os';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Duplex } from 'node:stream';
+import type { DockerClient, StartedExec } from './docker-client.js';
+import { exitCodeOf } from './docker-client.js';
+import { isDockerSandboxError, SandboxContainerGone } from './docker-errors.js';
+import { LineQueue } from './line-queue.js';
+import type { ExecProcess, ExecRequest, SandboxExecutor } from './types.js';
+
+const stderrTailChars = 8 * 1024;
+const defaultKillGraceMs = 1000;
+/** Where exec pidfiles live, relative to the workspace. */
+export const execStateDir = '.durable-harness';
+
+/**
+ * The wrapper each process runs under: records `$$` (which `exec` keeps) in the file named by `$0`, then
+ * becomes the requested program. argv stays positional, so nothing the caller passes is parsed by a shell.
+ */
+const wrapperScript = 'echo $$ > "$0" && exec "$@"';
+
+/**
+ * Kills the process group in pidfile `$1`: SIGTERM, up to `$2` polls of 50 ms, then SIGKILL. Waits up to 1 s
+ * for a pidfile that is not written yet. A non-numeric or tiny pid is ignored (never signal group 0 or 1).
+ */
+const killScript = [
+  'f=$1; n=$2; i=0',
+  'while [ ! -s "$f" ] && [ $i -lt 20 ]; do sleep 0.05; i=$((i+1)); done',
+  '[ -s "$f" ] || exit 0',
+  'p=$(cat "$f")',
+  "case \"$p\" in ''|*[!0-9]*) exit 0;; esac",
+  '[ "$p" -gt 1 ] || exit 0',
+  'kill -TERM "-$p" 2>/dev/null || exit 0',
+  'i=0',
+  'while kill -0 "-$p" 2>/dev/null && [ $i -lt "$n" ]; do sleep 0.05; i=$((i+1)); done',
+  'kill -KILL "-$p" 2>/dev/null',
+  'exit 0',
+].join('\n');
+
+/** Options of the Docker executor (made by `DockerSandboxProvider.attach`). */
+export interface DockerExecutorOptions {
+  readonly client: DockerClient;
+  /** Container name or id. */
+  readonly container: string;
+  /** Workspace inside the container (default cwd). */
+  readonly workspacePath: string;
+  /** The same workspace on the worker's host (pidfiles are read and removed there). */
+  readonly hostWorkspacePath: string;
+  /** `uid:gid` every process runs as. */
+  readonly user: string;
+  /** HOME inside the container (in the workspace, so CLI session stores survive containers). */
+  readonly home: string;
+  /** PATH inside the container. */
+  readonly path: string;
+  /** Grace between SIGTERM and SIGKILL when a request does not set one. */
+  readonly killGraceMs?: number;
+}
+
+/** Exit status of a process in a container. */
+export interface DockerExit {
+  code: number | null;
+  signal: string | null;
+}
+
+class TailBuffer {
+  private text = '';
+  append(chunk: string): void {
+    this.text = (this.text + chunk).slice(-stderrTailChars);
+  }
+  toString(): string {
+    return this.text;
+  }
+}
+
+const signalNames = new Map<number, string>(Object.entries(constants.signals).map(([name, value]) => [value, name]));
+
+/**
+ * A process in a container.
+ *
+ * `exit` resolves with the exit code; it REJECTS with `SandboxContainerGone` when the container stopped or
+ * vanished under the process, and with `DockerUnavailable` when the engine went away: those are not the
+ * harness's exit, and the activity maps them to failures by `code`. `pid` is undefined (the host pid means
+ * nothing inside the container); `containerPid()` gives the pid inside.
+ */
+export class DockerProcess implements ExecProcess {
+  readonly lines: AsyncIterable<string>;
+  readonly exit: Promise<DockerExit>;
+  readonly pid: number | undefined = undefined;
+  /** The pidfile, inside the container and on the host. */
+  readonly pidFile: { readonly container: string; readonly host: string };
+  private readonly queue = new LineQueue();
+  private readonly stderr = new TailBuffer();
+  private readonly started: Promise<StartedExec | undefined>;
+  private stream: Duplex | undefined;
+  private exited = false;
+  private killRequested = false;
+  private killing: Promise<void> | undefined;
+  private resolveExit!: (exit: DockerExit) => void;
+  private rejectExit!: (error: Error) => void;
+
+  constructor(
+    request: ExecRequest,
+    private readonly options: DockerExecutorOptions & { readonly killGraceMs: number },
+  ) {
+    this.lines = this.queue;
+    this.exit = new Promise<DockerExit>((resolve, reject) => {
+      this.resolveExit = resolve;
+      this.rejectExit = reject;
+    });
+    // Callers that only iterate lines must not crash the worker with an unhandled rejection.
+    this.exit.catch(() => undefined);
+    const file = `exec-${options.container}-${randomBytes(6).toString('hex')}.pid`;
+    this.pidFile = {
+      container: path.posix.join(options.workspacePath, execStateDir, file),
+      host: path.join(options.hostWorkspacePath, execStateDir, file),
+    };
+    this.started = this.start(request);
+    if (request.signal) this.watchSignal(request.signal);
+  }
+
+  stderrTail(): string {
+    return this.stderr.toString();
+  }
+
+  /** Writes to stdin; a no-op when stdin was not opened, is closed, or the exec has not started yet. */
+  write(text: string): void {
+    const stream = this.stream;
+    if (!stream || stream.destroyed || !stream.writable || stream.writableEnded) return;
+    stream.write(text);
+  }
+
+  /** Kills the process group inside the container: SIGTERM, SIGKILL after the grace. Resolves after exit. */
+  kill(): Promise<void> {
+    this.killing ??= this.killGroup();
+    return this.killing;
+  }
+
+  /** The process's pid inside the container (its process group id), once it has recorded it. */
+  async containerPid(): Promise<number | undefined> {
+    try {
+      const pid = Number.parseInt((await readFile(this.pidFile.host, 'utf8')).trim(), 10);
+      return Number.isInteger(pid) && pid > 1 ? pid : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async start(request: ExecRequest): Promise<StartedExec | undefined> {
+    const { argv } = request;
+    if (argv.length === 0 || argv[0] === '') {
+      this.failWith(new Error('Cannot start a process: argv is empty.'));
+      return undefined;
+    }
+    let env: string[];
+    try {
+      env = this.environment(request);
+    } catch (error) {
+      this.failWith(error as Error);
+      return undefined;
+    }
+    const wantsStdin = request.stdin !== undefined || request.keepStdinOpen === true;
+    let started: StartedExec;
+    try {
+      started = await this.options.client.exec(this.options.container, {
+        argv: ['/bin/sh', '-c', wrapperScript, this.pidFile.container, ...argv],
+        env,
+        user: this.options.user,
+        workdir: request.cwd ?? this.options.workspacePath,
+        stdin: wantsStdin,
+      });
+    } catch (error) {
+      this.stderr.append(`${(error as Error).message}\n`);
+      this.finishWithError(error as Error);
+      return undefined;
+    }
+    this.stream = started.stream;
+    const { stdout, stderr } = this.options.client.demux(started.stream);
+    stdout.on('data', (chunk: Buffer) => this.queue.push(chunk));
+    stderr.setEncoding('utf8');
+    stderr.on('data', (chunk: string) => this.stderr.append(chunk));
+    // A process that exits early makes stdin writes fail with EPIPE: its exit is what to report.
+    started.stream.on('error', () => undefined);
+    if (wantsStdin) {
+      if (request.stdin !== undefined) started.stream.write(request.stdin);
+      // end() half-closes the hijacked connection: the engine closes the process's stdin, output still flows.
+      if (!request.keepStdinOpen) started.stream.end();
+    }
+    const ended = Promise.all([ended$(stdout), ended$(stderr)]);
+    void ended.then(() => this.onStreamEnd(started));
+    return started;
+  }
+
+  /** PATH and HOME of the sandbox, then the request's own variables (secrets arrive only here). */
+  private environment(request: ExecRequest): string[] {
+    const base: Record<string, string> = { PATH: this.options.path, HOME: this.options.home, LANG: 'C.UTF-8' };
+    return Object.entries({ ...base, ...request.env }).map(([key, value]) => {
+      if (key.length === 0 || key.includes('=') || key.includes('\0') || value.includes('\0')) {
+        throw new Error(`Invalid environment variable name or value for ${JSON.stringify(key)}.`);
+      }
+      return `${key}=${value}`;
+    });
+  }
+
+  private async onStreamEnd(started: StartedExec): Promise<void> {
+    try {
+      const code = await exitCodeOf(started);
+      // A null code or a signal-like one may mean the container itself stopped under the process.
+      if (code === null || code >= 128) {
+        const state = await this.options.client.inspect(this.options.container);
+        if (!state) throw new SandboxContainerGone(this.options.container, 'removed while a process was running');
+        if (!state.State.Running) {
+          throw new SandboxContainerGone(
+            this.options.container,
+            `stopped while a process was running (exit code ${state.State.ExitCode}${state.State.OOMKilled ? ', killed for exceeding its memory limit' : ''})`,
+          );
+        }
+      }
+      const signal = code !== null && code > 128 && this.killRequested ? signalNames.get(code - 128) : undefined;
+      this.finish(signal ? { code: null, signal } : { code, signal: null });
+    } catch (error) {
+      this.finishWithError(error as Error);
+    }
+  }
+
+  private failWith(error: Error): void {
+    // Like a failed spawn: the "process" exits without a code and stderr says why.
+    this.stderr.append(`${error.message}\n`);
+    this.finish({ code: null, signal: null });
+  }
+
+  private finish(exit: DockerExit): void {
+    if (this.exited) return;
+    this.exited = true;
+    this.queue.end();
+    void rm(this.pidFile.host, { force: true }).catch(() => undefined);
+    this.resolveExit(exit);
+  }
+
+  private finishWithError(error: Error): void {
+    if (this.exited) return;
+    this.exited = true;
+    this.queue.end();
+    if (isDockerSandboxError(error)) this.stderr.append(`${error.message}\n`);
+    void rm(this.pidFile.host, { force: true }).catch(() => undefined);
+    this.rejectExit(error);
+  }
+
+  private async killGroup(): Promise<void> {
+    this.killRequested = true;
+    const started = await this.started;
+    if (!started || this.exited) return this.exit.then(() => undefined, () => undefined);
+    const polls = Math.ceil(this.options.killGraceMs / 50);
+    try {
+      await this.options.client.run(this.options.container, ['/bin/sh', '-c', killScript, 'sh', this.pidFile.container, String(polls)], {
+        user: this.options.user,
+      });
+    } catch {
+      // The container is gone or the engine unreachable: exit reports that; nothing inside is left to kill.
+    }
+    await this.exit.then(() => undefined, () => undefined);
+  }
+
+  private watchSignal(signal: AbortSignal): void {
+    const onAbort = (): void => void this.kill();
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    const off = (): void => signal.removeEventListener('abort', onAbort);
+    void this.exit.then(off, off);
+  }
+}
+
+function ended$(stream: NodeJS.ReadableStream & { readableEnded?: boolean }): Promise<void> {
+  return new Promise((resolve) => {
+    if (stream.readableEnded) resolve();
+    stream.once('end', resolve);
+    stream.once('close', resolve);
+  });
+}
+
+/** Starts processes in one container; tracks them so `killAll` can end leftovers of this activity. */
+export class DockerExecutor implements SandboxExecutor {
+  private readonly running = new Set<DockerProcess>();
+  private readonly options: DockerExecutorOptions & { readonly killGraceMs: number };
+
+  constructor(options: DockerExecutorOptions) {
+    this.options = { ...options, killGraceMs: options.killGraceMs ?? defaultKillGraceMs };
+  }
+
+  exec(request: ExecRequest): DockerProcess {
+    const proc = new DockerProcess(request, { ...this.options, killGraceMs: request.killGraceMs ?? this.options.killGraceMs });
+    this.running.add(proc);
+    const forget = (): void => void this.running.delete(proc);
+    void proc.exit.then(forget, forget);
+    return proc;
+  }
+
+  /** Kills every process this executor started that is still running. */
+  async killAll(): Promise<void> {
+    await Promise.all([...this.running].map((proc) => proc.kill()));
+  }
+
+  /**
+   * Kills (SIGKILL) process groups that earlier attempts left running in this container — a worker that
+   * died mid-turn leaves its harness running inside. Call it before a retried turn. Returns how many
+   * pidfiles it handled.
+   */
+  async killLeftovers(): Promise<number> {
+    const dir = path.join(this.options.hostWorkspacePath, execStateDir);
+    const mine = new Set([...this.running].map((proc) => path.basename(proc.pidFile.host)));
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch {
+      return 0;
+    }
+    const prefix = `exec-${this.options.container}-`;
+    const stale = names.filter((name) => name.startsWith(prefix) && name.endsWith('.pid') && !mine.has(name));
+    await Promise.all(
+      stale.map(async (name) => {
+        try {
+          await this.options.client.run(
+            this.options.container,
+            ['/bin/sh', '-c', killScript, 'sh', path.posix.join(this.options.workspacePath, execStateDir, name), '0'],
+            { user: this.options.user },
+          );
+        } finally {
+          await rm(path.join(dir, name), { force: true });
+        }
+      }),
+    );
+    return stale.length;
+  }
+}

@@ -1,0 +1,355 @@
+/**
+ * The Docker sandbox provider: one locked-down container per run, the workspace bind-mounted into it, and
+ * every process a `docker exec`. Containers are named from the workflow id, so a retried start or another
+ * worker reattaches instead of creating a second one.
+ */
+import { createHash } from 'node:crypto';
+import { chmod, chown, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type Dockerode from 'dockerode';
+import { DockerClient, dockerFromEnvironment } from './docker-client.js';
+import { SandboxContainerGone, SandboxPolicyRefused } from './docker-errors.js';
+import { DockerExecutor, execStateDir } from './docker-executor.js';
+import { safeSegment, workspaceDirFor } from './workspace.js';
+import type { NetworkPolicy, SandboxHandle, SandboxProvider, SandboxRef, SandboxStartRequest } from './types.js';
+
+/** Labels every managed container carries. */
+export const dockerLabels = {
+  managed: 'durable-harness.managed',
+  workflowId: 'durable-harness.workflow-id',
+  runId: 'durable-harness.run-id',
+  agent: 'durable-harness.agent',
+  networkPolicy: 'durable-harness.network-policy',
+} as const;
+
+const defaults = {
+  containerWorkspace: '/workspace',
+  user: '1000:1000',
+  memoryBytes: 2 * 1024 ** 3,
+  cpus: 2,
+  pidsLimit: 512,
+  tmpfsSize: '512m',
+  path: '/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin:/opt/clis/bin',
+  keepAlive: ['sleep', 'infinity'],
+} as const;
+
+/** Options of the Docker provider. Per-run limits come from `spec.options` (see `DockerSandboxLimits`). */
+export interface DockerSandboxProviderOptions {
+  /** The engine; default: dockerode for `DOCKER_HOST`. */
+  readonly docker?: Dockerode;
+  /** Image with Node (and the harness CLIs) inside; `spec.options.image` overrides it per agent. */
+  readonly image: string;
+  /** Absolute host directory holding all workspaces (same layout as the local provider). */
+  readonly workspaceRoot: string;
+  /** Where the workspace is mounted inside the container. */
+  readonly containerWorkspace?: string;
+  /** Non-root `uid:gid` for the container and every exec. */
+  readonly user?: string;
+  /**
+   * Docker network for policy `open`. Default `bridge`. An engine started with `--bridge=none` (as in CI
+   * here) has no bridge network: start() then refuses `open` unless this names a network that exists
+   * (`host` shares the worker's network, including its loopback services: for development only).
+   */
+  readonly openNetworkMode?: string;
+  /** Main process of the container: anything that sleeps for ever. */
+  readonly keepAliveCommand?: readonly string[];
+  /** PATH inside the container. */
+  readonly path?: string;
+  /** Grace between SIGTERM and SIGKILL for exec'd processes. */
+  readonly killGraceMs?: number;
+}
+
+/** Limits read from `SandboxSpec.options`; each has a sane default. */
+export interface DockerSandboxLimits {
+  /** Bytes, or a string like `512m`, `2g`. */
+  readonly memory?: number | string;
+  readonly cpus?: number;
+  readonly pids?: number;
+  readonly image?: string;
+  /** Read-only root filesystem (with a tmpfs /tmp); turn off for harnesses that write outside HOME and /tmp. */
+  readonly readonlyRootfs?: boolean;
+  readonly tmpfsSize?: string;
+}
+
+/** A live Docker sandbox inside one activity. */
+export interface DockerSandboxHandle extends SandboxHandle {
+  readonly executor: DockerExecutor;
+  /** The container's name. */
+  readonly container: string;
+}
+
+/**
+ * The container name for a workflow: readable, valid for Docker, and unique per workflow id (a hash of the
+ * exact id is appended, so ids that differ only in characters Docker refuses do not collide).
+ */
+export function containerNameFor(workflowId: string): string {
+  const readable = workflowId.replace(/[^a-zA-Z0-9_.-]/g, '-').slice(0, 80);
+  const hash = createHash('sha256').update(workflowId).digest('hex').slice(0, 12);
+  return `durable-harness-${readable}-${hash}`;
+}
+
+/** Parses `512m`, `2g`, `1048576` into bytes. */
+export function parseBytes(value: number | string): number {
+  if (typeof value === 'number' && Number.isFinite(value) && value > 0) return Math.floor(value);
+  const match = /^(\d+(?:\.\d+)?)\s*([kmg]?)i?b?$/i.exec(String(value).trim());
+  if (!match) throw new Error(`Invalid memory size ${JSON.stringify(value)}; use bytes or a size like 512m, 2g.`);
+  const unit = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[match[2]!.toLowerCase() as '' | 'k' | 'm' | 'g'];
+  return Math.floor(Number(match[1]) * unit);
+}
+
+function limitsOf(options: Readonly<Record<string, unknown>> | undefined): DockerSandboxLimits {
+  const o = options ?? {};
+  const pick = <T>(key: string, ok: (v: unknown) => boolean, what: string): T | undefined => {
+    const v = o[key];
+    if (v === undefined) return undefined;
+    if (!ok(v)) throw new Error(`Invalid sandbox option ${key}=${JSON.stringify(v)}: expected ${what}.`);
+    return v as T;
+  };
+  const positive = (v: unknown): boolean => typeof v === 'number' && Number.isFinite(v) && v > 0;
+  return {
+    memory: pick('memory', (v) => positive(v) || typeof v === 'string', 'bytes or a size like 2g'),
+    cpus: pick('cpus', positive, 'a positive number'),
+    pids: pick('pids', (v) => positive(v) && Number.isInteger(v), 'a positive integer'),
+    image: pick('image', (v) => typeof v === 'string' && v.length > 0, 'an image name'),
+    readonlyRootfs: pick('readonlyRootfs', (v) => typeof v === 'boolean', 'true or false'),
+    tmpfsSize: pick('tmpfsSize', (v) => typeof v === 'string' && /^\d+[kmg]?$/i.test(v), 'a size like 512m'),
+  };
+}
+
+/** One container per run, locked down, reattached by name. */
+export class DockerSandboxProvider implements SandboxProvider {
+  readonly name = 'docker';
+  private readonly client: DockerClient;
+  private readonly root: string;
+  private readonly containerWorkspace: string;
+  private readonly user: string;
+
+  constructor(private readonly options: DockerSandboxProviderOptions) {
+    this.client = new DockerClient(options.docker ?? dockerFromEnvironment());
+    this.root = path.resolve(options.workspaceRoot);
+    this.containerWorkspace = options.containerWorkspace ?? defaults.containerWorkspace;
+    this.user = options.user ?? defaults.user;
+    if (/^0*(?::|$)|^root(?::|$)/.test(this.user)) {
+      throw new Error(`Docker sandbox user ${JSON.stringify(this.user)} is root; use a non-root uid:gid such as 1000:1000.`);
+    }
+  }
+
+  /**
+   * `none`: enforced (`NetworkMode: 'none'`, loopback only). `open`: enforced (normal networking; start()
+   * refuses if the engine lacks the network). `mcp-only`: refused — a container cannot be limited to MCP
+   * servers without a filtering proxy, which this provider does not have.
+   */
+  enforces(policy: NetworkPolicy): 'enforced' | 'advisory' | 'refused' {
+    switch (policy) {
+      case 'none':
+      case 'open':
+        return 'enforced';
+      case 'mcp-only':
+        return 'refused';
+      default: {
+        const never: never = policy;
+        throw new Error(`Unknown network policy ${JSON.stringify(never)}; use none, open or mcp-only.`);
+      }
+    }
+  }
+
+  /** Creates the run's container, or reattaches to it (also after a create race). Idempotent. */
+  async start(request: SandboxStartRequest): Promise<SandboxRef> {
+    const networkMode = await this.networkModeFor(request.spec.networkPolicy);
+    const limits = limitsOf(request.spec.options);
+    const hostDir = workspaceDirFor(this.root, request.spec.workspaceScope, request);
+    await this.prepareWorkspace(hostDir);
+    const name = containerNameFor(safeSegment(request.workflowId, 'workflow id'));
+    const ref: SandboxRef = { provider: this.name, workspacePath: this.containerWorkspace, hostWorkspacePath: hostDir, id: name };
+
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const existing = await this.client.inspect(name);
+      if (existing) {
+        this.checkOwner(existing, request.workflowId);
+        if (!existing.State.Running) await this.client.start(name);
+        return ref;
+      }
+      const created = await this.client.create(this.createOptions(name, request, hostDir, networkMode, limits));
+      // 409: another worker (or a concurrent retry) created it first: reattach to theirs.
+      if (created === 'conflict') continue;
+      try {
+        await this.client.start(name);
+      } catch (error) {
+        // A start failure (bad mount, bad image config) leaves a dead container that would be reattached.
+        await this.client.remove(name);
+        throw error;
+      }
+      return ref;
+    }
+    throw new SandboxContainerGone(name, 'it keeps disappearing while being created; is something removing it?');
+  }
+
+  /** A handle whose executor runs processes in the container; a stopped container is started again. */
+  async attach(ref: SandboxRef): Promise<DockerSandboxHandle> {
+    const container = this.checkRef(ref);
+    const state = await this.client.inspect(container);
+    if (!state) throw new SandboxContainerGone(container, 'no such container');
+    if (!state.State.Running) await this.client.start(container);
+    const executor = new DockerExecutor({
+      client: this.client,
+      container,
+      workspacePath: ref.workspacePath,
+      hostWorkspacePath: ref.hostWorkspacePath,
+      user: this.user,
+      home: path.posix.join(ref.workspacePath, '.home'),
+      path: this.options.path ?? defaults.path,
+      killGraceMs: this.options.killGraceMs,
+    });
+    return { ref, executor, container, release: () => executor.killAll() };
+  }
+
+  /** Kills and removes the container (everything in it dies); keeps the workspace. Idempotent. */
+  async end(ref: SandboxRef): Promise<void> {
+    await this.client.remove(this.checkRef(ref));
+  }
+
+  private async networkModeFor(policy: NetworkPolicy): Promise<string> {
+    if (this.enforces(policy) === 'refused') {
+      throw new SandboxPolicyRefused(
+        `Network policy ${JSON.stringify(policy)} cannot be enforced by the Docker sandbox (no filtering proxy); ` +
+          'use "none" or "open", or a provider that enforces it.',
+      );
+    }
+    if (policy === 'none') return 'none';
+    const mode = this.options.openNetworkMode ?? 'bridge';
+    if (!(await this.client.hasNetwork(mode))) {
+      // Docker would silently fall back to loopback only: "open" would be a lie, so refuse.
+      throw new SandboxPolicyRefused(
+        `Network policy "open" needs the Docker network ${JSON.stringify(mode)}, which this engine does not have ` +
+          '(started with --bridge=none?). Start dockerd with a bridge, create the network, or set openNetworkMode.',
+      );
+    }
+    return mode;
+  }
+
+  /** Creates the workspace and the directories the container user writes to, owned by that user. */
+  private async prepareWorkspace(hostDir: string): Promise<void> {
+    const dirs = [hostDir, path.join(hostDir, '.home'), path.join(hostDir, execStateDir)];
+    for (const dir of dirs) await mkdir(dir, { recursive: true });
+    const [uid, gid] = this.user.split(':').map((part) => Number(part));
+    for (const dir of dirs) {
+      try {
+        if (uid === undefined || !Number.isInteger(uid)) throw new Error('named user');
+        await chown(dir, uid, gid !== undefined && Number.isInteger(gid) ? gid : uid);
+      } catch {
+        // A worker that is not root cannot chown: make the directory writable for the container user instead.
+        await chmod(dir, 0o777);
+      }
+    }
+  }
+
+  private createOptions(
+    name: string,
+    request: SandboxStartRequest,
+    hostDir: string,
+    networkMode: string,
+    limits: DockerSandboxLimits,
+  ): Dockerode.ContainerCreateOptions {
+    const readonlyRootfs = limits.readonlyRootfs ?? true;
+    return {
+      name,
+      Image: limits.image ?? this.options.image,
+      Cmd: [...(this.options.keepAliveCommand ?? defaults.keepAlive)],
+      User: this.user,
+      WorkingDir: this.containerWorkspace,
+      // No secrets here, ever: `docker inspect` shows Config.Env. Secrets go to each exec's environment.
+      Env: [`HOME=${path.posix.join(this.containerWorkspace, '.home')}`],
+      Labels: {
+        [dockerLabels.managed]: 'true',
+        [dockerLabels.workflowId]: request.workflowId,
+        [dockerLabels.runId]: request.runId,
+        [dockerLabels.agent]: request.agent,
+        [dockerLabels.networkPolicy]: request.spec.networkPolicy,
+      },
+      NetworkDisabled: networkMode === 'none' ? true : undefined,
+      HostConfig: {
+        Binds: [`${hostDir}:${this.containerWorkspace}:rw`],
+        NetworkMode: networkMode,
+        CapDrop: ['ALL'],
+        SecurityOpt: ['no-new-privileges'],
+        Init: true,
+        Memory: parseBytes(limits.memory ?? defaults.memoryBytes),
+        // Same as Memory: no swap on top of the limit.
+        MemorySwap: parseBytes(limits.memory ?? defaults.memoryBytes),
+        NanoCpus: Math.round((limits.cpus ?? defaults.cpus) * 1e9),
+        PidsLimit: limits.pids ?? defaults.pidsLimit,
+        ReadonlyRootfs: readonlyRootfs,
+        Tmpfs: { '/tmp': `rw,nosuid,nodev,size=${limits.tmpfsSize ?? defaults.tmpfsSize}` },
+        RestartPolicy: { Name: 'no' },
+        AutoRemove: false,
+      },
+    };
+  }
+
+  /** A container by our name must be ours (labels); anything else is a configuration error, not a reattach. */
+  private checkOwner(info: Dockerode.ContainerInspectInfo, workflowId: string): void {
+    const labels = info.Config.Labels ?? {};
+    if (labels[dockerLabels.managed] !== 'true' || labels[dockerLabels.workflowId] !== workflowId) {
+      throw new Error(
+        `Container ${info.Name} exists but does not belong to workflow ${JSON.stringify(workflowId)} ` +
+          `(labels ${JSON.stringify(labels)}); remove it or rename it.`,
+      );
+    }
+  }
+
+  /** Refs are data and may be stale or forged: only our provider's, only our naming, only under our root. */
+  private checkRef(ref: SandboxRef): string {
+    if (ref.provider !== this.name) {
+      throw new Error(`Sandbox ref belongs to provider "${ref.provider}", not "${this.name}"; use that provider.`);
+    }
+    if (ref.id === undefined || !/^durable-harness-[a-zA-Z0-9_.-]+$/.test(ref.id)) {
+      throw new Error(`Sandbox ref has no valid container name (${JSON.stringify(ref.id)}).`);
+    }
+    const rel = path.relative(this.root, path.resolve(ref.hostWorkspacePath));
+    if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
+      throw new Error(`Sandbox workspace ${ref.hostWorkspacePath} is not inside the workspace root ${this.root}.`);
+    }
+    return ref.id;
+  }
+}
+
+/** Options of `reapContainers`. */
+export interface ReapOptions {
+  readonly docker?: Dockerode;
+  /** Whether the run that owns a container is closed (the worker passes a Temporal-backed check). */
+  readonly isRunClosed: (workflowId: string, runId: string | undefined) => Promise<boolean>;
+}
+
+/** Result of one reap: which managed containers were removed and which were kept. */
+export interface ReapResult {
+  readonly removed: string[];
+  readonly kept: string[];
+}
+
+/**
+ * Removes managed containers whose runs are closed: leftovers of workers that died before `end()`.
+ * Called at worker start. A container whose check throws is kept (and the error does not stop the reap).
+ */
+export async function reapContainers(options: ReapOptions): Promise<ReapResult> {
+  const client = new DockerClient(options.docker ?? dockerFromEnvironment());
+  const containers = await client.list([`${dockerLabels.managed}=true`]);
+  const removed: string[] = [];
+  const kept: string[] = [];
+  for (const info of containers) {
+    const name = (info.Names[0] ?? info.Id).replace(/^\//, '');
+    const workflowId = info.Labels[dockerLabels.workflowId];
+    let closed = false;
+    try {
+      closed = workflowId !== undefined && (await options.isRunClosed(workflowId, info.Labels[dockerLabels.runId]));
+    } catch {
+      closed = false;
+    }
+    if (closed) {
+      await client.remove(info.Id);
+      removed.push(name);
+    } else {
+      kept.push(name);
+    }
+  }
+  return { removed, kept };
+}
