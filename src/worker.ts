@@ -59,7 +59,7 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
     connection: setup.connection,
     namespace: setup.namespace ?? 'default',
     taskQueue: setup.taskQueue ?? defaultTaskQueue,
-    identity: setup.identity,
+    ...(setup.identity ? { identity: setup.identity } : {}),
     ...(setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
     activities: createActivities(deps),
     // Cancellation reaches an activity on its next heartbeat response: keep that gap well under a second,
