@@ -1,0 +1,187 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  accountingIds,
+  agentSystemPrompt,
+  CatalogError,
+  catalogEntries,
+  envelopeRulesFor,
+  findAgent,
+  findHarness,
+  loadCatalog,
+  parseCatalog,
+  UnknownAgentError,
+  UnknownHarnessError,
+} from '../../src/catalog/index.js';
+import { parseEnvelope } from '../../src/envelope/index.js';
+import { SqliteLedger } from '../../src/ledger/index.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const defaultConfig = path.join(root, 'config/default.yaml');
+
+const minimal = {
+  harnesses: [{ name: 'h1', driverClass: 'StdioJson', executable: './bin/h1', args: ['./script.mjs', '--flag', '../up'], vendor: 'acme', model: 'm-1' }],
+  agents: [{ name: 'a1', harness: 'h1', systemPrompt: 'Be brief.', actions: ['echo'], subAgents: ['a2'] }, { name: 'a2', harness: 'h1', description: 'helper' }],
+  actions: [{ name: 'echo', maxExecutionsPerRun: 2 }],
+};
+
+function problemsOf(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof CatalogError) return [...e.problems];
+    throw e;
+  }
+  throw new Error('expected a CatalogError');
+}
+
+describe('parseCatalog', () => {
+  it('accepts a valid catalog and applies defaults', () => {
+    const catalog = parseCatalog(minimal, 'mem');
+    expect(catalog.agents[0]?.guardrails.maxIterations).toBe(20);
+    expect(catalog.agents[0]?.actions).toEqual([{ name: 'echo' }]);
+    expect(catalog.harnesses[0]?.executable).toBe('./bin/h1'); // no baseDir: left as written
+  });
+
+  it('lists every schema problem with its path', () => {
+    const bad = {
+      harnesses: [{ ...minimal.harnesses[0], turnTimeoutMs: -1 }],
+      agents: [minimal.agents[0], { name: 'a2', harness: 'h1', guardrails: { maxCostUsd: 'lots' }, extra: true }],
+      actions: minimal.actions,
+    };
+    const problems = problemsOf(() => parseCatalog(bad, 'mem.yaml'));
+    expect(problems).toContain('agents[1].guardrails.maxCostUsd: expected number, received string');
+    expect(problems).toContain('agents[1].extra: unknown field');
+    expect(problems.some((p) => p.startsWith('harnesses[0].turnTimeoutMs:'))).toBe(true);
+    expect(() => parseCatalog(bad, 'mem.yaml')).toThrow(/^invalid catalog mem\.yaml:\n {2}- /);
+  });
+
+  it('says when a required field is missing', () => {
+    const problems = problemsOf(() => parseCatalog({ agents: [{ name: 'x' }] }, 'mem'));
+    expect(problems).toEqual(['agents[0].harness: expected string, but it is missing']);
+  });
+
+  it('cross-checks names and references, listing all problems', () => {
+    const bad = {
+      harnesses: [...minimal.harnesses, minimal.harnesses[0]],
+      agents: [
+        { name: 'a1', harness: 'nope', actions: ['echo', 'missing_action'], subAgents: ['a1', 'ghost'] },
+      ],
+      actions: [{ name: 'echo' }, { name: 'custom', implementation: 'not_builtin' }, { name: 'unknown_impl' }],
+    };
+    expect(problemsOf(() => parseCatalog(bad, 'mem'))).toEqual([
+      'harnesses[1].name: duplicate name "h1" (also harnesses[0])',
+      'agents[0].harness: harness "nope" is not declared (known: h1)',
+      'agents[0].actions[1]: action "missing_action" is not declared under actions (known: echo, custom, unknown_impl)',
+      'agents[0].subAgents[0]: an agent cannot be its own sub-agent',
+      'agents[0].subAgents[1]: agent "ghost" is not declared (known: a1)',
+      'actions[1].implementation: no action implementation "not_builtin" is registered (available: echo, list_files, read_file, write_file)',
+      'actions[2].name: no action implementation "unknown_impl" is registered (available: echo, list_files, read_file, write_file)',
+    ]);
+  });
+});
+
+describe('loadCatalog', () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'dh-catalog-'));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('reads JSON and resolves relative paths against the file', async () => {
+    const file = path.join(dir, 'cat.json');
+    await writeFile(file, JSON.stringify(minimal));
+    const h = loadCatalog(file).harnesses[0]!;
+    expect(h.executable).toBe(path.join(dir, 'bin/h1'));
+    expect(h.args).toEqual([path.join(dir, 'script.mjs'), '--flag', '../up']);
+  });
+
+  it('names the file and path of a problem in YAML', async () => {
+    const file = path.join(dir, 'cat.yml');
+    await writeFile(file, 'agents:\n  - name: a\n    harness: missing\n');
+    expect(() => loadCatalog(file)).toThrow(`invalid catalog ${file}:\n  - agents[0].harness: harness "missing" is not declared (known: none)`);
+  });
+
+  it('reports syntax errors and bad extensions', async () => {
+    const yml = path.join(dir, 'bad.yaml');
+    await writeFile(yml, 'agents: [\n');
+    expect(() => loadCatalog(yml)).toThrow(/not valid YAML/);
+    expect(() => loadCatalog(path.join(dir, 'x.toml'))).toThrow(/unsupported extension/);
+    expect(() => loadCatalog(path.join(dir, 'absent.json'))).toThrow(/cannot read it \(ENOENT\)/);
+  });
+
+  it('loads config/default.yaml', () => {
+    const catalog = loadCatalog(defaultConfig);
+    const demo = findHarness(catalog, 'demo');
+    expect(demo).toMatchObject({ driverClass: 'StdioJson', executable: 'node', active: true, vendor: 'demo', model: 'demo-1' });
+    expect(demo.args).toEqual([path.join(root, 'harnesses/demo/demo-harness.mjs')]);
+    expect(demo.prices).toEqual({ input: 1.0, output: 4.0, cacheRead: 0.1, cacheWrite: 1.25 });
+    const agent = findAgent(catalog, 'demo');
+    expect(agent.guardrails).toEqual({ maxIterations: 8, maxTokens: 200000, maxCostUsd: 1, maxWallTimeMs: 600000 });
+    expect(agent.actions.map((a) => a.name)).toEqual(['write_file', 'read_file', 'list_files']);
+    expect(agent.sandbox).toEqual({ provider: 'local', workspaceScope: 'run', networkPolicy: 'open' });
+    expect(agent.credentials).toEqual([]);
+    const others = catalog.harnesses.filter((h) => h.name !== 'demo');
+    expect(others.map((h) => h.driverClass).sort()).toEqual(['ClaudeCode', 'Codex', 'GeminiCli', 'OpenCode', 'Pi']);
+    expect(others.every((h) => !h.active)).toBe(true);
+  });
+});
+
+describe('lookups', () => {
+  const catalog = parseCatalog(minimal, 'mem');
+
+  it('unknown agent and harness errors list the known names', () => {
+    expect(() => findAgent(catalog, 'zz')).toThrow(UnknownAgentError);
+    expect(() => findAgent(catalog, 'zz')).toThrow('unknown agent "zz" (known: a1, a2)');
+    expect(() => findHarness(catalog, 'zz')).toThrow(UnknownHarnessError);
+    try {
+      findHarness(catalog, 'zz');
+    } catch (e) {
+      expect((e as UnknownHarnessError).code).toBe('UnknownHarness');
+      expect((e as Error).message).toBe('unknown harness "zz" (known: h1)');
+    }
+  });
+
+  it('accounting ids, envelope rules and system prompts', () => {
+    expect(accountingIds(catalog, 'a1')).toEqual({ promptId: 'agent:a1', modelId: 'acme/m-1', vendorId: 'acme' });
+    const rules = envelopeRulesFor(catalog, 'a1');
+    expect(rules.allowedSubAgents).toEqual(['a2']);
+    expect(Object.keys(rules.allowedActions)).toEqual(['echo']);
+    // Rules are plain JSON, so they survive workflow state.
+    const roundTripped = JSON.parse(JSON.stringify(rules)) as typeof rules;
+    const result = parseEnvelope('{"step":"actions","actions":[{"name":"echo","params":{"text":1}}]}', roundTripped);
+    expect(result.ok && result.actionErrors[0]?.problem).toBe('actions[0].params.text: expected string, got number');
+    const prompt = agentSystemPrompt(catalog, 'a1');
+    expect(prompt.startsWith('Be brief.\n\n## How to end every turn')).toBe(true);
+    expect(prompt).toContain('- echo (at most 2 per run): Return the given text unchanged.');
+    expect(prompt).toContain('- a2: helper');
+  });
+
+  it('catalogEntries feed Ledger.syncCatalog so prompt runs resolve', async () => {
+    const entries = catalogEntries(loadCatalog(defaultConfig));
+    expect(entries.vendors.map((v) => v.id)).toEqual(['demo', 'anthropic', 'openai', 'google']);
+    expect(entries.models.map((m) => m.id)).toContain('demo/demo-1');
+    expect(entries.prompts.map((p) => p.id)).toEqual(['agent:demo']);
+    expect(entries.prompts[0]?.text).toContain('End every turn with exactly one JSON object');
+
+    const dir = await mkdtemp(path.join(tmpdir(), 'dh-catalog-ledger-'));
+    const ledger = SqliteLedger.open(path.join(dir, 'l.db'));
+    try {
+      await ledger.syncCatalog(entries);
+      const ids = accountingIds(loadCatalog(defaultConfig), 'demo');
+      const res = await ledger.recordPromptRun({
+        workflowId: 'wf', turn: 1, ...ids, usage: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0 },
+        costUsd: 0, costSource: 'price-table', resumed: false, durationMs: 1, input: '', output: '',
+      });
+      expect(res.inserted).toBe(true);
+    } finally {
+      await ledger.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
