@@ -1,0 +1,122 @@
+#!/usr/bin/env node
+// Scripted stdio-JSON harness for tests: replays DIR/NAME.json one step per turn.
+//
+//   node scripted-harness.mjs --scripts DIR
+//
+// Turn 1: the prompt contains `script:NAME`; a new session is stored in <workspace>/.scripted/sessions/<id>.json.
+// Later turns resume by the request's sessionId. Unknown session and no `script:` → an error line.
+// Script file: { "turns": [step, ...] }. A step's fields are applied in THIS order:
+//   failUntilAttempt N  exit 1 ("transient failure") until the Nth run of this step: runs 1..N-1 fail, run N goes on
+//   failTimes K         fail the first K runs of this step the same way (for operator-retry tests)
+//   model               reported in the session line (printed next, for every turn)
+//   activity            an activity line
+//   usage               a usage line ({input, output, cacheRead, cacheWrite, costUsd})
+//   sleepMs             prints activity "sleeping", writes .scripted/sleeping.pid (own pid) and .scripted/child.pid
+//                       (a grandchild `sleep`), then sleeps — for cancel/timeout tests
+//   echoEnv             prints a text line "NAME=value" with that environment variable's value
+//   crash               {exitCode, stderr}: prints stderr and exits with no terminal line
+//   error               {message, code}: terminal error line
+//   raw                 string printed verbatim as the complete text (malformed envelopes)
+//   envelope            object printed as JSON as the complete text
+// A step with none of crash/error/raw/envelope exits 0 without a terminal line.
+// Run counters live in .scripted/counters/<script>.<step>.<kind> so they survive a failed first turn.
+// Past the last step → error line "script exhausted".
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+
+const scriptsDir = process.argv[process.argv.indexOf('--scripts') + 1];
+
+const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
+const finish = (line) => process.stdout.write(`${JSON.stringify(line)}\n`, () => process.exit(0));
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function readRequest() {
+  const rl = createInterface({ input: process.stdin });
+  for await (const line of rl) {
+    if (line.trim() === '') continue;
+    rl.close();
+    return JSON.parse(line);
+  }
+  throw new Error('no request line on stdin');
+}
+
+function writeFile(file, text) {
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, text);
+}
+
+function readJson(file) {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Counts runs of one step; returns true if this run should fail (the first `failing` runs do). */
+function shouldFail(dir, session, kind, failing) {
+  const file = path.join(dir, 'counters', `${session.script}.${session.position}.${kind}`);
+  const runsBefore = Number(readJson(file) ?? 0);
+  writeFile(file, String(runsBefore + 1));
+  return runsBefore < failing;
+}
+
+function openSession(dir, request) {
+  const known = request.sessionId ? readJson(path.join(dir, 'sessions', `${path.basename(request.sessionId)}.json`)) : undefined;
+  if (known) return { session: known, resumed: true };
+  const name = /script:([A-Za-z0-9_.-]+)/.exec(request.prompt)?.[1];
+  if (!name) return { error: request.sessionId ? `unknown session ${request.sessionId}` : 'no script:NAME in the prompt and no session to resume' };
+  return { session: { id: randomUUID(), script: name, position: 0 }, resumed: false };
+}
+
+function startSleeper(dir, ms) {
+  emit({ type: 'activity', description: 'sleeping' });
+  writeFile(path.join(dir, 'sleeping.pid'), String(process.pid));
+  const child = spawn('sleep', [String(Math.ceil(ms / 1000) + 1)], { stdio: 'ignore' });
+  writeFile(path.join(dir, 'child.pid'), String(child.pid));
+  return sleep(ms);
+}
+
+async function main() {
+  const request = await readRequest();
+  const dir = path.join(request.workspace, '.scripted');
+  const opened = openSession(dir, request);
+  if (opened.error) return finish({ type: 'error', code: request.sessionId ? 'resume-failed' : 'protocol-error', message: opened.error });
+  const { session, resumed } = opened;
+  const script = JSON.parse(readFileSync(path.join(scriptsDir, `${session.script}.json`), 'utf8'));
+  const step = script.turns[session.position];
+  const save = () => writeFile(path.join(dir, 'sessions', `${session.id}.json`), JSON.stringify(session));
+  if (!step) {
+    save();
+    emit({ type: 'session', id: session.id, resumed, model: request.model ?? 'scripted' });
+    return finish({ type: 'error', code: 'protocol-error', message: `script exhausted: ${session.script} has ${script.turns.length} turn(s)` });
+  }
+  if ((step.failUntilAttempt && shouldFail(dir, session, 'attempts', step.failUntilAttempt - 1)) ||
+      (step.failTimes && shouldFail(dir, session, 'failures', step.failTimes))) {
+    process.stderr.write('transient failure\n');
+    process.exit(1);
+  }
+  emit({ type: 'session', id: session.id, resumed, model: step.model ?? request.model ?? 'scripted' });
+  if (step.activity) emit({ type: 'activity', description: step.activity });
+  if (step.usage) emit({ type: 'usage', ...step.usage });
+  if (step.sleepMs) await startSleeper(dir, step.sleepMs);
+  if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
+  session.position += 1;
+  save(); // before any terminal line, so the next turn resumes after this step
+  if (step.crash) {
+    process.stderr.write(step.crash.stderr ?? '');
+    process.exit(step.crash.exitCode ?? 1);
+  }
+  if (step.error) return finish({ type: 'error', message: step.error.message, code: step.error.code ?? 'vendor-error' });
+  if (step.raw !== undefined) return finish({ type: 'complete', text: step.raw });
+  if (step.envelope !== undefined) return finish({ type: 'complete', text: JSON.stringify(step.envelope) });
+  process.exit(0);
+}
+
+main().catch((error) => {
+  process.stderr.write(`scripted harness failed: ${error?.stack ?? error}\n`);
+  process.exit(2);
+});
