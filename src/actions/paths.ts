@@ -42,7 +42,12 @@ async function exists(p: string): Promise<boolean> {
  */
 export async function resolveInsideReal(root: string, rel: string): Promise<string> {
   const resolved = resolveInside(root, rel);
-  const realRoot = await realpath(path.resolve(root));
+  let realRoot: string;
+  try {
+    realRoot = await realpath(path.resolve(root));
+  } catch {
+    throw new Error(`workspace ${root} does not exist; the sandbox must be started before actions run`);
+  }
   let probe = resolved;
   while (!(await exists(probe))) {
     const parent = path.dirname(probe);

@@ -145,3 +145,10 @@ describe('registry', () => {
     expect(await echoAction.execute({ text: 'hi' }, ctx)).toBe('hi');
   });
 });
+
+describe('missing workspace', () => {
+  it('says the workspace does not exist', async () => {
+    const gone = { ...ctx, hostWorkspacePath: path.join(root, 'not-there') };
+    await expect(writeFileAction.execute({ path: 'a.txt', content: '' }, gone)).rejects.toThrow(/does not exist/);
+  });
+});
