@@ -1,6 +1,9 @@
 /** Registers the run search attributes on a namespace, once; safe to call on every start. */
 import type { Connection } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
+
+const { temporal } = proto;
+type IndexedValueType = proto.temporal.api.enums.v1.IndexedValueType;
 import { allSearchAttributes } from '../workflows/search-attributes.js';
 
 const indexedType = {
@@ -13,7 +16,7 @@ export async function ensureSearchAttributes(connection: Connection, namespace: 
   const known = new Set(Object.keys(existing.customAttributes ?? {}));
   const missing = allSearchAttributes.filter((key) => !known.has(key.name));
   if (missing.length === 0) return;
-  const searchAttributes: Record<string, temporal.api.enums.v1.IndexedValueType> = {};
+  const searchAttributes: Record<string, IndexedValueType> = {};
   for (const key of missing) searchAttributes[key.name] = indexedType[key.type as keyof typeof indexedType];
   try {
     await connection.operatorService.addSearchAttributes({ namespace, searchAttributes });

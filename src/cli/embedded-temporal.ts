@@ -1,0 +1,74 @@
+/** The embedded Temporal for `durable-harness dev`: a dev server whose state survives restarts. */
+import net from 'node:net';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { findTemporalCli, temporalCliInstallHint } from '../temporal/cli-path.js';
+import { startDevServer } from '../temporal/dev-server.js';
+import { allSearchAttributes } from '../workflows/search-attributes.js';
+
+export interface EmbeddedTemporal {
+  readonly address: string;
+  readonly uiUrl?: string;
+  stop(): Promise<void>;
+}
+
+function portInUse(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ port, host });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+export async function startEmbeddedTemporal(options: {
+  dataDir: string;
+  port: number;
+  uiPort: number;
+  namespace: string;
+  log: (line: string) => void;
+}): Promise<EmbeddedTemporal> {
+  const address = `127.0.0.1:${options.port}`;
+  if (await portInUse(options.port)) {
+    // Something listens already: reuse it if it is a Temporal server (e.g. another `dev`), else say so.
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 2000 });
+      await connection.workflowService.getSystemInfo({});
+      await connection.close();
+    } catch {
+      throw new Error(`port ${options.port} is taken by something that is not a Temporal server; choose another with --port.`);
+    }
+    options.log(`using the Temporal server already running at ${address}`);
+    return { address, uiUrl: `http://127.0.0.1:${options.uiPort}`, stop: async () => undefined };
+  }
+  const dbFile = path.join(options.dataDir, 'temporal.db');
+  const cli = findTemporalCli();
+  if (cli) {
+    const server = await startDevServer({ cliPath: cli.path, port: options.port, ui: true, uiPort: options.uiPort, dbFile, namespace: options.namespace });
+    options.log(`Temporal dev server at ${server.address} (${cli.source}: ${cli.path}; state in ${dbFile})`);
+    options.log(`Temporal Web UI at ${server.uiUrl}`);
+    return server;
+  }
+  options.log('no Temporal CLI found; trying the SDK download of the dev server');
+  try {
+    const env = await TestWorkflowEnvironment.createLocal({
+      server: {
+        ip: '127.0.0.1',
+        port: options.port,
+        ui: true,
+        uiPort: options.uiPort,
+        dbFilename: dbFile,
+        namespace: options.namespace,
+        searchAttributes: [...allSearchAttributes],
+      },
+    });
+    const uiUrl = `http://127.0.0.1:${options.uiPort}`;
+    options.log(`Temporal dev server at ${address}; Web UI at ${uiUrl}`);
+    return { address, uiUrl, stop: () => env.teardown() };
+  } catch (e) {
+    throw new Error(`no Temporal CLI on this machine and the SDK could not download one (${(e as Error).message.split('\n')[0]}). ${temporalCliInstallHint}`);
+  }
+}
