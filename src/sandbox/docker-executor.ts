@@ -16,6 +16,8 @@ import type { ExecProcess, ExecRequest, SandboxExecutor } from './types.js';
 
 const stderrTailChars = 8 * 1024;
 const defaultKillGraceMs = 1000;
+/** How long a signal-like exit waits to see whether the whole container is going down. */
+const containerGoneWaitMs = 500;
 /** Where exec pidfiles live, relative to the workspace. */
 export const execStateDir = '.durable-harness';
 
@@ -98,6 +100,7 @@ export class DockerProcess implements ExecProcess {
   private readonly stderr = new TailBuffer();
   private readonly started: Promise<StartedExec | undefined>;
   private stream: Duplex | undefined;
+  private pendingWrites: string[] = [];
   private exited = false;
   private killRequested = false;
   private killing: Promise<void> | undefined;
@@ -128,10 +131,15 @@ export class DockerProcess implements ExecProcess {
     return this.stderr.toString();
   }
 
-  /** Writes to stdin; a no-op when stdin was not opened, is closed, or the exec has not started yet. */
+  /** Writes to stdin (queued until the exec has started); a no-op when stdin was not opened or is closed. */
   write(text: string): void {
+    if (this.exited) return;
     const stream = this.stream;
-    if (!stream || stream.destroyed || !stream.writable || stream.writableEnded) return;
+    if (!stream) {
+      this.pendingWrites.push(text);
+      return;
+    }
+    if (stream.destroyed || !stream.writable || stream.writableEnded) return;
     stream.write(text);
   }
 
@@ -180,6 +188,7 @@ export class DockerProcess implements ExecProcess {
       return undefined;
     }
     this.stream = started.stream;
+    if (!wantsStdin) this.pendingWrites = [];
     const { stdout, stderr } = this.options.client.demux(started.stream);
     stdout.on('data', (chunk: Buffer) => this.queue.push(chunk));
     stderr.setEncoding('utf8');
@@ -188,6 +197,7 @@ export class DockerProcess implements ExecProcess {
     started.stream.on('error', () => undefined);
     if (wantsStdin) {
       if (request.stdin !== undefined) started.stream.write(request.stdin);
+      for (const text of this.pendingWrites) started.stream.write(text);
       // end() half-closes the hijacked connection: the engine closes the process's stdin, output still flows.
       if (!request.keepStdinOpen) started.stream.end();
     }
@@ -211,20 +221,29 @@ export class DockerProcess implements ExecProcess {
     try {
       const code = await exitCodeOf(started);
       // A null code or a signal-like one may mean the container itself stopped under the process.
-      if (code === null || code >= 128) {
-        const state = await this.options.client.inspect(this.options.container);
-        if (!state) throw new SandboxContainerGone(this.options.container, 'removed while a process was running');
-        if (!state.State.Running) {
-          throw new SandboxContainerGone(
-            this.options.container,
-            `stopped while a process was running (exit code ${state.State.ExitCode}${state.State.OOMKilled ? ', killed for exceeding its memory limit' : ''})`,
-          );
-        }
-      }
+      if (code === null || (code >= 128 && !this.killRequested)) await this.checkContainerAlive();
       const signal = code !== null && code > 128 && this.killRequested ? signalNames.get(code - 128) : undefined;
       this.finish(signal ? { code: null, signal } : { code, signal: null });
     } catch (error) {
       this.finishWithError(error as Error);
+    }
+  }
+
+  /**
+   * Throws `SandboxContainerGone` if the container stopped or vanished. The engine kills an exec's process a
+   * moment before the container's own state changes, so a signal-like exit is checked for a short while.
+   */
+  private async checkContainerAlive(): Promise<void> {
+    const deadline = Date.now() + containerGoneWaitMs;
+    for (;;) {
+      const state = await this.options.client.inspect(this.options.container);
+      if (!state) throw new SandboxContainerGone(this.options.container, 'removed while a process was running');
+      if (!state.State.Running || state.State.Status === 'removing') {
+        const oom = state.State.OOMKilled ? ', killed for exceeding its memory limit' : '';
+        throw new SandboxContainerGone(this.options.container, `stopped while a process was running (state ${state.State.Status}${oom})`);
+      }
+      if (Date.now() >= deadline) return;
+      await new Promise((resolve) => setTimeout(resolve, 25));
     }
   }
 

@@ -22,6 +22,9 @@ export const dockerLabels = {
   networkPolicy: 'durable-harness.network-policy',
 } as const;
 
+/** How long start() waits for a container another caller is creating. */
+const reattachWaitMs = 10_000;
+
 const defaults = {
   containerWorkspace: '/workspace',
   user: '1000:1000',
@@ -162,7 +165,9 @@ export class DockerSandboxProvider implements SandboxProvider {
     const name = containerNameFor(safeSegment(request.workflowId, 'workflow id'));
     const ref: SandboxRef = { provider: this.name, workspacePath: this.containerWorkspace, hostWorkspacePath: hostDir, id: name };
 
-    for (let attempt = 0; attempt < 3; attempt++) {
+    // A concurrent create holds the name before the container can be inspected: retry for a few seconds.
+    const deadline = Date.now() + reattachWaitMs;
+    while (Date.now() < deadline) {
       const existing = await this.client.inspect(name);
       if (existing) {
         this.checkOwner(existing, request.workflowId);
@@ -171,7 +176,10 @@ export class DockerSandboxProvider implements SandboxProvider {
       }
       const created = await this.client.create(this.createOptions(name, request, hostDir, networkMode, limits));
       // 409: another worker (or a concurrent retry) created it first: reattach to theirs.
-      if (created === 'conflict') continue;
+      if (created === 'conflict') {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        continue;
+      }
       try {
         await this.client.start(name);
       } catch (error) {
