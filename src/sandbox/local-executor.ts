@@ -181,7 +181,12 @@ export class LocalProcess implements ExecProcess {
     signalProcessGroup(pgid, 'SIGTERM');
     const deadline = Date.now() + this.options.killGraceMs;
     while (processGroupAlive(pgid) && Date.now() < deadline) await sleep(20);
-    if (processGroupAlive(pgid)) signalProcessGroup(pgid, 'SIGKILL');
+    if (processGroupAlive(pgid)) {
+      signalProcessGroup(pgid, 'SIGKILL');
+      // SIGKILL is not instant for every member; callers rely on "kill resolved" meaning "all gone".
+      const killDeadline = Date.now() + 1000;
+      while (processGroupAlive(pgid) && Date.now() < killDeadline) await sleep(10);
+    }
     await this.exit;
     if (this.options.pidFile && !processGroupAlive(pgid)) removePidFile(this.options.pidFile, pgid);
   }

@@ -1,5 +1,5 @@
 /** Pidfiles for turn processes, so a retried attempt can kill what an earlier attempt left running. */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 /** Where the local executor records the running turn's process group by default. */
@@ -11,11 +11,41 @@ export function defaultPidFile(workspacePath: string): string {
 export function processGroupAlive(pgid: number): boolean {
   try {
     process.kill(-pgid, 0);
-    return true;
   } catch (error) {
     // EPERM means it exists but belongs to someone else: alive, and not ours to kill.
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
+  // Signal 0 also succeeds for zombies (dead, waiting to be reaped); on Linux look closer so a killed
+  // group does not look alive until init gets round to reaping it.
+  return liveMembersOnLinux(pgid) ?? true;
+}
+
+/** Whether group `pgid` has a member that is not a zombie, from /proc; `undefined` where there is no /proc. */
+function liveMembersOnLinux(pgid: number): boolean | undefined {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return undefined;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = procStat(entry);
+    if (stat && stat.pgrp === pgid && stat.state !== 'Z' && stat.state !== 'X') return true;
+  }
+  return false;
+}
+
+/** State and process group of one process from /proc/<pid>/stat (the name may hold spaces and parentheses). */
+export function procStat(pid: number | string): { state: string; pgrp: number } | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { state: fields[0] ?? '', pgrp: Number(fields[2]) };
 }
 
 /** Sends `signal` to a process group, ignoring a group that is already gone. */

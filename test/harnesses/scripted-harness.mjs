@@ -11,8 +11,8 @@
 //   model               reported in the session line (printed next, for every turn)
 //   activity            an activity line
 //   usage               a usage line ({input, output, cacheRead, cacheWrite, costUsd})
-//   sleepMs             prints activity "sleeping", writes .scripted/sleeping.pid (own pid) and .scripted/child.pid
-//                       (a grandchild `sleep`), then sleeps — for cancel/timeout tests
+//   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
+//                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
 //   crash               {exitCode, stderr}: prints stderr and exits with no terminal line
 //   error               {message, code}: terminal error line
@@ -73,10 +73,11 @@ function openSession(dir, request) {
 }
 
 function startSleeper(dir, ms) {
-  emit({ type: 'activity', description: 'sleeping' });
   writeFile(path.join(dir, 'sleeping.pid'), String(process.pid));
   const child = spawn('sleep', [String(Math.ceil(ms / 1000) + 1)], { stdio: 'ignore' });
   writeFile(path.join(dir, 'child.pid'), String(child.pid));
+  // Announce only once both pids are on disk, so a test that kills on this line can check them.
+  emit({ type: 'activity', description: 'sleeping' });
   return sleep(ms);
 }
 

@@ -11,6 +11,7 @@ import {
   type SandboxStartRequest,
   type WorkspaceScope,
 } from '../../src/sandbox/index.js';
+import { procStat } from '../../src/sandbox/pidfile.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'local-sandbox-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -25,13 +26,14 @@ function request(scope: WorkspaceScope, ids: Partial<{ workflowId: string; agent
   };
 }
 
+/** Running (a zombie is dead, just not yet reaped by init). */
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
   }
+  return procStat(pid)?.state !== 'Z';
 }
 
 async function waitUntil(check: () => boolean, ms: number): Promise<boolean> {
@@ -52,9 +54,9 @@ async function collect(lines: AsyncIterable<string>): Promise<string[]> {
 /** A node script that starts a long `sleep` grandchild, prints both pids and waits. */
 const treeScript = `
 const { spawn } = require('node:child_process');
+process.on('SIGTERM', () => {}); // ignore SIGTERM so only the group SIGKILL can end it
 const child = spawn('sleep', ['30'], { stdio: 'ignore' });
 console.log(JSON.stringify({ parent: process.pid, child: child.pid }));
-process.on('SIGTERM', () => {}); // ignore SIGTERM so only the group SIGKILL can end it
 setInterval(() => {}, 1000);
 `;
 
