@@ -1,0 +1,266 @@
+/**
+ * Claude Code adapter (driver class `ClaudeCode`), measured against `@anthropic-ai/claude-code` 2.1.197.
+ *
+ * One process per turn: `claude -p PROMPT --output-format stream-json --verbose --permission-mode M
+ * [--model MODEL] [--append-system-prompt TEXT] [--resume ID]` with stdin ignored.
+ * Output lines: `system/init` (session_id, model, permissionMode), `system/api_retry`, `assistant` (message with
+ * text / tool_use blocks and the model the vendor answered with), `user` (tool results), and one `result` that
+ * ends the turn (`is_error`, `result` text, `usage`, `total_cost_usd`, `errors`). Every line carries `session_id`.
+ *
+ * Usage: `result.usage` covers every model call of the turn; its `input_tokens` EXCLUDES cache reads and
+ * writes (`cache_read_input_tokens`, `cache_creation_input_tokens`), so it maps straight onto `Usage`. The usage
+ * on `assistant` lines is a streaming snapshot (output_tokens 1) and is ignored. Cost: `total_cost_usd`, the
+ * CLI's own estimate from its price table, per invocation (not cumulative across `--resume`).
+ * Resume: `--resume ID` keeps the session id, so "resumed" is "the reported id equals the requested one"; an
+ * unknown id ends with a `result` whose `errors` say "No conversation found with session ID" (exit 1).
+ */
+import { z } from 'zod';
+import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
+import { harnessHome, numberSetting, parseJsonLine, stringSetting, type HarnessHome } from './harness-home.js';
+import type { AdapterRegistry } from './registry.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
+
+/** The driver class name catalogs use for this adapter. */
+export const claudeCodeDriverClass = 'ClaudeCode';
+
+/** What Claude Code really gives in `-p --output-format stream-json` mode, as this adapter drives it. */
+export const claudeCodeCapabilities: Capabilities = {
+  sessionResume: true,
+  // `--json-schema` exists but is not wired: the envelope goes through the feedback loop.
+  structuredOutput: false,
+  usageReporting: true,
+  // The two-way `--permission-prompt-tool stdio` mode exists but this adapter does not drive it yet.
+  permissionHooks: false,
+  modelSelection: true,
+  systemPrompt: true,
+};
+
+/** Environment that keeps Claude Code quiet and offline apart from the model API. */
+export const claudeQuietEnv: Readonly<Record<string, string>> = {
+  DISABLE_TELEMETRY: '1',
+  DISABLE_ERROR_REPORTING: '1',
+  DISABLE_AUTOUPDATER: '1',
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+};
+
+const permissionModes = { strict: 'default', auto: 'acceptEdits', dangerous: 'bypassPermissions' } as const satisfies Record<PermissionPosture, string>;
+
+const usageSchema = z.object({
+  input_tokens: z.number().nullish(),
+  output_tokens: z.number().nullish(),
+  cache_read_input_tokens: z.number().nullish(),
+  cache_creation_input_tokens: z.number().nullish(),
+});
+const initLine = z.object({
+  type: z.literal('system'),
+  subtype: z.literal('init'),
+  session_id: z.string(),
+  model: z.string().nullish(),
+  permissionMode: z.string().nullish(),
+});
+const retryLine = z.object({
+  type: z.literal('system'),
+  subtype: z.literal('api_retry'),
+  attempt: z.number().nullish(),
+  max_retries: z.number().nullish(),
+  error_status: z.number().nullish(),
+  error: z.string().nullish(),
+});
+const contentBlock = z.union([
+  z.object({ type: z.literal('text'), text: z.string() }),
+  z.object({ type: z.literal('tool_use'), name: z.string(), input: z.unknown().nullish() }),
+  z.object({ type: z.string() }),
+]);
+const assistantLine = z.object({
+  type: z.literal('assistant'),
+  session_id: z.string().nullish(),
+  parent_tool_use_id: z.string().nullish(),
+  message: z.object({ model: z.string().nullish(), content: z.array(contentBlock).nullish() }),
+});
+const userLine = z.object({ type: z.literal('user'), session_id: z.string().nullish() });
+const resultLine = z.object({
+  type: z.literal('result'),
+  subtype: z.string().nullish(),
+  is_error: z.boolean().nullish(),
+  api_error_status: z.number().nullish(),
+  result: z.string().nullish(),
+  session_id: z.string().nullish(),
+  total_cost_usd: z.number().nullish(),
+  usage: usageSchema.nullish(),
+  errors: z.array(z.string()).nullish(),
+  permission_denials: z.array(z.unknown()).nullish(),
+});
+const otherLine = z.object({ type: z.string(), subtype: z.string().nullish() });
+/** Every line Claude Code prints in stream-json mode; unknown types fall through to the catch-all. */
+export const claudeLine = z.union([initLine, retryLine, assistantLine, userLine, resultLine, otherLine]);
+export type ClaudeLine = z.infer<typeof claudeLine>;
+
+/** `result.usage` normalised: Claude's `input_tokens` already excludes cached tokens. */
+export function claudeUsage(u: z.infer<typeof usageSchema>): Usage {
+  return {
+    input: u.input_tokens ?? 0,
+    output: u.output_tokens ?? 0,
+    cacheRead: u.cache_read_input_tokens ?? 0,
+    cacheWrite: u.cache_creation_input_tokens ?? 0,
+  };
+}
+
+/** `ANTHROPIC_BASE_URL` is the host root: Claude appends `/v1/messages` itself. */
+export function claudeBaseUrl(url: string): string {
+  return url.replace(/\/+$/, '').replace(/\/v1$/, '');
+}
+
+const noConversation = /No conversation found with session ID/i;
+
+interface Scratch {
+  sessionId?: string;
+  model?: string;
+}
+
+/** Adapter for Claude Code (`claude -p`). */
+export class ClaudeCode extends CliHarnessAdapter {
+  readonly driverClass = claudeCodeDriverClass;
+  readonly capabilities = claudeCodeCapabilities;
+  private home: HarnessHome | undefined;
+  /** A session the CLI said it does not know: never resumed again. */
+  private unknownSession: string | undefined;
+
+  protected override async prepare(config: HarnessSessionConfig): Promise<void> {
+    this.home = harnessHome(config, 'claude');
+    // CLAUDE_CONFIG_DIR holds its settings, sessions (for --resume) and caches; it creates the directory itself.
+  }
+
+  protected override permissionReport(posture: PermissionPosture): PermissionReport {
+    switch (posture) {
+      case 'strict':
+        return {
+          posture,
+          enforced: true,
+          note:
+            '--permission-mode default: in -p mode nobody can answer a prompt, so every tool that would ask (edits, ' +
+            'shell commands) is DENIED and the turn continues; read-only tools run. Nothing is asked for approval.',
+        };
+      case 'auto':
+        return {
+          posture,
+          enforced: true,
+          note: '--permission-mode acceptEdits: file edits in the workspace are accepted; shell commands that would ask are denied.',
+        };
+      case 'dangerous':
+        return {
+          posture,
+          enforced: true,
+          note: '--dangerously-skip-permissions: every tool runs unasked (IS_SANDBOX=1 so it is accepted as root); only the sandbox limits it.',
+        };
+    }
+  }
+
+  protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
+    const home = this.home ?? harnessHome(ctx.config, 'claude');
+    const resume = ctx.resumeSessionId !== undefined && ctx.resumeSessionId !== this.unknownSession ? ctx.resumeSessionId : undefined;
+    const argv = [ctx.config.executable, ...ctx.config.baseArgs, '-p', input.prompt, '--output-format', 'stream-json', '--verbose'];
+    if (ctx.posture === 'dangerous') argv.push('--dangerously-skip-permissions');
+    else argv.push('--permission-mode', permissionModes[ctx.posture]);
+    if (ctx.config.model) argv.push('--model', ctx.config.model);
+    // Every turn: the system prompt is per invocation, it is not stored with the session.
+    if (ctx.systemPrompt !== undefined) argv.push('--append-system-prompt', ctx.systemPrompt);
+    if (resume) argv.push('--resume', resume);
+
+    const env: Record<string, string> = { ...claudeQuietEnv, CLAUDE_CONFIG_DIR: home.sandbox };
+    if (ctx.config.baseUrl) env.ANTHROPIC_BASE_URL = claudeBaseUrl(ctx.config.baseUrl);
+    // The key reaches the CLI only as ANTHROPIC_API_KEY; a catalog may name another variable for it.
+    const apiKeyEnv = stringSetting(ctx.config, 'apiKeyEnv');
+    if (apiKeyEnv && apiKeyEnv !== 'ANTHROPIC_API_KEY' && ctx.config.env[apiKeyEnv] !== undefined) env.ANTHROPIC_API_KEY = ctx.config.env[apiKeyEnv];
+    // Claude retries even a 401 ten times with backoff (minutes); Temporal owns retries, so a catalog can bound it.
+    const maxRetries = numberSetting(ctx.config, 'maxRetries');
+    if (maxRetries !== undefined) env.CLAUDE_CODE_MAX_RETRIES = String(maxRetries);
+    // Claude refuses --dangerously-skip-permissions as root unless told it is in a sandbox.
+    if (ctx.posture === 'dangerous') env.IS_SANDBOX = '1';
+    return { argv, env };
+  }
+
+  protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
+    const parsed = claudeLine.safeParse(parseJsonLine(line));
+    if (!parsed.success) return { type: 'unknown', raw: line };
+    const scratch = state.scratch as Scratch;
+    const value = parsed.data;
+    if (value.type === 'system' && value.subtype === 'init') {
+      const v = value as z.infer<typeof initLine>;
+      scratch.sessionId = v.session_id;
+      scratch.model = v.model ?? undefined;
+      return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
+    }
+    if (value.type === 'system' && value.subtype === 'api_retry') {
+      const v = value as z.infer<typeof retryLine>;
+      return { type: 'activity', description: `claude retries the model API (attempt ${v.attempt ?? '?'} of ${v.max_retries ?? '?'}): ${v.error_status ?? ''} ${v.error ?? ''}`.trim() };
+    }
+    switch (value.type) {
+      case 'assistant':
+        return this.assistant(value as z.infer<typeof assistantLine>, scratch);
+      case 'user':
+        return { type: 'activity', description: 'tool result' };
+      case 'result':
+        return this.result(value as z.infer<typeof resultLine>, state);
+      default:
+        return { type: 'unknown', raw: line };
+    }
+  }
+
+  private assistant(value: z.infer<typeof assistantLine>, scratch: Scratch): HarnessEvent[] {
+    const events: HarnessEvent[] = [];
+    // The model the vendor says answered; "<synthetic>" marks messages the CLI made up itself (errors).
+    const model = value.message.model;
+    const sessionId = value.session_id ?? scratch.sessionId;
+    if (model && model !== '<synthetic>' && model !== scratch.model && sessionId && !value.parent_tool_use_id) {
+      scratch.model = model;
+      events.push({ type: 'session', sessionId, model });
+    }
+    for (const block of value.message.content ?? []) {
+      if (block.type === 'text' && 'text' in block) events.push({ type: 'text', text: block.text });
+      else if (block.type === 'tool_use' && 'name' in block) events.push({ type: 'activity', description: `${block.name} ${JSON.stringify(block.input ?? {})}` });
+    }
+    return events;
+  }
+
+  private result(value: z.infer<typeof resultLine>, state: LineState): HarnessEvent[] {
+    const events: HarnessEvent[] = [];
+    const errors = value.errors ?? [];
+    if (state.resumeSessionId !== undefined && errors.some((e) => noConversation.test(e))) {
+      this.unknownSession = state.resumeSessionId;
+      events.push({
+        type: 'session-error',
+        code: 'resume-failed',
+        message: `Claude Code no longer knows session ${state.resumeSessionId} (${errors.join('; ')}); start a fresh session and replay the conversation.`,
+      });
+      return events;
+    }
+    if (value.usage) events.push({ type: 'usage', usage: claudeUsage(value.usage), costUsd: value.total_cost_usd ?? undefined });
+    if (value.is_error) {
+      const detail = errors.length > 0 ? errors.join('; ') : (value.result ?? `result subtype ${value.subtype ?? 'unknown'}`);
+      const status = value.api_error_status ? ` (HTTP ${value.api_error_status})` : '';
+      events.push({ type: 'session-error', code: value.api_error_status ? 'vendor-error' : 'process-exit', message: `Claude Code ended the turn with an error${status}: ${detail}` });
+    } else {
+      events.push({ type: 'turn-complete', text: value.result ?? '' });
+    }
+    return events;
+  }
+
+  protected override onExit(code: number | null, stderrTail: string, state: LineState): TerminalEvent | undefined {
+    if (state.resumeSessionId !== undefined && noConversation.test(stderrTail)) {
+      this.unknownSession = state.resumeSessionId;
+      return {
+        type: 'session-error',
+        code: 'resume-failed',
+        message: `Claude Code no longer knows session ${state.resumeSessionId}; start a fresh session and replay the conversation.`,
+        exitCode: code,
+        stderrTail,
+      };
+    }
+    return undefined;
+  }
+}
+
+/** Registers the Claude Code adapter. */
+export function registerClaudeCode(registry: AdapterRegistry): AdapterRegistry {
+  return registry.register(claudeCodeDriverClass, () => new ClaudeCode());
+}

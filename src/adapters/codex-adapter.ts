@@ -1,0 +1,289 @@
+/**
+ * Codex CLI adapter (driver class `Codex`), measured against `@openai/codex` 0.171.0.
+ *
+ * One process per turn, stdin ignored (codex reads a non-TTY stdin as extra prompt):
+ *   turn 1:  `codex exec --json --skip-git-repo-check -c sandbox_mode=… -c approval_policy="never"
+ *             [-m MODEL] [-c developer_instructions=…] PROMPT`
+ *   resumed: `codex exec resume <same options> THREAD_ID PROMPT` (`exec resume` has no `--sandbox` flag, hence
+ *             `-c sandbox_mode=…` for both).
+ * Config lives in `CODEX_HOME=<workspace>/.home/codex/config.toml`: a custom provider (`wire_api="responses"`,
+ * `base_url` ending in `/v1`, `env_key` naming the variable with the key), update checks, analytics and otel off.
+ * A CODEX_HOME under /tmp breaks codex's sandbox helper; the workspace must not be under /tmp either.
+ *
+ * Output lines (see openai/codex `sdk/typescript/src/events.ts`): `thread.started` (thread_id), `turn.started`,
+ * `item.started|updated|completed` (agent_message, reasoning, command_execution, file_change, mcp_tool_call,
+ * web_search, todo_list, error), `turn.completed` (usage) or `turn.failed` (error), and top-level `error`.
+ *
+ * Usage: `input_tokens` INCLUDES cached tokens (`cached_input_tokens`), so input = input_tokens − cached
+ * (− cache_write_input_tokens, which the Responses API never reports here). On `exec resume` the usage is the
+ * THREAD's running total, not the turn's (measured: turn 2 reported turn 1 + turn 2), so the adapter keeps the
+ * last total per thread in the codex home and reports the difference.
+ * Model: codex does not print it in the JSONL (only in its rollout file); `reportedModel` stays undefined.
+ * No cost is reported.
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
+import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import type { AdapterRegistry } from './registry.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
+
+/** The driver class name catalogs use for this adapter. */
+export const codexDriverClass = 'Codex';
+
+/** What `codex exec --json` really gives, as this adapter drives it. */
+export const codexCapabilities: Capabilities = {
+  sessionResume: true,
+  // `--output-schema` exists but is not wired: the envelope goes through the feedback loop.
+  structuredOutput: false,
+  usageReporting: true,
+  // `exec` never asks (approval policy forced to never); only `codex app-server` can.
+  permissionHooks: false,
+  modelSelection: true,
+  systemPrompt: true,
+};
+
+const sandboxModes = { strict: 'read-only', auto: 'workspace-write', dangerous: 'danger-full-access' } as const satisfies Record<PermissionPosture, string>;
+
+const usageSchema = z.object({
+  input_tokens: z.number().nullish(),
+  cached_input_tokens: z.number().nullish(),
+  cache_write_input_tokens: z.number().nullish(),
+  output_tokens: z.number().nullish(),
+  reasoning_output_tokens: z.number().nullish(),
+});
+const item = z.union([
+  z.object({ id: z.string().nullish(), type: z.literal('agent_message'), text: z.string() }),
+  z.object({ id: z.string().nullish(), type: z.literal('reasoning'), text: z.string().nullish() }),
+  z.object({
+    id: z.string().nullish(),
+    type: z.literal('command_execution'),
+    command: z.string(),
+    exit_code: z.number().nullish(),
+    status: z.string().nullish(),
+  }),
+  z.object({ id: z.string().nullish(), type: z.literal('file_change'), changes: z.array(z.object({ path: z.string(), kind: z.string().nullish() })).nullish(), status: z.string().nullish() }),
+  z.object({ id: z.string().nullish(), type: z.literal('mcp_tool_call'), server: z.string().nullish(), tool: z.string().nullish(), status: z.string().nullish() }),
+  z.object({ id: z.string().nullish(), type: z.literal('web_search'), query: z.string().nullish() }),
+  z.object({ id: z.string().nullish(), type: z.literal('error'), message: z.string() }),
+  z.object({ id: z.string().nullish(), type: z.string() }),
+]);
+const threadStarted = z.object({ type: z.literal('thread.started'), thread_id: z.string() });
+const itemLine = z.object({ type: z.enum(['item.started', 'item.updated', 'item.completed']), item });
+const turnCompleted = z.object({ type: z.literal('turn.completed'), usage: usageSchema.nullish() });
+const turnFailed = z.object({ type: z.literal('turn.failed'), error: z.object({ message: z.string().nullish() }).nullish() });
+const errorLine = z.object({ type: z.literal('error'), message: z.string().nullish() });
+const otherLine = z.object({ type: z.string() });
+/** Every line `codex exec --json` prints; unknown types fall through to the catch-all. */
+export const codexLine = z.union([threadStarted, itemLine, turnCompleted, turnFailed, errorLine, otherLine]);
+export type CodexLine = z.infer<typeof codexLine>;
+
+/** Codex's usage normalised: its `input_tokens` include the cached ones. */
+export function codexUsage(u: z.infer<typeof usageSchema>): Usage {
+  const cached = u.cached_input_tokens ?? 0;
+  const written = u.cache_write_input_tokens ?? 0;
+  return { input: Math.max(0, (u.input_tokens ?? 0) - cached - written), output: u.output_tokens ?? 0, cacheRead: cached, cacheWrite: written };
+}
+
+function subtract(total: Usage, before: Usage): Usage {
+  return {
+    input: Math.max(0, total.input - before.input),
+    output: Math.max(0, total.output - before.output),
+    cacheRead: Math.max(0, total.cacheRead - before.cacheRead),
+    cacheWrite: Math.max(0, total.cacheWrite - before.cacheWrite),
+  };
+}
+
+/** Codex's provider `base_url` includes `/v1` (it appends `/responses`). */
+export function codexBaseUrl(url: string): string {
+  const trimmed = url.replace(/\/+$/, '');
+  return trimmed.endsWith('/v1') ? trimmed : `${trimmed}/v1`;
+}
+
+/** A TOML basic string. JSON string escaping is valid TOML for the characters JSON escapes. */
+const tomlString = (value: string): string => JSON.stringify(value);
+
+/** `config.toml` for a per-run CODEX_HOME: one custom provider, nothing phoning home. */
+export function codexConfigToml(options: { baseUrl: string; envKey: string; model?: string }): string {
+  return [
+    'model_provider = "durable"',
+    ...(options.model ? [`model = ${tomlString(options.model)}`] : []),
+    'check_for_update_on_startup = false',
+    '',
+    '[model_providers.durable]',
+    'name = "durable-harness"',
+    `base_url = ${tomlString(codexBaseUrl(options.baseUrl))}`,
+    `env_key = ${tomlString(options.envKey)}`,
+    'wire_api = "responses"',
+    // Temporal owns retries: a failed request ends the turn instead of backing off inside it.
+    'request_max_retries = 0',
+    'stream_max_retries = 0',
+    '',
+    '[analytics]',
+    'enabled = false',
+    '',
+    '[otel]',
+    'exporter = "none"',
+    '',
+  ].join('\n');
+}
+
+const unknownThread = /no rollout found for thread id|thread not found|no session found/i;
+
+interface Scratch {
+  threadId?: string;
+  /** Text of the last agent message: the envelope is the final one. */
+  text?: string;
+}
+
+/** Adapter for Codex CLI (`codex exec --json`). */
+export class Codex extends CliHarnessAdapter {
+  readonly driverClass = codexDriverClass;
+  readonly capabilities = codexCapabilities;
+  private home: HarnessHome | undefined;
+  /** A thread the CLI said it does not know: never resumed again. */
+  private unknownSession: string | undefined;
+
+  protected override async prepare(config: HarnessSessionConfig): Promise<void> {
+    this.home = harnessHome(config, 'codex');
+    const envKey = stringSetting(config, 'apiKeyEnv') ?? 'OPENAI_API_KEY';
+    const baseUrl = config.baseUrl ?? 'https://api.openai.com/v1';
+    writeHomeFile(homePath(this.home, 'config.toml'), codexConfigToml({ baseUrl, envKey, model: config.model }));
+  }
+
+  protected override permissionReport(posture: PermissionPosture): PermissionReport {
+    const mode = sandboxModes[posture];
+    const note =
+      posture === 'strict'
+        ? `sandbox_mode=${mode}, approval_policy=never: commands run in codex's read-only sandbox and nothing is asked; writes fail.`
+        : posture === 'auto'
+          ? `sandbox_mode=${mode}, approval_policy=never: commands may write inside the workspace only; nothing is asked.`
+          : `sandbox_mode=${mode}, approval_policy=never: codex's own sandbox is off; only the outer sandbox limits it.`;
+    return { posture, enforced: true, note };
+  }
+
+  protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
+    const home = this.home ?? harnessHome(ctx.config, 'codex');
+    const resume = ctx.resumeSessionId !== undefined && ctx.resumeSessionId !== this.unknownSession ? ctx.resumeSessionId : undefined;
+    const options = ['--json', '--skip-git-repo-check', '-c', `sandbox_mode=${tomlString(sandboxModes[ctx.posture])}`, '-c', 'approval_policy="never"'];
+    if (ctx.config.model) options.push('-m', ctx.config.model);
+    // Every turn: a resumed thread keeps its first developer message, but the config value must not vanish.
+    if (ctx.systemPrompt !== undefined) options.push('-c', `developer_instructions=${tomlString(ctx.systemPrompt)}`);
+    const head = [ctx.config.executable, ...ctx.config.baseArgs, 'exec'];
+    // `--` keeps a prompt that starts with "-" from being read as a flag.
+    const argv = resume ? [...head, 'resume', ...options, '--', resume, input.prompt] : [...head, ...options, '--', input.prompt];
+    return { argv, env: { CODEX_HOME: home.sandbox } };
+  }
+
+  protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
+    const parsed = codexLine.safeParse(parseJsonLine(line));
+    if (!parsed.success) return { type: 'unknown', raw: line };
+    const scratch = state.scratch as Scratch;
+    const value = parsed.data;
+    switch (value.type) {
+      case 'thread.started': {
+        const v = value as z.infer<typeof threadStarted>;
+        scratch.threadId = v.thread_id;
+        // Codex does not say which model answered (it is only in its rollout file): no model here, no guess.
+        return { type: 'session', sessionId: v.thread_id };
+      }
+      case 'turn.started':
+        return undefined;
+      case 'item.started':
+      case 'item.updated':
+      case 'item.completed':
+        return this.item(value as z.infer<typeof itemLine>, scratch);
+      case 'turn.completed':
+        return this.completed(value as z.infer<typeof turnCompleted>, scratch);
+      case 'turn.failed': {
+        const v = value as z.infer<typeof turnFailed>;
+        return { type: 'session-error', code: 'vendor-error', message: `Codex ended the turn with an error: ${v.error?.message ?? 'no message'}` };
+      }
+      case 'error': {
+        // A top-level error precedes turn.failed; keep it as progress, the terminal comes with turn.failed.
+        const v = value as z.infer<typeof errorLine>;
+        return { type: 'activity', description: `codex error: ${v.message ?? ''}` };
+      }
+      default:
+        return { type: 'unknown', raw: line };
+    }
+  }
+
+  private item(value: z.infer<typeof itemLine>, scratch: Scratch): HarnessEvent | undefined {
+    const it = value.item;
+    const done = value.type === 'item.completed';
+    if (it.type === 'agent_message' && 'text' in it && typeof it.text === 'string') {
+      if (!done) return undefined;
+      scratch.text = it.text;
+      return { type: 'text', text: it.text };
+    }
+    if (it.type === 'command_execution' && 'command' in it) {
+      const status = done ? ` → exit ${it.exit_code ?? '?'}` : '';
+      return value.type === 'item.updated' ? undefined : { type: 'activity', description: `command: ${it.command}${status}` };
+    }
+    if (!done) return undefined;
+    if (it.type === 'file_change' && 'changes' in it) return { type: 'activity', description: `file change: ${(it.changes ?? []).map((c) => `${c.kind ?? ''} ${c.path}`.trim()).join(', ')}` };
+    if (it.type === 'mcp_tool_call' && 'tool' in it) return { type: 'activity', description: `mcp: ${it.server ?? ''}/${it.tool ?? ''}` };
+    if (it.type === 'web_search' && 'query' in it) return { type: 'activity', description: `web search: ${it.query ?? ''}` };
+    // An `error` item is a warning (e.g. unknown model metadata); the turn goes on.
+    if (it.type === 'error' && 'message' in it) return { type: 'activity', description: `codex warning: ${it.message}` };
+    if (it.type === 'reasoning') return { type: 'activity', description: 'reasoning' };
+    return { type: 'activity', description: `codex item: ${it.type}` };
+  }
+
+  private completed(value: z.infer<typeof turnCompleted>, scratch: Scratch): HarnessEvent[] {
+    const events: HarnessEvent[] = [];
+    if (value.usage) {
+      const total = codexUsage(value.usage);
+      const before = scratch.threadId ? this.previousTotal(scratch.threadId) : undefined;
+      events.push({ type: 'usage', usage: before ? subtract(total, before) : total });
+      if (scratch.threadId) this.saveTotal(scratch.threadId, total);
+    }
+    events.push({ type: 'turn-complete', text: scratch.text ?? '' });
+    return events;
+  }
+
+  /** Where the thread's last running usage total is kept between turns (and between activities). */
+  private totalsFile(): HarnessHome | undefined {
+    return this.home ? homePath(this.home, 'durable-harness-usage.json') : undefined;
+  }
+
+  private readTotals(): Record<string, Usage> {
+    const file = this.totalsFile();
+    if (!file) return {};
+    try {
+      return JSON.parse(readFileSync(file.host, 'utf8')) as Record<string, Usage>;
+    } catch {
+      return {};
+    }
+  }
+
+  private previousTotal(threadId: string): Usage | undefined {
+    return this.readTotals()[threadId];
+  }
+
+  private saveTotal(threadId: string, total: Usage): void {
+    const file = this.totalsFile();
+    if (!file) return;
+    writeHomeFile(file, `${JSON.stringify({ ...this.readTotals(), [threadId]: total })}\n`);
+  }
+
+  protected override onExit(code: number | null, stderrTail: string, state: LineState): TerminalEvent | undefined {
+    if (state.resumeSessionId !== undefined && unknownThread.test(stderrTail)) {
+      this.unknownSession = state.resumeSessionId;
+      return {
+        type: 'session-error',
+        code: 'resume-failed',
+        message: `Codex no longer knows thread ${state.resumeSessionId}; start a fresh session and replay the conversation.`,
+        exitCode: code,
+        stderrTail,
+      };
+    }
+    return undefined;
+  }
+}
+
+/** Registers the Codex CLI adapter. */
+export function registerCodex(registry: AdapterRegistry): AdapterRegistry {
+  return registry.register(codexDriverClass, () => new Codex());
+}

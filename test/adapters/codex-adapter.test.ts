@@ -1,0 +1,162 @@
+/** Codex adapter over JSONL recorded from the real pinned CLI (test/fixtures/codex, see its README). */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Codex, codexBaseUrl, codexConfigToml, registerCodex } from '../../src/adapters/codex-adapter.js';
+import { foldTurn } from '../../src/adapters/fold.js';
+import { AdapterRegistry } from '../../src/adapters/registry.js';
+import type { HarnessEvent, HarnessSessionConfig, PermissionPosture } from '../../src/adapters/types.js';
+import { FakeExecutor, type FakeRun } from './fake-executor.js';
+
+const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/codex');
+const workspaces: string[] = [];
+afterAll(() => workspaces.forEach((w) => rmSync(w, { recursive: true, force: true })));
+const secret = 'sk-openai-test-secret-value';
+
+function recorded(name: string): FakeRun {
+  const read = (suffix: string): string => readFileSync(path.join(fixtures, `${name}${suffix}`), 'utf8');
+  const code = read('.exit.txt').trim();
+  return { lines: read('.jsonl').split('\n').filter(Boolean), stderr: read('.stderr.txt'), exitCode: code === 'null' ? null : Number(code) };
+}
+
+function fixtureLines(name: string): Record<string, unknown>[] {
+  return readFileSync(path.join(fixtures, `${name}.jsonl`), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+async function turn(adapter: Codex, prompt = 'hi', turnNo = 1): Promise<HarnessEvent[]> {
+  const out: HarnessEvent[] = [];
+  for await (const event of adapter.runTurn({ prompt, turn: turnNo })) out.push(event);
+  return out;
+}
+
+const terminals = (events: HarnessEvent[]) => events.filter((e) => e.type === 'turn-complete' || e.type === 'session-error');
+
+async function started(runs: FakeRun[], extra: Partial<HarnessSessionConfig> = {}, posture: PermissionPosture = 'auto') {
+  // A fresh workspace per adapter: the adapter keeps per-thread usage totals in its codex home.
+  const workspace = mkdtempSync(path.join(tmpdir(), 'codex-adapter-'));
+  workspaces.push(workspace);
+  const executor = new FakeExecutor(runs);
+  const adapter = new Codex();
+  adapter.applyPermissionPolicy(posture);
+  adapter.setSystemPrompt('ENVELOPE "CONTRACT"');
+  await adapter.start({
+    runId: 'run-1', harnessName: 'codex', executable: 'codex', baseArgs: [], model: 'gpt-5.5', workspacePath: workspace,
+    hostWorkspacePath: workspace, env: { OPENAI_API_KEY: secret }, executor, baseUrl: 'http://127.0.0.1:9999', turnTimeoutMs: 5000,
+    ...extra,
+  });
+  return { executor, adapter, workspace };
+}
+
+describe('Codex adapter over recorded fixtures', () => {
+  it('plain answer: last agent message, usage with cached tokens subtracted from input, no model', async () => {
+    const { adapter } = await started([recorded('plain')]);
+    const events = await turn(adapter);
+    const folded = foldTurn(events);
+    const threadId = fixtureLines('plain')[0]!.thread_id;
+    expect(terminals(events)).toHaveLength(1);
+    expect(events.at(-1)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"hello"}' });
+    // Recorded turn.completed: input_tokens 1500 INCLUDING cached 300 → 1200 non-cached.
+    expect(folded.usage).toEqual({ input: 1200, output: 15, cacheRead: 300, cacheWrite: 0 });
+    expect(folded.costUsd).toBeUndefined();
+    expect(adapter.externalSessionId).toBe(threadId);
+    expect(adapter.resumed).toBe(false);
+    // Codex does not report the model in its JSONL: undefined, not a guess.
+    expect(adapter.reportedModel).toBeUndefined();
+    expect(folded.model).toBeUndefined();
+  });
+
+  it('tool call: the command execution shows as activity; usage covers both model calls', async () => {
+    const { adapter } = await started([recorded('tool-call')]);
+    const events = await turn(adapter);
+    const folded = foldTurn(events);
+    expect(events).toContainEqual({ type: 'activity', description: "command: /bin/bash -lc 'cat notes.txt' → exit 0" });
+    expect(folded.text).toBe('{"step":"success","result":"PELICAN"}');
+    // (1500 + 0 cached) + (200 + 1500 cached) = 3200 reported, 1500 cached.
+    expect(folded.usage).toEqual({ input: 1700, output: 42, cacheRead: 1500, cacheWrite: 0 });
+  });
+
+  it('resume: `exec resume THREAD`, resumed=true, and the running total turned back into this turn', async () => {
+    const { adapter, executor, workspace } = await started([recorded('resume-setup'), recorded('resume')]);
+    const first = foldTurn(await turn(adapter, 'Remember the number 42.', 1));
+    const threadId = adapter.externalSessionId;
+    expect(threadId).toBe(fixtureLines('resume-setup')[0]!.thread_id);
+    expect(first.usage).toEqual({ input: 900, output: 5, cacheRead: 0, cacheWrite: 0 });
+    const events = await turn(adapter, 'What number?', 2);
+    const folded = foldTurn(events);
+    expect(adapter.resumed).toBe(true);
+    expect(folded.resumed).toBe(true);
+    expect(folded.text).toBe('{"step":"success","result":"42"}');
+    // Recorded turn 2 reports the thread total (1900 in incl. 950 cached, 14 out); this turn alone was 50/950/9.
+    expect(fixtureLines('resume').at(-1)).toMatchObject({ usage: { input_tokens: 1900, cached_input_tokens: 950, output_tokens: 14 } });
+    expect(folded.usage).toEqual({ input: 50, output: 9, cacheRead: 950, cacheWrite: 0 });
+
+    const [turn1, turn2] = executor.requests.map((r) => r.argv);
+    const options = [
+      '--json', '--skip-git-repo-check', '-c', 'sandbox_mode="workspace-write"', '-c', 'approval_policy="never"', '-m', 'gpt-5.5',
+      '-c', 'developer_instructions="ENVELOPE \\"CONTRACT\\""',
+    ];
+    expect(turn1).toEqual(['codex', 'exec', ...options, '--', 'Remember the number 42.']);
+    expect(turn2).toEqual(['codex', 'exec', 'resume', ...options, '--', threadId, 'What number?']);
+    for (const request of executor.requests) {
+      expect(request.argv.join(' ')).not.toContain(secret);
+      expect(request.stdin).toBeUndefined();
+      expect(request.keepStdinOpen).toBeFalsy();
+      expect(request.env?.CODEX_HOME).toBe(path.join(workspace, '.home', 'codex'));
+      expect(request.env?.OPENAI_API_KEY).toBe(secret);
+    }
+    const toml = readFileSync(path.join(workspace, '.home/codex/config.toml'), 'utf8');
+    expect(toml).toContain('base_url = "http://127.0.0.1:9999/v1"');
+    expect(toml).toContain('env_key = "OPENAI_API_KEY"');
+    expect(toml).toContain('wire_api = "responses"');
+    expect(toml).not.toContain(secret);
+  });
+
+  it('unknown thread (nothing on stdout, stderr says so): one resume-failed, then a fresh thread', async () => {
+    const missing = '00000000-0000-4000-8000-000000000000';
+    const { adapter, executor } = await started([recorded('resume-missing'), recorded('plain')], { resumeSessionId: missing });
+    const events = await turn(adapter);
+    expect(terminals(events)).toHaveLength(1);
+    expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'resume-failed', exitCode: 1 });
+    const next = await turn(adapter, 'replayed context', 2);
+    expect(executor.requests[0]!.argv.slice(0, 3)).toEqual(['codex', 'exec', 'resume']);
+    expect(executor.requests[1]!.argv).not.toContain('resume');
+    expect(next.at(-1)?.type).toBe('turn-complete');
+    expect(adapter.resumed).toBe(false);
+  });
+
+  it('vendor error: exactly one vendor-error session-error', async () => {
+    const { adapter } = await started([recorded('error')]);
+    const events = await turn(adapter);
+    expect(terminals(events)).toHaveLength(1);
+    expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'vendor-error' });
+  });
+
+  it('garbage and truncated output: unknown events and exactly one terminal', async () => {
+    const lines = recorded('plain').lines!;
+    const { adapter } = await started([{ lines: [lines[0]!, 'Reading additional input…', '{"type":"item.completed","item":{"id":"x","ty'], exitCode: 1 }]);
+    const events = await turn(adapter);
+    expect(terminals(events)).toHaveLength(1);
+    expect(events.filter((e) => e.type === 'unknown')).toHaveLength(2);
+    expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'process-exit', exitCode: 1 });
+  });
+
+  it('translates postures into sandbox modes (never asks)', async () => {
+    const modeFor = async (posture: PermissionPosture) => {
+      const { adapter, executor } = await started([recorded('plain')], {}, posture);
+      await turn(adapter);
+      return executor.requests[0]!.argv;
+    };
+    expect(await modeFor('strict')).toContain('sandbox_mode="read-only"');
+    expect(await modeFor('dangerous')).toContain('sandbox_mode="danger-full-access"');
+    expect(new Codex().applyPermissionPolicy('strict')).toMatchObject({ posture: 'strict', enforced: true });
+  });
+
+  it('config: custom env key from settings, base URL normalised, registration', () => {
+    expect(codexBaseUrl('http://h:1')).toBe('http://h:1/v1');
+    expect(codexBaseUrl('http://h:1/v1/')).toBe('http://h:1/v1');
+    expect(codexConfigToml({ baseUrl: 'http://h:1', envKey: 'MY_KEY' })).toContain('env_key = "MY_KEY"');
+    expect(registerCodex(new AdapterRegistry()).create('Codex')).toBeInstanceOf(Codex);
+  });
+});
