@@ -60,6 +60,8 @@ export interface DockerSandboxProviderOptions {
   readonly path?: string;
   /** Grace between SIGTERM and SIGKILL for exec'd processes. */
   readonly killGraceMs?: number;
+  /** Extra host directories mounted read-only (e.g. the repo's `harnesses/` for the demo harness). */
+  readonly readOnlyMounts?: readonly { readonly host: string; readonly container: string }[];
 }
 
 /** Limits read from `SandboxSpec.options`; each has a sane default. */
@@ -276,7 +278,10 @@ export class DockerSandboxProvider implements SandboxProvider {
       },
       NetworkDisabled: networkMode === 'none' ? true : undefined,
       HostConfig: {
-        Binds: [`${hostDir}:${this.containerWorkspace}:rw`],
+        Binds: [
+          `${hostDir}:${this.containerWorkspace}:rw`,
+          ...(this.options.readOnlyMounts ?? []).map((m) => `${path.resolve(m.host)}:${m.container}:ro`),
+        ],
         NetworkMode: networkMode,
         CapDrop: ['ALL'],
         SecurityOpt: ['no-new-privileges'],
