@@ -1,6 +1,6 @@
 /** A typed client for services: start agent runs and operate them (status, cancel, retry, reply). */
 import { randomUUID } from 'node:crypto';
-import type { Client, WorkflowHandle } from '@temporalio/client';
+import { WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { z } from 'zod';
 import { defaultTaskQueue } from '../worker-defaults.js';
 import type { agentRun } from '../workflows/agent-run.js';
@@ -53,7 +53,7 @@ export class AgentRunHandle {
 
   /** Runs the failed turn again; rejected unless the run is awaiting an operator. */
   retryTurn(): Promise<string> {
-    return this.handle.executeUpdate(retryTurnUpdate);
+    return rejectedWithReason(this.handle.executeUpdate(retryTurnUpdate));
   }
 
   /** Ends an `awaiting_operator` run as failed. */
@@ -63,7 +63,22 @@ export class AgentRunHandle {
 
   /** Answers a `chat` step; rejected unless the run waits for a reply. */
   reply(text: string): Promise<string> {
-    return this.handle.executeUpdate(replyUpdate, { args: [text] });
+    return rejectedWithReason(this.handle.executeUpdate(replyUpdate, { args: [text] }));
+  }
+}
+
+/** Raised when a run rejects an update (e.g. a reply while it is not waiting for one); says why. */
+export class RunRejectedError extends Error {
+  override readonly name = 'RunRejectedError';
+}
+
+/** Update rejections carry the validator's reason in their cause: surface it. */
+async function rejectedWithReason<T>(update: Promise<T>): Promise<T> {
+  try {
+    return await update;
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError) throw new RunRejectedError(err.cause?.message ?? err.message, { cause: err });
+    throw err;
   }
 }
 

@@ -1,0 +1,152 @@
+/** Every step type through the real workflow on the real dev server, driven by the scripted harness. */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
+import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
+
+const book = scriptBook();
+let w: TestWorker;
+
+beforeAll(async () => {
+  w = await startTestWorker({
+    catalog: scriptedCatalog(book, {
+      agent: { subAgents: ['helper'], actions: ['write_file', 'echo', { name: 'read_file', maxExecutionsPerRun: 1 }], maxMalformedTurns: 2, chatTimeoutMs: 1500 },
+      agents: [{ name: 'helper', description: 'answers sub-questions', harness: 'scripted', actions: ['echo'] }],
+    }),
+  });
+});
+afterAll(() => w?.close());
+
+const workspace = (workflowId: string) => path.join(w.dataDir, 'workspaces', 'runs', workflowId);
+
+describe('actions', () => {
+  it('runs allowed actions and reports unknown, invalid and over-cap ones back without running them', async () => {
+    const task = book.write('actions', [
+      act(
+        { name: 'write_file', params: { path: 'out/hello.txt', content: 'hi' } },
+        { name: 'rm_rf', params: { path: '/' } },
+        { name: 'write_file', params: { path: 42 } },
+        { name: 'read_file', params: { path: 'out/hello.txt' } },
+        { name: 'read_file', params: { path: 'out/hello.txt' } },
+      ),
+      ok('all reported'),
+    ]);
+    const workflowId = testWorkflowId('actions');
+    const result = await (await w.start({ agent: 'scripted', task, workflowId })).result();
+    expect(result.status).toBe('succeeded');
+    expect(readFileSync(path.join(workspace(workflowId), 'out', 'hello.txt'), 'utf8')).toBe('hi');
+
+    const turn2 = (await w.ledger.listPromptRuns(workflowId))[1]!.input;
+    expect(turn2).toMatch(/1\. write_file: ok/);
+    expect(turn2).toMatch(/2\. rm_rf: error: action "rm_rf" is not allowed/);
+    expect(turn2).toMatch(/3\. write_file: error: invalid parameters, not run: .*path/);
+    expect(turn2).toMatch(/4\. read_file: ok[\s\S]*hi/);
+    expect(turn2).toMatch(/5\. read_file: error: action "read_file" reached its cap of 1/);
+    const steps = await w.ledger.listSteps(workflowId);
+    expect(steps.filter((s) => s.type.startsWith('action:')).map((s) => s.type)).toEqual(['action:write_file', 'action:read_file']);
+  });
+});
+
+it('a failed step ends the run as failed with the harness reason', async () => {
+  const task = book.write('failed', [{ envelope: { step: 'failed', reason: 'cannot find the repo' } }]);
+  const result = await (await w.start({ agent: 'scripted', task })).result();
+  expect(result).toMatchObject({ status: 'failed', reason: 'cannot find the repo', failureType: 'HarnessReportedFailure', iterations: 1 });
+});
+
+describe('sub-agents', () => {
+  it('runs an allowed sub-agent as a child run whose result and usage feed the parent', async () => {
+    book.write('child', [{ usage: { input: 100, output: 50 }, ...ok('child says 42') }]);
+    const task = book.write('parent', [
+      { usage: { input: 10, output: 5 }, envelope: { step: 'sub-agent', agent: 'helper', message: 'compute script:child', terminateAfter: false } },
+      { envelope: { step: 'sub-agent', agent: 'stranger', message: 'x', terminateAfter: false } },
+      ok('parent done'),
+    ]);
+    const workflowId = testWorkflowId('parent');
+    const result = await (await w.start({ agent: 'scripted', task, workflowId })).result();
+    expect(result.status).toBe('succeeded');
+    expect(result.usage.input).toBe(110);
+    const rows = await w.ledger.listPromptRuns(workflowId);
+    expect(rows[1]!.input).toContain('child says 42');
+    expect(rows[2]!.input).toMatch(/Sub-agent "stranger" is not allowed/);
+    const child = await w.ledger.getRun(`${workflowId}.sub-1`);
+    expect(child).toMatchObject({ agent: 'helper', parentWorkflowId: workflowId, status: 'succeeded' });
+  });
+
+  it('terminateAfter ends the parent with the child result', async () => {
+    book.write('child2', [ok('final answer from child')]);
+    const task = book.write('parent2', [{ envelope: { step: 'sub-agent', agent: 'helper', message: 'go script:child2', terminateAfter: true } }]);
+    const result = await (await w.start({ agent: 'scripted', task })).result();
+    expect(result).toMatchObject({ status: 'succeeded', result: 'final answer from child' });
+  });
+});
+
+describe('chat', () => {
+  it('waits durably for a reply sent by update and feeds it to the next turn', async () => {
+    const task = book.write('chat', [{ envelope: { step: 'chat', message: 'Which branch?' } }, ok('used the branch')]);
+    const workflowId = testWorkflowId('chat');
+    const run = await w.start({ agent: 'scripted', task, workflowId });
+    await expect.poll(async () => (await run.status()).state, { timeout: 10_000 }).toBe('waiting_for_reply');
+    expect((await run.status()).pendingQuestion).toBe('Which branch?');
+    await expect(run.retryTurn()).rejects.toThrow(/not awaiting_operator/);
+    await run.reply('main please');
+    expect((await run.result()).status).toBe('succeeded');
+    expect((await w.ledger.listPromptRuns(workflowId))[1]!.input).toContain('main please');
+  });
+
+  it('fails when no reply comes within the chat timeout', async () => {
+    const task = book.write('chat-timeout', [{ envelope: { step: 'chat', message: 'Anyone?' } }]);
+    const result = await (await w.start({ agent: 'scripted', task })).result();
+    expect(result).toMatchObject({ status: 'failed', failureType: 'ChatTimeout' });
+  });
+});
+
+describe('malformed envelopes', () => {
+  it('sends exact feedback and recovers', async () => {
+    const task = book.write('malformed', [{ raw: 'I think we are done here.' }, { raw: '```json\n{"step":"done"}\n```' }, ok('fixed')]);
+    const workflowId = testWorkflowId('malformed');
+    const result = await (await w.start({ agent: 'scripted', task, workflowId })).result();
+    expect(result.status).toBe('succeeded');
+    const rows = await w.ledger.listPromptRuns(workflowId);
+    expect(rows[1]!.input).toMatch(/^Your last reply was not a valid envelope: no JSON object with a "step" field/);
+    expect(rows[2]!.input).toMatch(/"step" must be one of success, failed, actions, sub-agent, chat/);
+  });
+
+  it('gives up after the configured number in a row, naming the problem', async () => {
+    const task = book.write('malformed-forever', [{ raw: 'no' }, { raw: 'still no' }, { raw: '{"step": "success"}' }]);
+    const result = await (await w.start({ agent: 'scripted', task })).result();
+    expect(result.status).toBe('failed');
+    expect(result.failureType).toBe('MalformedEnvelope');
+    expect(result.reason).toMatch(/3 malformed envelopes in a row; the last: .*result/);
+  });
+});
+
+it('continues as new on long runs and carries the session, counters and conversation along', async () => {
+  const task = book.write('long', [
+    { usage: { input: 1, output: 1 }, ...act({ name: 'echo', params: { text: 'a' } }) },
+    { usage: { input: 1, output: 1 }, ...act({ name: 'echo', params: { text: 'b' } }) },
+    { usage: { input: 1, output: 1 }, ...ok('long done') },
+  ]);
+  const workflowId = testWorkflowId('long');
+  const run = await w.client.workflow.start('agentRun', {
+    taskQueue: w.taskQueue,
+    workflowId,
+    args: [{ agent: 'scripted', task, identity: { tenantId: 't', userId: 'u' }, continueAsNewAfterTurns: 1 }],
+  });
+  const result = await run.result();
+  expect(result).toMatchObject({ status: 'succeeded', iterations: 3, usage: { input: 3, output: 3 } });
+  expect(result.externalSessionId).toBeTruthy();
+  const rows = await w.ledger.listPromptRuns(workflowId);
+  expect(rows.map((r) => [r.turn, r.resumed])).toEqual([[1, false], [2, true], [3, true]]);
+  expect((await w.ledger.getRun(workflowId))?.status).toBe('succeeded');
+  expect(existsSync(workspace(workflowId))).toBe(true);
+});
+
+it('starts a fresh session with the conversation replayed when the harness forgot the session', async () => {
+  const workflowId = testWorkflowId('forgotten');
+  const run = await w.start({ agent: 'scripted', task: book.write('fresh', [ok('fresh start worked')]), workflowId, resumeSessionId: 'gone-session' });
+  const result = await run.result();
+  expect(result).toMatchObject({ status: 'succeeded', result: 'fresh start worked' });
+  expect(result.externalSessionId).not.toBe('gone-session');
+  expect((await run.status()).lastError).toMatch(/unknown session gone-session/);
+});
