@@ -1,0 +1,200 @@
+/**
+ * Gemini CLI adapter (driver class `GeminiCli`), measured against `@google/gemini-cli` 0.61.0.
+ *
+ * One process per turn: `gemini -p "" --output-format stream-json --skip-trust --approval-mode M [-m MODEL]
+ * [--resume ID]`, the prompt on stdin (`-p` appends its value to stdin, so the prompt never enters argv).
+ * Output lines: `init` (session_id, model), `message` (assistant deltas), `tool_use` / `tool_result`, optional
+ * `error` warnings, and one `result` (`status` success|error, `stats`) that ends the turn.
+ *
+ * Usage: `result.stats.input_tokens` INCLUDES cached tokens (`stats.cached`), so input = input_tokens - cached;
+ * Gemini has no cache-write count. Stats cover every model call of the turn. No cost is reported.
+ * System prompt: Gemini has no flag; `GEMINI_SYSTEM_MD=<file>` REPLACES its built-in prompt, so the file holds
+ * a minimal base plus the runtime's prompt.
+ */
+import { z } from 'zod';
+import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
+import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import type { AdapterRegistry } from './registry.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
+
+/** The driver class name catalogs use for this adapter. */
+export const geminiCliDriverClass = 'GeminiCli';
+
+/** What Gemini CLI really gives in headless stream-json mode. */
+export const geminiCliCapabilities: Capabilities = {
+  sessionResume: true,
+  structuredOutput: false,
+  usageReporting: true,
+  // Only the ACP mode can ask for approval; headless mode cannot.
+  permissionHooks: false,
+  modelSelection: true,
+  systemPrompt: true,
+};
+
+/** The base that replaces Gemini's own system prompt; the runtime's prompt follows it. */
+export const geminiBaseSystemPrompt = [
+  'You are a coding agent running non-interactively in a sandboxed workspace (the current directory).',
+  'Use your tools to inspect and change files in the workspace. Nobody can answer questions during a turn.',
+  'Keep answers short and follow the instructions below exactly.',
+].join('\n');
+
+const approvalModes = { strict: 'default', auto: 'auto_edit', dangerous: 'yolo' } as const satisfies Record<PermissionPosture, string>;
+
+const initLine = z.object({ type: z.literal('init'), session_id: z.string(), model: z.string().nullish() });
+const messageLine = z.object({ type: z.literal('message'), role: z.string(), content: z.string().nullish(), delta: z.boolean().nullish() });
+const toolUseLine = z.object({ type: z.literal('tool_use'), tool_name: z.string(), tool_id: z.string().nullish(), parameters: z.unknown().nullish() });
+const toolResultLine = z.object({ type: z.literal('tool_result'), tool_id: z.string().nullish(), status: z.string().nullish() });
+const warningLine = z.object({ type: z.literal('error'), severity: z.string().nullish(), message: z.string().nullish() });
+const stats = z.object({
+  input_tokens: z.number().nullish(),
+  output_tokens: z.number().nullish(),
+  cached: z.number().nullish(),
+  models: z.record(z.string(), z.unknown()).nullish(),
+});
+const resultLine = z.object({
+  type: z.literal('result'),
+  status: z.string(),
+  error: z.object({ type: z.string().nullish(), message: z.string().nullish() }).nullish(),
+  stats: stats.nullish(),
+});
+const otherLine = z.object({ type: z.string() });
+/** Every line Gemini CLI prints in stream-json mode; unknown types fall through to the catch-all. */
+export const geminiLine = z.union([initLine, messageLine, toolUseLine, toolResultLine, warningLine, resultLine, otherLine]);
+export type GeminiLine = z.infer<typeof geminiLine>;
+
+interface Scratch {
+  sessionId?: string;
+  /** Assistant text since the last tool use: the envelope is the final message. */
+  text?: string;
+}
+
+/** Usage from `result.stats`, normalised (input without cached tokens). */
+export function geminiUsage(s: z.infer<typeof stats>): { input: number; output: number; cacheRead: number; cacheWrite: number } {
+  const cached = s.cached ?? 0;
+  return { input: Math.max(0, (s.input_tokens ?? 0) - cached), output: s.output_tokens ?? 0, cacheRead: cached, cacheWrite: 0 };
+}
+
+/** Adapter for Gemini CLI. */
+export class GeminiCliAdapter extends CliHarnessAdapter {
+  readonly driverClass = geminiCliDriverClass;
+  readonly capabilities = geminiCliCapabilities;
+  private home: HarnessHome | undefined;
+  /** A session the CLI said it does not know: never resumed again (the base class still remembers it). */
+  private unknownSession: string | undefined;
+
+  protected override async prepare(config: HarnessSessionConfig): Promise<void> {
+    this.home = harnessHome(config, 'gemini');
+    const settings = {
+      // Without it Gemini picks "gateway" auth and exits 41.
+      security: { auth: { selectedType: 'gemini-api-key' } },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
+      general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+    };
+    writeHomeFile(homePath(this.home, '.gemini', 'settings.json'), `${JSON.stringify(settings, null, 2)}\n`);
+  }
+
+  protected override permissionReport(posture: PermissionPosture): PermissionReport {
+    const mode = approvalModes[posture];
+    if (posture === 'strict') {
+      return { posture, enforced: true, note: `--approval-mode ${mode}: headless Gemini cannot ask, so tools that need approval are not offered (read-only).` };
+    }
+    return { posture, enforced: true, note: `--approval-mode ${mode}` };
+  }
+
+  protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
+    const home = this.home ?? harnessHome(ctx.config, 'gemini');
+    const resume = ctx.resumeSessionId !== undefined && ctx.resumeSessionId !== this.unknownSession ? ctx.resumeSessionId : undefined;
+    const argv = [ctx.config.executable, ...ctx.config.baseArgs, '-p', '', '--output-format', 'stream-json', '--skip-trust'];
+    argv.push('--approval-mode', approvalModes[ctx.posture]);
+    if (ctx.config.model) argv.push('-m', ctx.config.model);
+    if (resume) argv.push('--resume', resume);
+    const env: Record<string, string> = { HOME: home.sandbox };
+    if (ctx.config.baseUrl) env.GOOGLE_GEMINI_BASE_URL = ctx.config.baseUrl;
+    if (ctx.systemPrompt !== undefined) {
+      // Gemini reads the file on every start, and resumed turns need it too.
+      const file = homePath(home, 'system.md');
+      writeHomeFile(file, `${geminiBaseSystemPrompt}\n\n${ctx.systemPrompt}\n`);
+      env.GEMINI_SYSTEM_MD = file.sandbox;
+    }
+    const apiKeyEnv = stringSetting(ctx.config, 'apiKeyEnv');
+    if (apiKeyEnv && ctx.config.env[apiKeyEnv] !== undefined) env.GEMINI_API_KEY = ctx.config.env[apiKeyEnv];
+    return { argv, stdin: input.prompt, env };
+  }
+
+  protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
+    const parsed = geminiLine.safeParse(parseJsonLine(line));
+    if (!parsed.success) return { type: 'unknown', raw: line };
+    const scratch = state.scratch as Scratch;
+    const value = parsed.data;
+    switch (value.type) {
+      case 'init': {
+        const v = value as z.infer<typeof initLine>;
+        scratch.sessionId = v.session_id;
+        return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
+      }
+      case 'message': {
+        const v = value as z.infer<typeof messageLine>;
+        if (v.role !== 'assistant' || !v.content) return undefined;
+        scratch.text = (scratch.text ?? '') + v.content;
+        return { type: 'text', text: v.content };
+      }
+      case 'tool_use': {
+        const v = value as z.infer<typeof toolUseLine>;
+        scratch.text = undefined;
+        return { type: 'activity', description: `${v.tool_name} ${JSON.stringify(v.parameters ?? {})}` };
+      }
+      case 'tool_result': {
+        const v = value as z.infer<typeof toolResultLine>;
+        return { type: 'activity', description: `tool result: ${v.status ?? 'unknown'}` };
+      }
+      case 'error': {
+        const v = value as z.infer<typeof warningLine>;
+        return { type: 'activity', description: `gemini ${v.severity ?? 'error'}: ${v.message ?? ''}` };
+      }
+      case 'result':
+        return this.result(value as z.infer<typeof resultLine>, scratch);
+      default:
+        return { type: 'unknown', raw: line };
+    }
+  }
+
+  private result(value: z.infer<typeof resultLine>, scratch: Scratch): HarnessEvent[] {
+    const events: HarnessEvent[] = [];
+    if (value.stats) {
+      events.push({ type: 'usage', usage: geminiUsage(value.stats) });
+      // The models that actually answered (routing may differ from the requested one).
+      const used = Object.keys(value.stats.models ?? {});
+      if (used.length === 1 && scratch.sessionId) events.push({ type: 'session', sessionId: scratch.sessionId, model: used[0] });
+    }
+    if (value.status === 'success') {
+      events.push({ type: 'turn-complete', text: scratch.text ?? '' });
+    } else {
+      const message = value.error?.message ?? `Gemini ended the turn with status "${value.status}"`;
+      events.push({ type: 'session-error', code: 'vendor-error', message });
+    }
+    return events;
+  }
+
+  protected override onExit(code: number | null, stderrTail: string, state: LineState): TerminalEvent | undefined {
+    if (state.resumeSessionId !== undefined && /Error resuming session|Invalid session identifier/.test(stderrTail)) {
+      this.unknownSession = state.resumeSessionId;
+      return {
+        type: 'session-error',
+        code: 'resume-failed',
+        message: `Gemini CLI no longer knows session ${state.resumeSessionId}; start a fresh session and replay the conversation.`,
+        exitCode: code,
+        stderrTail,
+      };
+    }
+    if (code === 41) {
+      return { type: 'session-error', code: 'vendor-error', message: 'Gemini CLI rejected its authentication settings (exit 41).', exitCode: code, stderrTail };
+    }
+    return undefined;
+  }
+}
+
+/** Registers the Gemini CLI adapter. */
+export function registerGeminiCli(registry: AdapterRegistry): AdapterRegistry {
+  return registry.register(geminiCliDriverClass, () => new GeminiCliAdapter());
+}

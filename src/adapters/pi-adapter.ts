@@ -1,0 +1,228 @@
+/**
+ * Pi adapter (driver class `Pi`), measured against `@mariozechner/pi-coding-agent` 0.73.1.
+ *
+ * One process per turn: `pi -p --mode json --provider P --model M [--session ID] [--append-system-prompt FILE]
+ * [--tools read,grep,find,ls]`, the prompt on stdin (a positional prompt starting with `@` or `-` would be
+ * taken for a file or a flag). Config lives in `PI_CODING_AGENT_DIR` (`models.json` names the provider, its
+ * `baseUrl`, `api` and the NAME of the key's environment variable); `PI_OFFLINE=1` stops startup network calls.
+ * Output: a first `session` line (`id`), agent/turn/message lifecycle events, `tool_execution_*`, and a last
+ * `agent_end` that ends the turn. A vendor failure does NOT change the exit code (it stays 0): it shows as the
+ * last assistant message's `stopReason: "error"` with `errorMessage`.
+ *
+ * Usage: each assistant `message_end.message.usage` is one model call, already normalised by pi: `input`
+ * EXCLUDES cached tokens (measured: prompt_tokens 120 with 20 cached → input 100, cacheRead 20), plus
+ * `cacheRead`, `cacheWrite`, `output`. Cost: pi computes `usage.cost.total` from the `cost` table in models.json;
+ * it is reported only when the catalog supplied that table (`settings.cost`), else pi would say 0.
+ * Model: `message.model` of the assistant messages.
+ */
+import { z } from 'zod';
+import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
+import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import type { AdapterRegistry } from './registry.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
+
+/** The driver class name catalogs use for this adapter. */
+export const piDriverClass = 'Pi';
+
+/** What `pi -p --mode json` really gives. */
+export const piCapabilities: Capabilities = {
+  sessionResume: true,
+  structuredOutput: false,
+  usageReporting: true,
+  // Only an extension in RPC mode can ask; print mode cannot.
+  permissionHooks: false,
+  modelSelection: true,
+  systemPrompt: true,
+};
+
+/** Provider id the adapter defines in models.json when a base URL is configured. */
+export const piProviderId = 'durable';
+
+/** The read-only tool set used to approximate `strict`. */
+export const piReadOnlyTools = 'read,grep,find,ls';
+
+const usageSchema = z.object({
+  input: z.number().nullish(),
+  output: z.number().nullish(),
+  cacheRead: z.number().nullish(),
+  cacheWrite: z.number().nullish(),
+  cost: z.object({ total: z.number().nullish() }).nullish(),
+});
+const contentPart = z.object({ type: z.string(), text: z.string().nullish(), name: z.string().nullish() });
+const message = z.object({
+  role: z.string(),
+  content: z.union([z.string(), z.array(contentPart)]).nullish(),
+  model: z.string().nullish(),
+  provider: z.string().nullish(),
+  usage: usageSchema.nullish(),
+  stopReason: z.string().nullish(),
+  errorMessage: z.string().nullish(),
+});
+const sessionLine = z.object({ type: z.literal('session'), id: z.string() });
+const messageUpdateLine = z.object({
+  type: z.literal('message_update'),
+  assistantMessageEvent: z.object({ type: z.string(), delta: z.string().nullish() }).nullish(),
+});
+const messageEndLine = z.object({ type: z.literal('message_end'), message });
+const toolStartLine = z.object({ type: z.literal('tool_execution_start'), toolName: z.string(), args: z.unknown().nullish() });
+const retryLine = z.object({ type: z.literal('auto_retry_start'), attempt: z.number().nullish(), errorMessage: z.string().nullish() });
+const agentEndLine = z.object({ type: z.literal('agent_end'), messages: z.array(z.unknown()).nullish() });
+const otherLine = z.object({ type: z.string() });
+/** Every line `pi --mode json` prints; unknown types fall through to the catch-all. */
+export const piLine = z.union([sessionLine, messageUpdateLine, messageEndLine, toolStartLine, retryLine, agentEndLine, otherLine]);
+export type PiLine = z.infer<typeof piLine>;
+
+interface Scratch {
+  sessionId?: string;
+  last?: z.infer<typeof message>;
+}
+
+function textOf(m: z.infer<typeof message>): string {
+  if (typeof m.content === 'string') return m.content;
+  return (m.content ?? []).filter((p) => p.type === 'text').map((p) => p.text ?? '').join('');
+}
+
+/** Adapter for Pi. */
+export class PiAdapter extends CliHarnessAdapter {
+  readonly driverClass = piDriverClass;
+  readonly capabilities = piCapabilities;
+  private home: HarnessHome | undefined;
+  private unknownSession: string | undefined;
+  private reportsCost = false;
+
+  protected override async prepare(config: HarnessSessionConfig): Promise<void> {
+    this.home = harnessHome(config, 'pi');
+    const agentDir = homePath(this.home, 'agent');
+    const cost = config.settings?.cost;
+    this.reportsCost = typeof cost === 'object' && cost !== null;
+    if (config.baseUrl && config.model) {
+      const providerId = stringSetting(config, 'providerId') ?? piProviderId;
+      const models = {
+        providers: {
+          [providerId]: {
+            baseUrl: config.baseUrl,
+            api: stringSetting(config, 'api') ?? 'openai-completions',
+            // pi resolves a value naming an environment variable to that variable: the key stays in env.
+            apiKey: stringSetting(config, 'apiKeyEnv') ?? 'OPENAI_API_KEY',
+            compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
+            models: [{ id: config.model, name: config.model, ...(this.reportsCost ? { cost } : {}) }],
+          },
+        },
+      };
+      writeHomeFile(homePath(agentDir, 'models.json'), `${JSON.stringify(models, null, 2)}\n`);
+    }
+    writeHomeFile(homePath(agentDir, 'settings.json'), `${JSON.stringify({ enableInstallTelemetry: false }, null, 2)}\n`);
+  }
+
+  protected override permissionReport(posture: PermissionPosture): PermissionReport {
+    if (posture === 'strict') {
+      return {
+        posture,
+        enforced: false,
+        note: `pi has no approval mechanism in print mode; strict is approximated with the read-only tool set --tools ${piReadOnlyTools}.`,
+      };
+    }
+    return { posture, enforced: true, note: 'pi runs its tools without asking.' };
+  }
+
+  protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
+    const home = this.home ?? harnessHome(ctx.config, 'pi');
+    const agentDir = homePath(home, 'agent');
+    const resume = ctx.resumeSessionId !== undefined && ctx.resumeSessionId !== this.unknownSession ? ctx.resumeSessionId : undefined;
+    const argv = [ctx.config.executable, ...ctx.config.baseArgs, '-p', '--mode', 'json'];
+    if (ctx.config.model) {
+      if (ctx.config.baseUrl) argv.push('--provider', stringSetting(ctx.config, 'providerId') ?? piProviderId);
+      argv.push('--model', ctx.config.model);
+    }
+    if (resume) argv.push('--session', resume);
+    if (ctx.systemPrompt !== undefined) {
+      // `--append-system-prompt` takes a file's contents: the prompt stays out of argv. Every turn: pi does not
+      // store the system prompt in the session.
+      const file = homePath(home, 'system-prompt.md');
+      writeHomeFile(file, `${ctx.systemPrompt}\n`);
+      argv.push('--append-system-prompt', file.sandbox);
+    }
+    if (ctx.posture === 'strict') argv.push('--tools', piReadOnlyTools);
+    const env: Record<string, string> = { HOME: home.sandbox, PI_CODING_AGENT_DIR: agentDir.sandbox, PI_OFFLINE: '1', PI_TELEMETRY: '0' };
+    return { argv, stdin: input.prompt, env };
+  }
+
+  protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
+    const parsed = piLine.safeParse(parseJsonLine(line));
+    if (!parsed.success) return { type: 'unknown', raw: line };
+    const scratch = state.scratch as Scratch;
+    const value = parsed.data;
+    switch (value.type) {
+      case 'session': {
+        const id = (value as z.infer<typeof sessionLine>).id;
+        scratch.sessionId = id;
+        return { type: 'session', sessionId: id };
+      }
+      case 'message_update': {
+        const event = (value as z.infer<typeof messageUpdateLine>).assistantMessageEvent;
+        return event?.type === 'text_delta' && event.delta ? { type: 'text', text: event.delta } : undefined;
+      }
+      case 'message_end':
+        return this.messageEnd((value as z.infer<typeof messageEndLine>).message, scratch);
+      case 'tool_execution_start': {
+        const v = value as z.infer<typeof toolStartLine>;
+        return { type: 'activity', description: `${v.toolName} ${JSON.stringify(v.args ?? {})}` };
+      }
+      case 'auto_retry_start': {
+        const v = value as z.infer<typeof retryLine>;
+        return { type: 'activity', description: `pi retries the model call (attempt ${v.attempt ?? '?'}): ${v.errorMessage ?? ''}` };
+      }
+      case 'agent_end':
+        return this.agentEnd(scratch);
+      case 'agent_start':
+      case 'turn_start':
+      case 'turn_end':
+      case 'message_start':
+      case 'tool_execution_update':
+      case 'tool_execution_end':
+        return undefined;
+      default:
+        return { type: 'unknown', raw: line };
+    }
+  }
+
+  private messageEnd(m: z.infer<typeof message>, scratch: Scratch): HarnessEvent[] {
+    if (m.role !== 'assistant') return [];
+    scratch.last = m;
+    const events: HarnessEvent[] = [];
+    if (scratch.sessionId && m.model) events.push({ type: 'session', sessionId: scratch.sessionId, model: m.model });
+    if (m.usage) {
+      const usage = { input: m.usage.input ?? 0, output: m.usage.output ?? 0, cacheRead: m.usage.cacheRead ?? 0, cacheWrite: m.usage.cacheWrite ?? 0 };
+      const cost = this.reportsCost && m.usage.cost?.total != null ? { costUsd: m.usage.cost.total } : {};
+      events.push({ type: 'usage', usage, ...cost });
+    }
+    return events;
+  }
+
+  private agentEnd(scratch: Scratch): TerminalEvent {
+    const last = scratch.last;
+    if (last && (last.stopReason === 'error' || last.stopReason === 'aborted')) {
+      return { type: 'session-error', code: 'vendor-error', message: last.errorMessage ?? `pi's model call ended with stopReason "${last.stopReason}"` };
+    }
+    return { type: 'turn-complete', text: last ? textOf(last) : '' };
+  }
+
+  protected override onExit(code: number | null, stderrTail: string, state: LineState): TerminalEvent | undefined {
+    if (state.resumeSessionId !== undefined && /No session found matching/.test(stderrTail)) {
+      this.unknownSession = state.resumeSessionId;
+      return {
+        type: 'session-error',
+        code: 'resume-failed',
+        message: `pi no longer knows session ${state.resumeSessionId}; start a fresh session and replay the conversation.`,
+        exitCode: code,
+        stderrTail,
+      };
+    }
+    return undefined;
+  }
+}
+
+/** Registers the Pi adapter. */
+export function registerPi(registry: AdapterRegistry): AdapterRegistry {
+  return registry.register(piDriverClass, () => new PiAdapter());
+}
