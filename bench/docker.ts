@@ -1,0 +1,89 @@
+/**
+ * Docker sandbox figures: median container create+start (`start()`), per-exec overhead of a trivial process
+ * (`true` through the executor, with its pidfile wrapper) and teardown (`end()`). Needs a running engine
+ * and the test image: `eval "$(.ci/docker-engine.sh)" && scripts/build-sandbox-image.sh`.
+ * Run directly: `npx tsx bench/docker.ts [N]`.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Dockerode from 'dockerode';
+import { ciDockerSocket } from '../src/sandbox/docker-client.js';
+import { DockerSandboxProvider } from '../src/sandbox/docker-provider.js';
+
+/** Options of `benchDocker`. */
+export interface BenchDockerOptions {
+  readonly docker?: Dockerode;
+  /** Default `durable-harness-sandbox:test`. */
+  readonly image?: string;
+  /** Samples per figure; default 10. */
+  readonly iterations?: number;
+}
+
+/** Medians in milliseconds. */
+export interface BenchDockerResult {
+  readonly createStartMs: number;
+  readonly execMs: number;
+  readonly teardownMs: number;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  const value = sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+  return Math.round(value * 10) / 10;
+}
+
+/** Measures the Docker provider on the real engine; one fresh container per sample. */
+export async function benchDocker(opts: BenchDockerOptions = {}): Promise<BenchDockerResult> {
+  if (!opts.docker && !process.env.DOCKER_HOST && existsSync(ciDockerSocket)) process.env.DOCKER_HOST = `unix://${ciDockerSocket}`;
+  const docker = opts.docker ?? new Dockerode();
+  const iterations = opts.iterations ?? 10;
+  const root = await mkdtemp(path.join(tmpdir(), 'dh-bench-docker-'));
+  const provider = new DockerSandboxProvider({ docker, image: opts.image ?? 'durable-harness-sandbox:test', workspaceRoot: root });
+  const tag = randomBytes(3).toString('hex');
+  const createStart: number[] = [];
+  const exec: number[] = [];
+  const teardown: number[] = [];
+  try {
+    for (let i = 0; i < iterations; i++) {
+      let t = performance.now();
+      const ref = await provider.start({
+        workflowId: `bench-docker-${tag}-${i}`,
+        runId: 'bench',
+        agent: 'bench',
+        identity: { tenantId: 'bench', userId: 'bench' },
+        spec: { provider: 'docker', workspaceScope: 'run', networkPolicy: 'none' },
+      });
+      createStart.push(performance.now() - t);
+      const handle = await provider.attach(ref);
+      t = performance.now();
+      const proc = handle.executor.exec({ argv: ['true'] });
+      for await (const _line of proc.lines) {
+        // drain
+      }
+      const exit = await proc.exit;
+      exec.push(performance.now() - t);
+      if (exit.code !== 0) throw new Error(`bench exec exited ${JSON.stringify(exit)}: ${proc.stderrTail()}`);
+      await handle.release();
+      t = performance.now();
+      await provider.end(ref);
+      teardown.push(performance.now() - t);
+    }
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+  return { createStartMs: median(createStart), execMs: median(exec), teardownMs: median(teardown) };
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const iterations = Number(process.argv[2] ?? 10);
+  const result = await benchDocker({ iterations });
+  console.log(`docker sandbox, median of ${iterations}:`);
+  console.log(`  container create+start  ${result.createStartMs} ms`);
+  console.log(`  exec overhead (true)    ${result.execMs} ms`);
+  console.log(`  teardown (kill+remove)  ${result.teardownMs} ms`);
+}
