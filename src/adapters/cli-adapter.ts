@@ -55,6 +55,14 @@ export interface LineState {
 const defaultExitGraceMs = 3000;
 
 type StopReason = 'timeout' | 'cancelled';
+
+/** Why and when the current turn must stop (timeout, abort or `end()`). */
+interface TurnStop {
+  reason: StopReason | undefined;
+  readonly promise: Promise<StopReason>;
+  readonly stop: (reason: StopReason) => void;
+  readonly dispose: () => void;
+}
 const stopped = Symbol('stopped');
 
 function isTerminal(event: HarnessEvent): event is TerminalEvent {
@@ -89,6 +97,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   protected exitGraceMs = defaultExitGraceMs;
 
   private current: ExecProcess | undefined;
+  private stopCurrent: ((reason: StopReason) => void) | undefined;
   private ended = false;
   private sessionId: string | undefined;
   private lastResumed = false;
@@ -159,6 +168,8 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     if (this.ended) return;
     this.ended = true;
     const proc = this.current;
+    // A turn still running ends as cancelled (exactly one terminal event), not as an unexplained exit.
+    this.stopCurrent?.('cancelled');
     this.current = undefined;
     await proc?.kill();
     await this.onEnd();
@@ -205,24 +216,29 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     }
     this.current = proc;
     const stop = this.watchStop(input, config.turnTimeoutMs);
+    this.stopCurrent = stop.stop;
     try {
-      yield* this.drive(proc, command, state, stop.promise);
+      yield* this.drive(proc, command, state, stop);
     } finally {
       stop.dispose();
-      if (this.current === proc) this.current = undefined;
+      if (this.current === proc) {
+        this.current = undefined;
+        this.stopCurrent = undefined;
+      }
       await proc.kill();
     }
   }
 
   /** Reads lines until a terminal event, the end of output, or a stop; then yields the one terminal event. */
-  private async *drive(proc: ExecProcess, command: TurnCommand, state: LineState, stop: Promise<StopReason>): AsyncGenerator<HarnessEvent> {
+  private async *drive(proc: ExecProcess, command: TurnCommand, state: LineState, stop: TurnStop): AsyncGenerator<HarnessEvent> {
     const lines = proc.lines[Symbol.asyncIterator]();
-    const stopWins = stop.then((reason) => ({ [stopped]: reason }) as const);
+    const stopWins = stop.promise.then((reason) => ({ [stopped]: reason }) as const);
     let terminal: TerminalEvent | undefined;
     while (!terminal) {
       const next = await Promise.race([lines.next(), stopWins]);
-      if (stopped in next) {
-        yield await this.stopped(proc, next[stopped]);
+      // A stop that happened while we were suspended wins over output that ended because of it.
+      if (stop.reason || stopped in next) {
+        yield await this.stopped(proc, stop.reason ?? 'cancelled');
         return;
       }
       if (next.done) break;
@@ -236,13 +252,13 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     }
     if (terminal) {
       // Let the harness finish saving its session before the process is killed in `finally`.
-      await Promise.race([proc.exit, stop, delay(this.exitGraceMs)]);
+      await Promise.race([proc.exit, stop.promise, delay(this.exitGraceMs)]);
       yield terminal;
       return;
     }
     const exit = await Promise.race([proc.exit, stopWins]);
-    if (stopped in exit) {
-      yield await this.stopped(proc, exit[stopped]);
+    if (stop.reason || stopped in exit) {
+      yield await this.stopped(proc, stop.reason ?? 'cancelled');
       return;
     }
     yield this.exitWithoutTerminal(command, exit.code, exit.signal, proc.stderrTail(), state);
@@ -299,21 +315,27 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     return { ...event, resumed };
   }
 
-  private watchStop(input: TurnInput, timeoutMs: number): { promise: Promise<StopReason>; dispose: () => void } {
+  private watchStop(input: TurnInput, timeoutMs: number): TurnStop {
     let resolve!: (reason: StopReason) => void;
     const promise = new Promise<StopReason>((r) => {
       resolve = r;
     });
-    const timer = setTimeout(() => resolve('timeout'), timeoutMs);
-    const onAbort = (): void => resolve('cancelled');
-    input.signal?.addEventListener('abort', onAbort, { once: true });
-    return {
+    const turnStop: TurnStop = {
+      reason: undefined,
       promise,
+      stop: (reason) => {
+        turnStop.reason ??= reason; // the first reason counts; it is read synchronously by `drive`
+        resolve(turnStop.reason);
+      },
       dispose: () => {
         clearTimeout(timer);
         input.signal?.removeEventListener('abort', onAbort);
       },
     };
+    const timer = setTimeout(() => turnStop.stop('timeout'), timeoutMs);
+    const onAbort = (): void => turnStop.stop('cancelled');
+    input.signal?.addEventListener('abort', onAbort, { once: true });
+    return turnStop;
   }
 }
 

@@ -157,7 +157,8 @@ describe('StdioJsonAdapter', () => {
     expect(executor.processes[0]!.written).toEqual([`${JSON.stringify({ type: 'permission-response', id: 'p1', allow: false, message: 'not now' })}\n`]);
     await adapter.end();
     const rest = await iterator.next();
-    expect(rest.value).toMatchObject({ type: 'session-error' });
+    expect(rest.value).toMatchObject({ type: 'session-error', code: 'cancelled' });
+    expect((await iterator.next()).done).toBe(true);
   });
 });
 
