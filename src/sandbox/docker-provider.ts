@@ -366,3 +366,47 @@ export async function reapContainers(options: ReapOptions): Promise<ReapResult> 
   }
   return { removed, kept };
 }
+
+/** The slice of `@temporalio/client`'s `WorkflowClient` the reaper check needs. */
+export interface WorkflowDescriber {
+  getHandle(workflowId: string): { describe(): Promise<{ status: { name: string } }> };
+}
+
+/**
+ * A Temporal-backed `isRunClosed` for `reapContainers`: closed when the workflow's latest run is not
+ * RUNNING, or when Temporal no longer knows the workflow (history past retention). Other errors throw, so
+ * the reaper keeps the container.
+ */
+export function temporalRunClosed(workflows: WorkflowDescriber): (workflowId: string) => Promise<boolean> {
+  return async (workflowId) => {
+    try {
+      const description = await workflows.getHandle(workflowId).describe();
+      return description.status.name !== 'RUNNING';
+    } catch (error) {
+      if ((error as Error).name === 'WorkflowNotFoundError') return true;
+      throw error;
+    }
+  };
+}
+
+/**
+ * The Docker provider configured from the worker's environment, or `undefined` when
+ * `DURABLE_HARNESS_SANDBOX_IMAGE` is unset. `DURABLE_HARNESS_WORKSPACES` (default `<dataDir>/workspaces`)
+ * must be the same absolute path on the engine's host as in the worker: the engine resolves bind mounts there.
+ * `DURABLE_HARNESS_SANDBOX_USER` (uid:gid), `DURABLE_HARNESS_OPEN_NETWORK` (network for policy open).
+ */
+export function dockerSandboxFromEnvironment(
+  env: Readonly<Record<string, string | undefined>>,
+  dataDir: string,
+  docker?: Dockerode,
+): DockerSandboxProvider | undefined {
+  const image = env.DURABLE_HARNESS_SANDBOX_IMAGE;
+  if (!image) return undefined;
+  return new DockerSandboxProvider({
+    docker,
+    image,
+    workspaceRoot: env.DURABLE_HARNESS_WORKSPACES ?? path.join(path.resolve(dataDir), 'workspaces'),
+    user: env.DURABLE_HARNESS_SANDBOX_USER || undefined,
+    openNetworkMode: env.DURABLE_HARNESS_OPEN_NETWORK || undefined,
+  });
+}
