@@ -7,7 +7,8 @@
  *   resumed: `codex exec resume <same options> THREAD_ID PROMPT` (`exec resume` has no `--sandbox` flag, hence
  *             `-c sandbox_mode=…` for both).
  * Config lives in `CODEX_HOME=<workspace>/.home/codex/config.toml`: a custom provider (`wire_api="responses"`,
- * `base_url` ending in `/v1`, `env_key` naming the variable with the key), update checks, analytics and otel off.
+ * `base_url` ending in `/v1`, `env_key` naming the variable with the key), update checks, analytics, otel and the
+ * plugin marketplace (which resolves github.com at start) off.
  * A CODEX_HOME under /tmp breaks codex's sandbox helper; the workspace must not be under /tmp either.
  *
  * Output lines (see openai/codex `sdk/typescript/src/events.ts`): `thread.started` (thread_id), `turn.started`,
@@ -124,6 +125,12 @@ export function codexConfigToml(options: { baseUrl: string; envKey: string; mode
     '',
     '[otel]',
     'exporter = "none"',
+    '',
+    // Measured with strace: the `plugins` feature resolves github.com / api.github.com at start (marketplace sync).
+    '[features]',
+    'plugins = false',
+    'remote_plugin = false',
+    'apps = false',
     '',
   ].join('\n');
 }
