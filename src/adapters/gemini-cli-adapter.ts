@@ -11,6 +11,7 @@
  * System prompt: Gemini has no flag; `GEMINI_SYSTEM_MD=<file>` REPLACES its built-in prompt, so the file holds
  * a minimal base plus the runtime's prompt.
  */
+import { mkdirSync } from 'node:fs';
 import { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
 import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
@@ -92,6 +93,7 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
     };
     writeHomeFile(homePath(this.home, '.gemini', 'settings.json'), `${JSON.stringify(settings, null, 2)}\n`);
+    mkdirSync(homePath(this.home, 'tmp').host, { recursive: true, mode: 0o700 });
   }
 
   protected override permissionReport(posture: PermissionPosture): PermissionReport {
@@ -109,7 +111,8 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
     argv.push('--approval-mode', approvalModes[ctx.posture]);
     if (ctx.config.model) argv.push('-m', ctx.config.model);
     if (resume) argv.push('--resume', resume);
-    const env: Record<string, string> = { HOME: home.sandbox };
+    // TMPDIR: Gemini writes its error reports to the temp directory; keep them in the run's home.
+    const env: Record<string, string> = { HOME: home.sandbox, TMPDIR: homePath(home, 'tmp').sandbox };
     if (ctx.config.baseUrl) env.GOOGLE_GEMINI_BASE_URL = ctx.config.baseUrl;
     if (ctx.systemPrompt !== undefined) {
       // Gemini reads the file on every start, and resumed turns need it too.

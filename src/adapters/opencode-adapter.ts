@@ -12,7 +12,8 @@
  * reasoning tokens are counted separately from `output`, so output = output + reasoning. The turn's usage is
  * the sum over its steps. OpenCode's per-session title call (a second model call on a new session) never
  * appears in the JSON output, so its tokens cannot be counted: the adapter passes `--title` on a new session,
- * which skips that call altogether. Cost: `part.cost` per step, from OpenCode's own price table.
+ * which skips that call altogether. Cost: `part.cost` per step, from OpenCode's own price table; for the custom
+ * provider it defines, the adapter reports it only when `settings.cost` gave prices (else OpenCode says 0).
  * Model: the JSON output never names the model, so `reportedModel` stays undefined.
  */
 import { z } from 'zod';
@@ -83,7 +84,9 @@ interface Scratch {
   sessionId?: string;
   /** Text of the current step: the final step's text is the envelope. */
   text?: string;
-  steps?: number;
+  /** A step started and has not finished. */
+  open?: boolean;
+  lastReason?: string;
 }
 
 /** Usage of one `step_finish`, normalised. */
@@ -96,15 +99,28 @@ export function openCodeUsage(t: z.infer<typeof tokens>): { input: number; outpu
   };
 }
 
+/**
+ * `settings.cost` (USD per million tokens: input, output, cacheRead, cacheWrite) in OpenCode's model `cost` shape.
+ */
+function priceOf(config: HarnessSessionConfig): Record<string, number> | undefined {
+  const cost = config.settings?.cost as Record<string, unknown> | undefined;
+  if (typeof cost !== 'object' || cost === null) return undefined;
+  const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
+  return { input: num(cost.input), output: num(cost.output), cache_read: num(cost.cacheRead), cache_write: num(cost.cacheWrite) };
+}
+
 /** Adapter for OpenCode. */
 export class OpenCodeAdapter extends CliHarnessAdapter {
   readonly driverClass = openCodeDriverClass;
   readonly capabilities = openCodeCapabilities;
   private home: HarnessHome | undefined;
   private unknownSession: string | undefined;
+  /** OpenCode prices a custom model at 0 unless the catalog gave prices: only then is its cost meaningful. */
+  private reportsCost = false;
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'opencode');
+    this.reportsCost = priceOf(config) !== undefined || !config.baseUrl;
     const maxTurnMs = numberSetting(config, 'maxTurnMs') ?? openCodeDefaultMaxTurnMs;
     if (config.turnTimeoutMs > maxTurnMs) this.config = { ...config, turnTimeoutMs: maxTurnMs };
     this.writeConfig(this.config ?? config);
@@ -135,6 +151,7 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
       share: 'disabled',
       permission: permissions[this.posture],
     };
+    const price = priceOf(config);
     if (config.baseUrl && config.model) {
       const providerId = stringSetting(config, 'providerId') ?? openCodeProviderId;
       const apiKeyEnv = stringSetting(config, 'apiKeyEnv') ?? 'OPENAI_API_KEY';
@@ -144,7 +161,7 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
           name: 'durable-harness vendor',
           // The key stays in the environment: the config only names the variable.
           options: { baseURL: config.baseUrl, apiKey: `{env:${apiKeyEnv}}` },
-          models: { [config.model]: { name: config.model } },
+          models: { [config.model]: { name: config.model, ...(price ? { cost: price } : {}) } },
         },
       };
     }
@@ -197,6 +214,7 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
     switch (value.type) {
       case 'step_start':
         scratch.text = undefined;
+        scratch.open = true;
         break;
       case 'text': {
         const text = (value as z.infer<typeof textLine>).part.text ?? '';
@@ -211,8 +229,10 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
       }
       case 'step_finish': {
         const part = (value as z.infer<typeof stepFinishLine>).part;
-        scratch.steps = (scratch.steps ?? 0) + 1;
-        if (part.tokens) events.push({ type: 'usage', usage: openCodeUsage(part.tokens), ...(part.cost != null ? { costUsd: part.cost } : {}) });
+        scratch.open = false;
+        scratch.lastReason = part.reason ?? 'unknown';
+        const cost = this.reportsCost && part.cost != null ? { costUsd: part.cost } : {};
+        if (part.tokens) events.push({ type: 'usage', usage: openCodeUsage(part.tokens), ...cost });
         if (part.reason === 'stop') events.push({ type: 'turn-complete', text: scratch.text ?? '' });
         break;
       }
@@ -243,7 +263,7 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
       };
     }
     // A last step that ended for another reason than `stop` (e.g. `length`) still ends the turn.
-    if (code === 0 && (scratch.steps ?? 0) > 0) return { type: 'turn-complete', text: scratch.text ?? '' };
+    if (code === 0 && scratch.open === false && scratch.lastReason !== 'tool-calls') return { type: 'turn-complete', text: scratch.text ?? '' };
     return undefined;
   }
 }
