@@ -1,0 +1,191 @@
+/**
+ * Live adapter tests: the REAL pinned Gemini CLI, OpenCode and Pi binaries, driven through their adapters and
+ * the local executor, against the fake vendor on 127.0.0.1. Two turns (read a workspace file with the CLI's own
+ * tool → actions envelope; resumed → success envelope) and a cancelled turn whose process tree must be gone
+ * within 2 s. Each CLI runs under `strace -f -e trace=connect`, and every AF_INET/AF_INET6 connect must go to
+ * loopback: proof that it contacted nothing but the fake server. Needs `strace` (apt-get install -y strace).
+ * A missing binary or strace is a failure, never a skip.
+ */
+import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { foldTurn, type TurnResult } from '../../src/adapters/fold.js';
+import type { HarnessAdapter, HarnessEvent } from '../../src/adapters/types.js';
+import { LocalExecutor } from '../../src/sandbox/local-executor.js';
+import type { ExecProcess, ExecRequest, SandboxExecutor } from '../../src/sandbox/types.js';
+import { profiles, sessionConfig, type RecordedCli } from '../fixtures/record-more.js';
+import { waitUntilGone } from '../support/processes.js';
+import type { FakeVendor } from './fake-vendor/server.js';
+
+const strace = '/usr/bin/strace';
+const secret = 'The secret word is PELICAN.';
+const systemMarker = 'DURABLE-HARNESS-CONTRACT-7f3a';
+const actionsEnvelope = '{"step":"actions","actions":[{"name":"echo","params":{"text":"PELICAN"}}]}';
+const successEnvelope = '{"step":"success","result":"PELICAN"}';
+
+/** Records the pids the executor starts. */
+class PidExecutor implements SandboxExecutor {
+  readonly pids: number[] = [];
+  constructor(private readonly inner: SandboxExecutor) {}
+  exec(request: ExecRequest): ExecProcess {
+    const proc = this.inner.exec(request);
+    if (proc.pid !== undefined) this.pids.push(proc.pid);
+    return proc;
+  }
+}
+
+/** The pid and all its descendants, from /proc. */
+function processTree(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const tree: number[] = [];
+  const queue = [root];
+  while (queue.length) {
+    const pid = queue.shift()!;
+    tree.push(pid);
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return tree;
+}
+
+/** Every AF_INET/AF_INET6 destination in an strace `-e trace=connect` log. */
+function inetConnects(log: string): string[] {
+  const found: string[] = [];
+  for (const line of log.split('\n')) {
+    if (!line.includes('connect(')) continue;
+    const v4 = /sa_family=AF_INET,.*?inet_addr\("([^"]+)"\)/.exec(line);
+    if (v4) found.push(v4[1]!);
+    const v6 = /sa_family=AF_INET6,.*?inet_pton\(AF_INET6, "([^"]+)"/.exec(line);
+    if (v6) found.push(v6[1]!);
+  }
+  return found;
+}
+
+const loopback = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
+
+async function run(adapter: HarnessAdapter, prompt: string, turn: number, signal?: AbortSignal): Promise<{ events: HarnessEvent[]; result: TurnResult }> {
+  const events: HarnessEvent[] = [];
+  for await (const event of adapter.runTurn({ prompt, turn, signal })) events.push(event);
+  return { events, result: foldTurn(events) };
+}
+
+function bodyText(request: { rawBody: string }): string {
+  return request.rawBody;
+}
+
+const clis: RecordedCli[] = ['gemini', 'opencode', 'pi'];
+
+describe.each(clis)('%s: real binary through its adapter against the fake vendor', (cli) => {
+  const profile = profiles[cli];
+  let vendor: FakeVendor;
+
+  beforeAll(async () => {
+    vendor = await profile.vendor();
+  });
+  afterAll(async () => {
+    await vendor?.close();
+  });
+
+  it('is installed (a missing binary fails CI), and strace is present', () => {
+    expect(existsSync(profile.executable), `${profile.executable}: run npm ci in test/e2e/clis`).toBe(true);
+    expect(existsSync(strace), 'strace is needed to prove loopback-only traffic: apt-get install -y strace').toBe(true);
+  });
+
+  it('reads a workspace file with its own tool, asks for an action, then succeeds on the resumed session', { timeout: 40_000 }, async () => {
+    const workspace = mkdtempSync(path.join(os.tmpdir(), `dh-live-${cli}-`));
+    writeFileSync(path.join(workspace, 'notes.txt'), `${secret}\n`);
+    const traceLog = path.join(os.tmpdir(), `dh-live-${cli}-${process.pid}.strace`);
+    const executor = new LocalExecutor({ workspacePath: workspace, pidFile: false });
+    const before = vendor.requests.length;
+    vendor.script(
+      { match: profile.match, toolCalls: [{ id: 'call_read_1', ...profile.readToolCall(workspace) }], usage: { input: 1000, output: 20 } },
+      { match: profile.match, text: actionsEnvelope, usage: { input: 100, output: 30, cacheRead: 1000 } },
+      { match: profile.match, text: successEnvelope, usage: { input: 40, output: 10, cacheRead: 1200 } },
+    );
+    const adapter = profile.create();
+    adapter.applyPermissionPolicy('auto');
+    adapter.setSystemPrompt(`Follow the contract. ${systemMarker}`);
+    await adapter.start(
+      sessionConfig(cli, workspace, vendor, executor, {
+        executable: strace,
+        baseArgs: ['-f', '-qq', '-e', 'trace=connect', '-o', traceLog, profile.executable],
+        turnTimeoutMs: 30_000,
+      }),
+    );
+    try {
+      const first = await run(adapter, 'Read notes.txt, then ask to echo the secret word.', 1);
+      expect(first.result.error).toBeUndefined();
+      expect(first.result.text).toBe(actionsEnvelope);
+      expect(first.result.resumed).toBe(false);
+      expect(first.result.sessionId).toBeTruthy();
+      expect(first.result.usage).toEqual({ input: 1100, output: 50, cacheRead: 1000, cacheWrite: 0 });
+      const firstSession = first.result.sessionId;
+
+      const second = await run(adapter, 'The echo action returned PELICAN. Finish.', 2);
+      expect(second.result.error).toBeUndefined();
+      expect(second.result.text).toBe(successEnvelope);
+      expect(second.result.resumed).toBe(true);
+      expect(second.result.sessionId).toBe(firstSession);
+      expect(adapter.resumed).toBe(true);
+      expect(second.result.usage).toEqual({ input: 40, output: 10, cacheRead: 1200, cacheWrite: 0 });
+      // The model where the CLI says it; OpenCode's JSON never names it.
+      expect(second.result.model).toBe(cli === 'opencode' ? undefined : profile.model);
+
+      const turns = vendor.requests.slice(before).filter(profile.match);
+      expect(turns).toHaveLength(3);
+      // The tool result went back to the model, and the resumed turn carried turn 1's history.
+      expect(bodyText(turns[1]!)).toContain('PELICAN');
+      expect(bodyText(turns[2]!)).toContain('Read notes.txt');
+      expect(bodyText(turns[2]!)).toContain('PELICAN');
+      expect(bodyText(turns[2]!)).toContain('echo action returned');
+      for (const request of turns) expect(bodyText(request)).toContain(systemMarker);
+      expect(vendor.unexpected).toEqual([]);
+
+      const connects = inetConnects(readFileSync(traceLog, 'utf8'));
+      expect(connects.length).toBeGreaterThan(0);
+      expect(connects.filter((address) => !loopback.has(address))).toEqual([]);
+    } finally {
+      await adapter.end();
+    }
+  });
+
+  it('a cancelled turn kills the whole process tree within 2 s', { timeout: 40_000 }, async () => {
+    const workspace = mkdtempSync(path.join(os.tmpdir(), `dh-cancel-${cli}-`));
+    const executor = new PidExecutor(new LocalExecutor({ workspacePath: workspace, pidFile: false }));
+    const before = vendor.requests.filter(profile.match).length;
+    vendor.script({ match: profile.match, text: successEnvelope, delayMs: 30_000 });
+    const adapter = profile.create();
+    adapter.applyPermissionPolicy('auto');
+    await adapter.start(sessionConfig(cli, workspace, vendor, executor, { turnTimeoutMs: 35_000 }));
+    const abort = new AbortController();
+    const turn = run(adapter, 'Take your time.', 1, abort.signal);
+    try {
+      const deadline = Date.now() + 25_000;
+      while (vendor.requests.filter(profile.match).length === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(vendor.requests.filter(profile.match).length).toBeGreaterThan(before);
+      const root = executor.pids[0];
+      expect(root).toBeDefined();
+      const tree = processTree(root!);
+      const started = Date.now();
+      abort.abort();
+      const { events } = await turn;
+      await waitUntilGone(tree, 2000);
+      expect(Date.now() - started).toBeLessThan(2000);
+      expect(events.filter((e) => e.type === 'turn-complete' || e.type === 'session-error')).toEqual([
+        expect.objectContaining({ type: 'session-error', code: 'cancelled' }),
+      ]);
+    } finally {
+      await adapter.end();
+    }
+  });
+});
