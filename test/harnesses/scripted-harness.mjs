@@ -16,7 +16,7 @@
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
 //   crash               {exitCode, stderr}: prints stderr and exits with no terminal line
 //   error               {message, code}: terminal error line
-//   raw                 string printed verbatim as the complete text (malformed envelopes)
+//   raw                 string printed as the complete text (malformed envelopes); ${env:NAME} is substituted
 //   envelope            object printed as JSON as the complete text
 // A step with none of crash/error/raw/envelope exits 0 without a terminal line.
 // Run counters live in .scripted/counters/<script>.<step>.<kind> so they survive a failed first turn.
@@ -67,6 +67,8 @@ function shouldFail(dir, session, kind, failing) {
 function openSession(dir, request) {
   const known = request.sessionId ? readJson(path.join(dir, 'sessions', `${path.basename(request.sessionId)}.json`)) : undefined;
   if (known) return { session: known, resumed: true };
+  // Like a real CLI: asked to resume a session it does not know, it refuses rather than starting fresh.
+  if (request.sessionId) return { error: `unknown session ${request.sessionId}` };
   const name = /script:([A-Za-z0-9_.-]+)/.exec(request.prompt)?.[1];
   if (!name) return { error: request.sessionId ? `unknown session ${request.sessionId}` : 'no script:NAME in the prompt and no session to resume' };
   return { session: { id: randomUUID(), script: name, position: 0 }, resumed: false };
@@ -112,7 +114,8 @@ async function main() {
     process.exit(step.crash.exitCode ?? 1);
   }
   if (step.error) return finish({ type: 'error', message: step.error.message, code: step.error.code ?? 'vendor-error' });
-  if (step.raw !== undefined) return finish({ type: 'complete', text: step.raw });
+  // `${env:NAME}` in raw text stands for that environment variable's value (for the secret-redaction test).
+  if (step.raw !== undefined) return finish({ type: 'complete', text: step.raw.replace(/\$\{env:([A-Z0-9_]+)\}/g, (_, name) => process.env[name] ?? '') });
   if (step.envelope !== undefined) return finish({ type: 'complete', text: JSON.stringify(step.envelope) });
   process.exit(0);
 }
