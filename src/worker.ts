@@ -10,7 +10,8 @@ import type { Catalog } from './catalog/schema.js';
 import { JsonFileCredentialStore, MemoryCredentialStore, type CredentialStore } from './credentials/index.js';
 import { SqliteLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
-import { LocalSandboxProvider } from './sandbox/index.js';
+import { LocalSandboxProvider, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
+import type { Client } from '@temporalio/client';
 import type { SandboxProvider } from './sandbox/types.js';
 
 import { defaultTaskQueue } from './worker-defaults.js';
@@ -44,12 +45,25 @@ export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDep
   return {
     catalog: setup.catalog,
     adapters: setup.adapters ?? defaultAdapterRegistry(),
-    sandboxes: setup.sandboxes ?? { local: new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces') }) },
+    sandboxes: setup.sandboxes ?? defaultSandboxes(setup.env ?? process.env, dataDir),
     ledger: setup.ledger ?? SqliteLedger.open(path.join(dataDir, 'ledger.sqlite')),
     actions: setup.actions ?? createBuiltinRegistry(),
     credentials: setup.credentials ?? (existsSync(credentialsFile) ? new JsonFileCredentialStore(credentialsFile) : new MemoryCredentialStore({})),
     env: setup.env,
   };
+}
+
+/** The local provider always; the Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. */
+export function defaultSandboxes(env: Readonly<Record<string, string | undefined>>, dataDir: string): Record<string, SandboxProvider> {
+  const docker = dockerSandboxFromEnvironment(env, dataDir);
+  return { local: new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces') }), ...(docker ? { docker } : {}) };
+}
+
+/** Removes sandbox containers whose runs are closed in Temporal (left by crashed workers). */
+export async function reapClosedRunContainers(deps: ActivityDeps, client: Client): Promise<string[]> {
+  if (!deps.sandboxes.docker) return [];
+  const { removed } = await reapContainers({ isRunClosed: temporalRunClosed(client.workflow) });
+  return removed;
 }
 
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */

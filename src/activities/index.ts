@@ -363,10 +363,12 @@ function redactDeep(value: unknown, redact: (s: string) => string): unknown {
   return JSON.parse(redact(JSON.stringify(value)));
 }
 
+/** Kills what an earlier attempt of this turn left running: by pidfile locally, inside the container for Docker. */
 async function killStaleTurn(handle: SandboxHandle): Promise<void> {
-  const withPidFile = handle as SandboxHandle & { pidFile?: string; killStale?: () => Promise<void> };
-  if (withPidFile.killStale) await withPidFile.killStale();
-  else if (withPidFile.pidFile) await killStaleProcessGroup(withPidFile.pidFile);
+  const local = handle as SandboxHandle & { pidFile?: string };
+  const executor = handle.executor as SandboxHandle['executor'] & { killLeftovers?: () => Promise<unknown> };
+  if (executor.killLeftovers) await executor.killLeftovers();
+  else if (local.pidFile) await killStaleProcessGroup(local.pidFile);
 }
 
 function turnFailure(

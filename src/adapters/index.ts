@@ -8,3 +8,8 @@ export { StdioJsonAdapter, stdioJsonCapabilities, stdioJsonDriverClass } from '.
 export type { StdioJsonAdapterOptions } from './stdio-json-adapter.js';
 export * as stdioJsonProtocol from './stdio-json-protocol.js';
 export { AdapterRegistry, UnknownDriverError, defaultAdapterRegistry } from './registry.js';
+export { ClaudeCode, claudeCodeDriverClass, registerClaudeCode } from './claude-code-adapter.js';
+export { Codex, codexDriverClass, registerCodex } from './codex-adapter.js';
+export { GeminiCliAdapter, geminiCliDriverClass, registerGeminiCli } from './gemini-cli-adapter.js';
+export { OpenCodeAdapter, openCodeDriverClass, registerOpenCode } from './opencode-adapter.js';
+export { PiAdapter, piDriverClass, registerPi } from './pi-adapter.js';

@@ -1,4 +1,9 @@
 /** Adapters by driver class, so a catalog entry names its adapter and platform engineers can add their own. */
+import { registerClaudeCode } from './claude-code-adapter.js';
+import { registerCodex } from './codex-adapter.js';
+import { registerGeminiCli } from './gemini-cli-adapter.js';
+import { registerOpenCode } from './opencode-adapter.js';
+import { registerPi } from './pi-adapter.js';
 import { StdioJsonAdapter, stdioJsonDriverClass } from './stdio-json-adapter.js';
 import type { AdapterFactory, HarnessAdapter } from './types.js';
 
@@ -49,7 +54,9 @@ export class AdapterRegistry {
   }
 }
 
-/** A registry with the built-in adapters (StdioJson). */
+/** A registry with the built-in adapters: StdioJson and the five real CLIs. */
 export function defaultAdapterRegistry(): AdapterRegistry {
-  return new AdapterRegistry().register(stdioJsonDriverClass, () => new StdioJsonAdapter());
+  const registry = new AdapterRegistry().register(stdioJsonDriverClass, () => new StdioJsonAdapter());
+  for (const register of [registerClaudeCode, registerCodex, registerGeminiCli, registerOpenCode, registerPi]) register(registry);
+  return registry;
 }

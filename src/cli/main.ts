@@ -10,7 +10,7 @@ import { loadCatalog, type Catalog } from '../catalog/index.js';
 import { getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
 import { SqliteLedger } from '../ledger/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
-import { createWorker } from '../worker.js';
+import { createWorker, reapClosedRunContainers } from '../worker.js';
 import type { AgentRunResult } from '../workflows/types.js';
 import { startEmbeddedTemporal } from './embedded-temporal.js';
 import { describeResult, followRun, progressLine } from './follow.js';
@@ -114,7 +114,7 @@ function openLedgerIfPresent(s: Settings): SqliteLedger | undefined {
   }
 }
 
-async function startWorker(s: Settings, connection: NativeConnection) {
+async function startWorker(s: Settings, connection: NativeConnection, client: Client) {
   const { worker, deps } = await createWorker({
     connection,
     namespace: s.namespace,
@@ -122,6 +122,8 @@ async function startWorker(s: Settings, connection: NativeConnection) {
     catalog: catalogSource(s.catalogFile),
     dataDir: s.dataDir,
   });
+  const removed = await reapClosedRunContainers(deps, client);
+  if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
   return { worker, deps, running: worker.run() };
 }
 
@@ -147,7 +149,7 @@ async function dev(flags: Flags): Promise<number> {
   const connection = await NativeConnection.connect({ address: temporal.address });
   const { client, connection: clientConnection, close } = await connectClient(settings);
   await ensureSearchAttributes(clientConnection, s.namespace);
-  const { worker, running } = await startWorker(settings, connection);
+  const { worker, running } = await startWorker(settings, connection, client);
   out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
   let code = 0;
   const stop = async () => {
@@ -189,16 +191,16 @@ async function workerCommand(flags: Flags): Promise<number> {
   const connection = await NativeConnection.connect({ address: s.address }).catch((e: Error) => {
     throw Object.assign(new Error(`cannot reach Temporal at ${s.address} (${e.message}). Start one with \`durable-harness dev\`, or set TEMPORAL_ADDRESS.`), { exitCode: ExitCodes.unavailable });
   });
-  const { connection: clientConnection, close } = await connectClient(s);
+  const { client, connection: clientConnection, close } = await connectClient(s);
   await ensureSearchAttributes(clientConnection, s.namespace);
-  await close();
-  const { worker, running } = await startWorker(s, connection);
+  const { worker, running } = await startWorker(s, connection, client);
   out(`worker polling task queue "${s.taskQueue}" at ${s.address}`);
   const stop = () => worker.getState() === 'RUNNING' && worker.shutdown();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   await running;
   await connection.close();
+  await close();
   return 0;
 }
 

@@ -1,4 +1,4 @@
-/** Sandboxes: where a run's processes execute. A Docker provider will live beside the local one. */
+/** Sandboxes: where a run's processes execute — a local directory (dev) or a Docker container per run. */
 export type * from './types.js';
 export { LocalSandboxProvider, pidFileFor } from './local-provider.js';
 export type { LocalSandboxHandle, LocalSandboxProviderOptions } from './local-provider.js';
@@ -7,3 +7,7 @@ export type { LocalExecutorOptions, LocalExit } from './local-executor.js';
 export { defaultPidFile, killStaleProcessGroup, processGroupAlive } from './pidfile.js';
 export { resolveInside, safeSegment, workspaceDirFor } from './workspace.js';
 export { LineQueue } from './line-queue.js';
+export { DockerSandboxProvider, reapContainers, temporalRunClosed, dockerSandboxFromEnvironment, containerNameFor, dockerLabels } from './docker-provider.js';
+export type { DockerSandboxProviderOptions, DockerSandboxLimits, DockerSandboxHandle, ReapOptions, ReapResult } from './docker-provider.js';
+export { DockerExecutor, DockerProcess } from './docker-executor.js';
+export * from './docker-errors.js';
