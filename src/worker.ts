@@ -84,3 +84,4 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
   });
   return { worker, deps };
 }
+

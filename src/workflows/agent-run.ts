@@ -54,13 +54,16 @@ import type {
 
 type Activities = ReturnType<typeof createActivities>;
 
-/** Short bookkeeping: resolved, validated and recorded on the worker, no server round trip per call. */
+/**
+ * Short steps run as local activities: on the worker that runs the workflow, recorded in history,
+ * without a server round trip each. Only the long, heartbeating turn is a regular activity.
+ */
 const { resolveAgent, validateStep, recordPromptRun } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '30s',
   retry: { maximumAttempts: 5, initialInterval: '200ms' },
 });
 
-const { startSession, endSession, executeAction } = proxyActivities<Activities>({
+const { startSession, endSession, executeAction } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '2m',
   retry: { maximumAttempts: 5, initialInterval: '500ms' },
 });
@@ -364,26 +367,29 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         if (outcome.externalSessionId) externalSessionId = outcome.externalSessionId;
         upsertSearchAttributes([{ key: costAttribute, value: costUsd }]);
 
-        await recordPromptRun({
-          workflowId: info.workflowId,
-          turn: iteration,
-          promptId: s.promptId,
-          vendor: s.vendor,
-          model: s.model,
-          reportedModel: outcome.model,
-          usage: outcome.usage,
-          costUsd: outcome.costUsd,
-          costSource: outcome.costSource,
-          externalSessionId: outcome.externalSessionId,
-          resumed: outcome.resumed,
-          durationMs: outcome.durationMs,
-          input: turnInput,
-          output: outcome.text,
-        });
+        // Accounting and validation are independent: run them side by side.
+        stepSeq += 1;
+        const [, validation] = await Promise.all([
+          recordPromptRun({
+            workflowId: info.workflowId,
+            turn: iteration,
+            promptId: s.promptId,
+            vendor: s.vendor,
+            model: s.model,
+            reportedModel: outcome.model,
+            usage: outcome.usage,
+            costUsd: outcome.costUsd,
+            costSource: outcome.costSource,
+            externalSessionId: outcome.externalSessionId,
+            resumed: outcome.resumed,
+            durationMs: outcome.durationMs,
+            input: turnInput,
+            output: outcome.text,
+          }),
+          validateStep({ workflowId: info.workflowId, turn: iteration, seq: stepSeq, text: outcome.text, spec: s }),
+        ]);
         conversation = [...conversation, { role: 'user', text: prompt }, { role: 'assistant', text: outcome.text }];
 
-        stepSeq += 1;
-        const validation = await validateStep({ workflowId: info.workflowId, turn: iteration, seq: stepSeq, text: outcome.text, spec: s });
         if (!validation.ok) {
           malformedInARow += 1;
           lastError = validation.problem;

@@ -157,7 +157,7 @@ describe('bad configuration and input fail clearly, without retrying', () => {
     ['nobody', 'UnknownAgent', /nobody.*(known|available).*scripted/i],
     ['sleepy', 'InactiveHarness', /inactive.*active: true/],
     ['lost', 'HarnessBinaryMissing', /\/opt\/nowhere\/harness.*not found.*executable/],
-    ['martian', 'UnknownDriver', /MartianCli.*Registered: StdioJson/],
+    ['martian', 'UnknownDriver', /MartianCli.*Registered: .*StdioJson/],
     ['isolated', 'SandboxPolicyRefused', /cannot enforce network policy "none"/],
     ['ungranted', 'CredentialMissing', /SCRIPTED_API_KEY.*NOT_SET_ANYWHERE/],
   ];
