@@ -1,0 +1,174 @@
+/**
+ * Whole-workflow tests for Gemini CLI, OpenCode and Pi: a real `agentRun` workflow on the test Temporal server
+ * drives the REAL pinned binary through its adapter; only the model vendor is faked. The harness reads a file
+ * with its own tool, asks for an action, gets the result on a resumed session and succeeds.
+ * Each turn's CLI runs under `strace -ff -e trace=connect` (the catalog's executable is strace, the CLI its first
+ * argument), and every AF_INET/AF_INET6 connect must go to loopback. A missing binary or strace is a FAILURE,
+ * never a skip.
+ */
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
+import { profiles, type RecordedCli } from '../fixtures/record-more.js';
+import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
+import type { FakeVendor } from './fake-vendor/server.js';
+
+const strace = '/usr/bin/strace';
+const dataRoot = mkdtempSync(path.join(os.tmpdir(), 'dh-gop-workflow-'));
+const actionsEnvelope = '{"step":"actions","actions":[{"name":"echo","params":{"text":"PELICAN"}}]}';
+const successEnvelope = '{"step":"success","result":"the secret word is PELICAN"}';
+const task = 'Find the secret word in notes.txt and echo it.';
+/** USD per million tokens; OpenCode and Pi compute the cost themselves from this table (`settings.cost`). */
+const prices = { input: 3.0, output: 15.0, cacheRead: 0.3, cacheWrite: 3.75 };
+
+/** The USD cost of one turn's usage at `prices`. */
+function priced(usage: { input: number; output: number; cacheRead: number; cacheWrite: number }): number {
+  return (usage.input * prices.input + usage.output * prices.output + usage.cacheRead * prices.cacheRead + usage.cacheWrite * prices.cacheWrite) / 1e6;
+}
+
+/** Every AF_INET/AF_INET6 destination in strace `-e trace=connect` logs. */
+function inetConnects(log: string): string[] {
+  const found: string[] = [];
+  for (const line of log.split('\n')) {
+    if (!line.includes('connect(')) continue;
+    const v4 = /sa_family=AF_INET,.*?inet_addr\("([^"]+)"\)/.exec(line);
+    if (v4) found.push(v4[1]!);
+    const v6 = /sa_family=AF_INET6,.*?inet_pton\(AF_INET6, "([^"]+)"/.exec(line);
+    if (v6) found.push(v6[1]!);
+  }
+  return found;
+}
+const loopback = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
+
+interface WorkflowCli {
+  readonly name: RecordedCli;
+  readonly driverClass: string;
+  readonly vendor: string;
+  /** Driver settings beyond the key variable. */
+  readonly settings: Record<string, unknown>;
+  /** Non-secret process environment from the catalog. */
+  readonly env: Record<string, string>;
+  readonly costSource: 'harness' | 'price-table';
+  /** What the CLI says it used; OpenCode's JSON never names the model. */
+  readonly reportedModel: string | undefined;
+}
+
+const clis: WorkflowCli[] = [
+  { name: 'gemini', driverClass: 'GeminiCli', vendor: 'google', settings: {}, env: {}, costSource: 'price-table', reportedModel: profiles.gemini.model },
+  {
+    name: 'opencode',
+    driverClass: 'OpenCode',
+    vendor: 'openai',
+    settings: { cost: prices },
+    // OpenCode 1.18.33 npm-installs @opencode-ai/plugin into its config dir in the background at every start
+    // (strace: DNS for registry.npmjs.org, then a TLS connect); npm's offline mode stops it.
+    env: { npm_config_offline: 'true' },
+    costSource: 'harness',
+    reportedModel: undefined,
+  },
+  { name: 'pi', driverClass: 'Pi', vendor: 'openai', settings: { cost: prices }, env: {}, costSource: 'harness', reportedModel: profiles.pi.model },
+];
+
+describe.each(clis)('$name through the agentRun workflow (real binary, fake vendor)', (cli) => {
+  const profile = profiles[cli.name];
+  const dataDir = path.join(dataRoot, cli.name);
+  const traceDir = path.join(dataDir, 'strace');
+  let vendor: FakeVendor;
+  let w: TestWorker;
+
+  beforeAll(async () => {
+    expect(existsSync(profile.executable), `${profile.executable} missing: run npm ci in test/e2e/clis`).toBe(true);
+    expect(existsSync(strace), 'strace is needed to prove loopback-only traffic: apt-get install -y strace').toBe(true);
+    vendor = await profile.vendor();
+    mkdirSync(traceDir, { recursive: true });
+    w = await startTestWorker({
+      dataDir,
+      adapters: defaultAdapterRegistry(),
+      env: { FAKE_VENDOR_KEY: 'sk-workflow-test-fake' },
+      catalog: {
+        harnesses: [
+          {
+            name: cli.name,
+            driverClass: cli.driverClass,
+            vendor: cli.vendor,
+            model: profile.model,
+            apiKeyEnv: profile.keyEnv,
+            // strace follows every process of every turn, one log per pid (-ff).
+            executable: strace,
+            args: ['-ff', '-qq', '-e', 'trace=connect', '-o', path.join(traceDir, 'connect'), profile.executable],
+            active: true,
+            baseUrl: profile.baseUrl(vendor),
+            turnTimeoutMs: 30_000,
+            prices,
+            settings: { apiKeyEnv: profile.keyEnv, ...cli.settings },
+            env: cli.env,
+          },
+        ],
+        actions: [{ name: 'echo' }],
+        agents: [
+          {
+            name: `${cli.name}-agent`,
+            harness: cli.name,
+            systemPrompt: 'Read the workspace with your own tools; use actions for everything else.',
+            permissions: 'auto',
+            credentials: [{ env: profile.keyEnv, from: 'FAKE_VENDOR_KEY' }],
+            actions: ['echo'],
+            guardrails: { maxIterations: 4, maxTokens: 100000, maxCostUsd: 1, maxWallTimeMs: 120000 },
+          },
+        ],
+      },
+    });
+  });
+  afterAll(async () => {
+    await w?.close();
+    await vendor?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('reads a file with its own tool, asks for an action, resumes and succeeds; rows carry tokens, cost and model; loopback only', async () => {
+    const workflowId = testWorkflowId(cli.name);
+    const workspace = path.join(dataDir, 'workspaces', 'runs', workflowId);
+    mkdirSync(workspace, { recursive: true });
+    writeFileSync(path.join(workspace, 'notes.txt'), 'The secret word is PELICAN.\n');
+    vendor.script(
+      { match: profile.match, toolCalls: [{ id: 'call_wf_1', ...profile.readToolCall(workspace) }], usage: { input: 1000, output: 20 } },
+      { match: profile.match, text: actionsEnvelope, usage: { input: 100, output: 30, cacheRead: 1000 } },
+      { match: profile.match, text: successEnvelope, usage: { input: 40, output: 12, cacheRead: 1200 } },
+    );
+    const run = await w.start({ agent: `${cli.name}-agent`, task, workflowId });
+    const result = await run.result();
+    expect(result).toMatchObject({ status: 'succeeded', result: 'the secret word is PELICAN', iterations: 2 });
+
+    const rows = await w.ledger.listPromptRuns(workflowId);
+    expect(rows.map((r) => r.turn)).toEqual([1, 2]);
+    expect(rows.map((r) => r.resumed)).toEqual([false, true]);
+    expect(rows[0]!.usage).toEqual({ input: 1100, output: 50, cacheRead: 1000, cacheWrite: 0 });
+    expect(rows[1]!.usage).toEqual({ input: 40, output: 12, cacheRead: 1200, cacheWrite: 0 });
+    expect(rows[0]!.externalSessionId).toBeTruthy();
+    expect(rows[1]!.externalSessionId).toBe(rows[0]!.externalSessionId);
+    for (const row of rows) {
+      expect(row.costSource).toBe(cli.costSource);
+      expect(row.costUsd).toBeCloseTo(priced(row.usage), 9);
+      expect(row.modelId.length).toBeGreaterThan(0);
+      expect(row.reportedModel).toBe(cli.reportedModel);
+      expect(row.durationMs).toBeGreaterThan(0);
+    }
+
+    // The tool result went back to the model, and the resumed turn carried turn 1's history.
+    const turns = vendor.requests.filter(profile.match);
+    expect(turns).toHaveLength(3);
+    expect(turns[1]!.rawBody).toContain('The secret word is PELICAN.');
+    expect(turns[2]!.rawBody).toContain(task);
+    expect(turns[2]!.rawBody).toContain('The secret word is PELICAN.');
+    expect(turns[2]!.rawBody).toContain(actionsEnvelope.replaceAll('"', '\\"'));
+    expect(vendor.unexpected).toEqual([]);
+
+    const logs = readdirSync(traceDir).filter((f) => f.startsWith('connect'));
+    expect(logs.length).toBeGreaterThan(0);
+    const connects = logs.flatMap((f) => inetConnects(readFileSync(path.join(traceDir, f), 'utf8')));
+    expect(connects.length).toBeGreaterThan(0);
+    expect(connects.filter((address) => !loopback.has(address))).toEqual([]);
+  }, 90_000);
+});
