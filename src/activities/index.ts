@@ -212,7 +212,7 @@ export function createActivities(deps: ActivityDeps) {
         if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
         if (turn.error) {
           if (turn.error.code === 'resume-failed') return { ok: false, code: 'resume-failed', message: redact(turn.error.message) };
-          throw turnFailure(turn.error, harness.executable, redact);
+          throw turnFailure(turn.error, redact);
         }
         const sessionId = turn.sessionId ?? adapter.externalSessionId;
         if (sessionId) await deps.ledger.setExternalSessionId(input.workflowId, sessionId);
@@ -373,15 +373,12 @@ async function killStaleTurn(handle: SandboxHandle): Promise<void> {
 
 function turnFailure(
   error: { code: string; message: string; exitCode?: number | null; stderrTail?: string },
-  executable: string,
   redact: (s: string) => string,
 ): ApplicationFailure {
   const stderr = error.stderrTail ? `\n${redact(error.stderrTail).slice(-2000)}` : '';
-  if (/ENOENT/.test(`${error.message} ${error.stderrTail ?? ''}`) && error.code === 'process-exit') {
-    return ApplicationFailure.nonRetryable(
-      `Harness binary "${executable}" was not found. Install it, or set the harness "executable" in the catalog to its full path.`,
-      FailureTypes.HarnessBinaryMissing,
-    );
+  // The CLI base class words a missing executable the same way locally (ENOENT) and in a container (exit 127).
+  if (error.code === 'process-exit' && /could not start: executable .* was not found/.test(error.message)) {
+    return ApplicationFailure.nonRetryable(redact(error.message), FailureTypes.HarnessBinaryMissing);
   }
   return ApplicationFailure.retryable(`turn failed (${error.code}): ${redact(error.message)}${stderr}`, FailureTypes.TurnFailed, { code: error.code, exitCode: error.exitCode ?? null });
 }

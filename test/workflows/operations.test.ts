@@ -128,7 +128,8 @@ describe('a turn that exhausts its retries', () => {
 });
 
 it('a worker stopped mid-turn hands the run to a new worker, with no duplicate prompt-run rows', async () => {
-  const task = book.write('restart', [act({ name: 'echo', params: { text: 'one' } }), { sleepMs: 4000, ...act({ name: 'echo', params: { text: 'two' } }) }, ok('finished elsewhere')]);
+  // The turn outlasts the worker's 5 s shutdown grace, so the stop really interrupts it.
+  const task = book.write('restart', [act({ name: 'echo', params: { text: 'one' } }), { sleepMs: 8000, ...act({ name: 'echo', params: { text: 'two' } }) }, ok('finished elsewhere')]);
   const workflowId = testWorkflowId('restart');
   const first = await startTestWorker({ catalog, env: {}, taskQueue: `restart-${workflowId}` });
   const second: { w?: TestWorker } = {};
@@ -139,13 +140,17 @@ it('a worker stopped mid-turn hands the run to a new worker, with no duplicate p
       await expect.poll(() => existsSync(file('child.pid')), { timeout: 15_000, interval: 20 }).toBe(true);
       return ['sleeping.pid', 'child.pid'].map((f) => Number(readFileSync(file(f), 'utf8')));
     })();
+    const stopAt = Date.now();
     await first.stopWorker();
-    await waitUntilGone(pids, 5000);
+    await waitUntilGone(pids, 7000);
+    expect(Date.now() - stopAt).toBeLessThan(7500); // killed by the stop, not finished by itself (8 s)
     second.w = await startTestWorker({ catalog, env: {}, taskQueue: first.taskQueue, dataDir: first.dataDir });
     const result = await run.result();
     expect(result).toMatchObject({ status: 'succeeded', result: 'finished elsewhere', iterations: 3 });
     const rows = await second.w.ledger.listPromptRuns(workflowId);
     expect(rows.map((r) => r.turn)).toEqual([1, 2, 3]);
+    const retries = (await second.w.ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === 'retry');
+    expect(retries.map((e) => e.turn)).toEqual([2]);
   } finally {
     await first.close();
     await second.w?.close();
@@ -156,7 +161,7 @@ describe('bad configuration and input fail clearly, without retrying', () => {
   const cases: [agent: string, type: string, message: RegExp][] = [
     ['nobody', 'UnknownAgent', /nobody.*(known|available).*scripted/i],
     ['sleepy', 'InactiveHarness', /inactive.*active: true/],
-    ['lost', 'HarnessBinaryMissing', /\/opt\/nowhere\/harness.*not found.*executable/],
+    ['lost', 'HarnessBinaryMissing', /\/opt\/nowhere\/harness.*was not found.*Install it.*"executable"/],
     ['martian', 'UnknownDriver', /MartianCli.*Registered: .*StdioJson/],
     ['isolated', 'SandboxPolicyRefused', /cannot enforce network policy "none"/],
     ['ungranted', 'CredentialMissing', /SCRIPTED_API_KEY.*NOT_SET_ANYWHERE/],
