@@ -210,7 +210,12 @@ async function withClient(flags: Flags, fn: (client: Client, s: Settings) => Pro
   try {
     return await fn(client, s);
   } catch (e) {
-    if (e instanceof WorkflowNotFoundError) throw Object.assign(new Error(`no run with id ${e.workflowId ?? ''} in namespace ${s.namespace}`), { exitCode: ExitCodes.usage });
+    if (e instanceof WorkflowNotFoundError && e.workflowId) {
+      // Signals and updates to a closed run also land here: say which it is.
+      const status = await client.workflow.getHandle(e.workflowId).describe().then((d) => d.status.name, () => undefined);
+      if (status) throw new Error(`run ${e.workflowId} has already ended (${status}); it takes no more signals or updates`);
+      throw Object.assign(new Error(`no run with id ${e.workflowId} in namespace ${s.namespace}`), { exitCode: ExitCodes.usage });
+    }
     throw e;
   } finally {
     await close();
