@@ -178,7 +178,7 @@ export function createActivities(deps: ActivityDeps) {
       const adapter = deps.adapters.create(spec.driverClass);
       const started = Date.now();
       const progress = { turn: input.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, events: 0 };
-      const beat = () => heartbeat(progress);
+      const beat = () => heartbeat({ ...progress });
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
       try {
         adapter.applyPermissionPolicy(spec.permissions);
