@@ -196,6 +196,8 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
       OPENCODE_CONFIG: homePath(home, 'opencode.json').sandbox,
       OPENCODE_DISABLE_MODELS_FETCH: '1',
       OPENCODE_DISABLE_AUTOUPDATE: '1',
+      // OpenCode installs its plugin package from the npm registry on every start; offline, it uses what it has.
+      npm_config_offline: 'true',
     };
     return { argv, stdin: input.prompt, env };
   }

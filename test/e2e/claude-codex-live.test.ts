@@ -163,7 +163,7 @@ describe.each(clis)('$name live (real binary, fake vendor)', (cli) => {
     try {
       adapter.applyPermissionPolicy('auto');
       adapter.setSystemPrompt('End every turn with one JSON next-step envelope.');
-      await adapter.start(sessionConfig(cli, workspace, executor, vendor, [straceBin, '-f', '-qq', '-e', 'trace=connect', '-o', straceLog]));
+      await adapter.start(sessionConfig(cli, workspace, executor, vendor, [straceBin, '-ff', '-qq', '-e', 'trace=connect', '-o', straceLog]));
       const turn1Replies: ScriptedReply[] = [
         { toolCalls: [{ id: 'call_live_1', ...cli.readCall(workspace) }], usage: { input: 1000, output: 20, cacheRead: 0, cacheWrite: 300 } },
         { text: actionsEnvelope, usage: { input: 100, output: 30, cacheRead: 1000, cacheWrite: 50 } },
@@ -204,7 +204,7 @@ describe.each(clis)('$name live (real binary, fake vendor)', (cli) => {
       expect(vendor.remaining()).toBe(0);
       for (const request of executor.requests) expect(request.argv.join(' ')).not.toContain(secret);
 
-      const connects = inetConnects(readFileSync(straceLog, 'utf8'));
+      const connects = inetConnects(readdirSync(workspace).filter((f) => f.startsWith('connect.strace.')).map((f) => readFileSync(path.join(workspace, f), 'utf8')).join('\n'));
       expect(connects.length, 'strace saw no inet connect at all: the proof would be empty').toBeGreaterThan(0);
       expect(connects.filter((address) => address !== '127.0.0.1' && address !== '::1')).toEqual([]);
     } finally {

@@ -58,6 +58,13 @@ function processTree(root: number): number[] {
   return tree;
 }
 
+/** All of an `strace -ff -o PREFIX` run's logs (one file per process, every turn kept). */
+function readTraces(prefix: string): string {
+  const dir = path.dirname(prefix);
+  const base = path.basename(prefix);
+  return readdirSync(dir).filter((f) => f.startsWith(`${base}.`)).map((f) => readFileSync(path.join(dir, f), 'utf8')).join('\n');
+}
+
 /** Every AF_INET/AF_INET6 destination in an strace `-e trace=connect` log. */
 function inetConnects(log: string): string[] {
   const found: string[] = [];
@@ -118,7 +125,7 @@ describe.each(clis)('%s: real binary through its adapter against the fake vendor
     await adapter.start(
       sessionConfig(cli, workspace, vendor, executor, {
         executable: strace,
-        baseArgs: ['-f', '-qq', '-e', 'trace=connect', '-o', traceLog, profile.executable],
+        baseArgs: ['-ff', '-qq', '-e', 'trace=connect', '-o', traceLog, profile.executable],
         turnTimeoutMs: 30_000,
       }),
     );
@@ -151,7 +158,7 @@ describe.each(clis)('%s: real binary through its adapter against the fake vendor
       for (const request of turns) expect(bodyText(request)).toContain(systemMarker);
       expect(vendor.unexpected).toEqual([]);
 
-      const connects = inetConnects(readFileSync(traceLog, 'utf8'));
+      const connects = inetConnects(readTraces(traceLog));
       expect(connects.length).toBeGreaterThan(0);
       expect(connects.filter((address) => !loopback.has(address))).toEqual([]);
     } finally {
