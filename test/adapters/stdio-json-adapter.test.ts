@@ -181,7 +181,8 @@ describe('AdapterRegistry', () => {
     const registry = defaultAdapterRegistry();
     expect(registry.has('StdioJson')).toBe(true);
     expect(registry.create('StdioJson').driverClass).toBe('StdioJson');
-    expect(() => registry.create('ClaudeCode')).toThrow(UnknownDriverError);
-    expect(() => registry.create('ClaudeCode')).toThrow(/"ClaudeCode".*Registered: StdioJson.*driverClass/);
+    expect(registry.driverClasses()).toEqual(['ClaudeCode', 'Codex', 'GeminiCli', 'OpenCode', 'Pi', 'StdioJson']);
+    expect(() => registry.create('MartianCli')).toThrow(UnknownDriverError);
+    expect(() => registry.create('MartianCli')).toThrow(/"MartianCli".*Registered: ClaudeCode, Codex, GeminiCli, OpenCode, Pi, StdioJson.*driverClass/);
   });
 });
