@@ -18,7 +18,7 @@ import { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
 import { harnessHome, numberSetting, parseJsonLine, stringSetting, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const claudeCodeDriverClass = 'ClaudeCode';
@@ -121,9 +121,9 @@ interface Scratch {
 export class ClaudeCode extends CliHarnessAdapter {
   readonly driverClass = claudeCodeDriverClass;
   readonly capabilities = claudeCodeCapabilities;
+  protected override readonly harnessLabel = 'Claude Code';
+  protected override readonly unknownSessionPattern = noConversation;
   private home: HarnessHome | undefined;
-  /** A session the CLI said it does not know: never resumed again. */
-  private unknownSession: string | undefined;
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'claude');
@@ -157,14 +157,13 @@ export class ClaudeCode extends CliHarnessAdapter {
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const home = this.home ?? harnessHome(ctx.config, 'claude');
-    const resume = ctx.resumeSessionId !== undefined && ctx.resumeSessionId !== this.unknownSession ? ctx.resumeSessionId : undefined;
     const argv = [ctx.config.executable, ...ctx.config.baseArgs, '-p', input.prompt, '--output-format', 'stream-json', '--verbose'];
     if (ctx.posture === 'dangerous') argv.push('--dangerously-skip-permissions');
     else argv.push('--permission-mode', permissionModes[ctx.posture]);
     if (ctx.config.model) argv.push('--model', ctx.config.model);
     // Every turn: the system prompt is per invocation, it is not stored with the session.
     if (ctx.systemPrompt !== undefined) argv.push('--append-system-prompt', ctx.systemPrompt);
-    if (resume) argv.push('--resume', resume);
+    if (ctx.resumeSessionId) argv.push('--resume', ctx.resumeSessionId);
 
     const env: Record<string, string> = { ...claudeQuietEnv, CLAUDE_CONFIG_DIR: home.sandbox };
     if (ctx.config.baseUrl) env.ANTHROPIC_BASE_URL = claudeBaseUrl(ctx.config.baseUrl);
@@ -223,17 +222,11 @@ export class ClaudeCode extends CliHarnessAdapter {
   }
 
   private result(value: z.infer<typeof resultLine>, state: LineState): HarnessEvent[] {
-    const events: HarnessEvent[] = [];
     const errors = value.errors ?? [];
     if (state.resumeSessionId !== undefined && errors.some((e) => noConversation.test(e))) {
-      this.unknownSession = state.resumeSessionId;
-      events.push({
-        type: 'session-error',
-        code: 'resume-failed',
-        message: `Claude Code no longer knows session ${state.resumeSessionId} (${errors.join('; ')}); start a fresh session and replay the conversation.`,
-      });
-      return events;
+      return [this.resumeFailed(state, { reason: errors.join('; ') })];
     }
+    const events: HarnessEvent[] = [];
     if (value.usage) events.push({ type: 'usage', usage: claudeUsage(value.usage), costUsd: value.total_cost_usd ?? undefined });
     if (value.is_error) {
       const detail = errors.length > 0 ? errors.join('; ') : (value.result ?? `result subtype ${value.subtype ?? 'unknown'}`);
@@ -243,20 +236,6 @@ export class ClaudeCode extends CliHarnessAdapter {
       events.push({ type: 'turn-complete', text: value.result ?? '' });
     }
     return events;
-  }
-
-  protected override onExit(code: number | null, stderrTail: string, state: LineState): TerminalEvent | undefined {
-    if (state.resumeSessionId !== undefined && noConversation.test(stderrTail)) {
-      this.unknownSession = state.resumeSessionId;
-      return {
-        type: 'session-error',
-        code: 'resume-failed',
-        message: `Claude Code no longer knows session ${state.resumeSessionId}; start a fresh session and replay the conversation.`,
-        exitCode: code,
-        stderrTail,
-      };
-    }
-    return undefined;
   }
 }
 

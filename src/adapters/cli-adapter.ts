@@ -39,7 +39,10 @@ export interface TurnContext {
   readonly config: HarnessSessionConfig;
   readonly systemPrompt: string | undefined;
   readonly posture: PermissionPosture;
-  /** Session to continue this turn: the last one the harness reported, else the configured one. */
+  /**
+   * Session to continue this turn: the last one the harness reported, else the configured one; `undefined` when
+   * the harness said it does not know that session (the turn then starts a fresh one).
+   */
   readonly resumeSessionId: string | undefined;
 }
 
@@ -102,6 +105,19 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   private sessionId: string | undefined;
   private lastResumed = false;
   private lastModel: string | undefined;
+  /** Sessions the harness said it does not know: never resumed again. */
+  private readonly unknownSessions = new Set<string>();
+
+  /**
+   * Hook: what the harness prints on stderr when it does not know the session it was asked to resume. Checked
+   * when a resumed turn's process exits without a terminal event, before `onExit`; a match ends the turn with
+   * `resumeFailed` (code `resume-failed`).
+   */
+  protected readonly unknownSessionPattern?: RegExp;
+  /** How `resume-failed` messages name the harness; the driver class when absent. */
+  protected readonly harnessLabel?: string;
+  /** What the harness calls a session in `resume-failed` messages. */
+  protected readonly sessionNoun: string = 'session';
 
   /** Builds the command for one turn. */
   protected abstract buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand;
@@ -115,6 +131,23 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   /** Hook: a custom terminal event when the process exits without one; `undefined` for the default error. */
   protected onExit(_code: number | null, _stderrTail: string, _state: LineState): TerminalEvent | undefined {
     return undefined;
+  }
+
+  /**
+   * The terminal event for "the harness does not know the session this turn resumed". It also remembers the
+   * session, so later turns start fresh instead of resuming it. For adapters that see this in an output line;
+   * stderr is covered by `unknownSessionPattern`.
+   */
+  protected resumeFailed(state: LineState, detail: { reason?: string; exitCode?: number | null; stderrTail?: string } = {}): TerminalEvent {
+    const { reason, ...extra } = detail;
+    const session = state.resumeSessionId ?? '(none)';
+    if (state.resumeSessionId !== undefined) this.unknownSessions.add(state.resumeSessionId);
+    const why = reason !== undefined ? ` (${reason})` : '';
+    return sessionError(
+      'resume-failed',
+      `${this.harnessLabel ?? this.driverClass} no longer knows ${this.sessionNoun} ${session}${why}; start a fresh session and replay the conversation.`,
+      extra,
+    );
   }
 
   /** Hook: the stdin line (without newline) that answers a permission request; `undefined` = no hooks. */
@@ -196,7 +229,8 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     const config = this.config;
     this.lastResumed = false;
     this.lastModel = undefined;
-    const ctx: TurnContext = { config, systemPrompt: this.systemPrompt, posture: this.posture, resumeSessionId: this.sessionId };
+    const resumeSessionId = this.sessionId !== undefined && !this.unknownSessions.has(this.sessionId) ? this.sessionId : undefined;
+    const ctx: TurnContext = { config, systemPrompt: this.systemPrompt, posture: this.posture, resumeSessionId };
     const state: LineState = { turn: input.turn, resumeSessionId: ctx.resumeSessionId, scratch: {} };
 
     let proc: ExecProcess;
@@ -274,6 +308,9 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   }
 
   private exitWithoutTerminal(command: TurnCommand, code: number | null, signal: string | null, stderrTail: string, state: LineState): TerminalEvent {
+    if (state.resumeSessionId !== undefined && this.unknownSessionPattern?.test(stderrTail)) {
+      return this.resumeFailed(state, { exitCode: code, stderrTail });
+    }
     const custom = this.onExit(code, stderrTail, state);
     if (custom) return custom;
     const harness = this.config?.harnessName ?? this.driverClass;

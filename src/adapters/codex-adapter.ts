@@ -27,7 +27,7 @@ import { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
 import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const codexDriverClass = 'Codex';
@@ -147,9 +147,9 @@ interface Scratch {
 export class Codex extends CliHarnessAdapter {
   readonly driverClass = codexDriverClass;
   readonly capabilities = codexCapabilities;
+  protected override readonly sessionNoun = 'thread';
+  protected override readonly unknownSessionPattern = unknownThread;
   private home: HarnessHome | undefined;
-  /** A thread the CLI said it does not know: never resumed again. */
-  private unknownSession: string | undefined;
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'codex');
@@ -171,7 +171,7 @@ export class Codex extends CliHarnessAdapter {
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const home = this.home ?? harnessHome(ctx.config, 'codex');
-    const resume = ctx.resumeSessionId !== undefined && ctx.resumeSessionId !== this.unknownSession ? ctx.resumeSessionId : undefined;
+    const resume = ctx.resumeSessionId;
     const options = ['--json', '--skip-git-repo-check', '-c', `sandbox_mode=${tomlString(sandboxModes[ctx.posture])}`, '-c', 'approval_policy="never"'];
     if (ctx.config.model) options.push('-m', ctx.config.model);
     // Every turn: a resumed thread keeps its first developer message, but the config value must not vanish.
@@ -273,20 +273,6 @@ export class Codex extends CliHarnessAdapter {
     const file = this.totalsFile();
     if (!file) return;
     writeHomeFile(file, `${JSON.stringify({ ...this.readTotals(), [threadId]: total })}\n`);
-  }
-
-  protected override onExit(code: number | null, stderrTail: string, state: LineState): TerminalEvent | undefined {
-    if (state.resumeSessionId !== undefined && unknownThread.test(stderrTail)) {
-      this.unknownSession = state.resumeSessionId;
-      return {
-        type: 'session-error',
-        code: 'resume-failed',
-        message: `Codex no longer knows thread ${state.resumeSessionId}; start a fresh session and replay the conversation.`,
-        exitCode: code,
-        stderrTail,
-      };
-    }
-    return undefined;
   }
 }
 

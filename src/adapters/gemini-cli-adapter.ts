@@ -79,9 +79,9 @@ export function geminiUsage(s: z.infer<typeof stats>): { input: number; output: 
 export class GeminiCliAdapter extends CliHarnessAdapter {
   readonly driverClass = geminiCliDriverClass;
   readonly capabilities = geminiCliCapabilities;
+  protected override readonly harnessLabel = 'Gemini CLI';
+  protected override readonly unknownSessionPattern = /Error resuming session|Invalid session identifier/;
   private home: HarnessHome | undefined;
-  /** A session the CLI said it does not know: never resumed again (the base class still remembers it). */
-  private unknownSession: string | undefined;
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'gemini');
@@ -106,11 +106,10 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const home = this.home ?? harnessHome(ctx.config, 'gemini');
-    const resume = ctx.resumeSessionId !== undefined && ctx.resumeSessionId !== this.unknownSession ? ctx.resumeSessionId : undefined;
     const argv = [ctx.config.executable, ...ctx.config.baseArgs, '-p', '', '--output-format', 'stream-json', '--skip-trust'];
     argv.push('--approval-mode', approvalModes[ctx.posture]);
     if (ctx.config.model) argv.push('-m', ctx.config.model);
-    if (resume) argv.push('--resume', resume);
+    if (ctx.resumeSessionId) argv.push('--resume', ctx.resumeSessionId);
     // TMPDIR: Gemini writes its error reports to the temp directory; keep them in the run's home.
     const env: Record<string, string> = { HOME: home.sandbox, TMPDIR: homePath(home, 'tmp').sandbox };
     if (ctx.config.baseUrl) env.GOOGLE_GEMINI_BASE_URL = ctx.config.baseUrl;
@@ -179,17 +178,7 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
     return events;
   }
 
-  protected override onExit(code: number | null, stderrTail: string, state: LineState): TerminalEvent | undefined {
-    if (state.resumeSessionId !== undefined && /Error resuming session|Invalid session identifier/.test(stderrTail)) {
-      this.unknownSession = state.resumeSessionId;
-      return {
-        type: 'session-error',
-        code: 'resume-failed',
-        message: `Gemini CLI no longer knows session ${state.resumeSessionId}; start a fresh session and replay the conversation.`,
-        exitCode: code,
-        stderrTail,
-      };
-    }
+  protected override onExit(code: number | null, stderrTail: string): TerminalEvent | undefined {
     if (code === 41) {
       return { type: 'session-error', code: 'vendor-error', message: 'Gemini CLI rejected its authentication settings (exit 41).', exitCode: code, stderrTail };
     }

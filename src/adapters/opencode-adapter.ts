@@ -113,8 +113,8 @@ function priceOf(config: HarnessSessionConfig): Record<string, number> | undefin
 export class OpenCodeAdapter extends CliHarnessAdapter {
   readonly driverClass = openCodeDriverClass;
   readonly capabilities = openCodeCapabilities;
+  protected override readonly unknownSessionPattern = /Session not found/i;
   private home: HarnessHome | undefined;
-  private unknownSession: string | undefined;
   /** OpenCode prices a custom model at 0 unless the catalog gave prices: only then is its cost meaningful. */
   private reportsCost = false;
 
@@ -180,12 +180,11 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const home = this.home ?? harnessHome(ctx.config, 'opencode');
-    const resume = ctx.resumeSessionId !== undefined && ctx.resumeSessionId !== this.unknownSession ? ctx.resumeSessionId : undefined;
     const argv = [ctx.config.executable, ...ctx.config.baseArgs, 'run', '--format', 'json'];
     const model = this.modelArg(ctx.config);
     if (model) argv.push('-m', model);
     // A given title skips OpenCode's title-generation model call, whose tokens it never reports.
-    if (resume) argv.push('--session', resume);
+    if (ctx.resumeSessionId) argv.push('--session', ctx.resumeSessionId);
     else argv.push('--title', `durable-harness ${ctx.config.runId}`);
     const env: Record<string, string> = {
       HOME: home.sandbox,
@@ -252,18 +251,8 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
     return events;
   }
 
-  protected override onExit(code: number | null, stderrTail: string, state: LineState): TerminalEvent | undefined {
+  protected override onExit(code: number | null, _stderrTail: string, state: LineState): TerminalEvent | undefined {
     const scratch = state.scratch as Scratch;
-    if (state.resumeSessionId !== undefined && /Session not found/i.test(stderrTail)) {
-      this.unknownSession = state.resumeSessionId;
-      return {
-        type: 'session-error',
-        code: 'resume-failed',
-        message: `OpenCode no longer knows session ${state.resumeSessionId}; start a fresh session and replay the conversation.`,
-        exitCode: code,
-        stderrTail,
-      };
-    }
     // A last step that ended for another reason than `stop` (e.g. `length`) still ends the turn.
     if (code === 0 && scratch.open === false && scratch.lastReason !== 'tool-calls') return { type: 'turn-complete', text: scratch.text ?? '' };
     return undefined;

@@ -86,8 +86,9 @@ function textOf(m: z.infer<typeof message>): string {
 export class PiAdapter extends CliHarnessAdapter {
   readonly driverClass = piDriverClass;
   readonly capabilities = piCapabilities;
+  protected override readonly harnessLabel = 'pi';
+  protected override readonly unknownSessionPattern = /No session found matching/;
   private home: HarnessHome | undefined;
-  private unknownSession: string | undefined;
   private reportsCost = false;
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
@@ -128,13 +129,12 @@ export class PiAdapter extends CliHarnessAdapter {
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const home = this.home ?? harnessHome(ctx.config, 'pi');
     const agentDir = homePath(home, 'agent');
-    const resume = ctx.resumeSessionId !== undefined && ctx.resumeSessionId !== this.unknownSession ? ctx.resumeSessionId : undefined;
     const argv = [ctx.config.executable, ...ctx.config.baseArgs, '-p', '--mode', 'json'];
     if (ctx.config.model) {
       if (ctx.config.baseUrl) argv.push('--provider', stringSetting(ctx.config, 'providerId') ?? piProviderId);
       argv.push('--model', ctx.config.model);
     }
-    if (resume) argv.push('--session', resume);
+    if (ctx.resumeSessionId) argv.push('--session', ctx.resumeSessionId);
     if (ctx.systemPrompt !== undefined) {
       // `--append-system-prompt` takes a file's contents: the prompt stays out of argv. Every turn: pi does not
       // store the system prompt in the session.
@@ -205,20 +205,6 @@ export class PiAdapter extends CliHarnessAdapter {
       return { type: 'session-error', code: 'vendor-error', message: last.errorMessage ?? `pi's model call ended with stopReason "${last.stopReason}"` };
     }
     return { type: 'turn-complete', text: last ? textOf(last) : '' };
-  }
-
-  protected override onExit(code: number | null, stderrTail: string, state: LineState): TerminalEvent | undefined {
-    if (state.resumeSessionId !== undefined && /No session found matching/.test(stderrTail)) {
-      this.unknownSession = state.resumeSessionId;
-      return {
-        type: 'session-error',
-        code: 'resume-failed',
-        message: `pi no longer knows session ${state.resumeSessionId}; start a fresh session and replay the conversation.`,
-        exitCode: code,
-        stderrTail,
-      };
-    }
-    return undefined;
   }
 }
 
