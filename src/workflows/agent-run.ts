@@ -46,7 +46,6 @@ import type {
   AgentSpec,
   ConversationEntry,
   GuardrailName,
-  RunOutcome,
   RunState,
   RunStatusView,
   TurnOutcome,
@@ -93,11 +92,6 @@ function totalTokens(u: Usage): number {
 /** Why the loop was interrupted from outside, set before the loop scope is cancelled. */
 type Interruption = { kind: 'cancel'; reason: string } | { kind: 'guardrail'; guardrail: GuardrailName; reason: string };
 
-/** Ends the run from inside the loop with a final outcome. */
-class RunEnded {
-  constructor(readonly result: Omit<AgentRunResult, 'workflowId' | 'iterations' | 'usage' | 'costUsd' | 'externalSessionId'>) {}
-}
-
 export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const info = workflowInfo();
   const carried = input.carried;
@@ -107,6 +101,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   let sandbox: SandboxRef | undefined = carried?.sandbox;
   let state: RunState = 'starting';
   let iteration = carried?.iteration ?? 0;
+  /** Turns taken by sub-agents: they share this run's iteration budget. */
+  let childIterations = carried?.childIterations ?? 0;
   let usage: Usage = carried?.usage ?? zero;
   let costUsd = carried?.costUsd ?? 0;
   let costBlind = carried?.costBlind ?? false;
@@ -220,7 +216,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     const g = s.guardrails;
     if (totalTokens(usage) >= g.maxTokens) return { guardrail: 'tokens', reason: `token budget spent: ${totalTokens(usage)} of ${g.maxTokens}` };
     if (costUsd >= g.maxCostUsd) return { guardrail: 'cost', reason: `cost budget spent: $${costUsd.toFixed(4)} of $${g.maxCostUsd}` };
-    if (iteration >= g.maxIterations) return { guardrail: 'iterations', reason: `iteration limit reached: ${iteration} of ${g.maxIterations}` };
+    const turns = iteration + childIterations;
+    if (turns >= g.maxIterations) return { guardrail: 'iterations', reason: `iteration limit reached: ${turns} of ${g.maxIterations}` };
     return undefined;
   };
 
@@ -278,7 +275,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
               maxTokens: Math.max(1, s.guardrails.maxTokens - totalTokens(usage)),
               maxCostUsd: Math.max(0.000001, s.guardrails.maxCostUsd - costUsd),
               deadlineMs: deadline,
-              maxIterations: Math.max(1, s.guardrails.maxIterations - iteration),
+              maxIterations: Math.max(1, s.guardrails.maxIterations - iteration - childIterations),
             },
           },
         ],
@@ -286,7 +283,16 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     } catch (err) {
       if (isCancellation(err)) throw err;
       const cause = err instanceof ChildWorkflowFailure ? err.cause : err;
-      return finish({ status: 'failed', reason: `sub-agent failed: ${cause instanceof Error ? cause.message : String(cause)}` });
+      // The child ended without a result (terminated, timed out): nothing of its usage is known here.
+      return {
+        workflowId: `${info.workflowId}.sub-${iteration}`,
+        status: 'failed',
+        reason: `sub-agent failed: ${cause instanceof Error ? cause.message : String(cause)}`,
+        failureType: 'SubAgentFailed',
+        iterations: 0,
+        usage: zero,
+        costUsd: 0,
+      };
     }
   };
 
@@ -340,7 +346,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           await continueAsNew<typeof agentRun>({
             ...input,
             carried: {
-              spec: s, sandbox: sandbox!, iteration, usage, costUsd, nextPrompt: prompt, externalSessionId,
+              spec: s, sandbox: sandbox!, iteration, childIterations, usage, costUsd, nextPrompt: prompt, externalSessionId,
               conversation, actionCounts, malformedInARow, deadlineMs, stepSeq, costBlind,
             },
           });
@@ -422,7 +428,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
               const child = await runSubAgent(step);
               usage = addUsage(usage, child.usage);
               costUsd += child.costUsd;
-              iteration += child.iterations;
+              childIterations += child.iterations;
               if (step.terminateAfter) {
                 return finish({ status: child.status, result: child.result, reason: child.reason, failureType: child.failureType, guardrail: child.guardrail });
               }
@@ -464,7 +470,6 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   return result;
 
   function failureResult(err: unknown): AgentRunResult {
-    if (err instanceof RunEnded) return finish(err.result);
     if (isCancellation(err) || interruption) {
       const why = interruption ?? { kind: 'cancel' as const, reason: 'cancelled by Temporal cancel request' };
       if (why.kind === 'guardrail') return finish({ status: 'stopped', guardrail: why.guardrail, reason: why.reason });
@@ -480,4 +485,3 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   }
 }
 
-export type { RunOutcome };

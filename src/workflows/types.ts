@@ -44,7 +44,9 @@ export interface AgentRunResult {
   /** Stable failure type (e.g. `UnknownAgent`, `MalformedEnvelope`), when failed. */
   readonly failureType?: string;
   readonly guardrail?: GuardrailName;
+  /** Turns of this run; sub-agents' turns count against its iteration budget but are their own runs' turns. */
   readonly iterations: number;
+  /** Tokens of this run and of its sub-agents. */
   readonly usage: Usage;
   readonly costUsd: number;
   readonly externalSessionId?: string;
@@ -104,6 +106,7 @@ export interface CarriedState {
   readonly spec: AgentSpec;
   readonly sandbox: SandboxRef;
   readonly iteration: number;
+  readonly childIterations: number;
   readonly usage: Usage;
   readonly costUsd: number;
   readonly nextPrompt: string;

@@ -12,7 +12,10 @@ beforeAll(async () => {
   w = await startTestWorker({
     catalog: scriptedCatalog(book, {
       agent: { subAgents: ['helper'], actions: ['write_file', 'echo', { name: 'read_file', maxExecutionsPerRun: 1 }], maxMalformedTurns: 2, chatTimeoutMs: 1500 },
-      agents: [{ name: 'helper', description: 'answers sub-questions', harness: 'scripted', actions: ['echo'] }],
+      agents: [
+        { name: 'helper', description: 'answers sub-questions', harness: 'scripted', actions: ['echo'] },
+        { name: 'frugal', harness: 'scripted', subAgents: ['helper'], guardrails: { maxIterations: 3, maxTokens: 1000 } },
+      ],
     }),
   });
 });
@@ -71,6 +74,20 @@ describe('sub-agents', () => {
     expect(rows[2]!.input).toMatch(/Sub-agent "stranger" is not allowed/);
     const child = await w.ledger.getRun(`${workflowId}.sub-1`);
     expect(child).toMatchObject({ agent: 'helper', parentWorkflowId: workflowId, status: 'succeeded' });
+    expect(rows.map((r) => r.turn)).toEqual([1, 2, 3]);
+    expect(result.iterations).toBe(3);
+  });
+
+  it("a sub-agent spends the parent's remaining budget, and the parent stops when it is gone", async () => {
+    const echo = { usage: { input: 100, output: 100 }, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'more' } }] } };
+    book.write('greedy-child', [echo, echo, echo, echo, ok()]);
+    const task = book.write('frugal-parent', [{ usage: { input: 50, output: 50 }, envelope: { step: 'sub-agent', agent: 'helper', message: 'spend script:greedy-child', terminateAfter: false } }, ok()]);
+    const workflowId = testWorkflowId('budget');
+    const result = await (await w.start({ agent: 'frugal', task, workflowId })).result();
+    const child = await w.ledger.getRun(`${workflowId}.sub-1`);
+    // The parent used 1 of 3 iterations and 200 of 1000 tokens: the child gets 2 iterations and 800 tokens.
+    expect(child?.result).toMatchObject({ status: 'stopped', iterations: 2 });
+    expect(result).toMatchObject({ status: 'stopped', guardrail: 'iterations', iterations: 1, usage: { input: 250, output: 250 } });
   });
 
   it('terminateAfter ends the parent with the child result', async () => {
