@@ -2,7 +2,7 @@
 import { mkdir, readFile, readdir, writeFile, stat, open } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { resolveInsideReal } from './paths.js';
+import { resolveInside } from '../sandbox/workspace.js';
 import type { ActionContext, ActionDefinition } from './types.js';
 import { ActionRegistry } from './registry.js';
 
@@ -30,16 +30,21 @@ const echoParams = z.strictObject({
   text: z.string().describe('Text to echo back'),
 });
 
+/** `rel` resolved inside the (existing) workspace; PathEscapeError if it leaves it, also through a symlink. */
+function inWorkspace(ctx: ActionContext, rel: string): string {
+  return resolveInside(ctx.hostWorkspacePath, rel, { requireRoot: true });
+}
+
 /** write_file: creates parent directories; the path must stay inside the workspace. */
 export const writeFileAction: ActionDefinition<z.infer<typeof writeFileParams>> = {
   name: 'write_file',
   description: 'Write a UTF-8 text file in the workspace, creating parent directories.',
   parameters: writeFileParams,
   async execute(params, ctx: ActionContext) {
-    const target = await resolveInsideReal(ctx.hostWorkspacePath, params.path);
+    const target = inWorkspace(ctx, params.path);
     await mkdir(path.dirname(target), { recursive: true });
     // Re-check after mkdir: a directory created concurrently could be a symlink.
-    await resolveInsideReal(ctx.hostWorkspacePath, params.path);
+    inWorkspace(ctx, params.path);
     await writeFile(target, params.content, 'utf8');
     return { path: params.path, bytes: Buffer.byteLength(params.content, 'utf8') };
   },
@@ -51,7 +56,7 @@ export const readFileAction: ActionDefinition<z.infer<typeof readFileParams>> = 
   description: 'Read a UTF-8 text file from the workspace.',
   parameters: readFileParams,
   async execute(params, ctx) {
-    const target = await resolveInsideReal(ctx.hostWorkspacePath, params.path);
+    const target = inWorkspace(ctx, params.path);
     const limit = params.maxBytes ?? DEFAULT_MAX_READ_BYTES;
     const info = await stat(target);
     if (info.isDirectory()) throw new Error(`"${params.path}" is a directory; use list_files`);
@@ -75,7 +80,7 @@ export const listFilesAction: ActionDefinition<z.infer<typeof listFilesParams>> 
   description: 'List the entries of a workspace directory; directories end with "/".',
   parameters: listFilesParams,
   async execute(params, ctx) {
-    const target = await resolveInsideReal(ctx.hostWorkspacePath, params.path);
+    const target = inWorkspace(ctx, params.path);
     const entries = await readdir(target, { withFileTypes: true });
     return entries
       .filter((e) => !(e.isDirectory() && HIDDEN_STATE_DIRS.has(e.name)))

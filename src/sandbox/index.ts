@@ -5,7 +5,7 @@ export type { LocalSandboxHandle, LocalSandboxProviderOptions } from './local-pr
 export { LocalExecutor, LocalProcess, minimalPath } from './local-executor.js';
 export type { LocalExecutorOptions, LocalExit } from './local-executor.js';
 export { defaultPidFile, killStaleProcessGroup, processGroupAlive } from './pidfile.js';
-export { resolveInside, safeSegment, workspaceDirFor } from './workspace.js';
+export { PathEscapeError, resolveInside, safeSegment, workspaceDirFor, type ResolveInsideOptions } from './workspace.js';
 export { LineQueue } from './line-queue.js';
 export { DockerSandboxProvider, reapContainers, temporalRunClosed, dockerSandboxFromEnvironment, containerNameFor, dockerLabels } from './docker-provider.js';
 export type { DockerSandboxProviderOptions, DockerSandboxLimits, DockerSandboxHandle, ReapOptions, ReapResult } from './docker-provider.js';

@@ -54,6 +54,17 @@ export function workspaceDirFor(root: string, scope: WorkspaceScope, request: Pi
   }
 }
 
+/** Raised when a requested path would leave its directory (the workspace), lexically or through a symlink. */
+export class PathEscapeError extends Error {
+  override readonly name = 'PathEscapeError';
+  readonly code = 'PathEscape' as const;
+}
+
+export interface ResolveInsideOptions {
+  /** Throw (a plain Error, not PathEscapeError) unless `root` exists: actions run only in a started sandbox. */
+  readonly requireRoot?: boolean;
+}
+
 function isInside(root: string, candidate: string): boolean {
   const rel = path.relative(root, candidate);
   return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
@@ -85,28 +96,42 @@ function existingPrefix(target: string): { existing: string; rest: string[] } {
 }
 
 /**
- * Resolves `relativePath` inside `root` and returns the absolute path; throws if it would escape,
- * lexically (`..`, absolute paths) or through a symlink in any existing part of the path.
+ * Resolves `relativePath` inside `root` and returns the absolute path; throws PathEscapeError if it contains a NUL
+ * byte, is absolute, escapes lexically (`..`), or escapes through a symlink in any existing part of the path
+ * (including the target itself, and a dangling symlink, which a write would follow to anywhere).
  */
-export function resolveInside(root: string, relativePath: string): string {
-  if (relativePath.includes('\0')) throw new Error(`Path ${JSON.stringify(relativePath)} contains a NUL byte.`);
+export function resolveInside(root: string, relativePath: string, options: ResolveInsideOptions = {}): string {
+  const shown = JSON.stringify(relativePath);
+  if (relativePath.includes('\0')) throw new PathEscapeError(`Path ${shown} contains a NUL byte.`);
   const base = path.resolve(root);
+  if (path.isAbsolute(relativePath)) {
+    throw new PathEscapeError(`Path ${shown} is absolute and escapes the directory ${base}; use a path relative to it.`);
+  }
   const resolved = path.resolve(base, relativePath);
   if (!isInside(base, resolved)) {
-    throw new Error(`Path ${JSON.stringify(relativePath)} escapes the directory ${base}; use a path inside it.`);
+    throw new PathEscapeError(`Path ${shown} leaves the workspace: it escapes the directory ${base}; use a path inside it (no "..").`);
   }
-  const realBase = realOrSelf(base);
+  let realBase: string;
+  if (options.requireRoot) {
+    try {
+      realBase = realpathSync(base);
+    } catch {
+      throw new Error(`Workspace ${base} does not exist; the sandbox must be started before actions run.`);
+    }
+  } else {
+    realBase = realOrSelf(base);
+  }
   const { existing, rest } = existingPrefix(resolved);
   let realExisting: string;
   try {
     realExisting = realpathSync(existing);
   } catch {
     // lstat saw it but realpath cannot follow it: a dangling symlink, whose target we cannot check.
-    throw new Error(`Path ${JSON.stringify(relativePath)} goes through a broken symlink (${existing}); refusing it.`);
+    throw new PathEscapeError(`Path ${shown} goes through a broken symlink (${existing}): a symbolic link whose target does not exist; refusing it.`);
   }
   const real = path.join(realExisting, ...rest);
   if (!isInside(realBase, real)) {
-    throw new Error(`Path ${JSON.stringify(relativePath)} escapes the directory ${base} through a symlink (to ${real}).`);
+    throw new PathEscapeError(`Path ${shown} leads outside the workspace through a symbolic link: the symlink resolves to ${real}, outside ${base}.`);
   }
   return resolved;
 }
