@@ -6,7 +6,7 @@
  * process tree must go to 127.0.0.1 or ::1. CI must install strace (`apt-get install -y strace` in .ci/run).
  * A missing binary or strace is a FAILURE here, never a skip.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,13 +15,13 @@ import { Codex } from '../../src/adapters/codex-adapter.js';
 import { collectTurn } from '../../src/adapters/fold.js';
 import type { HarnessAdapter, HarnessSessionConfig } from '../../src/adapters/types.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
-import type { ExecProcess, ExecRequest, SandboxExecutor } from '../../src/sandbox/types.js';
-import { anthropicMessages } from './fake-vendor/anthropic-messages.js';
-import { openaiResponses } from './fake-vendor/openai-responses.js';
-import { startFakeVendor, type FakeVendor, type RecordedRequest, type ScriptedReply } from './fake-vendor/server.js';
+import type { SandboxExecutor } from '../../src/sandbox/types.js';
+import { processAlive, processTree } from '../support/processes.js';
+import type { FakeVendor, RecordedRequest, ScriptedReply } from './fake-vendor/server.js';
+import { cliBinary, expectInstalled, RecordingExecutor, startVendorFor } from './support/clis.js';
+import { expectStrace, inetConnects, readStraceLogs, straceBin, straceConnectArgs } from './support/network.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const straceBin = '/usr/bin/strace';
 // Not under /tmp: codex's sandbox helper breaks when CODEX_HOME is there.
 const liveRoot = path.join(repo, '.data/live-tests');
 afterAll(() => process.env.KEEP_LIVE || rmSync(liveRoot, { recursive: true, force: true }));
@@ -58,23 +58,9 @@ const clis: LiveCli[] = [
   },
 ];
 
-const binary = (name: string): string => path.join(repo, 'test/e2e/clis/node_modules/.bin', name);
 const secret = 'sk-live-test-not-a-real-key';
 const actionsEnvelope = '{"step":"actions","actions":[{"name":"echo","params":{"text":"PELICAN"}}]}';
 const successEnvelope = '{"step":"success","result":"the secret word is PELICAN"}';
-
-/** An executor that remembers the processes it started (for the process-tree check). */
-class RecordingExecutor implements SandboxExecutor {
-  readonly processes: ExecProcess[] = [];
-  readonly requests: ExecRequest[] = [];
-  constructor(private readonly inner: SandboxExecutor) {}
-  exec(request: ExecRequest): ExecProcess {
-    this.requests.push(request);
-    const proc = this.inner.exec(request);
-    this.processes.push(proc);
-    return proc;
-  }
-}
 
 function freshWorkspace(name: string): string {
   const workspace = path.join(liveRoot, `${name}-${process.pid}-${Date.now()}`);
@@ -84,7 +70,7 @@ function freshWorkspace(name: string): string {
 }
 
 function sessionConfig(cli: LiveCli, workspace: string, executor: SandboxExecutor, vendor: FakeVendor, wrap: string[] = []): HarnessSessionConfig {
-  const bin = binary(cli.name);
+  const bin = cliBinary(cli.name);
   return {
     runId: `live-${cli.name}`,
     harnessName: cli.name,
@@ -101,61 +87,16 @@ function sessionConfig(cli: LiveCli, workspace: string, executor: SandboxExecuto
   };
 }
 
-/** Destination addresses of every inet connect in an `strace -f -e trace=connect` log. */
-function inetConnects(log: string): string[] {
-  const out: string[] = [];
-  for (const line of log.split('\n')) {
-    if (!line.includes('connect(')) continue;
-    const v4 = /sa_family=AF_INET,.*sin_addr=inet_addr\("([^"]+)"\)/.exec(line);
-    const v6 = /sa_family=AF_INET6,.*inet_pton\(AF_INET6, "([^"]+)"/.exec(line);
-    if (v4) out.push(v4[1]!);
-    else if (v6) out.push(v6[1]!);
-    else if (/AF_INET/.test(line)) out.push(`unparsed: ${line}`);
-  }
-  return out;
-}
-
 const posts = (vendor: FakeVendor): RecordedRequest[] => vendor.requests.filter((r) => r.method === 'POST');
-
-/** All descendants of `pid` (walking /proc), including itself when alive. */
-function processTree(pid: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
-    } catch {
-      // exited meanwhile
-    }
-  }
-  const out: number[] = [];
-  const walk = (p: number): void => {
-    out.push(p);
-    for (const c of children.get(p) ?? []) walk(c);
-  };
-  if (existsSync(`/proc/${pid}`)) walk(pid);
-  return out;
-}
-
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-}
 
 describe.each(clis)('$name live (real binary, fake vendor)', (cli) => {
   it('has the pinned binary and strace (a missing one fails, never skips)', () => {
-    expect(existsSync(binary(cli.name)), `${binary(cli.name)} missing: run npm ci in test/e2e/clis`).toBe(true);
-    expect(existsSync(straceBin), 'strace missing: apt-get install -y strace').toBe(true);
+    expectInstalled(cliBinary(cli.name));
+    expectStrace();
   });
 
   it('two turns: reads a file with its own tool, asks for an action, then succeeds on the resumed session; talks only to 127.0.0.1', async () => {
-    const vendor = await startFakeVendor({ handlers: { '/v1/messages': anthropicMessages, '/v1/responses': openaiResponses } });
+    const vendor = await startVendorFor('claude', 'codex');
     const workspace = freshWorkspace(cli.name);
     const straceLog = path.join(workspace, 'connect.strace');
     const executor = new RecordingExecutor(new LocalExecutor({ workspacePath: workspace }));
@@ -163,7 +104,7 @@ describe.each(clis)('$name live (real binary, fake vendor)', (cli) => {
     try {
       adapter.applyPermissionPolicy('auto');
       adapter.setSystemPrompt('End every turn with one JSON next-step envelope.');
-      await adapter.start(sessionConfig(cli, workspace, executor, vendor, [straceBin, '-ff', '-qq', '-e', 'trace=connect', '-o', straceLog]));
+      await adapter.start(sessionConfig(cli, workspace, executor, vendor, [straceBin, ...straceConnectArgs(straceLog)]));
       const turn1Replies: ScriptedReply[] = [
         { toolCalls: [{ id: 'call_live_1', ...cli.readCall(workspace) }], usage: { input: 1000, output: 20, cacheRead: 0, cacheWrite: 300 } },
         { text: actionsEnvelope, usage: { input: 100, output: 30, cacheRead: 1000, cacheWrite: 50 } },
@@ -204,7 +145,7 @@ describe.each(clis)('$name live (real binary, fake vendor)', (cli) => {
       expect(vendor.remaining()).toBe(0);
       for (const request of executor.requests) expect(request.argv.join(' ')).not.toContain(secret);
 
-      const connects = inetConnects(readdirSync(workspace).filter((f) => f.startsWith('connect.strace.')).map((f) => readFileSync(path.join(workspace, f), 'utf8')).join('\n'));
+      const connects = inetConnects(readStraceLogs(straceLog));
       expect(connects.length, 'strace saw no inet connect at all: the proof would be empty').toBeGreaterThan(0);
       expect(connects.filter((address) => address !== '127.0.0.1' && address !== '::1')).toEqual([]);
     } finally {
@@ -214,7 +155,7 @@ describe.each(clis)('$name live (real binary, fake vendor)', (cli) => {
   }, 30_000);
 
   it('cancelling a turn whose vendor reply takes 30 s kills the whole process tree within 2 s', async () => {
-    const vendor = await startFakeVendor({ handlers: { '/v1/messages': anthropicMessages, '/v1/responses': openaiResponses } });
+    const vendor = await startVendorFor('claude', 'codex');
     const workspace = freshWorkspace(`${cli.name}-cancel`);
     const executor = new RecordingExecutor(new LocalExecutor({ workspacePath: workspace, killGraceMs: 1000 }));
     const adapter = cli.create();
@@ -235,8 +176,8 @@ describe.each(clis)('$name live (real binary, fake vendor)', (cli) => {
       controller.abort();
       const result = await done;
       expect(result.error?.code).toBe('cancelled');
-      while (tree.some(alive) && Date.now() - abortedAt < 2000) await new Promise((r) => setTimeout(r, 20));
-      expect(tree.filter(alive), `still alive ${Date.now() - abortedAt} ms after abort`).toEqual([]);
+      while (tree.some(processAlive) && Date.now() - abortedAt < 2000) await new Promise((r) => setTimeout(r, 20));
+      expect(tree.filter(processAlive), `still alive ${Date.now() - abortedAt} ms after abort`).toEqual([]);
       expect(Date.now() - abortedAt).toBeLessThan(2000);
     } finally {
       await adapter.end();

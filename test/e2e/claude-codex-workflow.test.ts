@@ -4,18 +4,16 @@
  * tool, asks for an action, gets the result on a resumed session and succeeds.
  * A missing binary is a FAILURE, never a skip.
  */
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registerClaudeCode } from '../../src/adapters/claude-code-adapter.js';
 import { registerCodex } from '../../src/adapters/codex-adapter.js';
 import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
-import { anthropicMessages } from './fake-vendor/anthropic-messages.js';
-import { openaiResponses } from './fake-vendor/openai-responses.js';
-import { startFakeVendor, type FakeVendor } from './fake-vendor/server.js';
+import type { FakeVendor } from './fake-vendor/server.js';
+import { cliBinary, expectInstalled, startVendorFor } from './support/clis.js';
 
-const binary = (name: string): string => path.join(repoRoot, 'test/e2e/clis/node_modules/.bin', name);
 // Not under /tmp: codex's sandbox helper breaks when its home is there.
 const dataRoot = path.join(repoRoot, '.data/workflow-live-tests', `${process.pid}`);
 const actionsEnvelope = '{"step":"actions","actions":[{"name":"echo","params":{"text":"PELICAN"}}]}';
@@ -44,8 +42,8 @@ describe.each(clis)('$name through the agentRun workflow (real binary, fake vend
   const dataDir = path.join(dataRoot, cli.name);
 
   beforeAll(async () => {
-    expect(existsSync(binary(cli.name)), `${binary(cli.name)} missing: run npm ci in test/e2e/clis`).toBe(true);
-    vendor = await startFakeVendor({ handlers: { '/v1/messages': anthropicMessages, '/v1/responses': openaiResponses } });
+    expectInstalled(cliBinary(cli.name));
+    vendor = await startVendorFor('claude', 'codex');
     mkdirSync(dataDir, { recursive: true });
     w = await startTestWorker({
       dataDir,
@@ -55,7 +53,7 @@ describe.each(clis)('$name through the agentRun workflow (real binary, fake vend
         harnesses: [
           {
             ...cli.harness,
-            executable: binary(cli.name),
+            executable: cliBinary(cli.name),
             active: true,
             baseUrl: vendor.url,
             turnTimeoutMs: 25_000,

@@ -4,18 +4,16 @@
  * (and their descendants) from /proc, sends the run's cancel signal, and requires the whole tree to be gone
  * within 2 s and the run to end as `cancelled`. A missing binary is a FAILURE, never a skip.
  */
-import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
 import { profiles } from '../fixtures/record-more.js';
-import { processAlive, waitUntilGone } from '../support/processes.js';
+import { processAlive, processesIn, waitUntilGone } from '../support/processes.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
-import { anthropicMessages } from './fake-vendor/anthropic-messages.js';
-import { openaiResponses } from './fake-vendor/openai-responses.js';
-import { startFakeVendor, type FakeVendor, type RecordedRequest } from './fake-vendor/server.js';
+import type { FakeVendor, RecordedRequest } from './fake-vendor/server.js';
+import { cliBinary, expectInstalled, startVendorFor } from './support/clis.js';
 
-const binary = (name: string): string => path.join(repoRoot, 'test/e2e/clis/node_modules/.bin', name);
 // Not under /tmp: codex's sandbox helper breaks when its home is there.
 const dataRoot = path.join(repoRoot, '.data/cancel-workflow-tests', `${process.pid}`);
 const successEnvelope = '{"step":"success","result":"too late"}';
@@ -33,14 +31,14 @@ const isPost = (request: RecordedRequest): boolean => request.method === 'POST';
 const clis: CancelCli[] = [
   {
     name: 'claude',
-    harness: { driverClass: 'ClaudeCode', vendor: 'anthropic', model: 'claude-sonnet-4-5', apiKeyEnv: 'ANTHROPIC_API_KEY', executable: binary('claude'), settings: { maxRetries: 0 } },
-    vendor: () => startFakeVendor({ handlers: { '/v1/messages': anthropicMessages } }),
+    harness: { driverClass: 'ClaudeCode', vendor: 'anthropic', model: 'claude-sonnet-4-5', apiKeyEnv: 'ANTHROPIC_API_KEY', executable: cliBinary('claude'), settings: { maxRetries: 0 } },
+    vendor: () => startVendorFor('claude'),
     match: isPost,
   },
   {
     name: 'codex',
-    harness: { driverClass: 'Codex', vendor: 'openai', model: 'gpt-5.5', apiKeyEnv: 'OPENAI_API_KEY', executable: binary('codex') },
-    vendor: () => startFakeVendor({ handlers: { '/v1/responses': openaiResponses } }),
+    harness: { driverClass: 'Codex', vendor: 'openai', model: 'gpt-5.5', apiKeyEnv: 'OPENAI_API_KEY', executable: cliBinary('codex') },
+    vendor: () => startVendorFor('codex'),
     match: isPost,
   },
   ...(['gemini', 'opencode', 'pi'] as const).map((name) => ({
@@ -60,41 +58,13 @@ const clis: CancelCli[] = [
   })),
 ];
 
-/** Every process whose cwd is `dir`, plus all their descendants, from /proc. */
-function processesIn(dir: string): number[] {
-  const children = new Map<number, number[]>();
-  const roots: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const pid = Number(entry);
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), pid]);
-      const cwd = readlinkSync(`/proc/${entry}/cwd`);
-      if (cwd === dir || cwd.startsWith(`${dir}/`)) roots.push(pid);
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-  const tree = new Set<number>();
-  const queue = [...roots];
-  while (queue.length) {
-    const pid = queue.shift()!;
-    if (tree.has(pid)) continue;
-    tree.add(pid);
-    queue.push(...(children.get(pid) ?? []));
-  }
-  return [...tree].filter((pid) => pid !== process.pid);
-}
-
 describe.each(clis)('$name: cancelling the run during a long turn', (cli) => {
   const dataDir = path.join(dataRoot, cli.name);
   let vendor: FakeVendor;
   let w: TestWorker;
 
   beforeAll(async () => {
-    expect(existsSync(cli.harness.executable as string), `${String(cli.harness.executable)} missing: run npm ci in test/e2e/clis`).toBe(true);
+    expectInstalled(cli.harness.executable as string);
     vendor = await cli.vendor();
     mkdirSync(dataDir, { recursive: true });
     w = await startTestWorker({

@@ -6,79 +6,23 @@
  * loopback: proof that it contacted nothing but the fake server. Needs `strace` (apt-get install -y strace).
  * A missing binary or strace is a failure, never a skip.
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { foldTurn, type TurnResult } from '../../src/adapters/fold.js';
 import type { HarnessAdapter, HarnessEvent } from '../../src/adapters/types.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
-import type { ExecProcess, ExecRequest, SandboxExecutor } from '../../src/sandbox/types.js';
 import { profiles, sessionConfig, type RecordedCli } from '../fixtures/record-more.js';
-import { waitUntilGone } from '../support/processes.js';
+import { processTree, waitUntilGone } from '../support/processes.js';
 import type { FakeVendor } from './fake-vendor/server.js';
+import { expectInstalled, RecordingExecutor } from './support/clis.js';
+import { expectStrace, inetConnects, loopback, readStraceLogs, straceBin, straceConnectArgs } from './support/network.js';
 
-const strace = '/usr/bin/strace';
 const secret = 'The secret word is PELICAN.';
 const systemMarker = 'DURABLE-HARNESS-CONTRACT-7f3a';
 const actionsEnvelope = '{"step":"actions","actions":[{"name":"echo","params":{"text":"PELICAN"}}]}';
 const successEnvelope = '{"step":"success","result":"PELICAN"}';
-
-/** Records the pids the executor starts. */
-class PidExecutor implements SandboxExecutor {
-  readonly pids: number[] = [];
-  constructor(private readonly inner: SandboxExecutor) {}
-  exec(request: ExecRequest): ExecProcess {
-    const proc = this.inner.exec(request);
-    if (proc.pid !== undefined) this.pids.push(proc.pid);
-    return proc;
-  }
-}
-
-/** The pid and all its descendants, from /proc. */
-function processTree(root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const tree: number[] = [];
-  const queue = [root];
-  while (queue.length) {
-    const pid = queue.shift()!;
-    tree.push(pid);
-    queue.push(...(children.get(pid) ?? []));
-  }
-  return tree;
-}
-
-/** All of an `strace -ff -o PREFIX` run's logs (one file per process, every turn kept). */
-function readTraces(prefix: string): string {
-  const dir = path.dirname(prefix);
-  const base = path.basename(prefix);
-  return readdirSync(dir).filter((f) => f.startsWith(`${base}.`)).map((f) => readFileSync(path.join(dir, f), 'utf8')).join('\n');
-}
-
-/** Every AF_INET/AF_INET6 destination in an strace `-e trace=connect` log. */
-function inetConnects(log: string): string[] {
-  const found: string[] = [];
-  for (const line of log.split('\n')) {
-    if (!line.includes('connect(')) continue;
-    const v4 = /sa_family=AF_INET,.*?inet_addr\("([^"]+)"\)/.exec(line);
-    if (v4) found.push(v4[1]!);
-    const v6 = /sa_family=AF_INET6,.*?inet_pton\(AF_INET6, "([^"]+)"/.exec(line);
-    if (v6) found.push(v6[1]!);
-  }
-  return found;
-}
-
-const loopback = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 
 async function run(adapter: HarnessAdapter, prompt: string, turn: number, signal?: AbortSignal): Promise<{ events: HarnessEvent[]; result: TurnResult }> {
   const events: HarnessEvent[] = [];
@@ -104,8 +48,8 @@ describe.each(clis)('%s: real binary through its adapter against the fake vendor
   });
 
   it('is installed (a missing binary fails CI), and strace is present', () => {
-    expect(existsSync(profile.executable), `${profile.executable}: run npm ci in test/e2e/clis`).toBe(true);
-    expect(existsSync(strace), 'strace is needed to prove loopback-only traffic: apt-get install -y strace').toBe(true);
+    expectInstalled(profile.executable);
+    expectStrace();
   });
 
   it('reads a workspace file with its own tool, asks for an action, then succeeds on the resumed session', { timeout: 40_000 }, async () => {
@@ -124,8 +68,8 @@ describe.each(clis)('%s: real binary through its adapter against the fake vendor
     adapter.setSystemPrompt(`Follow the contract. ${systemMarker}`);
     await adapter.start(
       sessionConfig(cli, workspace, vendor, executor, {
-        executable: strace,
-        baseArgs: ['-ff', '-qq', '-e', 'trace=connect', '-o', traceLog, profile.executable],
+        executable: straceBin,
+        baseArgs: [...straceConnectArgs(traceLog), profile.executable],
         turnTimeoutMs: 30_000,
       }),
     );
@@ -158,7 +102,7 @@ describe.each(clis)('%s: real binary through its adapter against the fake vendor
       for (const request of turns) expect(bodyText(request)).toContain(systemMarker);
       expect(vendor.unexpected).toEqual([]);
 
-      const connects = inetConnects(readTraces(traceLog));
+      const connects = inetConnects(readStraceLogs(traceLog));
       expect(connects.length).toBeGreaterThan(0);
       expect(connects.filter((address) => !loopback.has(address))).toEqual([]);
     } finally {
@@ -168,7 +112,7 @@ describe.each(clis)('%s: real binary through its adapter against the fake vendor
 
   it('a cancelled turn kills the whole process tree within 2 s', { timeout: 40_000 }, async () => {
     const workspace = mkdtempSync(path.join(os.tmpdir(), `dh-cancel-${cli}-`));
-    const executor = new PidExecutor(new LocalExecutor({ workspacePath: workspace, pidFile: false }));
+    const executor = new RecordingExecutor(new LocalExecutor({ workspacePath: workspace, pidFile: false }));
     const before = vendor.requests.filter(profile.match).length;
     vendor.script({ match: profile.match, text: successEnvelope, delayMs: 30_000 });
     const adapter = profile.create();

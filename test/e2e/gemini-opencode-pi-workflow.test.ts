@@ -6,7 +6,7 @@
  * argument), and every AF_INET/AF_INET6 connect must go to loopback. A missing binary or strace is a FAILURE,
  * never a skip.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,8 +14,9 @@ import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
 import { profiles, type RecordedCli } from '../fixtures/record-more.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 import type { FakeVendor } from './fake-vendor/server.js';
+import { expectInstalled } from './support/clis.js';
+import { expectStrace, inetConnects, loopback, straceBin, straceConnectArgs, straceLogs } from './support/network.js';
 
-const strace = '/usr/bin/strace';
 const dataRoot = mkdtempSync(path.join(os.tmpdir(), 'dh-gop-workflow-'));
 const actionsEnvelope = '{"step":"actions","actions":[{"name":"echo","params":{"text":"PELICAN"}}]}';
 const successEnvelope = '{"step":"success","result":"the secret word is PELICAN"}';
@@ -27,20 +28,6 @@ const prices = { input: 3.0, output: 15.0, cacheRead: 0.3, cacheWrite: 3.75 };
 function priced(usage: { input: number; output: number; cacheRead: number; cacheWrite: number }): number {
   return (usage.input * prices.input + usage.output * prices.output + usage.cacheRead * prices.cacheRead + usage.cacheWrite * prices.cacheWrite) / 1e6;
 }
-
-/** Every AF_INET/AF_INET6 destination in strace `-e trace=connect` logs. */
-function inetConnects(log: string): string[] {
-  const found: string[] = [];
-  for (const line of log.split('\n')) {
-    if (!line.includes('connect(')) continue;
-    const v4 = /sa_family=AF_INET,.*?inet_addr\("([^"]+)"\)/.exec(line);
-    if (v4) found.push(v4[1]!);
-    const v6 = /sa_family=AF_INET6,.*?inet_pton\(AF_INET6, "([^"]+)"/.exec(line);
-    if (v6) found.push(v6[1]!);
-  }
-  return found;
-}
-const loopback = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 
 interface WorkflowCli {
   readonly name: RecordedCli;
@@ -79,8 +66,8 @@ describe.each(clis)('$name through the agentRun workflow (real binary, fake vend
   let w: TestWorker;
 
   beforeAll(async () => {
-    expect(existsSync(profile.executable), `${profile.executable} missing: run npm ci in test/e2e/clis`).toBe(true);
-    expect(existsSync(strace), 'strace is needed to prove loopback-only traffic: apt-get install -y strace').toBe(true);
+    expectInstalled(profile.executable);
+    expectStrace();
     vendor = await profile.vendor();
     mkdirSync(traceDir, { recursive: true });
     w = await startTestWorker({
@@ -96,8 +83,8 @@ describe.each(clis)('$name through the agentRun workflow (real binary, fake vend
             model: profile.model,
             apiKeyEnv: profile.keyEnv,
             // strace follows every process of every turn, one log per pid (-ff).
-            executable: strace,
-            args: ['-ff', '-qq', '-e', 'trace=connect', '-o', path.join(traceDir, 'connect'), profile.executable],
+            executable: straceBin,
+            args: [...straceConnectArgs(path.join(traceDir, 'connect')), profile.executable],
             active: true,
             baseUrl: profile.baseUrl(vendor),
             turnTimeoutMs: 30_000,
@@ -165,9 +152,9 @@ describe.each(clis)('$name through the agentRun workflow (real binary, fake vend
     expect(turns[2]!.rawBody).toContain(actionsEnvelope.replaceAll('"', '\\"'));
     expect(vendor.unexpected).toEqual([]);
 
-    const logs = readdirSync(traceDir).filter((f) => f.startsWith('connect'));
+    const logs = straceLogs(path.join(traceDir, 'connect'));
     expect(logs.length).toBeGreaterThan(0);
-    const connects = logs.flatMap((f) => inetConnects(readFileSync(path.join(traceDir, f), 'utf8')));
+    const connects = logs.flatMap((log) => inetConnects(readFileSync(log, 'utf8')));
     expect(connects.length).toBeGreaterThan(0);
     expect(connects.filter((address) => !loopback.has(address))).toEqual([]);
   }, 90_000);
