@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { collectTurn } from '../../src/adapters/fold.js';
 import { StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
-import { procStat } from '../../src/sandbox/pidfile.js';
+import { processAlive } from '../support/processes.js';
 
 const harness = fileURLToPath(new URL('./scripted-harness.mjs', import.meta.url));
 const root = mkdtempSync(path.join(tmpdir(), 'scripted-harness-'));
@@ -29,16 +29,6 @@ async function adapterFor(extra: { env?: Record<string, string>; turnTimeoutMs?:
     hostWorkspacePath: workspace, env: extra.env ?? {}, executor, turnTimeoutMs: extra.turnTimeoutMs ?? 20_000,
   });
   return { adapter, workspace };
-}
-
-/** Running (a zombie is dead, just not yet reaped by init). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  return procStat(pid)?.state !== 'Z';
 }
 
 describe('scripted harness', () => {
@@ -99,7 +89,7 @@ describe('scripted harness', () => {
     expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'cancelled' });
     const pid = Number(readFileSync(path.join(workspace, '.scripted', 'sleeping.pid'), 'utf8'));
     const child = Number(readFileSync(path.join(workspace, '.scripted', 'child.pid'), 'utf8'));
-    expect(alive(pid)).toBe(false);
-    expect(alive(child)).toBe(false);
+    expect(processAlive(pid)).toBe(false);
+    expect(processAlive(child)).toBe(false);
   });
 });

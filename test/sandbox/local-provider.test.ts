@@ -11,7 +11,7 @@ import {
   type SandboxStartRequest,
   type WorkspaceScope,
 } from '../../src/sandbox/index.js';
-import { procStat } from '../../src/sandbox/pidfile.js';
+import { processAlive } from '../support/processes.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'local-sandbox-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -24,16 +24,6 @@ function request(scope: WorkspaceScope, ids: Partial<{ workflowId: string; agent
     identity: { tenantId: ids.tenantId ?? 'acme', userId: ids.userId ?? 'u-7' },
     spec: { provider: 'local', workspaceScope: scope, networkPolicy: 'open' },
   };
-}
-
-/** Running (a zombie is dead, just not yet reaped by init). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  return procStat(pid)?.state !== 'Z';
 }
 
 async function waitUntil(check: () => boolean, ms: number): Promise<boolean> {
@@ -199,10 +189,10 @@ describe('LocalExecutor', () => {
     const proc = executor.exec({ argv: ['node', '-e', treeScript] });
     const first = await proc.lines[Symbol.asyncIterator]().next();
     const pids = JSON.parse(first.value as string) as { parent: number; child: number };
-    expect(alive(pids.child)).toBe(true);
+    expect(processAlive(pids.child)).toBe(true);
     const started = Date.now();
     await Promise.all([proc.kill(), proc.kill()]);
-    expect(await waitUntil(() => !alive(pids.child) && !alive(pids.parent), 2000 - (Date.now() - started))).toBe(true);
+    expect(await waitUntil(() => !processAlive(pids.child) && !processAlive(pids.parent), 2000 - (Date.now() - started))).toBe(true);
     expect((await proc.exit).signal).toBe('SIGKILL');
   });
 
@@ -226,7 +216,7 @@ describe('pidfiles', () => {
 
     // A new attempt (a fresh worker would have no handle, only the file).
     expect(await killStaleProcessGroup(handle.pidFile)).toBe(true);
-    expect(await waitUntil(() => !alive(pids.child) && !alive(pids.parent), 2000)).toBe(true);
+    expect(await waitUntil(() => !processAlive(pids.child) && !processAlive(pids.parent), 2000)).toBe(true);
     expect(existsSync(handle.pidFile)).toBe(false);
     expect(await killStaleProcessGroup(handle.pidFile)).toBe(false);
   });
