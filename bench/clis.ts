@@ -33,6 +33,7 @@ import { anthropicMessages } from '../test/e2e/fake-vendor/anthropic-messages.js
 import { openaiResponses } from '../test/e2e/fake-vendor/openai-responses.js';
 import { startFakeVendor, type FakeVendor, type RecordedRequest } from '../test/e2e/fake-vendor/server.js';
 import { profiles } from '../test/fixtures/record-more.js';
+import { median } from './stats.js';
 
 /** Options of `benchClis`. */
 export interface BenchClisOptions {
@@ -118,13 +119,6 @@ const allClis: readonly BenchCli[] = [
     env: name === 'opencode' ? { npm_config_offline: 'true' } : ({} as Record<string, string>),
   })),
 ];
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  const value = sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-  return Math.round(value);
-}
 
 /** Records the request the adapter builds and answers with a process that exits at once. */
 class CapturingExecutor implements SandboxExecutor {
@@ -291,9 +285,9 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
         if (i > 0) bare.push(ms);
       }
       if (vendor.unexpected.length > 0) throw new Error(`${cli.name}: the fake vendor saw ${vendor.unexpected.length} unexpected requests`);
-      const workflowTurnMs = median(workflow);
-      const bareTurnMs = median(bare);
-      rows.push({ cli: cli.name, workflowTurnMs, activityTurnMs: median(activity), bareTurnMs, ratio: Math.round((workflowTurnMs / bareTurnMs) * 100) / 100 });
+      const workflowTurnMs = Math.round(median(workflow));
+      const bareTurnMs = Math.round(median(bare));
+      rows.push({ cli: cli.name, workflowTurnMs, activityTurnMs: Math.round(median(activity)), bareTurnMs, ratio: Math.round((workflowTurnMs / bareTurnMs) * 100) / 100 });
     }
   } finally {
     worker.shutdown();

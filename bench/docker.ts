@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import Dockerode from 'dockerode';
 import { ciDockerSocket } from '../src/sandbox/docker-client.js';
 import { DockerSandboxProvider } from '../src/sandbox/docker-provider.js';
+import { median } from './stats.js';
 
 /** Options of `benchDocker`. */
 export interface BenchDockerOptions {
@@ -28,13 +29,6 @@ export interface BenchDockerResult {
   readonly createStartMs: number;
   readonly execMs: number;
   readonly teardownMs: number;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  const value = sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-  return Math.round(value * 10) / 10;
 }
 
 /** Measures the Docker provider on the real engine; one fresh container per sample. */
@@ -76,14 +70,18 @@ export async function benchDocker(opts: BenchDockerOptions = {}): Promise<BenchD
   } finally {
     await rm(root, { recursive: true, force: true });
   }
-  return { createStartMs: median(createStart), execMs: median(exec), teardownMs: median(teardown) };
+  const tenth = (v: number) => Math.round(v * 10) / 10;
+  return { createStartMs: tenth(median(createStart)), execMs: tenth(median(exec)), teardownMs: tenth(median(teardown)) };
+}
+
+export function printDocker(result: BenchDockerResult, iterations: number): void {
+  console.log(`docker sandbox, median of ${iterations}:`);
+  console.log(`  container create+start  ${result.createStartMs} ms`);
+  console.log(`  exec overhead per turn  ${result.execMs} ms`);
+  console.log(`  teardown (kill+remove)  ${result.teardownMs} ms`);
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const iterations = Number(process.argv[2] ?? 10);
-  const result = await benchDocker({ iterations });
-  console.log(`docker sandbox, median of ${iterations}:`);
-  console.log(`  container create+start  ${result.createStartMs} ms`);
-  console.log(`  exec overhead (true)    ${result.execMs} ms`);
-  console.log(`  teardown (kill+remove)  ${result.teardownMs} ms`);
+  printDocker(await benchDocker({ iterations }), iterations);
 }

@@ -17,6 +17,7 @@ import { startAgentRun } from '../src/client/index.js';
 import { formatActionResults } from '../src/workflows/prompts.js';
 import { createWorker, defaultDeps, workflowsPath } from '../src/worker.js';
 import type { ActionOutcome } from '../src/workflows/types.js';
+import { median } from './stats.js';
 
 export interface OrchestrationFigures {
   readonly runs: number;
@@ -31,12 +32,6 @@ export interface OrchestrationFigures {
   readonly ratio: number;
   readonly historyEventsPerTurn: number;
   readonly historyBytesPerTurn: number;
-}
-
-export function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 const catalogFile = path.join(import.meta.dirname, '..', 'config', 'default.yaml');

@@ -6,12 +6,12 @@ import { ApplicationFailure, Context, activityInfo, heartbeat } from '@temporali
 import type { ActionRegistry } from '../actions/index.js';
 import type { AdapterRegistry } from '../adapters/registry.js';
 import { UnknownDriverError } from '../adapters/registry.js';
+import { collectTurn } from '../adapters/fold.js';
 import type { Capabilities, HarnessEvent, Usage } from '../adapters/types.js';
-import { zeroUsage } from '../adapters/types.js';
 import type { Catalog } from '../catalog/schema.js';
 import { agentSystemPrompt, allowedActionsOf, catalogEntries, envelopeRulesFor, findAgent, findHarness } from '../catalog/index.js';
 import { resolveCredentials, createRedactor, type CredentialStore } from '../credentials/index.js';
-import { formatFeedback, parseEnvelope } from '../envelope/index.js';
+import { formatFeedback, parseEnvelope, type EnvelopeRules } from '../envelope/index.js';
 import type { ActionCall } from '../envelope/types.js';
 import type { Ledger, RunStatus } from '../ledger/types.js';
 import { UnresolvedAccountingError } from '../ledger/types.js';
@@ -26,6 +26,7 @@ import type {
   StepValidation,
   TurnOutcome,
 } from '../workflows/types.js';
+import { totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { turnPriceUsd } from './pricing.js';
 
@@ -55,6 +56,31 @@ const defaultCapabilities: Capabilities = {
 
 export function createActivities(deps: ActivityDeps) {
   const env = deps.env ?? process.env;
+
+  /**
+   * What each catalog version yields (system prompts, envelope rules, its ledger sync) is computed once, not per
+   * turn: the catalog object only changes when its file does.
+   */
+  const derived = new WeakMap<Catalog, { prompts: Map<string, string>; rules: Map<string, EnvelopeRules>; synced?: Promise<void> }>();
+  const derivedFor = (catalog: Catalog) => {
+    let d = derived.get(catalog);
+    if (!d) derived.set(catalog, (d = { prompts: new Map(), rules: new Map() }));
+    return d;
+  };
+  const memo = <T>(map: Map<string, T>, key: string, make: () => T): T => {
+    if (!map.has(key)) map.set(key, make());
+    return map.get(key)!;
+  };
+  const systemPrompt = (catalog: Catalog, agent: string) => memo(derivedFor(catalog).prompts, agent, () => agentSystemPrompt(catalog, agent, deps.actions));
+  const rules = (catalog: Catalog, agent: string) => memo(derivedFor(catalog).rules, agent, () => envelopeRulesFor(catalog, agent, deps.actions));
+  const syncCatalog = (catalog: Catalog) => {
+    const d = derivedFor(catalog);
+    d.synced ??= deps.ledger.syncCatalog(catalogEntries(catalog, deps.actions)).catch((err: unknown) => {
+      d.synced = undefined; // a failed sync is tried again by the next run
+      throw err;
+    });
+    return d.synced;
+  };
 
   function provider(name: string): SandboxProvider {
     const p = deps.sandboxes[name];
@@ -132,7 +158,7 @@ export function createActivities(deps: ActivityDeps) {
       parentWorkflowId?: string;
     }): Promise<SandboxRef> {
       const { spec } = input;
-      await deps.ledger.syncCatalog(catalogEntries(deps.catalog(), deps.actions));
+      await syncCatalog(deps.catalog());
       await deps.ledger.startRun({
         workflowId: input.workflowId,
         runId: input.runId,
@@ -182,7 +208,7 @@ export function createActivities(deps: ActivityDeps) {
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
       try {
         adapter.applyPermissionPolicy(spec.permissions);
-        adapter.setSystemPrompt(agentSystemPrompt(catalog, spec.agent, deps.actions));
+        adapter.setSystemPrompt(systemPrompt(catalog, spec.agent));
         await adapter.start({
           runId: input.workflowId,
           harnessName: harness.name,
@@ -198,17 +224,17 @@ export function createActivities(deps: ActivityDeps) {
           turnTimeoutMs: harness.turnTimeoutMs,
           settings: harness.settings,
         });
-        const events: HarnessEvent[] = [];
         beat();
-        for await (const event of adapter.runTurn({ prompt: input.prompt, turn: input.turn, signal: ctx.cancellationSignal })) {
-          events.push(event);
+        let usageReported = false;
+        const turn = await collectTurn(adapter.runTurn({ prompt: input.prompt, turn: input.turn, signal: ctx.cancellationSignal }), async (event) => {
           progress.events += 1;
           progress.lastEvent = describeEvent(event, redact);
-          if (event.type === 'usage') progress.tokens += totalTokens(event.usage);
+          if (event.type === 'usage') {
+            usageReported = true;
+            progress.tokens += totalTokens(event.usage);
+          }
           if (event.type !== 'text') await deps.ledger.appendEvent(input.workflowId, input.turn, event.type, redactDeep(event, redact));
-        }
-        const { foldTurn } = await import('../adapters/fold.js');
-        const turn = foldTurn(events);
+        });
         if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
         if (turn.error) {
           if (turn.error.code === 'resume-failed') return { ok: false, code: 'resume-failed', message: redact(turn.error.message) };
@@ -216,7 +242,6 @@ export function createActivities(deps: ActivityDeps) {
         }
         const sessionId = turn.sessionId ?? adapter.externalSessionId;
         if (sessionId) await deps.ledger.setExternalSessionId(input.workflowId, sessionId);
-        const usageReported = events.some((e) => e.type === 'usage');
         const priced = harness.prices ? turnPriceUsd(harness.prices, turn.usage) : undefined;
         const costSource = turn.costUsd !== undefined ? 'harness' : priced !== undefined ? 'price-table' : 'unknown';
         return {
@@ -280,7 +305,7 @@ export function createActivities(deps: ActivityDeps) {
 
     /** Validates the envelope: the step and per-action problems, or exact feedback for the harness. */
     async validateStep(input: { workflowId: string; turn: number; seq: number; text: string; spec: AgentSpec }): Promise<StepValidation> {
-      const parsed = parseEnvelope(input.text, envelopeRulesFor(deps.catalog(), input.spec.agent, deps.actions));
+      const parsed = parseEnvelope(input.text, rules(deps.catalog(), input.spec.agent));
       await deps.ledger.recordStep({
         workflowId: input.workflowId,
         seq: input.seq,
@@ -332,10 +357,6 @@ export function createActivities(deps: ActivityDeps) {
       await deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result);
     },
   };
-}
-
-function totalTokens(u: Usage): number {
-  return u.input + u.output + u.cacheRead + u.cacheWrite;
 }
 
 function describeEvent(event: HarnessEvent, redact: (s: string) => string): string {
@@ -408,4 +429,3 @@ async function sandboxCall<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-export { zeroUsage };

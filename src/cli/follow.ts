@@ -2,6 +2,7 @@
 import type { AgentRunHandle } from '../client/index.js';
 import type { Ledger } from '../ledger/types.js';
 import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
+import { totalTokens } from '../workflows/usage.js';
 
 export interface FollowOptions {
   readonly ledger?: Ledger;
@@ -48,7 +49,7 @@ export async function followRun(run: AgentRunHandle, options: FollowOptions): Pr
 
 /** Human summary of a finished run. */
 export function describeResult(result: AgentRunResult): string {
-  const head = `${result.status} after ${result.iterations} turn(s) · ${(result.usage.input + result.usage.output + result.usage.cacheRead + result.usage.cacheWrite).toLocaleString('en-US')} tokens · $${result.costUsd.toFixed(4)}`;
+  const head = `${result.status} after ${result.iterations} turn(s) · ${totalTokens(result.usage).toLocaleString('en-US')} tokens · $${result.costUsd.toFixed(4)}`;
   if (result.status === 'succeeded') return `${head}\n${result.result ?? ''}`;
   const why = [result.failureType, result.guardrail && `guardrail ${result.guardrail}`].filter(Boolean).join(', ');
   return `${head}\n${why ? `(${why}) ` : ''}${result.reason ?? ''}`;

@@ -26,6 +26,7 @@ import {
 } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import type { Usage } from '../adapters/types.js';
+import { addUsage, noUsage as zero, totalTokens } from './usage.js';
 import type { ActionCall, NextStep } from '../envelope/types.js';
 import type { SandboxRef } from '../sandbox/types.js';
 import {
@@ -78,16 +79,6 @@ function turnActivityOptions(spec: AgentSpec) {
 }
 
 const { runTurn } = proxyActivities<Activities>({ startToCloseTimeout: '1h' });
-
-const zero: Usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
-
-function addUsage(a: Usage, b: Usage): Usage {
-  return { input: a.input + b.input, output: a.output + b.output, cacheRead: a.cacheRead + b.cacheRead, cacheWrite: a.cacheWrite + b.cacheWrite };
-}
-
-function totalTokens(u: Usage): number {
-  return u.input + u.output + u.cacheRead + u.cacheWrite;
-}
 
 /** Why the loop was interrupted from outside, set before the loop scope is cancelled. */
 type Interruption = { kind: 'cancel'; reason: string } | { kind: 'guardrail'; guardrail: GuardrailName; reason: string };
