@@ -8,6 +8,7 @@ import {
   type CatalogEntries,
   type Ledger,
   type LedgerEvent,
+  type BlobRecord,
   type PromptRunRecord,
   type RunRecord,
   type RunStatus,
@@ -91,6 +92,15 @@ const MIGRATIONS: readonly string[] = [
     at TEXT NOT NULL
   );
   CREATE INDEX events_by_run ON events(workflow_id, cursor);
+  `,
+  `
+  CREATE TABLE blobs (
+    hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('text', 'spec')),
+    bytes INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
   `,
 ];
 
@@ -223,6 +233,13 @@ function prepareStatements(db: Database.Database) {
        ON CONFLICT(workflow_id, seq) DO NOTHING`,
     ),
     listSteps: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? ORDER BY seq`),
+    getStep: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? AND seq = ?`),
+    completeStep: db.prepare(`UPDATE run_steps SET payload_json = @payload WHERE workflow_id = @workflowId AND seq = @seq`),
+    putBlob: db.prepare(
+      `INSERT INTO blobs (hash, kind, bytes, content, created_at) VALUES (@hash, @kind, @bytes, @content, @at)
+       ON CONFLICT(hash) DO NOTHING`,
+    ),
+    getBlob: db.prepare(`SELECT content FROM blobs WHERE hash = ?`).pluck(),
     insertEvent: db.prepare(
       `INSERT INTO events (workflow_id, turn, type, data_json, at) VALUES (@workflowId, @turn, @type, @data, @at)`,
     ),
@@ -394,8 +411,8 @@ export class SqliteLedger implements Ledger {
     }));
   }
 
-  async recordStep(step: RunStepRecord): Promise<void> {
-    this.stmts.insertStep.run({
+  async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
+    const info = this.stmts.insertStep.run({
       workflowId: step.workflowId,
       seq: step.seq,
       turn: step.turn,
@@ -403,6 +420,24 @@ export class SqliteLedger implements Ledger {
       payload: toJson(step.payload),
       at: now(),
     });
+    return { inserted: info.changes > 0 };
+  }
+
+  async getStep(workflowId: string, seq: number): Promise<RunStepRecord | undefined> {
+    const r = this.stmts.getStep.get(workflowId, seq) as StepRow | undefined;
+    return r && { workflowId: r.workflow_id, seq: r.seq, turn: r.turn, type: r.type, payload: fromJson(r.payload_json) };
+  }
+
+  async completeStep(workflowId: string, seq: number, payload: unknown): Promise<void> {
+    this.stmts.completeStep.run({ workflowId, seq, payload: toJson(payload) });
+  }
+
+  async putBlob(blob: BlobRecord): Promise<void> {
+    this.stmts.putBlob.run({ hash: blob.hash, kind: blob.kind, bytes: Buffer.byteLength(blob.content, 'utf8'), content: blob.content, at: now() });
+  }
+
+  async getBlob(hash: string): Promise<string | undefined> {
+    return this.stmts.getBlob.get(hash) as string | undefined;
   }
 
   async listSteps(workflowId: string): Promise<RunStepRecord[]> {
