@@ -2,6 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { z } from 'zod';
+import { previewOf } from '../blobs/text-ref.js';
 import { defaultTaskQueue } from '../worker-defaults.js';
 import type { agentRun } from '../workflows/agent-run.js';
 import { abandonSignal, cancelSignal, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
@@ -95,7 +96,7 @@ export async function startAgentRun(client: Client, input: StartAgentRunInput): 
     taskQueue: taskQueue ?? defaultTaskQueue,
     workflowId: workflowId ?? `run-${input.agent}-${randomUUID().slice(0, 8)}`,
     args: [args],
-    staticSummary: `${input.agent}: ${input.task.slice(0, 100)}`,
+    staticSummary: `${input.agent}: ${previewOf(input.task, 100)}`,
     typedSearchAttributes: [
       { key: agentAttribute, value: input.agent },
       { key: tenantAttribute, value: input.identity.tenantId },
