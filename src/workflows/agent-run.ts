@@ -104,9 +104,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     syncAttributes();
   };
   /** Upserts the search attributes whose values changed since they were last written: no event otherwise. */
-  const syncAttributes = () => {
+  const syncAttributes = (...changes: SearchAttributeUpdatePair[]) => {
     if (!state.policy) return;
-    const changes: SearchAttributeUpdatePair[] = [];
     const written = state.attributes;
     if (written.status !== state.state) changes.push({ key: statusAttribute, value: state.state });
     if ((written.costUsd ?? 0) !== state.costUsd) changes.push({ key: costAttribute, value: state.costUsd });
@@ -265,10 +264,10 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   try {
     if (!state.policy) {
       update(resolved(state, await resolveAgent({ agent: input.agent, budget: input.budget }), Date.now(), input.budget));
-      upsertSearchAttributes([{ key: harnessAttribute, value: state.policy!.harness }]);
+      update(withPhase(state, 'running', 'starting the session'));
+      syncAttributes({ key: harnessAttribute, value: state.policy!.harness });
     }
     const policy = state.policy!;
-    setPhase('running', state.detail === 'starting' ? 'starting the session' : state.detail);
 
     // The wall-time guardrail: a timer that interrupts whatever the loop is doing, the in-flight turn included.
     wallTimer = new CancellationScope();
