@@ -38,7 +38,7 @@ const task = 'Look around this workspace and write what you find into NOTES.md.'
 
 /** The same loop the workflow runs, as plain calls: the same activities and the same pure decisions, no Temporal. */
 async function runInProcess(activities: ReturnType<typeof createActivities>, workflowId: string): Promise<number> {
-  const mock = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+  const mock = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'bench' } }, { logger: new DefaultLogger('ERROR') });
   const env = { run: <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A) => mock.run(fn, ...args) as Promise<R> };
   const input = { agent: 'demo', task, identity: { tenantId: 'bench', userId: 'bench' } };
   const policy = await activities.resolveAgent({ agent: 'demo' });
@@ -47,7 +47,7 @@ async function runInProcess(activities: ReturnType<typeof createActivities>, wor
   state = sessionStarted(state, started.sandbox, started.task);
   for (;;) {
     const begun = beginTurn(state);
-    const result = await env.run(activities.runTurn, { ...begun.request, workflowId, runId: 'bench', specHash: policy.specHash, sandbox: started.sandbox });
+    const result = await env.run(activities.runTurn, { ...begun.request, specHash: policy.specHash, sandbox: started.sandbox });
     const applied = applyTurn(begun.state, result);
     state = applied.state;
     if (applied.decision.kind === 'end') {

@@ -204,7 +204,7 @@ export function createActivities(deps: ActivityDeps) {
   }
 
   /** The harness's input for this turn: the composed prompt, the feedback, or the results of the approved actions. */
-  async function composeInput(req: TurnRequest): Promise<string> {
+  async function composeInput(req: RunTurn): Promise<string> {
     const input = req.input;
     switch (input.kind) {
       case 'prompt':
@@ -311,10 +311,12 @@ export function createActivities(deps: ActivityDeps) {
      * One turn, inside one attempt: run the actions the workflow approved → drive the harness (heartbeating; dies
      * with the turn when cancelled) → write the accounting row → validate the envelope → return a small result.
      */
-    async runTurn(req: TurnRequest): Promise<TurnResult> {
-      const spec = await loadSpec(req.specHash);
+    async runTurn(request: TurnRequest): Promise<TurnResult> {
+      const spec = await loadSpec(request.specHash);
       const ctx = Context.current();
       const info = activityInfo();
+      if (!info.workflowExecution) throw ApplicationFailure.nonRetryable('runTurn runs only as an activity of an agentRun workflow', FailureTypes.TurnFailed);
+      const req: RunTurn = { ...request, workflowId: info.workflowExecution.workflowId };
       const credentials = permanent(
         () => resolveCredentials({ agent: { name: spec.agent.name, credentials: [...spec.agent.credentials] }, harness: spec.harness, store: deps.credentials, env, log: ctx.log }),
         FailureTypes.CredentialMissing,
@@ -403,7 +405,7 @@ export function createActivities(deps: ActivityDeps) {
   /** Starts a fresh adapter for one harness run (resumed or not) and folds its stream. Always ends the adapter. */
   async function driveHarness(
     spec: FrozenSpec,
-    req: TurnRequest,
+    req: RunTurn,
     handle: SandboxHandle,
     secretEnv: Readonly<Record<string, string>>,
     prompt: string,
@@ -448,6 +450,9 @@ export function createActivities(deps: ActivityDeps) {
     }
   }
 }
+
+/** A turn request with the run it belongs to. */
+type RunTurn = TurnRequest & { readonly workflowId: string };
 
 function clip(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max)}… (${text.length} characters in all)` : text;

@@ -237,7 +237,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       const begun = beginTurn(state);
       update(begun.state);
       syncAttributes();
-      const result = await runTurnWithOperator(policy, { ...begun.request, workflowId, runId, specHash: policy.specHash, sandbox: state.sandbox! });
+      const result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: state.sandbox! });
       let { state: next, decision }: { state: RunState; decision: Decision } = applyTurn(state, result);
       update(next);
       syncAttributes();

@@ -93,10 +93,8 @@ export type TurnInput =
   /** Run the approved actions of the envelope recorded at `envelopeSeq`, then send their results. */
   | { readonly kind: 'actions'; readonly envelopeSeq: number; readonly calls: readonly PlannedCall[] };
 
-/** The turn activity's request: references and small values only. */
+/** The turn activity's request: references and small values only (the run's ids come from the activity's info). */
 export interface TurnRequest {
-  readonly workflowId: string;
-  readonly runId: string;
   readonly turn: number;
   readonly specHash: string;
   readonly sandbox: SandboxRef;

@@ -27,10 +27,11 @@ function setup() {
 
 async function begin(activities: ReturnType<typeof createActivities>, workflowId: string) {
   const policy = await activities.resolveAgent({ agent: 'scripted' });
-  const env = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+  const mock = (attempt = 1) => new MockActivityEnvironment({ attempt, workflowExecution: { workflowId, runId: 'r' } }, { logger: new DefaultLogger('ERROR') });
+  const env = mock();
   const { sandbox } = (await env.run(activities.startSession, { workflowId, runId: 'r', specHash: policy.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<ReturnType<typeof activities.startSession>>;
-  const request = (prompt: string, turn = 1): TurnRequest => ({ workflowId, runId: 'r', turn, specHash: policy.specHash, sandbox, input: { kind: 'prompt', parts: [prompt] }, replay: false, envelopeSeq: turn });
-  return { policy, sandbox, request };
+  const request = (prompt: string, turn = 1): TurnRequest => ({ turn, specHash: policy.specHash, sandbox, input: { kind: 'prompt', parts: [prompt] }, replay: false, envelopeSeq: turn });
+  return { policy, sandbox, request, mock };
 }
 
 const pidsIn = (workspace: string) => ['sleeping.pid', 'child.pid'].map((f) => Number(readFileSync(path.join(workspace, '.scripted', f), 'utf8')));
@@ -38,8 +39,8 @@ const pidsIn = (workspace: string) => ['sleeping.pid', 'child.pid'].map((f) => N
 describe('runTurn', () => {
   it('heartbeats progress: the last event and the token count', async () => {
     const { activities, deps } = setup();
-    const { request } = await begin(activities, 'hb');
-    const env = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+    const { request, mock } = await begin(activities, 'hb');
+    const env = mock(1);
     const beats: { lastEvent: string; tokens: number }[] = [];
     env.on('heartbeat', (d: unknown) => beats.push(d as { lastEvent: string; tokens: number }));
     const task = book.write('hb', [{ activity: 'reading src/', usage: { input: 40, output: 2 }, sleepMs: 600, ...ok() }]);
@@ -52,8 +53,8 @@ describe('runTurn', () => {
 
   it('kills the harness process tree when cancelled, and reports the cancellation', async () => {
     const { activities } = setup();
-    const { sandbox, request } = await begin(activities, 'cancel');
-    const env = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+    const { sandbox, request, mock } = await begin(activities, 'cancel');
+    const env = mock(1);
     const task = book.write('act-cancel', [{ sleepMs: 60_000, ...ok() }]);
     const turn = env.run(activities.runTurn, request(task));
     const pidFile = path.join(sandbox.hostWorkspacePath, '.scripted', 'child.pid');
@@ -66,16 +67,16 @@ describe('runTurn', () => {
 
   it('on a retried attempt, first kills what an earlier attempt left running', async () => {
     const { activities, deps } = setup();
-    const { sandbox, request } = await begin(activities, 'retry');
+    const { sandbox, request, mock } = await begin(activities, 'retry');
     // Attempt 1 is abandoned mid-turn without cleanup (a crashed worker): start it, then drop it.
-    const first = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+    const first = mock(1);
     const task = book.write('act-retry', [{ sleepMs: 60_000, ...ok() }]);
     void first.run(activities.runTurn, request(task)).catch(() => undefined);
     const pidFile = path.join(sandbox.hostWorkspacePath, '.scripted', 'child.pid');
     await expect.poll(() => existsSync(pidFile), { timeout: 10_000, interval: 20 }).toBe(true);
     const stale = pidsIn(sandbox.hostWorkspacePath);
     expect(stale.every(processAlive)).toBe(true);
-    const second = new MockActivityEnvironment({ attempt: 2 }, { logger: new DefaultLogger('ERROR') });
+    const second = mock(2);
     const again = second.run(activities.runTurn, request(book.write('act-retry2', [ok('second attempt')])));
     expect(await again).toMatchObject({ step: { ok: true, view: { step: 'success', result: 'second attempt' } } });
     expect(stale.some(processAlive)).toBe(false);
@@ -100,8 +101,8 @@ describe('runTurn runs the approved actions of the previous envelope first, each
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-act-'));
     const deps = defaultDeps({ catalog: () => cat, dataDir, env: {}, credentials: new MemoryCredentialStore({}), actions });
     const activities = createActivities(deps);
-    const { request } = await begin(activities, 'once');
-    const env = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+    const { request, mock } = await begin(activities, 'once');
+    const env = mock(1);
     const task = book.write('once', [act({ name: 'count', params: { label: 'a' } }, { name: 'count', params: { label: 'b' } }, { name: 'echo', params: { text: 'x' } }), ok('counted'), ok('again')]);
     const first = (await env.run(activities.runTurn, request(task))) as TurnResult;
     expect(first.step).toEqual({ ok: true, view: { step: 'actions', calls: [{ name: 'count' }, { name: 'count' }, { name: 'echo' }] } });
@@ -109,9 +110,9 @@ describe('runTurn runs the approved actions of the previous envelope first, each
     // Turn 2 runs call 0, refuses call 1 (as the workflow decided); call 2 was "started" by a lost attempt.
     await deps.ledger.recordStep({ workflowId: 'once', seq: 3, turn: 1, type: 'action:echo', payload: { call: { name: 'echo', params: { text: 'x' } } } });
     const turn2: TurnRequest = { ...request('', 2), resumeSessionId: first.externalSessionId, input: { kind: 'actions', envelopeSeq: 1, calls: [{ index: 0, name: 'count', seq: 2 }, { index: 1, name: 'count', refused: 'over its cap' }, { index: 2, name: 'echo', seq: 3 }] } };
-    const second = (await new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') }).run(activities.runTurn, turn2)) as TurnResult;
+    const second = (await mock(1).run(activities.runTurn, turn2)) as TurnResult;
     expect(second.step).toMatchObject({ ok: true, view: { step: 'success' } });
-    const retried = (await new MockActivityEnvironment({ attempt: 2 }, { logger: new DefaultLogger('ERROR') }).run(activities.runTurn, turn2)) as TurnResult;
+    const retried = (await mock(2).run(activities.runTurn, turn2)) as TurnResult;
     expect(retried.step).toMatchObject({ ok: true, view: { step: 'success' } });
     expect(runs).toBe(1);
     const input = (await deps.ledger.listPromptRuns('once'))[1]!.input;
