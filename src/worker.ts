@@ -2,7 +2,9 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { dataConverterFromEnvironment } from './codec/index.js';
 import { createBuiltinRegistry, type ActionRegistry } from './actions/index.js';
 import { createActivities, type ActivityDeps } from './activities/index.js';
 import { defaultAdapterRegistry, type AdapterRegistry } from './adapters/index.js';
@@ -36,6 +38,11 @@ export interface WorkerSetup {
   /** A prebuilt workflow bundle (tests bundle once per run). */
   readonly workflowBundle?: WorkerOptions['workflowBundle'];
   readonly identity?: string;
+  /**
+   * Payload encoding (encryption). Default: from `env` (DURABLE_HARNESS_PAYLOAD_KEYS, see src/codec/keys.ts);
+   * clients of these runs need the same keys.
+   */
+  readonly dataConverter?: DataConverter;
 }
 
 /** Builds the activity dependencies with the embedded defaults: SQLite ledger, local sandbox, built-in actions. */
@@ -76,6 +83,7 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
     ...(setup.identity ? { identity: setup.identity } : {}),
     ...(setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
     activities: createActivities(deps),
+    dataConverter: setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env),
     // Cancellation reaches an activity on its next heartbeat response: keep that gap well under a second,
     // so a cancelled turn's process tree is gone within 2 s.
     maxHeartbeatThrottleInterval: '300ms',

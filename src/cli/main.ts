@@ -7,7 +7,8 @@ import { parseArgs } from 'node:util';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection, Runtime, DefaultLogger } from '@temporalio/worker';
 import { loadCatalog, type Catalog } from '../catalog/index.js';
-import { getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
+import { createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
+import { payloadCodecFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
 import { SqliteLedger } from '../ledger/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
 import { createWorker, reapClosedRunContainers } from '../worker.js';
@@ -31,6 +32,8 @@ Usage:
   durable-harness retry RUN_ID        run the failed turn of an awaiting_operator run again
   durable-harness abandon RUN_ID [--reason TEXT]
   durable-harness reply RUN_ID TEXT   answer a run that waits for a reply
+  durable-harness codec-server [--codec-port 8234] [--cors-origin URL]...
+                                      decode/encode encrypted payloads for the Web UI (keys from the environment)
 
 Common options (or environment):
   --address HOST:PORT   TEMPORAL_ADDRESS            (default 127.0.0.1:7233)
@@ -38,6 +41,11 @@ Common options (or environment):
   --task-queue NAME     DURABLE_HARNESS_TASK_QUEUE  (default "durable-harness")
   --catalog FILE        DURABLE_HARNESS_CATALOG     (default config/default.yaml)
   --data DIR            DURABLE_HARNESS_DATA        (default .data)
+
+Encrypted payloads (off unless keys are set; workers, clients and the codec server need the same keys):
+  DURABLE_HARNESS_PAYLOAD_KEYS="ID:BASE64KEY,..."   or DURABLE_HARNESS_PAYLOAD_KEYS_FILE=FILE
+  DURABLE_HARNESS_PAYLOAD_KEY_ID=ID                  the key new payloads use (default: the first listed)
+  \`dev\` then also starts the codec server (--codec-port, default 8234) and wires the Web UI to it.
 
 Exit codes: 0 succeeded, 10 failed, 11 stopped by a guardrail, 12 cancelled, 13 awaiting an operator,
 2 bad usage or config, 3 Temporal unreachable.`;
@@ -59,6 +67,8 @@ const options = {
   user: { type: 'string' },
   reason: { type: 'string' },
   limit: { type: 'string' },
+  'codec-port': { type: 'string' },
+  'cors-origin': { type: 'string', multiple: true },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -98,7 +108,7 @@ function quietRuntime(): void {
 async function connectClient(s: Settings): Promise<{ client: Client; connection: Connection; close: () => Promise<void> }> {
   try {
     const connection = await Connection.connect({ address: s.address, connectTimeout: 5000 });
-    return { client: new Client({ connection, namespace: s.namespace }), connection, close: () => connection.close() };
+    return { client: createAgentClient(connection, { namespace: s.namespace }), connection, close: () => connection.close() };
   } catch (e) {
     throw Object.assign(new Error(`cannot reach Temporal at ${s.address} (${(e as Error).message}). Start one with \`durable-harness dev\`, or set TEMPORAL_ADDRESS.`), { exitCode: ExitCodes.unavailable });
   }
@@ -138,11 +148,25 @@ async function dev(flags: Flags): Promise<number> {
   const s = resolveSettings(flags);
   loadCatalog(s.catalogFile); // fail before starting anything if the catalog is broken
   quietRuntime();
+  const uiPort = flags['ui-port'] ? Number(flags['ui-port']) : 8233;
+  // Encrypted payloads: the Web UI shows them decoded through a codec server holding the same keys.
+  const codec = payloadCodecFromEnvironment();
+  let codecServer: CodecServer | undefined;
+  if (codec) {
+    codecServer = await startCodecServer({
+      codec,
+      port: flags['codec-port'] ? Number(flags['codec-port']) : 8234,
+      corsOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`, ...(flags['cors-origin'] ?? [])],
+      log: err,
+    });
+    out(`payloads encrypted (key ${codec.currentKeyId}); codec server for the Web UI at ${codecServer.url}`);
+  }
   const temporal = await startEmbeddedTemporal({
     dataDir: s.dataDir,
     port: flags.port ? Number(flags.port) : 7233,
-    uiPort: flags['ui-port'] ? Number(flags['ui-port']) : 8233,
+    uiPort,
     namespace: s.namespace,
+    uiCodecEndpoint: codecServer?.url,
     log: out,
   });
   const settings = { ...s, address: temporal.address };
@@ -158,6 +182,7 @@ async function dev(flags: Flags): Promise<number> {
     await connection.close();
     await close();
     await temporal.stop();
+    await codecServer?.close();
   };
   process.once('SIGINT', () => void stop().then(() => process.exit(code)));
   process.once('SIGTERM', () => void stop().then(() => process.exit(code)));
@@ -204,6 +229,25 @@ async function workerCommand(flags: Flags): Promise<number> {
   return 0;
 }
 
+async function codecServerCommand(flags: Flags): Promise<number> {
+  const codec = payloadCodecFromEnvironment();
+  if (!codec) throw new UsageError('no payload keys: set DURABLE_HARNESS_PAYLOAD_KEYS (ID:BASE64KEY,...) or DURABLE_HARNESS_PAYLOAD_KEYS_FILE');
+  const server = await startCodecServer({
+    codec,
+    host: process.env.DURABLE_HARNESS_CODEC_HOST ?? '127.0.0.1',
+    port: Number(flags['codec-port'] ?? process.env.DURABLE_HARNESS_CODEC_PORT ?? 8234),
+    corsOrigins: flags['cors-origin'] ?? (process.env.DURABLE_HARNESS_CODEC_CORS_ORIGINS ?? 'http://127.0.0.1:8233,http://localhost:8233').split(',').map((o) => o.trim()).filter(Boolean),
+    log: err,
+  });
+  out(`codec server at ${server.url} (keys ${codec.keyIds.join(', ')}; new payloads use ${codec.currentKeyId})`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await server.close();
+  return 0;
+}
+
 async function withClient(flags: Flags, fn: (client: Client, s: Settings) => Promise<number>): Promise<number> {
   const s = resolveSettings(flags);
   const { client, close } = await connectClient(s);
@@ -239,6 +283,8 @@ async function main(argv: string[]): Promise<number> {
       return dev(flags);
     case 'worker':
       return workerCommand(flags);
+    case 'codec-server':
+      return codecServerCommand(flags);
     case 'run': {
       const [agent, ...taskWords] = need(rest, 2, 'AGENT and TASK: durable-harness run AGENT TASK');
       return withClient(flags, async (client, s) => {
@@ -327,7 +373,7 @@ main(process.argv.slice(2)).then(
       err(`${(e as Error).message}\n\n${usage}`);
       process.exit(ExitCodes.usage);
     }
-    const code = (e as { exitCode?: number }).exitCode ?? (e instanceof Error && e.name === 'CatalogError' ? ExitCodes.usage : 1);
+    const code = (e as { exitCode?: number }).exitCode ?? (e instanceof Error && (e.name === 'CatalogError' || e.name === 'PayloadKeyConfigError') ? ExitCodes.usage : 1);
     err(`durable-harness: ${e instanceof Error ? e.message : String(e)}`);
     process.exit(code);
   },
