@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { dataConverterFromEnvironment } from './codec/index.js';
+import { TurnTelemetryInterceptor, type WorkerTracing } from './observability/index.js';
 import { createBuiltinRegistry, type ActionRegistry } from './actions/index.js';
 import { createActivities, type ActivityDeps } from './activities/index.js';
 import { defaultAdapterRegistry, type AdapterRegistry } from './adapters/index.js';
@@ -43,6 +44,11 @@ export interface WorkerSetup {
    * clients of these runs need the same keys.
    */
   readonly dataConverter?: DataConverter;
+  /**
+   * OpenTelemetry tracing (`startTracing(observabilityFromEnvironment().tracing)`); off when omitted. With a prebuilt
+   * `workflowBundle`, bundle it with `workflowInterceptorModules` (src/observability) for the workflow spans.
+   */
+  readonly tracing?: WorkerTracing;
 }
 
 /** Builds the activity dependencies with the embedded defaults: SQLite ledger, local sandbox, built-in actions. */
@@ -83,6 +89,9 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
     ...(setup.identity ? { identity: setup.identity } : {}),
     ...(setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
     activities: createActivities(deps),
+    // Turn tokens and cost go to the runtime's metrics always, and onto the turn's span when tracing is on.
+    interceptors: setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] },
+    ...(setup.tracing ? { sinks: setup.tracing.workerOptions.sinks } : {}),
     dataConverter: setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env),
     // Cancellation reaches an activity on its next heartbeat response: keep that gap well under a second,
     // so a cancelled turn's process tree is gone within 2 s.

@@ -5,11 +5,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { NativeConnection, Runtime, DefaultLogger } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { loadCatalog, type Catalog } from '../catalog/index.js';
 import { createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
 import { payloadCodecFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
 import { SqliteLedger } from '../ledger/index.js';
+import { installRuntime, observabilityFromEnvironment, startTracing, type WorkerTracing } from '../observability/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
 import { createWorker, reapClosedRunContainers } from '../worker.js';
 import type { AgentRunResult } from '../workflows/types.js';
@@ -46,6 +47,10 @@ Encrypted payloads (off unless keys are set; workers, clients and the codec serv
   DURABLE_HARNESS_PAYLOAD_KEYS="ID:BASE64KEY,..."   or DURABLE_HARNESS_PAYLOAD_KEYS_FILE=FILE
   DURABLE_HARNESS_PAYLOAD_KEY_ID=ID                  the key new payloads use (default: the first listed)
   \`dev\` then also starts the codec server (--codec-port, default 8234) and wires the Web UI to it.
+
+Telemetry (off unless set; dev and worker): see docs/observability.md
+  OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT   OTLP/HTTP traces (run, turn, activity spans)
+  DURABLE_HARNESS_PROMETHEUS_ADDRESS=HOST:PORT                      Prometheus /metrics (or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
 
 Exit codes: 0 succeeded, 10 failed, 11 stopped by a guardrail, 12 cancelled, 13 awaiting an operator,
 2 bad usage or config, 3 Temporal unreachable.`;
@@ -101,8 +106,14 @@ function catalogSource(file: string): () => Catalog {
   };
 }
 
-function quietRuntime(): void {
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+/** The SDK runtime (quiet logs; Prometheus/OTLP metrics when configured) and tracing when configured. */
+function startTelemetry(): WorkerTracing | undefined {
+  const config = observabilityFromEnvironment();
+  installRuntime({ metrics: config.metrics });
+  if (config.metrics && 'prometheus' in config.metrics) out(`Prometheus metrics at http://${config.metrics.prometheus.bindAddress}/metrics`);
+  if (!config.tracing) return undefined;
+  out(`tracing to ${config.tracing.url} as ${config.tracing.serviceName}`);
+  return startTracing(config.tracing);
 }
 
 async function connectClient(s: Settings): Promise<{ client: Client; connection: Connection; close: () => Promise<void> }> {
@@ -124,9 +135,10 @@ function openLedgerIfPresent(s: Settings): SqliteLedger | undefined {
   }
 }
 
-async function startWorker(s: Settings, connection: NativeConnection, client: Client) {
+async function startWorker(s: Settings, connection: NativeConnection, client: Client, tracing?: WorkerTracing) {
   const { worker, deps } = await createWorker({
     connection,
+    tracing,
     namespace: s.namespace,
     taskQueue: s.taskQueue,
     catalog: catalogSource(s.catalogFile),
@@ -147,7 +159,7 @@ async function followOrPrint(run: AgentRunHandle, s: Settings, flags: Flags, led
 async function dev(flags: Flags): Promise<number> {
   const s = resolveSettings(flags);
   loadCatalog(s.catalogFile); // fail before starting anything if the catalog is broken
-  quietRuntime();
+  const tracing = startTelemetry();
   const uiPort = flags['ui-port'] ? Number(flags['ui-port']) : 8233;
   // Encrypted payloads: the Web UI shows them decoded through a codec server holding the same keys.
   const codec = payloadCodecFromEnvironment();
@@ -173,7 +185,7 @@ async function dev(flags: Flags): Promise<number> {
   const connection = await NativeConnection.connect({ address: temporal.address });
   const { client, connection: clientConnection, close } = await connectClient(settings);
   await ensureSearchAttributes(clientConnection, s.namespace);
-  const { worker, running } = await startWorker(settings, connection, client);
+  const { worker, running } = await startWorker(settings, connection, client, tracing);
   out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
   let code = 0;
   const stop = async () => {
@@ -183,6 +195,7 @@ async function dev(flags: Flags): Promise<number> {
     await close();
     await temporal.stop();
     await codecServer?.close();
+    await tracing?.shutdown();
   };
   process.once('SIGINT', () => void stop().then(() => process.exit(code)));
   process.once('SIGTERM', () => void stop().then(() => process.exit(code)));
@@ -212,13 +225,13 @@ async function dev(flags: Flags): Promise<number> {
 
 async function workerCommand(flags: Flags): Promise<number> {
   const s = resolveSettings(flags);
-  quietRuntime();
+  const tracing = startTelemetry();
   const connection = await NativeConnection.connect({ address: s.address }).catch((e: Error) => {
     throw Object.assign(new Error(`cannot reach Temporal at ${s.address} (${e.message}). Start one with \`durable-harness dev\`, or set TEMPORAL_ADDRESS.`), { exitCode: ExitCodes.unavailable });
   });
   const { client, connection: clientConnection, close } = await connectClient(s);
   await ensureSearchAttributes(clientConnection, s.namespace);
-  const { worker, running } = await startWorker(s, connection, client);
+  const { worker, running } = await startWorker(s, connection, client, tracing);
   out(`worker polling task queue "${s.taskQueue}" at ${s.address}`);
   const stop = () => worker.getState() === 'RUNNING' && worker.shutdown();
   process.once('SIGINT', stop);
@@ -226,6 +239,7 @@ async function workerCommand(flags: Flags): Promise<number> {
   await running;
   await connection.close();
   await close();
+  await tracing?.shutdown();
   return 0;
 }
 
@@ -373,7 +387,7 @@ main(process.argv.slice(2)).then(
       err(`${(e as Error).message}\n\n${usage}`);
       process.exit(ExitCodes.usage);
     }
-    const code = (e as { exitCode?: number }).exitCode ?? (e instanceof Error && (e.name === 'CatalogError' || e.name === 'PayloadKeyConfigError') ? ExitCodes.usage : 1);
+    const code = (e as { exitCode?: number }).exitCode ?? (e instanceof Error && ['CatalogError', 'PayloadKeyConfigError', 'ObservabilityConfigError'].includes(e.name) ? ExitCodes.usage : 1);
     err(`durable-harness: ${e instanceof Error ? e.message : String(e)}`);
     process.exit(code);
   },

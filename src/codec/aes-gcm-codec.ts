@@ -6,7 +6,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { METADATA_ENCODING_KEY } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 
 /** The `encoding` metadata of an encrypted payload. */
 export const ENCRYPTED_ENCODING = 'binary/encrypted';
@@ -57,7 +57,7 @@ export class AesGcmPayloadCodec implements PayloadCodec {
     return payloads.map((payload) => {
       const iv = randomBytes(IV_BYTES);
       const cipher = createCipheriv('aes-256-gcm', key, iv);
-      const plain = temporal.api.common.v1.Payload.encode(payload).finish();
+      const plain = proto.temporal.api.common.v1.Payload.encode(payload).finish();
       const data = Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
       return {
         metadata: {
@@ -87,7 +87,7 @@ export class AesGcmPayloadCodec implements PayloadCodec {
       } catch {
         throw new PayloadDecryptionError(`encrypted payload does not authenticate under key id "${keyId}": wrong key for that id, or the data was altered`);
       }
-      return temporal.api.common.v1.Payload.decode(plain);
+      return proto.temporal.api.common.v1.Payload.decode(plain);
     });
   }
 }
