@@ -8,7 +8,7 @@ import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { loadCatalog, type Catalog } from '../catalog/index.js';
 import { createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
-import { payloadCodecFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
+import { dataConverterFromEnvironment, payloadCodecFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
 import { SqliteLedger } from '../ledger/index.js';
 import { installRuntime, observabilityFromEnvironment, startTracing, type WorkerTracing } from '../observability/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
@@ -117,9 +117,11 @@ function startTelemetry(): WorkerTracing | undefined {
 }
 
 async function connectClient(s: Settings): Promise<{ client: Client; connection: Connection; close: () => Promise<void> }> {
+  // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
+  const dataConverter = dataConverterFromEnvironment();
   try {
     const connection = await Connection.connect({ address: s.address, connectTimeout: 5000 });
-    return { client: createAgentClient(connection, { namespace: s.namespace }), connection, close: () => connection.close() };
+    return { client: createAgentClient(connection, { namespace: s.namespace, dataConverter }), connection, close: () => connection.close() };
   } catch (e) {
     throw Object.assign(new Error(`cannot reach Temporal at ${s.address} (${(e as Error).message}). Start one with \`durable-harness dev\`, or set TEMPORAL_ADDRESS.`), { exitCode: ExitCodes.unavailable });
   }
@@ -188,15 +190,18 @@ async function dev(flags: Flags): Promise<number> {
   const { worker, running } = await startWorker(settings, connection, client, tracing);
   out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
   let code = 0;
-  const stop = async () => {
-    if (worker.getState() === 'RUNNING') worker.shutdown();
-    await running.catch(() => undefined);
-    await connection.close();
-    await close();
-    await temporal.stop();
-    await codecServer?.close();
-    await tracing?.shutdown();
-  };
+  // Once only: a signal and the end of `running` both lead here, and the dev server must be stopped before exit.
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.catch(() => undefined);
+      await connection.close();
+      await close();
+      await temporal.stop();
+      await codecServer?.close();
+      await tracing?.shutdown();
+    })());
   process.once('SIGINT', () => void stop().then(() => process.exit(code)));
   process.once('SIGTERM', () => void stop().then(() => process.exit(code)));
   if (flags.demo) {
@@ -220,6 +225,7 @@ async function dev(flags: Flags): Promise<number> {
   }
   out('ready; press Ctrl-C to stop');
   await running;
+  await stop();
   return code;
 }
 

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AesGcmPayloadCodec, generatePayloadKey, payloadToJson, startCodecServer, type CodecServer, type JsonPayload } from '../../src/codec/index.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
@@ -30,15 +30,15 @@ afterAll(async () => {
 });
 
 /** The history exactly as the server stores it (no codec applied), serialised to bytes. */
-async function storedHistory(client: Client, workflowId: string): Promise<{ bytes: Buffer; events: temporal.api.history.v1.IHistoryEvent[] }> {
-  const events: temporal.api.history.v1.IHistoryEvent[] = [];
+async function storedHistory(client: Client, workflowId: string): Promise<{ bytes: Buffer; events: proto.temporal.api.history.v1.IHistoryEvent[] }> {
+  const events: proto.temporal.api.history.v1.IHistoryEvent[] = [];
   let nextPageToken: Uint8Array | undefined;
   do {
     const page = await client.workflowService.getWorkflowExecutionHistory({ namespace: 'default', execution: { workflowId }, nextPageToken });
     events.push(...(page.history?.events ?? []));
     nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
   } while (nextPageToken);
-  return { bytes: Buffer.from(temporal.api.history.v1.History.encode({ events }).finish()), events };
+  return { bytes: Buffer.from(proto.temporal.api.history.v1.History.encode({ events }).finish()), events };
 }
 
 /** Runs a chat round trip: task → question → reply → result, each carrying its own marker. */
