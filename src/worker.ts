@@ -11,7 +11,7 @@ import { createActivities, type ActivityDeps } from './activities/index.js';
 import { defaultAdapterRegistry, type AdapterRegistry } from './adapters/index.js';
 import type { Catalog } from './catalog/schema.js';
 import { JsonFileCredentialStore, MemoryCredentialStore, type CredentialStore } from './credentials/index.js';
-import { SqliteLedger } from './ledger/index.js';
+import { ledgerReady, openLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
 import { LocalSandboxProvider, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
 import type { Client } from '@temporalio/client';
@@ -51,7 +51,7 @@ export interface WorkerSetup {
   readonly tracing?: WorkerTracing;
 }
 
-/** Builds the activity dependencies with the embedded defaults: SQLite ledger, local sandbox, built-in actions. */
+/** Builds the activity dependencies with the defaults: the ledger DATABASE_URL selects (else SQLite), local sandbox, built-in actions. */
 export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDeps {
   const dataDir = path.resolve(setup.dataDir);
   const credentialsFile = path.join(dataDir, 'credentials.json');
@@ -59,7 +59,8 @@ export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDep
     catalog: setup.catalog,
     adapters: setup.adapters ?? defaultAdapterRegistry(),
     sandboxes: setup.sandboxes ?? defaultSandboxes(setup.env ?? process.env, dataDir),
-    ledger: setup.ledger ?? SqliteLedger.open(path.join(dataDir, 'ledger.sqlite')),
+    // PostgreSQL when DATABASE_URL is set (one ledger for many workers), else SQLite in the data dir.
+    ledger: setup.ledger ?? openLedger(setup.env ?? process.env, dataDir),
     actions: setup.actions ?? createBuiltinRegistry(),
     credentials: setup.credentials ?? (existsSync(credentialsFile) ? new JsonFileCredentialStore(credentialsFile) : new MemoryCredentialStore({})),
     env: setup.env,
@@ -82,6 +83,7 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
 export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker; deps: ActivityDeps }> {
   const deps = defaultDeps(setup);
+  await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
   const worker = await Worker.create({
     connection: setup.connection,
     namespace: setup.namespace ?? 'default',

@@ -9,7 +9,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { loadCatalog, type Catalog } from '../catalog/index.js';
 import { createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
 import { dataConverterFromEnvironment, payloadCodecFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
-import { SqliteLedger } from '../ledger/index.js';
+import { SqliteLedger, openLedger, type Ledger } from '../ledger/index.js';
 import { installRuntime, observabilityFromEnvironment, startTracing, type WorkerTracing } from '../observability/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
 import { createWorker, reapClosedRunContainers } from '../worker.js';
@@ -127,7 +127,8 @@ async function connectClient(s: Settings): Promise<{ client: Client; connection:
   }
 }
 
-function openLedgerIfPresent(s: Settings): SqliteLedger | undefined {
+function openLedgerIfPresent(s: Settings): Ledger | undefined {
+  if (process.env.DATABASE_URL?.trim()) return openLedger(process.env, s.dataDir);
   const file = path.join(s.dataDir, 'ledger.sqlite');
   try {
     statSync(file);
@@ -151,7 +152,7 @@ async function startWorker(s: Settings, connection: NativeConnection, client: Cl
   return { worker, deps, running: worker.run() };
 }
 
-async function followOrPrint(run: AgentRunHandle, s: Settings, flags: Flags, ledger?: SqliteLedger): Promise<number> {
+async function followOrPrint(run: AgentRunHandle, s: Settings, flags: Flags, ledger?: Ledger): Promise<number> {
   const result = await followRun(run, { ledger, write: flags.json ? () => undefined : out });
   if (flags.json) out(JSON.stringify(result, null, 2));
   else out(describeResult(result));
@@ -393,7 +394,7 @@ main(process.argv.slice(2)).then(
       err(`${(e as Error).message}\n\n${usage}`);
       process.exit(ExitCodes.usage);
     }
-    const code = (e as { exitCode?: number }).exitCode ?? (e instanceof Error && ['CatalogError', 'PayloadKeyConfigError', 'ObservabilityConfigError'].includes(e.name) ? ExitCodes.usage : 1);
+    const code = (e as { exitCode?: number }).exitCode ?? (e instanceof Error && ['CatalogError', 'PayloadKeyConfigError', 'ObservabilityConfigError', 'LedgerConfigError'].includes(e.name) ? ExitCodes.usage : 1);
     err(`durable-harness: ${e instanceof Error ? e.message : String(e)}`);
     process.exit(code);
   },
