@@ -60,8 +60,3 @@ export function startTracing(config: TracingConfig, options: { spanProcessor?: S
     shutdown: () => spanProcessor.shutdown(),
   };
 }
-
-/** Client interceptors that start a span for each workflow start/signal/query/update and pass its context on. */
-export function tracingClientInterceptors() {
-  return { workflow: [new OpenTelemetryWorkflowClientInterceptor()] };
-}
