@@ -9,7 +9,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { loadCatalog, type Catalog } from '../catalog/index.js';
 import { createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
 import { dataConverterFromEnvironment, payloadCodecFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
-import { SqliteLedger, openLedger, type Ledger } from '../ledger/index.js';
+import { SqliteLedger, describeLedger, openLedger, type Ledger } from '../ledger/index.js';
 import { installRuntime, observabilityFromEnvironment, startTracing, type WorkerTracing } from '../observability/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
 import { createWorker, reapClosedRunContainers } from '../worker.js';
@@ -149,6 +149,7 @@ async function startWorker(s: Settings, connection: NativeConnection, client: Cl
   });
   const removed = await reapClosedRunContainers(deps, client);
   if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
+  out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
   return { worker, deps, running: worker.run() };
 }
 

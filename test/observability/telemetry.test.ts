@@ -112,6 +112,7 @@ afterAll(async () => {
 it('the worker says where telemetry goes', () => {
   expect(workerOutput).toContain(`tracing to ${collectorUrl}/v1/traces as dh-test-worker`);
   expect(workerOutput).toContain(`Prometheus metrics at http://${new URL(metricsUrl).host}/metrics`);
+  expect(workerOutput).toMatch(/^ledger: SQLite .*ledger\.sqlite$/m);
 });
 
 it('spans for the run, each turn and each activity reach the collector, with tokens and cost', async () => {
