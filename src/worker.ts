@@ -2,13 +2,16 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { dataConverterFromEnvironment } from './codec/index.js';
+import { TurnTelemetryInterceptor, type WorkerTracing } from './observability/index.js';
 import { createBuiltinRegistry, type ActionRegistry } from './actions/index.js';
 import { createActivities, type ActivityDeps } from './activities/index.js';
 import { defaultAdapterRegistry, type AdapterRegistry } from './adapters/index.js';
 import type { Catalog } from './catalog/schema.js';
 import { JsonFileCredentialStore, MemoryCredentialStore, type CredentialStore } from './credentials/index.js';
-import { SqliteLedger } from './ledger/index.js';
+import { ledgerReady, openLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
 import { LocalSandboxProvider, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
 import type { Client } from '@temporalio/client';
@@ -36,9 +39,19 @@ export interface WorkerSetup {
   /** A prebuilt workflow bundle (tests bundle once per run). */
   readonly workflowBundle?: WorkerOptions['workflowBundle'];
   readonly identity?: string;
+  /**
+   * Payload encoding (encryption). Default: from `env` (DURABLE_HARNESS_PAYLOAD_KEYS, see src/codec/keys.ts);
+   * clients of these runs need the same keys.
+   */
+  readonly dataConverter?: DataConverter;
+  /**
+   * OpenTelemetry tracing (`startTracing(observabilityFromEnvironment().tracing)`); off when omitted. With a prebuilt
+   * `workflowBundle`, bundle it with `workflowInterceptorModules` (src/observability) for the workflow spans.
+   */
+  readonly tracing?: WorkerTracing;
 }
 
-/** Builds the activity dependencies with the embedded defaults: SQLite ledger, local sandbox, built-in actions. */
+/** Builds the activity dependencies with the defaults: the ledger DATABASE_URL selects (else SQLite), local sandbox, built-in actions. */
 export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDeps {
   const dataDir = path.resolve(setup.dataDir);
   const credentialsFile = path.join(dataDir, 'credentials.json');
@@ -46,7 +59,8 @@ export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDep
     catalog: setup.catalog,
     adapters: setup.adapters ?? defaultAdapterRegistry(),
     sandboxes: setup.sandboxes ?? defaultSandboxes(setup.env ?? process.env, dataDir),
-    ledger: setup.ledger ?? SqliteLedger.open(path.join(dataDir, 'ledger.sqlite')),
+    // PostgreSQL when DATABASE_URL is set (one ledger for many workers), else SQLite in the data dir.
+    ledger: setup.ledger ?? openLedger(setup.env ?? process.env, dataDir),
     actions: setup.actions ?? createBuiltinRegistry(),
     credentials: setup.credentials ?? (existsSync(credentialsFile) ? new JsonFileCredentialStore(credentialsFile) : new MemoryCredentialStore({})),
     env: setup.env,
@@ -69,6 +83,7 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
 export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker; deps: ActivityDeps }> {
   const deps = defaultDeps(setup);
+  await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
   const worker = await Worker.create({
     connection: setup.connection,
     namespace: setup.namespace ?? 'default',
@@ -76,6 +91,10 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
     ...(setup.identity ? { identity: setup.identity } : {}),
     ...(setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
     activities: createActivities(deps),
+    // Turn tokens and cost go to the runtime's metrics always, and onto the turn's span when tracing is on.
+    interceptors: setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] },
+    ...(setup.tracing ? { sinks: setup.tracing.workerOptions.sinks } : {}),
+    dataConverter: setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env),
     // Cancellation reaches an activity on its next heartbeat response: keep that gap well under a second,
     // so a cancelled turn's process tree is gone within 2 s.
     maxHeartbeatThrottleInterval: '300ms',

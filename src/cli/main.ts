@@ -5,10 +5,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { NativeConnection, Runtime, DefaultLogger } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { loadCatalog, type Catalog } from '../catalog/index.js';
-import { getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
-import { SqliteLedger } from '../ledger/index.js';
+import { createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
+import { dataConverterFromEnvironment, payloadCodecFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
+import { SqliteLedger, describeLedger, openLedger, type Ledger } from '../ledger/index.js';
+import { installRuntime, observabilityFromEnvironment, startTracing, type WorkerTracing } from '../observability/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
 import { createWorker, reapClosedRunContainers } from '../worker.js';
 import type { AgentRunResult } from '../workflows/types.js';
@@ -31,6 +33,8 @@ Usage:
   durable-harness retry RUN_ID        run the failed turn of an awaiting_operator run again
   durable-harness abandon RUN_ID [--reason TEXT]
   durable-harness reply RUN_ID TEXT   answer a run that waits for a reply
+  durable-harness codec-server [--codec-port 8234] [--cors-origin URL]...
+                                      decode/encode encrypted payloads for the Web UI (keys from the environment)
 
 Common options (or environment):
   --address HOST:PORT   TEMPORAL_ADDRESS            (default 127.0.0.1:7233)
@@ -38,6 +42,15 @@ Common options (or environment):
   --task-queue NAME     DURABLE_HARNESS_TASK_QUEUE  (default "durable-harness")
   --catalog FILE        DURABLE_HARNESS_CATALOG     (default config/default.yaml)
   --data DIR            DURABLE_HARNESS_DATA        (default .data)
+
+Encrypted payloads (off unless keys are set; workers, clients and the codec server need the same keys):
+  DURABLE_HARNESS_PAYLOAD_KEYS="ID:BASE64KEY,..."   or DURABLE_HARNESS_PAYLOAD_KEYS_FILE=FILE
+  DURABLE_HARNESS_PAYLOAD_KEY_ID=ID                  the key new payloads use (default: the first listed)
+  \`dev\` then also starts the codec server (--codec-port, default 8234) and wires the Web UI to it.
+
+Telemetry (off unless set; dev and worker): see docs/observability.md
+  OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT   OTLP/HTTP traces (run, turn, activity spans)
+  DURABLE_HARNESS_PROMETHEUS_ADDRESS=HOST:PORT                      Prometheus /metrics (or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
 
 Exit codes: 0 succeeded, 10 failed, 11 stopped by a guardrail, 12 cancelled, 13 awaiting an operator,
 2 bad usage or config, 3 Temporal unreachable.`;
@@ -59,6 +72,8 @@ const options = {
   user: { type: 'string' },
   reason: { type: 'string' },
   limit: { type: 'string' },
+  'codec-port': { type: 'string' },
+  'cors-origin': { type: 'string', multiple: true },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -91,20 +106,29 @@ function catalogSource(file: string): () => Catalog {
   };
 }
 
-function quietRuntime(): void {
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+/** The SDK runtime (quiet logs; Prometheus/OTLP metrics when configured) and tracing when configured. */
+function startTelemetry(): WorkerTracing | undefined {
+  const config = observabilityFromEnvironment();
+  installRuntime({ metrics: config.metrics });
+  if (config.metrics && 'prometheus' in config.metrics) out(`Prometheus metrics at http://${config.metrics.prometheus.bindAddress}/metrics`);
+  if (!config.tracing) return undefined;
+  out(`tracing to ${config.tracing.url} as ${config.tracing.serviceName}`);
+  return startTracing(config.tracing);
 }
 
 async function connectClient(s: Settings): Promise<{ client: Client; connection: Connection; close: () => Promise<void> }> {
+  // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
+  const dataConverter = dataConverterFromEnvironment();
   try {
     const connection = await Connection.connect({ address: s.address, connectTimeout: 5000 });
-    return { client: new Client({ connection, namespace: s.namespace }), connection, close: () => connection.close() };
+    return { client: createAgentClient(connection, { namespace: s.namespace, dataConverter }), connection, close: () => connection.close() };
   } catch (e) {
     throw Object.assign(new Error(`cannot reach Temporal at ${s.address} (${(e as Error).message}). Start one with \`durable-harness dev\`, or set TEMPORAL_ADDRESS.`), { exitCode: ExitCodes.unavailable });
   }
 }
 
-function openLedgerIfPresent(s: Settings): SqliteLedger | undefined {
+function openLedgerIfPresent(s: Settings): Ledger | undefined {
+  if (process.env.DATABASE_URL?.trim()) return openLedger(process.env, s.dataDir);
   const file = path.join(s.dataDir, 'ledger.sqlite');
   try {
     statSync(file);
@@ -114,9 +138,10 @@ function openLedgerIfPresent(s: Settings): SqliteLedger | undefined {
   }
 }
 
-async function startWorker(s: Settings, connection: NativeConnection, client: Client) {
+async function startWorker(s: Settings, connection: NativeConnection, client: Client, tracing?: WorkerTracing) {
   const { worker, deps } = await createWorker({
     connection,
+    tracing,
     namespace: s.namespace,
     taskQueue: s.taskQueue,
     catalog: catalogSource(s.catalogFile),
@@ -124,10 +149,11 @@ async function startWorker(s: Settings, connection: NativeConnection, client: Cl
   });
   const removed = await reapClosedRunContainers(deps, client);
   if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
+  out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
   return { worker, deps, running: worker.run() };
 }
 
-async function followOrPrint(run: AgentRunHandle, s: Settings, flags: Flags, ledger?: SqliteLedger): Promise<number> {
+async function followOrPrint(run: AgentRunHandle, s: Settings, flags: Flags, ledger?: Ledger): Promise<number> {
   const result = await followRun(run, { ledger, write: flags.json ? () => undefined : out });
   if (flags.json) out(JSON.stringify(result, null, 2));
   else out(describeResult(result));
@@ -137,28 +163,47 @@ async function followOrPrint(run: AgentRunHandle, s: Settings, flags: Flags, led
 async function dev(flags: Flags): Promise<number> {
   const s = resolveSettings(flags);
   loadCatalog(s.catalogFile); // fail before starting anything if the catalog is broken
-  quietRuntime();
+  const tracing = startTelemetry();
+  const uiPort = flags['ui-port'] ? Number(flags['ui-port']) : 8233;
+  // Encrypted payloads: the Web UI shows them decoded through a codec server holding the same keys.
+  const codec = payloadCodecFromEnvironment();
+  let codecServer: CodecServer | undefined;
+  if (codec) {
+    codecServer = await startCodecServer({
+      codec,
+      port: flags['codec-port'] ? Number(flags['codec-port']) : 8234,
+      corsOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`, ...(flags['cors-origin'] ?? [])],
+      log: err,
+    });
+    out(`payloads encrypted (key ${codec.currentKeyId}); codec server for the Web UI at ${codecServer.url}`);
+  }
   const temporal = await startEmbeddedTemporal({
     dataDir: s.dataDir,
     port: flags.port ? Number(flags.port) : 7233,
-    uiPort: flags['ui-port'] ? Number(flags['ui-port']) : 8233,
+    uiPort,
     namespace: s.namespace,
+    uiCodecEndpoint: codecServer?.url,
     log: out,
   });
   const settings = { ...s, address: temporal.address };
   const connection = await NativeConnection.connect({ address: temporal.address });
   const { client, connection: clientConnection, close } = await connectClient(settings);
   await ensureSearchAttributes(clientConnection, s.namespace);
-  const { worker, running } = await startWorker(settings, connection, client);
+  const { worker, running } = await startWorker(settings, connection, client, tracing);
   out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
   let code = 0;
-  const stop = async () => {
-    if (worker.getState() === 'RUNNING') worker.shutdown();
-    await running.catch(() => undefined);
-    await connection.close();
-    await close();
-    await temporal.stop();
-  };
+  // Once only: a signal and the end of `running` both lead here, and the dev server must be stopped before exit.
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.catch(() => undefined);
+      await connection.close();
+      await close();
+      await temporal.stop();
+      await codecServer?.close();
+      await tracing?.shutdown();
+    })());
   process.once('SIGINT', () => void stop().then(() => process.exit(code)));
   process.once('SIGTERM', () => void stop().then(() => process.exit(code)));
   if (flags.demo) {
@@ -182,18 +227,19 @@ async function dev(flags: Flags): Promise<number> {
   }
   out('ready; press Ctrl-C to stop');
   await running;
+  await stop();
   return code;
 }
 
 async function workerCommand(flags: Flags): Promise<number> {
   const s = resolveSettings(flags);
-  quietRuntime();
+  const tracing = startTelemetry();
   const connection = await NativeConnection.connect({ address: s.address }).catch((e: Error) => {
     throw Object.assign(new Error(`cannot reach Temporal at ${s.address} (${e.message}). Start one with \`durable-harness dev\`, or set TEMPORAL_ADDRESS.`), { exitCode: ExitCodes.unavailable });
   });
   const { client, connection: clientConnection, close } = await connectClient(s);
   await ensureSearchAttributes(clientConnection, s.namespace);
-  const { worker, running } = await startWorker(s, connection, client);
+  const { worker, running } = await startWorker(s, connection, client, tracing);
   out(`worker polling task queue "${s.taskQueue}" at ${s.address}`);
   const stop = () => worker.getState() === 'RUNNING' && worker.shutdown();
   process.once('SIGINT', stop);
@@ -201,6 +247,26 @@ async function workerCommand(flags: Flags): Promise<number> {
   await running;
   await connection.close();
   await close();
+  await tracing?.shutdown();
+  return 0;
+}
+
+async function codecServerCommand(flags: Flags): Promise<number> {
+  const codec = payloadCodecFromEnvironment();
+  if (!codec) throw new UsageError('no payload keys: set DURABLE_HARNESS_PAYLOAD_KEYS (ID:BASE64KEY,...) or DURABLE_HARNESS_PAYLOAD_KEYS_FILE');
+  const server = await startCodecServer({
+    codec,
+    host: process.env.DURABLE_HARNESS_CODEC_HOST ?? '127.0.0.1',
+    port: Number(flags['codec-port'] ?? process.env.DURABLE_HARNESS_CODEC_PORT ?? 8234),
+    corsOrigins: flags['cors-origin'] ?? (process.env.DURABLE_HARNESS_CODEC_CORS_ORIGINS ?? 'http://127.0.0.1:8233,http://localhost:8233').split(',').map((o) => o.trim()).filter(Boolean),
+    log: err,
+  });
+  out(`codec server at ${server.url} (keys ${codec.keyIds.join(', ')}; new payloads use ${codec.currentKeyId})`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await server.close();
   return 0;
 }
 
@@ -239,6 +305,8 @@ async function main(argv: string[]): Promise<number> {
       return dev(flags);
     case 'worker':
       return workerCommand(flags);
+    case 'codec-server':
+      return codecServerCommand(flags);
     case 'run': {
       const [agent, ...taskWords] = need(rest, 2, 'AGENT and TASK: durable-harness run AGENT TASK');
       return withClient(flags, async (client, s) => {
@@ -327,7 +395,7 @@ main(process.argv.slice(2)).then(
       err(`${(e as Error).message}\n\n${usage}`);
       process.exit(ExitCodes.usage);
     }
-    const code = (e as { exitCode?: number }).exitCode ?? (e instanceof Error && e.name === 'CatalogError' ? ExitCodes.usage : 1);
+    const code = (e as { exitCode?: number }).exitCode ?? (e instanceof Error && ['CatalogError', 'PayloadKeyConfigError', 'ObservabilityConfigError', 'LedgerConfigError'].includes(e.name) ? ExitCodes.usage : 1);
     err(`durable-harness: ${e instanceof Error ? e.message : String(e)}`);
     process.exit(code);
   },

@@ -1,6 +1,8 @@
 /** A typed client for services: start agent runs and operate them (status, cancel, retry, reply). */
 import { randomUUID } from 'node:crypto';
-import { WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { Client, WorkflowUpdateFailedError, type ConnectionLike, type WorkflowHandle } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
+import { dataConverterFromEnvironment } from '../codec/keys.js';
 import { z } from 'zod';
 import { defaultTaskQueue } from '../worker-defaults.js';
 import type { agentRun } from '../workflows/agent-run.js';
@@ -80,6 +82,21 @@ async function rejectedWithReason<T>(update: Promise<T>): Promise<T> {
     if (err instanceof WorkflowUpdateFailedError) throw new RunRejectedError(err.cause?.message ?? err.message, { cause: err });
     throw err;
   }
+}
+
+/**
+ * A Temporal client for agent runs whose payload encoding (encryption) matches the workers': keys come from `env`
+ * (DURABLE_HARNESS_PAYLOAD_KEYS) unless `dataConverter` is given.
+ */
+export function createAgentClient(
+  connection: ConnectionLike,
+  options: { namespace?: string; env?: Readonly<Record<string, string | undefined>>; dataConverter?: DataConverter } = {},
+): Client {
+  return new Client({
+    connection,
+    namespace: options.namespace ?? 'default',
+    dataConverter: options.dataConverter ?? dataConverterFromEnvironment(options.env ?? process.env),
+  });
 }
 
 /** Starts an agent run and returns its handle. */

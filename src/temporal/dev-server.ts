@@ -14,6 +14,8 @@ export interface DevServerOptions {
   readonly dbFile?: string;
   readonly ui?: boolean;
   readonly uiPort?: number;
+  /** The codec server the Web UI decodes payloads with (e.g. http://127.0.0.1:8234). */
+  readonly uiCodecEndpoint?: string;
   readonly namespace?: string;
   readonly logFile?: string;
   readonly startTimeoutMs?: number;
@@ -49,6 +51,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     args.push('--db-filename', options.dbFile, '--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
   }
   if (options.ui) args.push('--ui-port', String(uiPort), '--ui-ip', ip);
+  if (options.ui && options.uiCodecEndpoint) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
   else args.push('--headless');
   // Eager activity dispatch hands the turn to this worker in the workflow-task response: one round trip less per turn.
   args.push('--dynamic-config-value', 'system.enableActivityEagerExecution=true');
