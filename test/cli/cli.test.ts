@@ -1,5 +1,4 @@
 /** The durable-harness command against the real dev server: what a script or an operator sees, and its exit codes. */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,37 +6,23 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { exitCodeTable } from '../../src/cli/exit-codes.js';
 import { findTemporalCli } from '../../src/temporal/cli-path.js';
+import { spawnCli, type CliOutcome, type CliProcess } from '../support/cli.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
-const bin = path.join(repoRoot, 'bin', 'durable-harness.mjs');
 const book = scriptBook();
 let w: TestWorker;
 
-interface Outcome {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
 /** Starts the command with this file's worker settings; `connection: false` leaves them out. */
-function spawnCli(args: string[], options: { taskQueue?: string; connection?: boolean } = {}): ChildProcess & { outcome: Promise<Outcome>; stdoutSoFar: () => string } {
+function spawnWith(args: string[], options: { taskQueue?: string; connection?: boolean } = {}): CliProcess {
   const connection = options.connection === false ? [] : ['--address', inject('temporalAddress'), '--task-queue', options.taskQueue ?? w.taskQueue, '--data', w.dataDir];
-  const started = Date.now();
-  const child = spawn(process.execPath, [bin, ...args, ...connection], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const outcome = new Promise<Outcome>((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr, ms: Date.now() - started })));
-  return Object.assign(child, { outcome, stdoutSoFar: () => stdout });
+  return spawnCli([...args, ...connection]);
 }
 
-const cli = (args: string[], options?: { taskQueue?: string; connection?: boolean }) => spawnCli(args, options).outcome;
+const cli = (args: string[], options?: { taskQueue?: string; connection?: boolean }) => spawnWith(args, options).outcome;
 
 /** Runs a command exactly as the CLI printed it (`durable-harness …`), through this checkout's bin. */
-function runPrinted(line: string): Promise<Outcome> {
+function runPrinted(line: string): Promise<CliOutcome> {
   const words = [...line.matchAll(/'((?:[^']|'\\'')*)'|(\S+)/g)].map((m) => (m[1] !== undefined ? m[1].replace(/'\\''/g, "'") : m[2]!));
   expect(words[0]).toBe('durable-harness');
   return cli(words.slice(1), { connection: false });
@@ -125,7 +110,7 @@ describe('durable-harness run', () => {
     expect(asked.stdout).toContain(`  answer it:  durable-harness reply ${id} 'your answer' --address ${inject('temporalAddress')}`);
 
     const id2 = testWorkflowId('cli-chat-wait');
-    const waiting = spawnCli(['run', 'scripted', book.write('cli-chat2', [{ envelope: { step: 'chat', message: 'Which branch?' } }, ok('used main')]), '--id', id2, '--wait', '--json']);
+    const waiting = spawnWith(['run', 'scripted', book.write('cli-chat2', [{ envelope: { step: 'chat', message: 'Which branch?' } }, ok('used main')]), '--id', id2, '--wait', '--json']);
     await expect.poll(() => waiting.stdoutSoFar(), { timeout: 15_000 }).toMatch(/"type":"needs-human"/);
     const needs = jsonLines(waiting.stdoutSoFar()).find((l) => l.type === 'needs-human')!;
     expect(needs).toMatchObject({ state: 'waiting_for_reply', commands: [`durable-harness reply ${id2} 'your answer' --address ${inject('temporalAddress')}`] });
@@ -168,7 +153,7 @@ describe('durable-harness run', () => {
 
   it('Ctrl-C while following stops quickly and quietly; the run goes on', async () => {
     const id = testWorkflowId('cli-sigint');
-    const following = spawnCli(['run', 'scripted', book.write('cli-sigint', [{ sleepMs: 5000, ...ok('went on') }]), '--id', id]);
+    const following = spawnWith(['run', 'scripted', book.write('cli-sigint', [{ sleepMs: 5000, ...ok('went on') }]), '--id', id]);
     await expect.poll(() => following.stdoutSoFar(), { timeout: 15_000 }).toMatch(/sleeping/);
     const sent = Date.now();
     following.kill('SIGINT');
