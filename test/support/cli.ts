@@ -14,16 +14,17 @@ export interface CliOutcome {
   readonly ms: number;
 }
 
-export type CliProcess = ChildProcess & {
+export type NodeProcess = ChildProcess & {
   readonly outcome: Promise<CliOutcome>;
   stdoutSoFar(): string;
   stderrSoFar(): string;
 };
+export type CliProcess = NodeProcess;
 
-/** Starts `durable-harness ARGS` with `node` (no tsx on the command line: the bin must work with plain node). */
-export function spawnCli(args: readonly string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): CliProcess {
+/** Starts `node ARGS` and collects its output. */
+export function spawnNode(args: readonly string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): NodeProcess {
   const started = Date.now();
-  const child = spawn(process.execPath, [cliBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: options.env ?? process.env, cwd: options.cwd ?? repoRoot });
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: options.env ?? process.env, cwd: options.cwd ?? repoRoot });
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -32,4 +33,9 @@ export function spawnCli(args: readonly string[], options: { env?: NodeJS.Proces
     child.on('exit', (code, signal) => resolve({ code, signal, stdout, stderr, ms: Date.now() - started })),
   );
   return Object.assign(child, { outcome, stdoutSoFar: () => stdout, stderrSoFar: () => stderr });
+}
+
+/** Starts `durable-harness ARGS` with `node` (no tsx on the command line: the bin must work with plain node). */
+export function spawnCli(args: readonly string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): CliProcess {
+  return spawnNode([cliBin, ...args], options);
 }
