@@ -155,6 +155,7 @@ export async function devCommand(flags: { demo?: boolean; exit?: boolean; json?:
         identity: { tenantId: 'local', userId: os.userInfo().username },
         taskQueue: s.taskQueue,
       });
+      out(`started demo run ${run.workflowId}`);
       const link = temporal.uiUrl && `${temporal.uiUrl}/namespaces/${s.namespace}/workflows/${run.workflowId}`;
       if (link) out(`watch it: ${link}`);
       const ledger = openLedgerIfPresent(s);

@@ -83,7 +83,7 @@ describe('durable-harness run', () => {
     expect(late.stderr).toMatch(/has already ended \(COMPLETED\)/);
   });
 
-  it('a run that needs an operator exits 13 and prints the exact retry and abandon commands; the printed retry works', async () => {
+  it('a run that needs an operator exits 13 and prints the exact retry and abandon commands; the printed commands work', async () => {
     const task = book.write('cli-fragile', [{ failTimes: 1, ...ok('fixed on retry') }]);
     const id = testWorkflowId('cli-op');
     const first = await cli(['run', 'fragile', task, '--id', id]);
@@ -99,6 +99,13 @@ describe('durable-harness run', () => {
     const retried = await runPrinted(retry!);
     expect(retried).toMatchObject({ code: 0, stdout: 'retrying the failed turn\n' });
     expect(await w.client.workflow.getHandle(id).result()).toMatchObject({ status: 'succeeded', result: 'fixed on retry' });
+
+    const doomed = testWorkflowId('cli-abandon');
+    const second = await cli(['run', 'fragile', book.write('cli-doomed', [{ failTimes: 5, ...ok() }]), '--id', doomed]);
+    expect(second.code).toBe(13);
+    const giveUp = /^ {2}or give up: {6}(durable-harness abandon .*)$/m.exec(second.stdout)![1]!;
+    expect(await runPrinted(giveUp)).toMatchObject({ code: 0, stdout: `abandoned ${doomed}: it ends as failed\n` });
+    expect(await w.client.workflow.getHandle(doomed).result()).toMatchObject({ status: 'failed', failureType: 'Abandoned', reason: expect.stringMatching(/^why \(after: /) });
   });
 
   it('a run waiting for a reply exits 14 with the reply command; --wait keeps following until it ends', async () => {
