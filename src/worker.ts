@@ -50,6 +50,8 @@ export interface WorkerSetup {
    * catalogs on one queue fail runs at random with UnknownAgent.
    */
   readonly catalogCheck?: boolean;
+  /** How long a stopping worker lets in-flight activities finish before cancelling them (default 5 s). */
+  readonly shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
 }
 
 /** Raised when the task queue is already served by a worker with another catalog. */
@@ -124,7 +126,7 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
     // so a cancelled turn's process tree is gone within 2 s.
     maxHeartbeatThrottleInterval: '300ms',
     defaultHeartbeatThrottleInterval: '300ms',
-    shutdownGraceTime: '5s',
+    shutdownGraceTime: setup.shutdownGraceTime ?? '5s',
   });
   return { worker, deps };
 }

@@ -88,7 +88,7 @@ async function connectNative(address: string): Promise<NativeConnection> {
 }
 
 /** Worker, client and search attributes on one server; `close` undoes all of it, quietly. */
-async function serve(s: Settings, address: string) {
+async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string } = {}) {
   const runtime = installRuntime();
   const native = await connectNative(address);
   const connection = await Connection.connect({ address, connectTimeout: 5000 });
@@ -101,6 +101,7 @@ async function serve(s: Settings, address: string) {
     taskQueue: s.taskQueue,
     catalog: catalogSource(s.catalogFile),
     dataDir: s.dataDir,
+    shutdownGraceTime: options.shutdownGraceTime,
   });
   const removed = await reapClosedRunContainers(deps, client);
   if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
@@ -146,7 +147,8 @@ export async function devCommand(flags: { demo?: boolean; exit?: boolean; json?:
     process.exit(code);
   });
   try {
-    served = await serve({ ...s, address: temporal.address }, temporal.address);
+    // A turn still running at Ctrl-C is interrupted after a second; the run retries it when dev is back.
+    served = await serve({ ...s, address: temporal.address }, temporal.address, { shutdownGraceTime: '1s' });
     out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
     if (flags.demo) {
       const run = await startAgentRun(served.client, {
