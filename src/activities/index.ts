@@ -101,6 +101,8 @@ export function createActivities(deps: ActivityDeps) {
         FailureTypes.SandboxPolicyRefused,
       );
     }
+    // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
+    permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env }), FailureTypes.CredentialMissing);
     return permanent(() => freezeSpec(catalog, agentName, deps.actions, deps.adapters.create(harness.driverClass).capabilities), FailureTypes.UnknownAgent);
   }
 
