@@ -375,7 +375,8 @@ export function createActivities(deps: ActivityDeps) {
           input: prompt,
           output: tooLarge ? `${reply.slice(0, KEPT_REPLY_CHARS)}\n[durable-harness: reply of ${bytes} bytes refused at the limit of ${spec.harness.maxReplyBytes}; only its opening is kept]` : reply,
         });
-        const usage = { usage: turn.usage, costUsd, costSource, usageReported: run.usageReported, ...(sessionId ? { externalSessionId: sessionId } : {}), ...(resumeFailed !== undefined ? { resumeFailed } : {}) } as const;
+        // The session id only when it changed: a steady resumed session costs no bytes of history per turn.
+        const usage = { usage: turn.usage, costUsd, costSource, usageReported: run.usageReported, ...(sessionId && sessionId !== req.resumeSessionId ? { externalSessionId: sessionId } : {}), ...(resumeFailed !== undefined ? { resumeFailed } : {}) } as const;
         if (tooLarge) {
           const problem = replyTooLargeProblem(bytes, spec.harness.maxReplyBytes);
           await deps.ledger.recordStep({ workflowId: req.workflowId, seq: req.envelopeSeq, turn: req.turn, type: 'reply-too-large', payload: { bytes, limit: spec.harness.maxReplyBytes } });

@@ -103,15 +103,22 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     update(withPhase(state, phase, detail));
     syncAttributes();
   };
-  /** Upserts the search attributes whose values changed since they were last written: no event otherwise. */
+  /**
+   * Upserts the search attributes whose values changed since they were last written: no event otherwise. Between
+   * phase changes the cost is written when it moves by a cent (a turn rarely costs less, so most turns write it
+   * anyway); with a phase change — the last one included — it is written exactly.
+   */
   const syncAttributes = (...changes: SearchAttributeUpdatePair[]) => {
     if (!state.policy) return;
     const written = state.attributes;
-    if (written.status !== state.state) changes.push({ key: statusAttribute, value: state.state });
-    if ((written.costUsd ?? 0) !== state.costUsd) changes.push({ key: costAttribute, value: state.costUsd });
+    const phaseChanged = written.status !== state.state;
+    if (phaseChanged) changes.push({ key: statusAttribute, value: state.state });
+    const cents = (usd: number) => Math.floor(usd * 100);
+    const costMoved = phaseChanged ? (written.costUsd ?? 0) !== state.costUsd : cents(written.costUsd ?? 0) !== cents(state.costUsd);
+    if (costMoved) changes.push({ key: costAttribute, value: state.costUsd });
     if (changes.length === 0) return;
     upsertSearchAttributes(changes);
-    state = { ...state, attributes: { status: state.state, costUsd: state.costUsd } };
+    state = { ...state, attributes: { status: state.state, costUsd: costMoved ? state.costUsd : written.costUsd } };
   };
 
   // ---- handlers first --------------------------------------------------------------------------
