@@ -32,6 +32,7 @@ import type {
   TurnRequest,
   TurnResult,
 } from '../workflows/types.js';
+import { expandSandbox } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { turnPriceUsd } from './pricing.js';
@@ -318,7 +319,7 @@ export function createActivities(deps: ActivityDeps) {
       const ctx = Context.current();
       const info = activityInfo();
       if (!info.workflowExecution) throw ApplicationFailure.nonRetryable('runTurn runs only as an activity of an agentRun workflow', FailureTypes.TurnFailed);
-      const req: RunTurn = { ...request, workflowId: info.workflowExecution.workflowId };
+      const req: RunTurn = { ...request, sandbox: expandSandbox(request.sandbox), workflowId: info.workflowExecution.workflowId };
       const credentials = permanent(
         () => resolveCredentials({ agent: { name: spec.agent.name, credentials: [...spec.agent.credentials] }, harness: spec.harness, store: deps.credentials, env, log: ctx.log }),
         FailureTypes.CredentialMissing,
@@ -455,7 +456,7 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 /** A turn request with the run it belongs to. */
-type RunTurn = TurnRequest & { readonly workflowId: string };
+type RunTurn = Omit<TurnRequest, 'sandbox'> & { readonly sandbox: SandboxRef; readonly workflowId: string };
 
 function clip(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max)}… (${text.length} characters in all)` : text;

@@ -59,7 +59,7 @@ import {
 } from './messages.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import type { RunState } from './state.js';
-import type { AgentRunInput, AgentRunResult, GuardrailName, RunPhase, TextRef, TurnRequest, TurnResult } from './types.js';
+import { compactSandbox, type AgentRunInput, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -244,7 +244,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       const begun = beginTurn(state);
       update(begun.state);
       syncAttributes();
-      const result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: state.sandbox! });
+      const result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!) });
       let { state: next, decision }: { state: RunState; decision: Decision } = applyTurn(state, result);
       update(next);
       syncAttributes();

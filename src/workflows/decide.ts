@@ -97,7 +97,7 @@ export function beginTurn(state: RunState): { state: RunState; request: Pick<Tur
       envelopeSeq,
       input: state.next ?? { kind: 'prompt', parts: [] },
       ...(resume ? { resumeSessionId: state.externalSessionId } : {}),
-      replay: !resume && turn > 1,
+      ...(!resume && turn > 1 ? { replay: true } : {}),
     },
   };
 }

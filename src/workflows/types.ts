@@ -1,4 +1,4 @@
-/** Inputs, results and messages of an agent run: shared by the workflow, the activities and the client. Pure types. */
+/** Inputs, results and messages of an agent run: shared by the workflow, the activities and the client. Pure. */
 import type { Usage } from '../adapters/types.js';
 import type { BlobRef, TextRef } from '../blobs/text-ref.js';
 import type { RunIdentity, SandboxRef } from '../sandbox/types.js';
@@ -93,16 +93,30 @@ export type TurnInput =
   /** Run the approved actions of the envelope recorded at `envelopeSeq`, then send their results. */
   | { readonly kind: 'actions'; readonly envelopeSeq: number; readonly calls: readonly PlannedCall[] };
 
+/** A sandbox reference as a turn request carries it. */
+export type TurnSandbox = Omit<SandboxRef, 'hostWorkspacePath'> & { readonly hostWorkspacePath?: string };
+
+/** The sandbox reference without what repeats itself; `expandSandbox` undoes it. */
+export function compactSandbox(ref: SandboxRef): TurnSandbox {
+  const { hostWorkspacePath, ...rest } = ref;
+  return hostWorkspacePath === ref.workspacePath ? rest : ref;
+}
+
+export function expandSandbox(ref: TurnSandbox): SandboxRef {
+  return { ...ref, hostWorkspacePath: ref.hostWorkspacePath ?? ref.workspacePath };
+}
+
 /** The turn activity's request: references and small values only (the run's ids come from the activity's info). */
 export interface TurnRequest {
   readonly turn: number;
   readonly specHash: string;
-  readonly sandbox: SandboxRef;
+  /** The sandbox; `hostWorkspacePath` is left out when it equals `workspacePath` (bytes of history per turn). */
+  readonly sandbox: TurnSandbox;
   readonly input: TurnInput;
   /** Resume this harness session; without it the turn starts fresh, with earlier turns replayed if `replay`. */
   readonly resumeSessionId?: string;
   /** Replay this run's earlier turns (from the ledger) into a fresh session. */
-  readonly replay: boolean;
+  readonly replay?: boolean;
   /** Ledger seq for this turn's envelope step. */
   readonly envelopeSeq: number;
 }
