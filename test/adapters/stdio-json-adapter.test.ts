@@ -152,7 +152,10 @@ describe('StdioJsonAdapter', () => {
     const { adapter, executor } = await started([{ lines: [line({ type: 'permission', id: 'p1', tool: 'bash', input: { cmd: 'ls' } })], hang: true }]);
     const iterator = adapter.runTurn({ prompt: 'x', turn: 1 })[Symbol.asyncIterator]();
     const first = await iterator.next();
-    expect(first.value).toEqual({ type: 'permission-request', id: 'p1', tool: 'bash', input: { cmd: 'ls' } });
+    expect(first.value).toEqual({
+      type: 'permission-request', id: 'p1', tool: 'bash', kind: 'command', input: { cmd: 'ls' }, title: 'ls', command: 'ls',
+      options: { edit: 'emulated', denyMessage: true },
+    });
     await adapter.respond('p1', { allow: false, message: 'not now' });
     expect(executor.processes[0]!.written).toEqual([`${JSON.stringify({ type: 'permission-response', id: 'p1', allow: false, message: 'not now' })}\n`]);
     await adapter.end();
