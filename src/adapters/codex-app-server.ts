@@ -2,7 +2,7 @@
  * Codex's two-way mode: `codex app-server` (JSON-RPC on stdio, experimental in 0.171.0), measured against the
  * pinned binary. The adapter drives one turn per process:
  *
- *   → initialize → (result) → initialized + thread/start {cwd, approvalPolicy: "untrusted", sandbox: "read-only",
+ *   → initialize → (result) → initialized + thread/start {cwd, approvalPolicy: "untrusted", sandbox: "workspace-write",
  *     model, developerInstructions} | thread/resume {threadId, …} → (result: thread.id, model) → turn/start
  *   ← item/started|completed (commandExecution, fileChange, agentMessage …), thread/tokenUsage/updated (`last` =
  *     one model call), turn/completed {turn: {status, error}}
@@ -10,8 +10,10 @@
  *   → {decision: "accept" | "decline"} (decline: the tool does not run and the turn goes on)
  *
  * Under `untrusted` codex asks before every command it does not consider safe (its own list of read-only
- * commands runs unasked inside the read-only sandbox) and before every file change; an accepted command runs
- * outside codex's sandbox (the run's sandbox still applies). Edits cannot be carried and a decline has no
+ * commands runs unasked) and before every file change, whatever the sandbox mode. The sandbox is
+ * `workspace-write` so an ACCEPTED command can write the workspace: with `read-only`, an accepted `touch` ran
+ * when codex's sandbox helper could not start but failed with "Read-only file system" when it could (measured
+ * under strace), i.e. the approval would depend on the machine. Edits cannot be carried and a decline has no
  * message: both go to the model as a follow-up prompt in the same thread.
  */
 import { z } from 'zod';
@@ -143,11 +145,11 @@ export class CodexAppServer {
       if (message.error) return { type: 'session-error', code: 'protocol-error', message: `codex app-server refused initialize: ${rpcErrorText(message)}` };
       state.send(rpcNotification('initialized'));
       scratch.phase = 'thread';
-      // Every command and file change asks; nothing runs in codex's own sandbox with write access.
+      // Every command and file change asks (untrusted); what is accepted may write the workspace, nothing else.
       const common = {
         cwd: turn.cwd,
         approvalPolicy: 'untrusted',
-        sandbox: 'read-only',
+        sandbox: 'workspace-write',
         ...(turn.model ? { model: turn.model } : {}),
         ...(turn.developerInstructions !== undefined ? { developerInstructions: turn.developerInstructions } : {}),
       };

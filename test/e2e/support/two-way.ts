@@ -11,8 +11,8 @@ import { PiAdapter } from '../../../src/adapters/pi-adapter.js';
 import type { HarnessAdapter, HarnessSessionConfig } from '../../../src/adapters/types.js';
 import type { PermissionAnswer, PermissionGate, PermissionRequest } from '../../../src/permissions/types.js';
 import type { ExecProcess, ExecRequest, SandboxExecutor } from '../../../src/sandbox/types.js';
-import type { FakeVendor } from '../fake-vendor/server.js';
-import { baseUrlFor, type CliName } from '../fake-vendor/tool-calls.js';
+import type { FakeVendor, ScriptedReply } from '../fake-vendor/server.js';
+import { baseUrlFor, shellCall, writeCall, type CliName } from '../fake-vendor/tool-calls.js';
 import { cliBinary } from './clis.js';
 
 export interface CliProfile {
@@ -130,5 +130,44 @@ export class TranscriptExecutor implements SandboxExecutor {
       kill: () => proc.kill(),
       pid: proc.pid,
     };
+  }
+}
+
+export const envelope = (result: string): string => JSON.stringify({ step: 'success', result });
+const u = (input: number, output: number, cacheRead = 0) => ({ input, output, cacheRead });
+
+/**
+ * What the scripted model says in each permission scenario, for this CLI's behaviour on denials:
+ * - `allow`: `touch ran.txt`, then write out.txt, then the envelope `done`;
+ * - `deny` (also a timeout): the same two requests, refused; the model ends with an envelope (and, where the CLI
+ *   cannot carry the reason, answers the follow-up prompt with `understood`);
+ * - `edit`: `touch ran.txt`, edited by the operator to `touch edited.txt`; where the CLI cannot take the edit the
+ *   model is told and asks again with the edited command.
+ */
+export function permissionReplies(cli: CliName, workspace: string, scenario: 'allow' | 'deny' | 'edit'): ScriptedReply[] {
+  const p = cliProfiles[cli];
+  const shell = (command: string, id: string, usage: ScriptedReply['usage']): ScriptedReply => ({ toolCalls: [shellCall(cli, command, id)], usage });
+  const write: ScriptedReply = { toolCalls: [writeCall(cli, workspace, 'out.txt', 'hello')], usage: u(200, 20) };
+  switch (scenario) {
+    case 'allow':
+      return [shell('touch ran.txt', 'call_shell_1', u(100, 10, 20)), write, { text: envelope('done'), usage: u(300, 30) }];
+    case 'deny':
+      return p.continuesAfterDeny
+        ? [
+            shell('touch ran.txt', 'call_shell_1', u(100, 10)),
+            write,
+            { text: envelope('could not'), usage: u(300, 30) },
+            ...(p.nativeDenyMessage ? [] : [{ text: envelope('understood'), usage: u(400, 40) }]),
+          ]
+        : [shell('touch ran.txt', 'call_shell_1', u(100, 10)), write, { text: envelope('understood'), usage: u(300, 30) }];
+    case 'edit':
+      return p.nativeEdit
+        ? [shell('touch ran.txt', 'call_shell_1', u(100, 10)), { text: envelope('edited ran'), usage: u(200, 20) }]
+        : [
+            shell('touch ran.txt', 'call_shell_1', u(100, 10)),
+            ...(p.continuesAfterDeny ? [{ text: 'It was not allowed.', usage: u(150, 15) }] : []),
+            shell('touch edited.txt', 'call_shell_2', u(200, 20)),
+            { text: envelope('edited ran'), usage: u(300, 30) },
+          ];
   }
 }
