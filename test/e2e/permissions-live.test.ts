@@ -5,6 +5,7 @@
  * (`touch ran.txt`) and a file write (out.txt). What a user checks: the files in the workspace and the ledger.
  * A missing binary or strace fails, never skips.
  */
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -109,6 +110,14 @@ async function live(
 }
 
 const has = (workspace: string, file: string) => existsSync(path.join(workspace, file));
+const groupAlive = (pgid: number): boolean => {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real binary, fake vendor)', ({ cli }) => {
   it('has the pinned binary and strace (a missing one fails, never skips)', () => {
@@ -160,6 +169,29 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real bin
     // Emulated: the model asks again with exactly the edit, which the operator already approved.
     else expect(rest.map((row) => [row.command, row.status, row.decidedBy])).toEqual([['touch edited.txt', 'allowed', `edit-of:${first!.requestId}`]]);
     expect(r.seen).toHaveLength(1);
+  }, 120_000);
+
+  it('the worker dies while the CLI waits for an answer: the CLI runs nothing and goes away', async () => {
+    const workspace = freshWorkspace(`${cli}-worker-death`);
+    const vendor = await startVendorForCli(cli);
+    try {
+      vendor.script(...forCli(cli, ...permissionReplies(cli, workspace, 'allow')));
+      const worker = spawn(process.execPath, ['--import', 'tsx', path.join(repo, 'test/e2e/support/two-way-worker.ts'), cli, workspace, vendor.url], { cwd: repo, stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      worker.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      const exit = await new Promise<{ code: number | null; signal: string | null }>((resolve) => worker.on('exit', (code, signal) => resolve({ code, signal })));
+      expect(out).toBe('asked\n');
+      expect(exit.signal).toBe('SIGKILL');
+      const pgid = Number(readFileSync(path.join(workspace, '.durable-harness', 'turn.pid'), 'utf8'));
+      // Its stdin gone, the CLI may still talk to the model, but it must neither run the tool nor stay around.
+      const deadline = Date.now() + 20_000;
+      while (groupAlive(pgid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(groupAlive(pgid), 'the orphaned CLI is still running (a retried attempt would kill it by its pidfile)').toBe(false);
+      expect(has(workspace, 'ran.txt')).toBe(false);
+      expect(has(workspace, 'out.txt')).toBe(false);
+    } finally {
+      await vendor.close();
+    }
   }, 120_000);
 
   it('a request nobody answers is denied when its approval timeout passes', async () => {
