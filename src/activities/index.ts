@@ -191,13 +191,15 @@ export function createActivities(deps: ActivityDeps) {
         task: input.task,
         parentWorkflowId: input.parentWorkflowId,
       });
+      // What the posture becomes on this harness, for operators reading the run's record.
       const policy = spec.permissionPolicy ?? policyFor(spec.permissions);
+      const report = deps.adapters.has(spec.driverClass) ? deps.adapters.create(spec.driverClass).applyPermissionPolicy(spec.permissions) : undefined;
       await deps.ledger.appendEvent(input.workflowId, 0, 'permissions', {
         posture: policy.posture,
         rules: { allow: policy.allow.length, deny: policy.deny.length, ask: policy.ask.length },
         gated: policyIsInteractive(policy),
         enforced: spec.permissionsEnforced ?? true,
-        ...(spec.permissionsEnforced === false ? { note: `advisory: harness "${spec.harness}" cannot ask before a tool runs` } : {}),
+        note: spec.permissionsEnforced === false ? `advisory: harness "${spec.harness}" cannot ask before a tool runs` : report?.note,
       });
       return sandboxCall(() =>
         provider(spec.sandbox.provider).start({ workflowId: input.workflowId, runId: input.runId, agent: spec.agent, identity: input.identity, spec: spec.sandbox }),

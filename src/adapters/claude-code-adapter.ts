@@ -174,14 +174,15 @@ export class ClaudeCode extends CliHarnessAdapter {
           posture,
           enforced: true,
           note:
-            '--permission-mode default: in -p mode nobody can answer a prompt, so every tool that would ask (edits, ' +
-            'shell commands) is DENIED and the turn continues; read-only tools run. Nothing is asked for approval.',
+            'Two-way mode (--permission-prompt-tool stdio): every edit and shell command is decided by the permission gate ' +
+            '(the policy, then an operator) before it runs, edited input included; read-only tools run unasked. Without a ' +
+            'gate: --permission-mode default, where every tool that would ask is DENIED.',
         };
       case 'auto':
         return {
           posture,
           enforced: true,
-          note: '--permission-mode acceptEdits: file edits in the workspace are accepted; shell commands that would ask are denied.',
+          note: '--permission-mode acceptEdits: file edits in the workspace are accepted; shell commands that would ask are denied. With permission rules: the two-way mode, as for strict.',
         };
       case 'dangerous':
         return {

@@ -176,9 +176,12 @@ export class Codex extends CliHarnessAdapter {
     const mode = sandboxModes[posture];
     const note =
       posture === 'strict'
-        ? `sandbox_mode=${mode}, approval_policy=never: commands run in codex's read-only sandbox and nothing is asked; writes fail.`
+        ? 'Two-way mode (codex app-server, approvalPolicy untrusted, sandbox workspace-write): every command codex does not ' +
+          'consider safe and every file change is decided by the permission gate (the policy, then an operator) before it ' +
+          "runs; codex's own safe read-only commands run unasked; an edited command is emulated (refused, the model is told, " +
+          `exactly the edit is pre-approved). Without a gate: sandbox_mode=${mode}, approval_policy=never, writes fail.`
         : posture === 'auto'
-          ? `sandbox_mode=${mode}, approval_policy=never: commands may write inside the workspace only; nothing is asked.`
+          ? `sandbox_mode=${mode}, approval_policy=never: commands may write inside the workspace only; nothing is asked. With permission rules: the two-way mode, as for strict.`
           : `sandbox_mode=${mode}, approval_policy=never: codex's own sandbox is off; only the outer sandbox limits it.`;
     return { posture, enforced: true, note };
   }

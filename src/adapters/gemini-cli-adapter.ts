@@ -164,9 +164,16 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
   protected override permissionReport(posture: PermissionPosture): PermissionReport {
     const mode = approvalModes[posture];
     if (posture === 'strict') {
-      return { posture, enforced: true, note: `--approval-mode ${mode}: headless Gemini cannot ask, so tools that need approval are not offered (read-only).` };
+      return {
+        posture,
+        enforced: true,
+        note:
+          'Two-way mode (gemini --acp, --approval-mode default): every shell command and edit is decided by the permission ' +
+          'gate (the policy, then an operator) before it runs; reads run unasked; an edit or a denial reason reaches the ' +
+          `model as a follow-up prompt. Without a gate: --approval-mode ${mode}, tools that need approval are not offered.`,
+      };
     }
-    return { posture, enforced: true, note: `--approval-mode ${mode}` };
+    return { posture, enforced: true, note: `--approval-mode ${mode}${posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : ''}` };
   }
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {

@@ -171,7 +171,18 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
   protected override permissionReport(posture: PermissionPosture): PermissionReport {
     if (this.config) this.writeConfig(this.config);
     const rules = Object.entries(permissions[posture]).map(([k, v]) => `${k}:${v}`).join(', ');
-    return { posture, enforced: true, note: `opencode.json permission {${rules}}; denied tools are never run (run mode cannot ask).` };
+    if (posture === 'strict') {
+      return {
+        posture,
+        enforced: true,
+        note:
+          'Two-way mode (opencode acp, permission "ask" for edit, bash, webfetch, external_directory): each is decided by the ' +
+          "permission gate (the policy, then an operator) before it runs; a denial ends OpenCode's prompt and the model " +
+          `hears why in a follow-up prompt; edits are emulated. Without a gate: permission {${rules}}, denied tools never run.`,
+      };
+    }
+    const rulesNote = posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : '';
+    return { posture, enforced: true, note: `opencode.json permission {${rules}}; denied tools are never run (run mode cannot ask)${rulesNote}.` };
   }
 
   override setSystemPrompt(text: string): void {

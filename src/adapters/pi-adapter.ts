@@ -125,11 +125,14 @@ export class PiAdapter extends CliHarnessAdapter {
     if (posture === 'strict') {
       return {
         posture,
-        enforced: false,
-        note: `pi has no approval mechanism in print mode; strict is approximated with the read-only tool set --tools ${piReadOnlyTools}.`,
+        enforced: true,
+        note:
+          'Two-way mode (pi --mode rpc with the durable-harness gate extension): EVERY tool call, reads included, is decided ' +
+          'by the permission gate (the policy allows reads inside the workspace by itself, then an operator) before it ' +
+          `runs, edited input included. Without a gate (print mode has no approvals): only --tools ${piReadOnlyTools}, not enforced.`,
       };
     }
-    return { posture, enforced: true, note: 'pi runs its tools without asking.' };
+    return { posture, enforced: true, note: `pi runs its tools without asking${posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : ''}.` };
   }
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
