@@ -304,6 +304,8 @@ export function createActivities(deps: ActivityDeps) {
           if (turn.error.code === 'resume-failed') return { ok: false, code: 'resume-failed', message: redact(turn.error.message) };
           throw turnFailure(turn.error, redact);
         }
+        // Requests of this turn still pending came from an earlier attempt whose harness no longer asks them.
+        await deps.ledger.expireApprovals(input.workflowId, 'turn ended without asking it again', input.turn);
         const sessionId = turn.sessionId ?? adapter.externalSessionId;
         if (sessionId) await deps.ledger.setExternalSessionId(input.workflowId, sessionId);
         const priced = harness.prices ? turnPriceUsd(harness.prices, turn.usage) : undefined;
@@ -418,6 +420,7 @@ export function createActivities(deps: ActivityDeps) {
     async endSession(input: { workflowId: string; spec: AgentSpec; sandbox?: SandboxRef; status: RunOutcome; result: AgentRunResult }): Promise<void> {
       if (input.sandbox) await sandboxCall(() => provider(input.spec.sandbox.provider).end(input.sandbox!));
       await deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason });
+      await deps.ledger.expireApprovals(input.workflowId, `run ${input.status}`);
       await deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result);
     },
   };

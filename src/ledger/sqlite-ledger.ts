@@ -318,7 +318,8 @@ function prepareStatements(db: Database.Database) {
        ORDER BY id LIMIT @limit`,
     ),
     expireApprovals: db.prepare(
-      `UPDATE approvals SET status = 'expired', decided_by = @reason, decided_at = @at WHERE workflow_id = @workflowId AND status = 'pending'`,
+      `UPDATE approvals SET status = 'expired', decided_by = @reason, decided_at = @at
+       WHERE workflow_id = @workflowId AND status = 'pending' AND (@turn IS NULL OR turn = @turn)`,
     ),
   };
 }
@@ -576,8 +577,8 @@ export class SqliteLedger implements Ledger {
     return rows.map(approvalFromRow);
   }
 
-  async expireApprovals(workflowId: string, reason: string): Promise<number> {
-    return this.stmts.expireApprovals.run({ workflowId, reason, at: now() }).changes;
+  async expireApprovals(workflowId: string, reason: string, turn?: number): Promise<number> {
+    return this.stmts.expireApprovals.run({ workflowId, reason, turn: turn ?? null, at: now() }).changes;
   }
 
   /** Closes the database; calling it again does nothing. */

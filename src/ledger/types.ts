@@ -126,8 +126,8 @@ export interface ApprovalLedger {
   getApproval(workflowId: string, requestId: string): Promise<ApprovalRecord | undefined>;
   /** Oldest first; `status` filters, `workflowId` narrows to one run. */
   listApprovals(filter?: { workflowId?: string; status?: ApprovalStatus; limit?: number }): Promise<ApprovalRecord[]>;
-  /** Marks a run's still-pending requests `expired` (its turn or run is over); returns how many. */
-  expireApprovals(workflowId: string, reason: string): Promise<number>;
+  /** Marks a run's still-pending requests (of one turn, if given) `expired`: nobody waits for them; returns how many. */
+  expireApprovals(workflowId: string, reason: string, turn?: number): Promise<number>;
 }
 
 /** Raised when a prompt run's prompt, model or vendor id does not resolve. */

@@ -73,8 +73,11 @@ export function approvalLedgerSuite(name: string, open: () => Promise<ApprovalLe
         await ledger.requestApproval(request({ workflowId: 'wf-b', requestId: 'r1' }));
         expect((await ledger.listApprovals({ workflowId: 'wf-a' })).map((r) => r.requestId)).toEqual(['r1', 'r2', 'r3']);
         expect((await ledger.listApprovals({ status: 'pending' })).map((r) => `${r.workflowId}/${r.requestId}`)).toEqual(['wf-a/r1', 'wf-a/r3', 'wf-b/r1']);
+        await ledger.requestApproval(request({ requestId: 'r4', turn: 2 }));
+        expect(await ledger.expireApprovals('wf-a', 'turn ended', 2)).toBe(1);
+        expect(await ledger.getApproval('wf-a', 'r4')).toMatchObject({ status: 'expired', decidedBy: 'turn ended' });
         expect(await ledger.expireApprovals('wf-a', 'run ended')).toBe(2);
-        expect((await ledger.listApprovals({ workflowId: 'wf-a', status: 'expired' })).map((r) => [r.requestId, r.decidedBy])).toEqual([['r1', 'run ended'], ['r3', 'run ended']]);
+        expect((await ledger.listApprovals({ workflowId: 'wf-a', status: 'expired' })).map((r) => [r.requestId, r.decidedBy])).toEqual([['r1', 'run ended'], ['r3', 'run ended'], ['r4', 'turn ended']]);
         expect((await ledger.listApprovals({ status: 'pending' })).map((r) => r.workflowId)).toEqual(['wf-b']);
         expect(await ledger.getApproval('wf-a', 'r2')).toMatchObject({ status: 'allowed' });
       }),
