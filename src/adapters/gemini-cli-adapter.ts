@@ -185,7 +185,8 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
     // Two-way: "default" is the mode that asks before shell commands and edits.
     argv.push('--approval-mode', ctx.twoWay ? 'default' : approvalModes[ctx.posture]);
     if (ctx.config.model) argv.push('-m', ctx.config.model);
-    if (ctx.resumeSessionId) argv.push('--resume', ctx.resumeSessionId);
+    // Two-way: the session is loaded over ACP (session/load), not by flag.
+    if (ctx.resumeSessionId && !ctx.twoWay) argv.push('--resume', ctx.resumeSessionId);
     // TMPDIR: Gemini writes its error reports to the temp directory; keep them in the run's home.
     const env: Record<string, string> = { HOME: home.sandbox, TMPDIR: homePath(home, 'tmp').sandbox };
     if (ctx.config.baseUrl) env.GOOGLE_GEMINI_BASE_URL = ctx.config.baseUrl;

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import type { HarnessAdapter, HarnessEvent } from '../../src/adapters/types.js';
 import type { PermissionAnswer } from '../../src/permissions/types.js';
 import { cliNames, type CliName } from '../e2e/fake-vendor/tool-calls.js';
-import { cliProfiles, ScriptedGate } from '../e2e/support/two-way.js';
+import { cliProfiles, missingSessionIds, ScriptedGate } from '../e2e/support/two-way.js';
 import { ReplayExecutor, twoWayFixture, type TwoWayFixture } from './two-way-replay.js';
 
 const systemPrompt = 'End every turn with one JSON object: the next-step envelope.';
@@ -58,7 +58,7 @@ async function replay(cli: CliName, name: string, resumeSessionId?: string): Pro
 }
 
 function promptOf(name: string): string {
-  return { allow: 'Run touch ran.txt, then write out.txt.', deny: 'Run touch ran.txt, then write out.txt.', edit: 'Run touch ran.txt.', resume: 'Finish.', error: 'This will fail.' }[name]!;
+  return { allow: 'Run touch ran.txt, then write out.txt.', deny: 'Run touch ran.txt, then write out.txt.', edit: 'Run touch ran.txt.', resume: 'Finish.', 'resume-missing': 'Continue.', error: 'This will fail.' }[name]!;
 }
 
 const of = <T extends HarnessEvent['type']>(events: HarnessEvent[], type: T) => events.filter((e): e is Extract<HarnessEvent, { type: T }> => e.type === type);
@@ -139,6 +139,13 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
     expect(terminal(r.events)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"edited ran"}' });
   });
 
+  it('a session the CLI does not know ends the turn with resume-failed, and the next turn would start fresh', async () => {
+    const r = await replay(cli, 'resume-missing', missingSessionIds[cli]);
+    expect(r.written).toEqual(r.expectedWrites);
+    expect(terminal(r.events)).toMatchObject({ type: 'session-error', code: 'resume-failed' });
+    expect((terminal(r.events) as { message: string }).message).toContain(missingSessionIds[cli]);
+  });
+
   it('a vendor error ends the turn with one session-error', async () => {
     const r = await replay(cli, 'error');
     expect(r.written).toEqual(r.expectedWrites);
@@ -146,5 +153,19 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
     expect(last).toMatchObject({ type: 'session-error', code: 'vendor-error' });
     expect((last as { message: string }).message).toMatch(/API key not valid/);
     expect(r.events.filter((e) => e.type === 'turn-complete' || e.type === 'session-error')).toHaveLength(1);
+  });
+});
+
+describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it was written)', () => {
+  it("renames only the names gemini would generate again for that session, so loading finds the kept file", async () => {
+    const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const { mkdirSync, readdirSync, writeFileSync } = await import('node:fs');
+    const home = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-home-'));
+    const chats = path.join(home, '.gemini', 'tmp', 'ws', 'chats');
+    mkdirSync(chats, { recursive: true });
+    for (const f of ['session-2026-12-01T03-06-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl', 'session-2026-12-01T03-02-kept-b545a306.jsonl']) writeFileSync(path.join(chats, f), '{}\n');
+    keepChatFiles(home, 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    expect(readdirSync(chats).sort()).toEqual(['session-2026-12-01T03-02-kept-b545a306.jsonl', 'session-2026-12-01T03-06-kept-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl']);
+    keepChatFiles(path.join(home, 'nowhere'), 'b545a306'); // no gemini home yet: nothing to do
   });
 });

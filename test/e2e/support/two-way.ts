@@ -171,3 +171,12 @@ export function permissionReplies(cli: CliName, workspace: string, scenario: 'al
           ];
   }
 }
+
+/** A session id each CLI has never seen, in its own id format. */
+export const missingSessionIds: Record<CliName, string> = {
+  claude: '00000000-0000-4000-8000-000000000000',
+  codex: '00000000-0000-7000-8000-000000000000',
+  gemini: '00000000-0000-4000-8000-000000000000',
+  opencode: 'ses_000000000000unknownsession',
+  pi: '00000000-0000-4000-8000-000000000000',
+};
