@@ -13,6 +13,10 @@ import {
   type RunRecord,
   type RunStatus,
   type RunStepRecord,
+  type ApprovalDecisionInput,
+  type ApprovalRecord,
+  type ApprovalStatus,
+  type NewApproval,
 } from './types.js';
 
 /** Ordered migrations; migration N brings the schema to version N (stored in PRAGMA user_version). */
@@ -93,6 +97,31 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX events_by_run ON events(workflow_id, cursor);
   `,
+  // 2: permission requests and decisions (issue 12).
+  `
+  CREATE TABLE approvals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    title TEXT NOT NULL,
+    input_json TEXT NOT NULL,
+    command TEXT,
+    paths_json TEXT,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied', 'expired')),
+    requested_at TEXT NOT NULL,
+    expires_at TEXT,
+    decided_by TEXT,
+    decided_at TEXT,
+    edited_input_json TEXT,
+    scope TEXT CHECK (scope IS NULL OR scope IN ('once', 'session')),
+    message TEXT,
+    UNIQUE (workflow_id, request_id)
+  );
+  CREATE INDEX approvals_by_status ON approvals(status, id);
+  `,
 ];
 
 /** Schema version this code writes. */
@@ -142,6 +171,48 @@ interface StepRow {
   turn: number;
   type: string;
   payload_json: string;
+}
+
+interface ApprovalRow {
+  workflow_id: string;
+  request_id: string;
+  turn: number;
+  tool: string;
+  kind: string;
+  title: string;
+  input_json: string;
+  command: string | null;
+  paths_json: string | null;
+  status: ApprovalStatus;
+  requested_at: string;
+  expires_at: string | null;
+  decided_by: string | null;
+  decided_at: string | null;
+  edited_input_json: string | null;
+  scope: 'once' | 'session' | null;
+  message: string | null;
+}
+
+function approvalFromRow(r: ApprovalRow): ApprovalRecord {
+  return {
+    workflowId: r.workflow_id,
+    requestId: r.request_id,
+    turn: r.turn,
+    tool: r.tool,
+    kind: r.kind,
+    title: r.title,
+    input: fromJson(r.input_json),
+    ...(r.command !== null ? { command: r.command } : {}),
+    ...(r.paths_json !== null ? { paths: fromJson(r.paths_json) as string[] } : {}),
+    status: r.status,
+    requestedAt: r.requested_at,
+    ...(r.expires_at !== null ? { expiresAt: r.expires_at } : {}),
+    ...(r.decided_by !== null ? { decidedBy: r.decided_by } : {}),
+    ...(r.decided_at !== null ? { decidedAt: r.decided_at } : {}),
+    ...(r.edited_input_json !== null ? { editedInput: fromJson(r.edited_input_json) } : {}),
+    ...(r.scope !== null ? { scope: r.scope } : {}),
+    ...(r.message !== null ? { message: r.message } : {}),
+  };
 }
 
 interface EventRow {
@@ -229,6 +300,27 @@ function prepareStatements(db: Database.Database) {
     ),
     readEvents: db.prepare(
       `SELECT * FROM events WHERE workflow_id = ? AND cursor > ? ORDER BY cursor LIMIT ?`,
+    ),
+    insertApproval: db.prepare(
+      `INSERT INTO approvals (workflow_id, request_id, turn, tool, kind, title, input_json, command, paths_json, status,
+         requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
+       VALUES (@workflowId, @requestId, @turn, @tool, @kind, @title, @input, @command, @paths, @status,
+         @at, @expiresAt, @decidedBy, @decidedAt, @editedInput, @scope, @message)
+       ON CONFLICT(workflow_id, request_id) DO NOTHING`,
+    ),
+    decideApproval: db.prepare(
+      `UPDATE approvals SET status = @status, decided_by = @decidedBy, decided_at = @at, edited_input_json = @editedInput,
+         scope = @scope, message = @message
+       WHERE workflow_id = @workflowId AND request_id = @requestId AND status = 'pending'`,
+    ),
+    getApproval: db.prepare(`SELECT * FROM approvals WHERE workflow_id = ? AND request_id = ?`),
+    listApprovals: db.prepare(
+      `SELECT * FROM approvals WHERE (@workflowId IS NULL OR workflow_id = @workflowId) AND (@status IS NULL OR status = @status)
+       ORDER BY id LIMIT @limit`,
+    ),
+    expireApprovals: db.prepare(
+      `UPDATE approvals SET status = 'expired', decided_by = @reason, decided_at = @at
+       WHERE workflow_id = @workflowId AND status = 'pending' AND (@turn IS NULL OR turn = @turn)`,
     ),
   };
 }
@@ -418,6 +510,61 @@ export class SqliteLedger implements Ledger {
       data: fromJson(r.data_json),
       at: r.at,
     }));
+  }
+
+  async requestApproval(request: NewApproval): Promise<{ record: ApprovalRecord; created: boolean }> {
+    const at = now();
+    const d = request.decision;
+    const info = this.stmts.insertApproval.run({
+      workflowId: request.workflowId,
+      requestId: request.requestId,
+      turn: request.turn,
+      tool: request.tool,
+      kind: request.kind,
+      title: request.title,
+      input: toJson(request.input),
+      command: request.command ?? null,
+      paths: request.paths ? toJson(request.paths) : null,
+      status: d ? d.status : 'pending',
+      at,
+      expiresAt: request.expiresAt ?? null,
+      decidedBy: d?.decidedBy ?? null,
+      decidedAt: d ? at : null,
+      editedInput: d?.editedInput !== undefined ? toJson(d.editedInput) : null,
+      scope: d?.scope ?? null,
+      message: d?.message ?? null,
+    });
+    const record = await this.getApproval(request.workflowId, request.requestId);
+    return { record: record!, created: info.changes > 0 };
+  }
+
+  async decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput): Promise<ApprovalRecord | undefined> {
+    this.stmts.decideApproval.run({
+      workflowId,
+      requestId,
+      status: decision.status,
+      decidedBy: decision.decidedBy,
+      at: now(),
+      editedInput: decision.editedInput !== undefined ? toJson(decision.editedInput) : null,
+      scope: decision.scope ?? null,
+      message: decision.message ?? null,
+    });
+    return this.getApproval(workflowId, requestId);
+  }
+
+  async getApproval(workflowId: string, requestId: string): Promise<ApprovalRecord | undefined> {
+    const row = this.stmts.getApproval.get(workflowId, requestId) as ApprovalRow | undefined;
+    return row ? approvalFromRow(row) : undefined;
+  }
+
+  async listApprovals(filter: { workflowId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
+    const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
+    const rows = this.stmts.listApprovals.all({ workflowId: filter.workflowId ?? null, status: filter.status ?? null, limit }) as ApprovalRow[];
+    return rows.map(approvalFromRow);
+  }
+
+  async expireApprovals(workflowId: string, reason: string, turn?: number): Promise<number> {
+    return this.stmts.expireApprovals.run({ workflowId, reason, turn: turn ?? null, at: now() }).changes;
   }
 
   /** Closes the database; calling it again does nothing. */
