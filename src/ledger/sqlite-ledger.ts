@@ -4,6 +4,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Usage } from '../adapters/types.js';
 import { unresolvedAccounting } from './accounting.js';
+import { approvalColumns, approvalFromRow, decisionColumns, eventFromRow, promptRunFromRow, runFromRow, stepFromRow, toJson, type Row, type RunView } from './rows.js';
 import {
   UnresolvedAccountingError,
   type CatalogEntries,
@@ -131,109 +132,8 @@ export const LEDGER_SCHEMA_VERSION = MIGRATIONS.length;
 const DEFAULT_EVENT_PAGE = 100;
 const MAX_EVENT_PAGE = 1000;
 
-interface RunRow {
-  workflow_id: string;
-  run_id: string;
-  agent: string;
-  harness: string;
-  tenant_id: string;
-  user_id: string;
-  task: string;
-  parent_workflow_id: string | null;
-  status: RunStatus;
-  result_json: string | null;
-  external_session_id: string | null;
-}
-
-interface PromptRunRow {
-  workflow_id: string;
-  turn: number;
-  prompt_id: string;
-  model_id: string;
-  vendor_id: string;
-  reported_model: string | null;
-  input_tokens: number;
-  output_tokens: number;
-  cache_read_tokens: number;
-  cache_write_tokens: number;
-  cost_usd: number;
-  cost_source: PromptRunRecord['costSource'];
-  external_session_id: string | null;
-  resumed: number;
-  duration_ms: number;
-  input: string;
-  output: string;
-}
-
-interface StepRow {
-  workflow_id: string;
-  seq: number;
-  turn: number;
-  type: string;
-  payload_json: string;
-}
-
-interface ApprovalRow {
-  workflow_id: string;
-  request_id: string;
-  turn: number;
-  tool: string;
-  kind: string;
-  title: string;
-  input_json: string;
-  command: string | null;
-  paths_json: string | null;
-  status: ApprovalStatus;
-  requested_at: string;
-  expires_at: string | null;
-  decided_by: string | null;
-  decided_at: string | null;
-  edited_input_json: string | null;
-  scope: 'once' | 'session' | null;
-  message: string | null;
-}
-
-function approvalFromRow(r: ApprovalRow): ApprovalRecord {
-  return {
-    workflowId: r.workflow_id,
-    requestId: r.request_id,
-    turn: r.turn,
-    tool: r.tool,
-    kind: r.kind,
-    title: r.title,
-    input: fromJson(r.input_json),
-    ...(r.command !== null ? { command: r.command } : {}),
-    ...(r.paths_json !== null ? { paths: fromJson(r.paths_json) as string[] } : {}),
-    status: r.status,
-    requestedAt: r.requested_at,
-    ...(r.expires_at !== null ? { expiresAt: r.expires_at } : {}),
-    ...(r.decided_by !== null ? { decidedBy: r.decided_by } : {}),
-    ...(r.decided_at !== null ? { decidedAt: r.decided_at } : {}),
-    ...(r.edited_input_json !== null ? { editedInput: fromJson(r.edited_input_json) } : {}),
-    ...(r.scope !== null ? { scope: r.scope } : {}),
-    ...(r.message !== null ? { message: r.message } : {}),
-  };
-}
-
-interface EventRow {
-  cursor: number;
-  workflow_id: string;
-  turn: number;
-  type: string;
-  data_json: string;
-  at: string;
-}
-
 function now(): string {
   return new Date().toISOString();
-}
-
-function toJson(value: unknown): string {
-  return JSON.stringify(value ?? null);
-}
-
-function fromJson(text: string | null): unknown {
-  return text === null ? null : (JSON.parse(text) as unknown);
 }
 
 function migrate(db: Database.Database): void {
@@ -392,24 +292,9 @@ export class SqliteLedger implements Ledger {
     this.stmts.setSession.run({ workflowId, sessionId });
   }
 
-  async getRun(
-    workflowId: string,
-  ): Promise<(RunRecord & { status: RunStatus; result: unknown; externalSessionId?: string }) | undefined> {
-    const row = this.stmts.getRun.get(workflowId) as RunRow | undefined;
-    if (!row) return undefined;
-    return {
-      workflowId: row.workflow_id,
-      runId: row.run_id,
-      agent: row.agent,
-      harness: row.harness,
-      tenantId: row.tenant_id,
-      userId: row.user_id,
-      task: row.task,
-      ...(row.parent_workflow_id !== null ? { parentWorkflowId: row.parent_workflow_id } : {}),
-      status: row.status,
-      result: fromJson(row.result_json),
-      ...(row.external_session_id !== null ? { externalSessionId: row.external_session_id } : {}),
-    };
+  async getRun(workflowId: string): Promise<RunView | undefined> {
+    const row = this.stmts.getRun.get(workflowId) as Row | undefined;
+    return row ? runFromRow(row) : undefined;
   }
 
   private unresolved(row: PromptRunRecord): string[] {
@@ -448,28 +333,7 @@ export class SqliteLedger implements Ledger {
   }
 
   async listPromptRuns(workflowId: string): Promise<PromptRunRecord[]> {
-    const rows = this.stmts.listPromptRuns.all(workflowId) as PromptRunRow[];
-    return rows.map((r) => ({
-      workflowId: r.workflow_id,
-      turn: r.turn,
-      promptId: r.prompt_id,
-      modelId: r.model_id,
-      vendorId: r.vendor_id,
-      ...(r.reported_model !== null ? { reportedModel: r.reported_model } : {}),
-      usage: {
-        input: r.input_tokens,
-        output: r.output_tokens,
-        cacheRead: r.cache_read_tokens,
-        cacheWrite: r.cache_write_tokens,
-      },
-      costUsd: r.cost_usd,
-      costSource: r.cost_source,
-      ...(r.external_session_id !== null ? { externalSessionId: r.external_session_id } : {}),
-      resumed: r.resumed === 1,
-      durationMs: r.duration_ms,
-      input: r.input,
-      output: r.output,
-    }));
+    return (this.stmts.listPromptRuns.all(workflowId) as Row[]).map(promptRunFromRow);
   }
 
   async recordStep(step: RunStepRecord): Promise<void> {
@@ -484,14 +348,7 @@ export class SqliteLedger implements Ledger {
   }
 
   async listSteps(workflowId: string): Promise<RunStepRecord[]> {
-    const rows = this.stmts.listSteps.all(workflowId) as StepRow[];
-    return rows.map((r) => ({
-      workflowId: r.workflow_id,
-      seq: r.seq,
-      turn: r.turn,
-      type: r.type,
-      payload: fromJson(r.payload_json),
-    }));
+    return (this.stmts.listSteps.all(workflowId) as Row[]).map(stepFromRow);
   }
 
   async appendEvent(workflowId: string, turn: number, type: string, data: unknown): Promise<number> {
@@ -501,65 +358,30 @@ export class SqliteLedger implements Ledger {
 
   async readEvents(workflowId: string, afterCursor: number, limit = DEFAULT_EVENT_PAGE): Promise<LedgerEvent[]> {
     const page = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(limit)));
-    const rows = this.stmts.readEvents.all(workflowId, afterCursor, page) as EventRow[];
-    return rows.map((r) => ({
-      cursor: r.cursor,
-      workflowId: r.workflow_id,
-      turn: r.turn,
-      type: r.type,
-      data: fromJson(r.data_json),
-      at: r.at,
-    }));
+    return (this.stmts.readEvents.all(workflowId, afterCursor, page) as Row[]).map(eventFromRow);
   }
 
   async requestApproval(request: NewApproval): Promise<{ record: ApprovalRecord; created: boolean }> {
     const at = now();
-    const d = request.decision;
-    const info = this.stmts.insertApproval.run({
-      workflowId: request.workflowId,
-      requestId: request.requestId,
-      turn: request.turn,
-      tool: request.tool,
-      kind: request.kind,
-      title: request.title,
-      input: toJson(request.input),
-      command: request.command ?? null,
-      paths: request.paths ? toJson(request.paths) : null,
-      status: d ? d.status : 'pending',
-      at,
-      expiresAt: request.expiresAt ?? null,
-      decidedBy: d?.decidedBy ?? null,
-      decidedAt: d ? at : null,
-      editedInput: d?.editedInput !== undefined ? toJson(d.editedInput) : null,
-      scope: d?.scope ?? null,
-      message: d?.message ?? null,
-    });
+    const columns = approvalColumns(request);
+    const info = this.stmts.insertApproval.run({ ...columns, at, decidedAt: columns.status === 'pending' ? null : at });
     const record = await this.getApproval(request.workflowId, request.requestId);
     return { record: record!, created: info.changes > 0 };
   }
 
   async decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput): Promise<ApprovalRecord | undefined> {
-    this.stmts.decideApproval.run({
-      workflowId,
-      requestId,
-      status: decision.status,
-      decidedBy: decision.decidedBy,
-      at: now(),
-      editedInput: decision.editedInput !== undefined ? toJson(decision.editedInput) : null,
-      scope: decision.scope ?? null,
-      message: decision.message ?? null,
-    });
+    this.stmts.decideApproval.run({ workflowId, requestId, ...decisionColumns(decision), at: now() });
     return this.getApproval(workflowId, requestId);
   }
 
   async getApproval(workflowId: string, requestId: string): Promise<ApprovalRecord | undefined> {
-    const row = this.stmts.getApproval.get(workflowId, requestId) as ApprovalRow | undefined;
+    const row = this.stmts.getApproval.get(workflowId, requestId) as Row | undefined;
     return row ? approvalFromRow(row) : undefined;
   }
 
   async listApprovals(filter: { workflowId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
     const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
-    const rows = this.stmts.listApprovals.all({ workflowId: filter.workflowId ?? null, status: filter.status ?? null, limit }) as ApprovalRow[];
+    const rows = this.stmts.listApprovals.all({ workflowId: filter.workflowId ?? null, status: filter.status ?? null, limit }) as Row[];
     return rows.map(approvalFromRow);
   }
 

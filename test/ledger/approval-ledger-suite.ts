@@ -1,6 +1,7 @@
 /**
- * The ApprovalLedger contract as one suite, so every ledger implementation (SQLite here, PostgreSQL later) runs
- * the same checks: `approvalLedgerSuite('SqliteLedger', () => SqliteLedger.open(':memory:'))`.
+ * The ApprovalLedger contract as one suite, so every ledger implementation runs the same checks; each one's test
+ * file (sqlite-ledger.test.ts, postgres-ledger.test.ts) calls it beside describeLedgerContract with a factory for
+ * a fresh, empty ledger: `approvalLedgerSuite('SqliteLedger', async () => SqliteLedger.open(':memory:'))`.
  */
 import { describe, expect, it } from 'vitest';
 import type { ApprovalLedger, NewApproval } from '../../src/ledger/types.js';
