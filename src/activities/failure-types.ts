@@ -21,6 +21,8 @@ export const FailureTypes = {
   LedgerInconsistent: 'LedgerInconsistent',
   /** `workspaceScope: parent` outside a sub-agent run. */
   WorkspaceScopeInvalid: 'WorkspaceScopeInvalid',
+  /** `strict` (or permission rules) on a harness that cannot ask before a tool runs, without `advisory: true`. */
+  PermissionHooksMissing: 'PermissionHooksMissing',
 } as const;
 
 export type FailureType = (typeof FailureTypes)[keyof typeof FailureTypes];

@@ -11,12 +11,15 @@ import { collectTurn } from '../adapters/fold.js';
 import type { HarnessEvent, Usage } from '../adapters/types.js';
 import { BlobMissingError, LedgerBlobStore, claimCheck, isBlobRef, previewOf, resolveText, type BlobStore, type TextRef } from '../blobs/index.js';
 import type { Catalog } from '../catalog/schema.js';
-import { findAgent, findHarness } from '../catalog/index.js';
+import { findAgent, findHarness, promptWithContract } from '../catalog/index.js';
 import { resolveCredentials, createRedactor, type CredentialStore } from '../credentials/index.js';
 import { formatFeedback, parseEnvelope } from '../envelope/index.js';
 import type { ActionCall, NextStep } from '../envelope/types.js';
 import type { Ledger, RunStatus } from '../ledger/types.js';
 import { UnresolvedAccountingError } from '../ledger/types.js';
+import { createPermissionGate, ledgerApprovalBroker, policyIsInteractive } from '../permissions/index.js';
+import type { ApprovalBroker } from '../permissions/index.js';
+import type { ApprovalRecord } from '../ledger/types.js';
 import { killStaleProcessGroup } from '../sandbox/pidfile.js';
 import type { RunIdentity, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
 import { SpecStore, freezeSpec, policyOf, type FrozenSpec, type RunPolicy } from '../spec/index.js';
@@ -59,6 +62,11 @@ export interface ActivityDeps {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Heartbeat at least this often while a turn runs (ms). */
   readonly heartbeatIntervalMs?: number;
+  /** Who answers permission requests the policy leaves open (default: the ledger, polled every `approvalPollMs`). */
+  readonly approvals?: ApprovalBroker;
+  readonly approvalPollMs?: number;
+  /** Told when a request becomes pending (e.g. to show it on the workflow); errors are logged, never fatal. */
+  readonly onPendingApproval?: (record: ApprovalRecord) => Promise<void>;
 }
 
 export function createActivities(deps: ActivityDeps) {
@@ -104,7 +112,18 @@ export function createActivities(deps: ActivityDeps) {
     }
     // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
     permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env }), FailureTypes.CredentialMissing);
-    return permanent(() => freezeSpec(catalog, agentName, deps.actions, deps.adapters.create(harness.driverClass).capabilities), FailureTypes.UnknownAgent);
+    const spec = permanent(() => freezeSpec(catalog, agentName, deps.actions, deps.adapters.create(harness.driverClass).capabilities), FailureTypes.UnknownAgent);
+    const policy = spec.agent.permissions;
+    if (!spec.agent.permissionsEnforced && !policy.advisory) {
+      const what = policy.posture === 'strict' ? 'permission posture "strict"' : 'permission rules';
+      throw ApplicationFailure.nonRetryable(
+        `Agent "${agent.name}" has ${what}, but harness "${harness.name}" (${harness.driverClass}) cannot ask before a tool runs ` +
+          '(no permission hooks), so it could not be enforced. Use a harness with permission hooks, use "auto" without rules, ' +
+          'or set permissions.advisory: true for this agent to run it with the posture reported as not enforced.',
+        FailureTypes.PermissionHooksMissing,
+      );
+    }
+    return spec;
   }
 
   /** Writes a turn's accounting row; a retried call never adds a second one. */
@@ -293,6 +312,16 @@ export function createActivities(deps: ActivityDeps) {
         task: isBlobRef(input.task) ? previewOf(input.task) : input.task,
         parentWorkflowId: input.parentWorkflowId,
       });
+      // What the posture becomes on this harness, for operators reading the run's record.
+      const policy = spec.agent.permissions;
+      const report = deps.adapters.has(spec.harness.driverClass) ? deps.adapters.create(spec.harness.driverClass).applyPermissionPolicy(policy.posture) : undefined;
+      await deps.ledger.appendEvent(input.workflowId, 0, 'permissions', {
+        posture: policy.posture,
+        rules: { allow: policy.allow.length, deny: policy.deny.length, ask: policy.ask.length },
+        gated: policyIsInteractive(policy),
+        enforced: spec.agent.permissionsEnforced,
+        note: !spec.agent.permissionsEnforced ? `advisory: harness "${spec.harness.name}" cannot ask before a tool runs` : report?.note,
+      });
       if (spec.agent.sandbox.workspaceScope === 'parent') {
         if (!input.parentSandbox) {
           throw ApplicationFailure.nonRetryable(`Agent "${spec.agent.name}" has workspaceScope "parent", which only a sub-agent can use: run it as another agent's sub-agent, or give it another scope.`, FailureTypes.WorkspaceScopeInvalid);
@@ -326,9 +355,32 @@ export function createActivities(deps: ActivityDeps) {
       );
       const redact = createRedactor(credentials.secrets);
       const handle: SandboxHandle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
-      const progress = { turn: req.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, events: 0 };
+      const progress: TurnProgress = { turn: req.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, events: 0 };
       const beat = () => heartbeat({ ...progress });
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
+      const gate = createPermissionGate({
+        ledger: deps.ledger,
+        workflowId: req.workflowId,
+        turn: req.turn,
+        policy: spec.agent.permissions,
+        workspace: req.sandbox.workspacePath,
+        broker:
+          deps.approvals ??
+          ledgerApprovalBroker({
+            ledger: deps.ledger,
+            pollMs: deps.approvalPollMs,
+            onPending: (record) => deps.onPendingApproval?.(record).catch((err: unknown) => ctx.log.warn('onPendingApproval failed', { error: String(err) })),
+          }),
+        redact,
+        onAsk: (request, approvalId) => {
+          progress.pendingApproval = approvalId;
+          progress.lastEvent = redact(`waiting for approval ${approvalId}: ${request.title}`).slice(0, 200);
+          beat();
+        },
+        onDecision: () => {
+          delete progress.pendingApproval;
+        },
+      });
       try {
         if (info.attempt > 1) {
           // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
@@ -340,18 +392,21 @@ export function createActivities(deps: ActivityDeps) {
         const withHistory = async () => (req.turn > 1 ? formatReplay(await conversationBefore(req.workflowId, req.turn), prompt) : prompt);
         const started = Date.now();
         let resumeFailed: string | undefined;
-        let run = await driveHarness(spec, req, handle, credentials.env, req.replay ? await withHistory() : prompt, req.resumeSessionId, progress, redact, ctx.cancellationSignal);
+        const harness = { handle, secretEnv: credentials.env, gate, progress, redact, signal: ctx.cancellationSignal };
+        let run = await driveHarness(spec, req, harness, req.replay ? await withHistory() : prompt, req.resumeSessionId);
         if (run.turn.error?.code === 'resume-failed' && req.resumeSessionId !== undefined) {
           // The harness forgot the session: start fresh in this same attempt, with the conversation replayed.
           resumeFailed = redact(run.turn.error.message);
           await deps.ledger.appendEvent(req.workflowId, req.turn, 'resume-failed', { message: resumeFailed });
-          run = await driveHarness(spec, req, handle, credentials.env, await withHistory(), undefined, progress, redact, ctx.cancellationSignal);
+          run = await driveHarness(spec, req, harness, await withHistory(), undefined);
         }
         const turn = run.turn;
         if (turn.error) {
           if (turn.error.code === 'resume-failed') throw ApplicationFailure.nonRetryable(`the harness refused a fresh session: ${redact(turn.error.message)}`, FailureTypes.ResumeFailed);
           throw turnFailure(turn.error, redact);
         }
+        // Requests of this turn still pending came from an earlier attempt whose harness no longer asks them.
+        await deps.ledger.expireApprovals(req.workflowId, 'turn ended without asking it again', req.turn);
         const sessionId = turn.sessionId ?? run.sessionId;
         if (sessionId) await deps.ledger.setExternalSessionId(req.workflowId, sessionId);
         const priced = spec.harness.prices ? turnPriceUsd(spec.harness.prices, turn.usage) : undefined;
@@ -402,26 +457,20 @@ export function createActivities(deps: ActivityDeps) {
     async endSession(input: { workflowId: string; sandbox?: SandboxRef; releaseSandbox: boolean; status: RunOutcome; result: AgentRunResult }): Promise<void> {
       if (input.sandbox && input.releaseSandbox) await sandboxCall(() => provider(input.sandbox!.provider).end(input.sandbox!));
       await deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason });
+      await deps.ledger.expireApprovals(input.workflowId, `run ${input.status}`);
       await deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result);
     },
   };
 
   /** Starts a fresh adapter for one harness run (resumed or not) and folds its stream. Always ends the adapter. */
-  async function driveHarness(
-    spec: FrozenSpec,
-    req: RunTurn,
-    handle: SandboxHandle,
-    secretEnv: Readonly<Record<string, string>>,
-    prompt: string,
-    resumeSessionId: string | undefined,
-    progress: { lastEvent: string; tokens: number; events: number },
-    redact: (s: string) => string,
-    signal: AbortSignal,
-  ) {
+  async function driveHarness(spec: FrozenSpec, req: RunTurn, with_: TurnHarness, input: string, resumeSessionId: string | undefined) {
+    const { handle, secretEnv, gate, progress, redact, signal } = with_;
     const adapter = deps.adapters.create(spec.harness.driverClass);
     try {
-      adapter.applyPermissionPolicy(spec.agent.permissions);
-      adapter.setSystemPrompt(spec.agent.systemPrompt);
+      adapter.applyPermissionPolicy(spec.agent.permissions.posture);
+      // A harness without a system prompt gets the contract in its input instead (on a fresh session).
+      if (spec.harness.capabilities.systemPrompt) adapter.setSystemPrompt(spec.agent.systemPrompt);
+      const prompt = spec.harness.capabilities.systemPrompt || resumeSessionId !== undefined ? input : promptWithContract(spec.agent.systemPrompt, input);
       await adapter.start({
         runId: req.workflowId,
         harnessName: spec.harness.name,
@@ -438,7 +487,7 @@ export function createActivities(deps: ActivityDeps) {
         settings: spec.harness.settings,
       });
       let usageReported = false;
-      const turn = await collectTurn(adapter.runTurn({ prompt, turn: req.turn, signal }), async (event) => {
+      const turn = await collectTurn(adapter.runTurn({ prompt, turn: req.turn, signal, gate }), async (event) => {
         progress.events += 1;
         progress.lastEvent = describeEvent(event, redact);
         if (event.type === 'usage') {
@@ -453,6 +502,26 @@ export function createActivities(deps: ActivityDeps) {
       await adapter.end().catch(() => undefined);
     }
   }
+}
+
+/** The heartbeat details of a running turn. */
+interface TurnProgress {
+  turn: number;
+  attempt: number;
+  lastEvent: string;
+  tokens: number;
+  events: number;
+  pendingApproval?: string;
+}
+
+/** What driving the harness needs besides the spec and the request. */
+interface TurnHarness {
+  readonly handle: SandboxHandle;
+  readonly secretEnv: Readonly<Record<string, string>>;
+  readonly gate: ReturnType<typeof createPermissionGate>;
+  readonly progress: TurnProgress;
+  readonly redact: (s: string) => string;
+  readonly signal: AbortSignal;
 }
 
 /** A turn request with the run it belongs to. */
@@ -488,7 +557,9 @@ function describeEvent(event: HarnessEvent, redact: (s: string) => string): stri
     case 'session':
       return `session ${event.sessionId}`;
     case 'permission-request':
-      return `asks permission for ${event.tool}`;
+      return redact(`asks permission: ${event.tool} ${event.title}`).slice(0, 200);
+    case 'permission-decision':
+      return redact(`${event.decision === 'allow' ? 'allowed' : 'denied'} ${event.tool} (${event.decidedBy})`).slice(0, 200);
     case 'turn-complete':
       return 'turn complete';
     case 'session-error':

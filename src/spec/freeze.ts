@@ -6,6 +6,7 @@ import { sha256 } from '../blobs/store.js';
 import { agentSystemPrompt, allowedActionsOf, envelopeRulesFor, findAgent, findHarness } from '../catalog/load.js';
 import { actionParametersJsonSchema } from '../catalog/contract-prompt.js';
 import type { Catalog } from '../catalog/schema.js';
+import { policyIsInteractive } from '../permissions/policy.js';
 import type { InheritedBudget } from '../workflows/types.js';
 import type { FrozenSpec, RunPolicy } from './types.js';
 
@@ -22,6 +23,8 @@ const noCapabilities: Capabilities = {
 export function freezeSpec(catalog: Catalog, agentName: string, registry: ActionRegistry, adapterCapabilities: Partial<Capabilities>): FrozenSpec {
   const agent = findAgent(catalog, agentName);
   const harness = findHarness(catalog, agent.harness);
+  const capabilities: Capabilities = { ...noCapabilities, ...adapterCapabilities, ...(harness.capabilities ?? {}) };
+  const permissionsEnforced = !policyIsInteractive(agent.permissions) || capabilities.permissionHooks;
   const actions = allowedActionsOf(catalog, agent, registry).map((a) => {
     const config = catalog.actions.find((c) => c.name === a.name)!;
     return {
@@ -39,6 +42,7 @@ export function freezeSpec(catalog: Catalog, agentName: string, registry: Action
       systemPrompt: agentSystemPrompt(catalog, agent.name, registry),
       promptId: `agent:${agent.name}`,
       permissions: agent.permissions,
+      permissionsEnforced,
       sandbox: { provider: agent.sandbox.provider, workspaceScope: agent.sandbox.workspaceScope, networkPolicy: agent.sandbox.networkPolicy, ...(agent.sandbox.options ? { options: agent.sandbox.options } : {}) },
       guardrails: { ...agent.guardrails },
       credentials: agent.credentials.map((g) => ({ env: g.env, ...(g.from ? { from: g.from } : {}) })),
@@ -62,7 +66,7 @@ export function freezeSpec(catalog: Catalog, agentName: string, registry: Action
       ...(harness.prices ? { prices: harness.prices } : {}),
       turnTimeoutMs: harness.turnTimeoutMs,
       maxReplyBytes: harness.maxReplyBytes,
-      capabilities: { ...noCapabilities, ...adapterCapabilities, ...(harness.capabilities ?? {}) },
+      capabilities,
     },
     actions,
     envelopeRules: envelopeRulesFor(catalog, agent.name, registry),

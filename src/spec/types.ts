@@ -3,9 +3,10 @@
  * ledger under its content hash. Activities load it by hash; editing or removing the agent in the catalog never
  * changes a run in flight. Secrets are not in it: credentials are grants by name, resolved per attempt.
  */
-import type { Capabilities, PermissionPosture } from '../adapters/types.js';
+import type { Capabilities } from '../adapters/types.js';
 import type { Prices } from '../catalog/schema.js';
 import type { EnvelopeRules } from '../envelope/parse.js';
+import type { PermissionPolicy } from '../permissions/policy.js';
 import type { SandboxSpec } from '../sandbox/types.js';
 
 /** An allowed action as frozen: the implementation it runs, its settings, cap and parameter JSON Schema. */
@@ -27,7 +28,10 @@ export interface FrozenSpec {
     readonly systemPrompt: string;
     /** Ledger id of that prompt. */
     readonly promptId: string;
-    readonly permissions: PermissionPosture;
+    /** The permission policy (posture + rules) the turn's gate applies. */
+    readonly permissions: PermissionPolicy;
+    /** False only when the policy was accepted as advisory on a harness that cannot ask before a tool runs. */
+    readonly permissionsEnforced: boolean;
     readonly sandbox: SandboxSpec;
     readonly guardrails: { readonly maxIterations: number; readonly maxTokens: number; readonly maxCostUsd: number; readonly maxWallTimeMs: number };
     /** Credential grants by name; values are resolved per attempt, never stored. */
