@@ -39,6 +39,7 @@ import { expandSandbox } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { turnPriceUsd } from './pricing.js';
+import { reportTurnIdentity } from '../observability/turn-telemetry.js';
 
 /** Texts longer than this (characters) travel through workflow history by reference. */
 export const DEFAULT_INLINE_TEXT_LIMIT = 16 * 1024;
@@ -345,6 +346,8 @@ export function createActivities(deps: ActivityDeps) {
      */
     async runTurn(request: TurnRequest): Promise<TurnResult> {
       const spec = await loadSpec(request.specHash);
+      const { name: harnessName, driverClass, vendor, model } = spec.harness;
+      reportTurnIdentity({ agent: spec.agent.name, harness: harnessName, driverClass, vendor, model });
       const ctx = Context.current();
       const info = activityInfo();
       if (!info.workflowExecution) throw ApplicationFailure.nonRetryable('runTurn runs only as an activity of an agentRun workflow', FailureTypes.TurnFailed);
