@@ -22,10 +22,9 @@
  * Model: codex does not print it in the JSONL (only in its rollout file); `reportedModel` stays undefined.
  * No cost is reported.
  */
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
-import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homePath, parseJsonLine, readHomeFile, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
 
@@ -259,7 +258,7 @@ export class Codex extends CliHarnessAdapter {
     const file = this.totalsFile();
     if (!file) return {};
     try {
-      return JSON.parse(readFileSync(file.host, 'utf8')) as Record<string, Usage>;
+      return JSON.parse(readHomeFile(file) ?? '{}') as Record<string, Usage>;
     } catch {
       return {};
     }

@@ -11,10 +11,9 @@
  * System prompt: Gemini has no flag; `GEMINI_SYSTEM_MD=<file>` REPLACES its built-in prompt, so the file holds
  * a minimal base plus the runtime's prompt.
  */
-import { mkdirSync } from 'node:fs';
 import { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
-import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homePath, makeHomeDir, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
 
@@ -93,7 +92,7 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
     };
     writeHomeFile(homePath(this.home, '.gemini', 'settings.json'), `${JSON.stringify(settings, null, 2)}\n`);
-    mkdirSync(homePath(this.home, 'tmp').host, { recursive: true, mode: 0o700 });
+    makeHomeDir(homePath(this.home, 'tmp'));
   }
 
   protected override permissionReport(posture: PermissionPosture): PermissionReport {
