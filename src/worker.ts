@@ -1,5 +1,5 @@
 /** The durable-harness worker: the agentRun workflow and its activities on one task queue. */
-import { existsSync } from 'node:fs';
+import { chmodSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
@@ -10,11 +10,11 @@ import type { Catalog } from './catalog/schema.js';
 import { JsonFileCredentialStore, MemoryCredentialStore, type CredentialStore } from './credentials/index.js';
 import { SqliteLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
-import { LocalSandboxProvider, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
+import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
 import type { Client } from '@temporalio/client';
 import type { SandboxProvider } from './sandbox/types.js';
 
-import { defaultTaskQueue } from './worker-defaults.js';
+import { defaultNamespace, defaultTaskQueue } from './worker-defaults.js';
 export { defaultTaskQueue };
 
 /** The bundled workflow source (TypeScript; the worker's bundler compiles it). */
@@ -36,33 +36,55 @@ export interface WorkerSetup {
   /** A prebuilt workflow bundle (tests bundle once per run). */
   readonly workflowBundle?: WorkerOptions['workflowBundle'];
   readonly identity?: string;
+  /**
+   * Which deployment this worker belongs to: labels its sandbox containers, and its reaper touches only
+   * those. Default DURABLE_HARNESS_DEPLOYMENT, else `<namespace>/<task queue>`.
+   */
+  readonly deployment?: string;
 }
 
 /** Builds the activity dependencies with the embedded defaults: SQLite ledger, local sandbox, built-in actions. */
 export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDeps {
   const dataDir = path.resolve(setup.dataDir);
   const credentialsFile = path.join(dataDir, 'credentials.json');
+  const env = setup.env ?? process.env;
+  const deployment = setup.deployment ?? (env.DURABLE_HARNESS_DEPLOYMENT || defaultDeployment(setup.namespace ?? defaultNamespace, setup.taskQueue ?? defaultTaskQueue));
   return {
     catalog: setup.catalog,
     adapters: setup.adapters ?? defaultAdapterRegistry(),
-    sandboxes: setup.sandboxes ?? defaultSandboxes(setup.env ?? process.env, dataDir),
-    ledger: setup.ledger ?? SqliteLedger.open(path.join(dataDir, 'ledger.sqlite')),
+    sandboxes: setup.sandboxes ?? defaultSandboxes(env, dataDir, deployment),
+    ledger: setup.ledger ?? openPrivateLedger(path.join(dataDir, 'ledger.sqlite')),
     actions: setup.actions ?? createBuiltinRegistry(),
     credentials: setup.credentials ?? (existsSync(credentialsFile) ? new JsonFileCredentialStore(credentialsFile) : new MemoryCredentialStore({})),
     env: setup.env,
   };
 }
 
-/** The local provider always; the Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. */
-export function defaultSandboxes(env: Readonly<Record<string, string | undefined>>, dataDir: string): Record<string, SandboxProvider> {
-  const docker = dockerSandboxFromEnvironment(env, dataDir);
-  return { local: new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces') }), ...(docker ? { docker } : {}) };
+/** The ledger file, readable by the worker only (a sandbox user must not read other runs' records). */
+function openPrivateLedger(file: string): SqliteLedger {
+  const ledger = SqliteLedger.open(file);
+  chmodSync(file, 0o600);
+  return ledger;
 }
 
-/** Removes sandbox containers whose runs are closed in Temporal (left by crashed workers). */
+/**
+ * The local provider always (runtime state under `<dataDir>/runtime/local`, outside every workspace); the
+ * Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image.
+ */
+export function defaultSandboxes(env: Readonly<Record<string, string | undefined>>, dataDir: string, deployment?: string): Record<string, SandboxProvider> {
+  const docker = dockerSandboxFromEnvironment(env, dataDir, undefined, deployment);
+  const local = new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces'), runtimeDir: path.join(dataDir, 'runtime', 'local') });
+  return { local, ...(docker ? { docker } : {}) };
+}
+
+/**
+ * Removes this deployment's sandbox containers whose runs are closed in Temporal (left by crashed workers);
+ * other deployments' containers on the same engine are never touched.
+ */
 export async function reapClosedRunContainers(deps: ActivityDeps, client: Client): Promise<string[]> {
-  if (!deps.sandboxes.docker) return [];
-  const { removed } = await reapContainers({ isRunClosed: temporalRunClosed(client.workflow) });
+  const docker = deps.sandboxes.docker;
+  if (!(docker instanceof DockerSandboxProvider)) return [];
+  const { removed } = await reapContainers({ deployment: docker.deployment, isRunClosed: temporalRunClosed(client.workflow) });
   return removed;
 }
 
