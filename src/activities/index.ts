@@ -10,12 +10,11 @@ import { collectTurn } from '../adapters/fold.js';
 import type { Capabilities, HarnessEvent, Usage } from '../adapters/types.js';
 import type { Catalog } from '../catalog/schema.js';
 import { agentSystemPrompt, allowedActionsOf, catalogEntries, envelopeRulesFor, findAgent, findHarness } from '../catalog/index.js';
-import { resolveCredentials, createRedactor, type CredentialStore } from '../credentials/index.js';
+import { resolveCredentials, type CredentialStore } from '../credentials/index.js';
 import { formatFeedback, parseEnvelope, type EnvelopeRules } from '../envelope/index.js';
 import type { ActionCall } from '../envelope/types.js';
 import type { Ledger, RunStatus } from '../ledger/types.js';
 import { UnresolvedAccountingError } from '../ledger/types.js';
-import { killStaleProcessGroup } from '../sandbox/pidfile.js';
 import type { RunIdentity, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
 import type {
   ActionOutcome,
@@ -29,6 +28,7 @@ import type {
 import { totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { turnPriceUsd } from './pricing.js';
+import { harnessRedactor, redactDeep, redactFailure, redactStream, type Redactor } from './redaction.js';
 
 /** Everything the activities need, injected by the worker (or a test). */
 export interface ActivityDeps {
@@ -61,11 +61,18 @@ export function createActivities(deps: ActivityDeps) {
    * What each catalog version yields (system prompts, envelope rules, its ledger sync) is computed once, not per
    * turn: the catalog object only changes when its file does.
    */
-  const derived = new WeakMap<Catalog, { prompts: Map<string, string>; rules: Map<string, EnvelopeRules>; synced?: Promise<void> }>();
+  const derived = new WeakMap<Catalog, { prompts: Map<string, string>; rules: Map<string, EnvelopeRules>; synced?: Promise<void>; secrets?: Redactor }>();
   const derivedFor = (catalog: Catalog) => {
     let d = derived.get(catalog);
     if (!d) derived.set(catalog, (d = { prompts: new Map(), rules: new Map() }));
     return d;
+  };
+  /** Redacts every secret the worker could hand any harness under this catalog (see redaction.ts). */
+  const redactorFor = (catalog: Catalog, extra: readonly string[] = []): Redactor => {
+    const d = derivedFor(catalog);
+    d.secrets ??= harnessRedactor(catalog, deps.credentials, env);
+    if (extra.length === 0) return d.secrets;
+    return harnessRedactor(catalog, deps.credentials, env, extra);
   };
   const memo = <T>(map: Map<string, T>, key: string, make: () => T): T => {
     if (!map.has(key)) map.set(key, make());
@@ -194,11 +201,11 @@ export function createActivities(deps: ActivityDeps) {
         () => resolveCredentials({ agent, harness, store: deps.credentials, env, log: ctx.log }),
         FailureTypes.CredentialMissing,
       );
-      const redact = createRedactor(credentials.secrets);
+      const redact = redactorFor(catalog, credentials.secrets);
       const handle: SandboxHandle = await sandboxCall(() => provider(spec.sandbox.provider).attach(input.sandbox));
       if (info.attempt > 1) {
         // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
-        await killStaleTurn(handle);
+        await handle.killLeftovers();
         await deps.ledger.appendEvent(input.workflowId, input.turn, 'retry', { attempt: info.attempt });
       }
       const adapter = deps.adapters.create(spec.driverClass);
@@ -226,39 +233,46 @@ export function createActivities(deps: ActivityDeps) {
         });
         beat();
         let usageReported = false;
-        const turn = await collectTurn(adapter.runTurn({ prompt: input.prompt, turn: input.turn, signal: ctx.cancellationSignal }), async (event) => {
+        // Every event is redacted as it leaves the adapter: nothing below sees a harness string unredacted.
+        const events = redactStream(adapter.runTurn({ prompt: input.prompt, turn: input.turn, signal: ctx.cancellationSignal }), redact);
+        const turn = await collectTurn(events, async (event) => {
           progress.events += 1;
           progress.lastEvent = describeEvent(event, redact);
           if (event.type === 'usage') {
             usageReported = true;
             progress.tokens += totalTokens(event.usage);
           }
-          if (event.type !== 'text') await deps.ledger.appendEvent(input.workflowId, input.turn, event.type, redactDeep(event, redact));
+          if (event.type !== 'text') await deps.ledger.appendEvent(input.workflowId, input.turn, event.type, event);
         });
         if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
         if (turn.error) {
           if (turn.error.code === 'resume-failed') return { ok: false, code: 'resume-failed', message: redact(turn.error.message) };
           throw turnFailure(turn.error, redact);
         }
-        const sessionId = turn.sessionId ?? adapter.externalSessionId;
+        const sessionId = turn.sessionId ?? optional(adapter.externalSessionId, redact);
         if (sessionId) await deps.ledger.setExternalSessionId(input.workflowId, sessionId);
         const priced = harness.prices ? turnPriceUsd(harness.prices, turn.usage) : undefined;
         const costSource = turn.costUsd !== undefined ? 'harness' : priced !== undefined ? 'price-table' : 'unknown';
-        return {
+        const outcome: TurnOutcome = {
           ok: true,
-          text: redact(turn.text ?? ''),
+          text: turn.text ?? '',
           usage: turn.usage,
           costUsd: turn.costUsd ?? priced ?? 0,
           costSource,
           usageReported,
-          model: turn.model ?? adapter.reportedModel,
+          model: turn.model ?? optional(adapter.reportedModel, redact),
           externalSessionId: sessionId,
           resumed: turn.resumed || adapter.resumed,
           durationMs: Date.now() - started,
         };
+        return redactDeep(outcome, redact);
+      } catch (err) {
+        throw redactFailure(err, redact);
       } finally {
         clearInterval(timer);
         await adapter.end().catch(() => undefined);
+        // Every descendant of the turn dies with it, also those that left its process group.
+        await handle.killLeftovers().catch(() => undefined);
         await handle.release().catch(() => undefined);
       }
     },
@@ -319,9 +333,13 @@ export function createActivities(deps: ActivityDeps) {
       return { ok: true, step: parsed.step, actionProblems: problems };
     },
 
-    /** Runs one allowed, validated action on the harness's behalf and records it. */
+    /**
+     * Runs one allowed, validated action on the harness's behalf and records it. Actions get the sandbox's
+     * `fs` (files where the sandbox is, links never followed), not a host path; their outcome is redacted.
+     */
     async executeAction(input: { workflowId: string; agent: string; sandbox: SandboxRef; call: ActionCall; seq: number; turn: number }): Promise<ActionOutcome> {
       const catalog = deps.catalog();
+      const redact = redactorFor(catalog);
       const config = catalog.actions.find((a) => a.name === input.call.name);
       const def = deps.actions.get(config?.implementation ?? input.call.name);
       let outcome: ActionOutcome;
@@ -332,21 +350,26 @@ export function createActivities(deps: ActivityDeps) {
         if (!parsed.success) {
           outcome = { ok: false, error: `invalid parameters: ${parsed.error.message}` };
         } else {
+          const handle = await sandboxCall(() => provider(input.sandbox.provider).attach(input.sandbox));
           try {
             const output = await def.execute(parsed.data, {
               workflowId: input.workflowId,
               agent: input.agent,
-              hostWorkspacePath: input.sandbox.hostWorkspacePath,
+              fs: handle.fs,
               settings: config?.settings ?? {},
               signal: Context.current().cancellationSignal,
             });
             outcome = { ok: true, output };
           } catch (err) {
             outcome = { ok: false, error: err instanceof Error ? err.message : String(err) };
+          } finally {
+            await handle.release().catch(() => undefined);
           }
         }
       }
-      await deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type: `action:${input.call.name}`, payload: { call: input.call, outcome } });
+      // What an action returns comes from the workspace, which the harness writes: redact it like harness output.
+      outcome = redactDeep(outcome, redact);
+      await deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type: `action:${input.call.name}`, payload: { call: redactDeep(input.call, redact), outcome } });
       return outcome;
     },
 
@@ -380,16 +403,9 @@ function describeEvent(event: HarnessEvent, redact: (s: string) => string): stri
   }
 }
 
-function redactDeep(value: unknown, redact: (s: string) => string): unknown {
-  return JSON.parse(redact(JSON.stringify(value)));
-}
-
-/** Kills what an earlier attempt of this turn left running: by pidfile locally, inside the container for Docker. */
-async function killStaleTurn(handle: SandboxHandle): Promise<void> {
-  const local = handle as SandboxHandle & { pidFile?: string };
-  const executor = handle.executor as SandboxHandle['executor'] & { killLeftovers?: () => Promise<unknown> };
-  if (executor.killLeftovers) await executor.killLeftovers();
-  else if (local.pidFile) await killStaleProcessGroup(local.pidFile);
+/** A harness-reported value that did not come through the event stream, redacted. */
+function optional(value: string | undefined, redact: Redactor): string | undefined {
+  return value === undefined ? undefined : redact(value);
 }
 
 function turnFailure(
