@@ -3,6 +3,7 @@ import type { AgentRunHandle } from '../client/index.js';
 import type { Ledger } from '../ledger/types.js';
 import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
+import { escapeField, escapeText } from './escape.js';
 
 export interface FollowOptions {
   readonly ledger?: Ledger;
@@ -10,12 +11,12 @@ export interface FollowOptions {
   readonly write: (line: string) => void;
 }
 
-/** One line: iteration, tokens, cost, state and what the harness is doing. */
+/** One line: iteration, tokens, cost, state and what the harness is doing (harness text escaped). */
 export function progressLine(status: RunStatusView, doing?: string): string {
   const tokens = status.totalTokens.toLocaleString('en-US');
   const cost = status.costBlind ? 'cost unknown' : `$${status.costUsd.toFixed(4)}`;
-  const what = doing && status.state === 'running' ? ` · ${doing}` : '';
-  return `turn ${status.iteration} · ${tokens} tok · ${cost} · ${status.state}: ${status.detail}${what}`;
+  const what = doing && status.state === 'running' ? ` · ${escapeField(doing)}` : '';
+  return `turn ${status.iteration} · ${tokens} tok · ${cost} · ${escapeField(status.state)}: ${escapeField(status.detail)}${what}`;
 }
 
 export async function followRun(run: AgentRunHandle, options: FollowOptions): Promise<AgentRunResult> {
@@ -50,7 +51,7 @@ export async function followRun(run: AgentRunHandle, options: FollowOptions): Pr
 /** Human summary of a finished run. */
 export function describeResult(result: AgentRunResult): string {
   const head = `${result.status} after ${result.iterations} turn(s) · ${totalTokens(result.usage).toLocaleString('en-US')} tokens · $${result.costUsd.toFixed(4)}`;
-  if (result.status === 'succeeded') return `${head}\n${result.result ?? ''}`;
-  const why = [result.failureType, result.guardrail && `guardrail ${result.guardrail}`].filter(Boolean).join(', ');
-  return `${head}\n${why ? `(${why}) ` : ''}${result.reason ?? ''}`;
+  if (result.status === 'succeeded') return `${head}\n${escapeText(result.result)}`;
+  const why = [result.failureType, result.guardrail && `guardrail ${result.guardrail}`].filter(Boolean).map(escapeField).join(', ');
+  return `${head}\n${why ? `(${why}) ` : ''}${escapeText(result.reason)}`;
 }

@@ -13,6 +13,7 @@ import { ensureSearchAttributes } from '../temporal/search-attributes.js';
 import { createWorker, reapClosedRunContainers } from '../worker.js';
 import type { AgentRunResult } from '../workflows/types.js';
 import { startEmbeddedTemporal } from './embedded-temporal.js';
+import { escapeField } from './escape.js';
 import { describeResult, followRun, progressLine } from './follow.js';
 import { ExitCodes, resolveSettings, type Settings } from './settings.js';
 
@@ -282,7 +283,8 @@ async function main(argv: string[]): Promise<number> {
           if (rows.length >= limit) break;
         }
         if (flags.json) out(JSON.stringify(rows, null, 2));
-        else for (const r of rows) out(`${r.workflowId}\t${r.status}\t${r.agent ?? ''}\t${r.harness ?? ''}\t${r.tenant ?? ''}\t${r.started}`);
+        // Ids and names come from callers: escaped, so a control character cannot forge a row or a column.
+        else for (const r of rows) out([r.workflowId, r.status, r.agent, r.harness, r.tenant, r.started].map(escapeField).join('\t'));
         return 0;
       });
     case 'cancel': {
