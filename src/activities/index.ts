@@ -271,8 +271,9 @@ export function createActivities(deps: ActivityDeps) {
       } finally {
         clearInterval(timer);
         await adapter.end().catch(() => undefined);
-        // Every descendant of the turn dies with it, also those that left its process group.
-        await handle.killLeftovers().catch(() => undefined);
+        // Every descendant of the turn dies with it, also those that left its process group — unless Temporal
+        // already gave this turn to a newer attempt (timed out / no longer known), whose processes those now are.
+        if (!superseded(ctx.cancellationSignal)) await handle.killLeftovers().catch(() => undefined);
         await handle.release().catch(() => undefined);
       }
     },
@@ -401,6 +402,12 @@ function describeEvent(event: HarnessEvent, redact: (s: string) => string): stri
     default:
       return event.type;
   }
+}
+
+/** Whether this attempt was cancelled because Temporal handed the activity to another attempt. */
+function superseded(signal: AbortSignal): boolean {
+  const reason = signal.aborted ? (signal.reason as { message?: unknown } | undefined)?.message : undefined;
+  return reason === 'TIMED_OUT' || reason === 'NOT_FOUND' || reason === 'RESET';
 }
 
 /** A harness-reported value that did not come through the event stream, redacted. */

@@ -300,6 +300,7 @@ function findExecutable(file: string, searchPath: string): string | undefined {
 /** Starts processes on the host in a workspace directory. Keeps track of them so `killAll` can end leftovers. */
 export class LocalExecutor implements SandboxExecutor {
   private readonly running = new Set<LocalProcess>();
+  private started = 0;
   private readonly options: ResolvedOptions;
 
   constructor(options: LocalExecutorOptions) {
@@ -318,7 +319,13 @@ export class LocalExecutor implements SandboxExecutor {
     return this.options.stateFile;
   }
 
+  /** Whether this executor has started any process (its handle was used for a turn). */
+  get startedAny(): boolean {
+    return this.started > 0;
+  }
+
   exec(request: ExecRequest): LocalProcess {
+    this.started += 1;
     const killGraceMs = request.killGraceMs ?? this.options.killGraceMs;
     const proc = new LocalProcess(request, { ...this.options, killGraceMs });
     this.running.add(proc);

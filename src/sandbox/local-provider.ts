@@ -108,8 +108,11 @@ export class LocalSandboxProvider implements SandboxProvider {
       fs: new LocalWorkspaceFs(ref.hostWorkspacePath),
       stateFile,
       killLeftovers: async () => {
+        const usedForTurn = executor.startedAny;
+        // Its own processes take their namespaces, and so every descendant, with them.
         await executor.killAll();
-        await killRecordedTurn(stateFile);
+        // Before a turn: what an earlier attempt recorded. After one, the record may be a newer attempt's.
+        if (!usedForTurn) await killRecordedTurn(stateFile);
       },
       release: () => executor.killAll(),
     };
