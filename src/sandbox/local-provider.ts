@@ -3,12 +3,15 @@
  * process gets its own PID namespace (every descendant dies with it) and, with `sandbox.options.user`, runs
  * as an unprivileged user; see local-containment.ts and docs/SECURITY.md for what it does and does not isolate.
  */
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import {
+  SandboxIsolationUnavailable,
   checkIsolation,
   defaultTools,
+  wrapArgv,
   isolationSettings,
   killRecordedTurn,
   parseLocalIsolation,
@@ -41,6 +44,22 @@ export interface LocalSandboxHandle extends SandboxHandle {
   readonly fs: LocalWorkspaceFs;
   /** The runtime state file of this sandbox's running turn. */
   readonly stateFile: string;
+}
+
+const reachable = new Set<string>();
+
+/** Throws unless the sandbox user can enter and write `dir` (every directory above it must be searchable). */
+function checkReachable(dir: string, isolation: LocalIsolation, tools: ContainmentTools): void {
+  const key = `${dir}\0${isolation.user?.uid}`;
+  if (reachable.has(key)) return;
+  const probe = wrapArgv({ containment: 'process-group', user: isolation.user }, ['/bin/sh', '-c', 'cd "$1" && test -w .', 'sh', dir], tools);
+  const result = spawnSync(probe[0]!, probe.slice(1), { stdio: 'ignore', timeout: 10_000, env: { PATH: '/usr/bin:/bin' } });
+  if (result.status !== 0) {
+    throw new SandboxIsolationUnavailable(
+      `Workspace ${dir} is not reachable by the sandbox user ${isolation.user?.uid}:${isolation.user?.gid}: every directory above it must be searchable by others (chmod o+x), e.g. the data directory.`,
+    );
+  }
+  reachable.add(key);
 }
 
 /** Workspaces as plain directories under `root`; processes run on the host, each in its own PID namespace. */
@@ -140,7 +159,10 @@ export class LocalSandboxProvider implements SandboxProvider {
   private createWorkspace(dir: string, isolation: LocalIsolation): void {
     mkdirSync(this.root, { recursive: true });
     mkdirWorkspaceSync(this.root, path.relative(this.root, dir));
-    if (isolation.user) chownDirectoryNoFollow(dir, isolation.user.uid, isolation.user.gid, 0o700);
+    if (isolation.user) {
+      chownDirectoryNoFollow(dir, isolation.user.uid, isolation.user.gid, 0o700);
+      checkReachable(dir, isolation, this.tools);
+    }
   }
 
   /** Refuses refs from another provider or outside this provider's root: a ref is data and may be stale. */
