@@ -1,6 +1,7 @@
 // Attacker for the symlink-race tests: flips `<dir>/d` between a real directory (holding `f`) and a symbolic
 // link to each target in turn, in a tight loop, until `<dir>/.stop-flipping` appears or `maxMs` passes.
-// Prints {"flips":N,"errors":M} when it stops. Runs on the host (local provider) and inside a container.
+// Prints {"flips":N,"errors":M} every 4096 flips and when it stops (a SIGKILL leaves the last progress line).
+// Runs on the host (local provider) and inside a container.
 //   node flipper.mjs DIR TARGET[,TARGET...] MAX_MS
 import fs from 'node:fs';
 
@@ -39,6 +40,7 @@ for (;;) {
       errors += 1;
     }
     flips += 1;
+    if (flips % 4096 === 0) process.stdout.write(`${JSON.stringify({ flips, errors })}\n`);
   }
 }
 clear();
