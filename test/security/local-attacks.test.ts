@@ -275,13 +275,28 @@ describe('sandbox user', () => {
   });
 });
 
-describe('redaction', () => {
-  function cli(args: string[]): string {
-    const bin = path.join(repoRoot, 'bin', 'durable-harness.mjs');
-    const out = spawnSync(process.execPath, [bin, ...args, '--address', inject('temporalAddress'), '--task-queue', w.taskQueue], { encoding: 'utf8', timeout: 60_000 });
-    return `${out.stdout}\n${out.stderr}`;
-  }
+function cli(args: string[]): string {
+  const bin = path.join(repoRoot, 'bin', 'durable-harness.mjs');
+  const out = spawnSync(process.execPath, [bin, ...args, '--address', inject('temporalAddress'), '--task-queue', w.taskQueue], { encoding: 'utf8', timeout: 90_000 });
+  return `${out.stdout}\n${out.stderr}`;
+}
 
+describe('CLI output', () => {
+  it('a tenant id with control characters cannot forge a row in `durable-harness list`', { timeout: 120_000 }, async () => {
+    const forgedRow = `forged-${Date.now().toString(36)}\tsucceeded\tdemo\tdemo\tacme`;
+    const tenantId = `evil\n${forgedRow}\x1b[2K\r`;
+    const workflowId = testWorkflowId('forge');
+    await (await w.start({ agent: 'scripted', task: book.write('forge', [ok()]), workflowId, identity: { tenantId, userId: 'mallory' } })).result();
+    let out = '';
+    await expect.poll(() => (out = cli(['list', '--limit', '500'])).includes(workflowId), { timeout: 60_000, interval: 1000 }).toBe(true);
+    const row = out.split('\n').find((line) => line.startsWith(workflowId))!;
+    expect(row).toContain('evil\\nforged-');
+    expect(out.split('\n').some((line) => line.startsWith('forged-'))).toBe(false);
+    expect(out).not.toContain('\x1b');
+  });
+});
+
+describe('redaction', () => {
   it('a key the harness puts in every field it reports appears nowhere: history, ledger, status, logs', { timeout: 240_000 }, async () => {
     const t0 = Date.now();
     const lap = (what: string) => console.log(`[leak test] ${what} at ${Date.now() - t0} ms`);
