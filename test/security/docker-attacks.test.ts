@@ -150,7 +150,8 @@ describe('symlink race inside the container', () => {
     const started = Date.now();
     const run = await w.start({ agent: 'racer-boxed', task: book.write(`race-${workflowId}`, script), workflowId });
     const container = await theContainer(workflowId);
-    void run.result().then((r) => r.status !== 'succeeded' && console.log('RACE RUN ENDED EARLY', JSON.stringify(r).slice(0, 2000)));
+    // Should the run end early, say how (the container would be gone under the steps below).
+    void run.result().then((r) => r.status !== 'succeeded' && console.log('race run ended early:', JSON.stringify(r).slice(0, 2000)));
 
     // In the container: a canary outside the workspace, and the flipper — the sandbox user's own process,
     // killed by every turn-end sweep and started again at once — pointing links at it, at the host canary's

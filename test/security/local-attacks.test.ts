@@ -130,7 +130,7 @@ describe('symlink race', () => {
     const elapsedMs = Date.now() - started;
     writeFileSync(path.join(workspace, '.stop-flipping'), '');
     await new Promise((resolve) => flipper.once('exit', resolve));
-    const { flips } = JSON.parse(flipperOut) as { flips: number };
+    const { flips } = JSON.parse(flipperOut.trim().split('\n').at(-1)!) as { flips: number };
 
     expect(result).toMatchObject({ status: 'succeeded', result: 'raced' });
     const outcomes = await actionOutcomes(w.ledger, workflowId);
