@@ -120,6 +120,8 @@ export function createActivities(deps: ActivityDeps) {
         FailureTypes.SandboxPolicyRefused,
       );
     }
+    // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
+    permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env }), FailureTypes.CredentialMissing);
     const adapterCaps = deps.adapters.create(harness.driverClass).capabilities;
     const g = agent.guardrails;
     return {

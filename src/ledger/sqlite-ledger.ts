@@ -3,6 +3,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Usage } from '../adapters/types.js';
+import { unresolvedAccounting } from './accounting.js';
 import {
   UnresolvedAccountingError,
   type CatalogEntries,
@@ -319,27 +320,12 @@ export class SqliteLedger implements Ledger {
     };
   }
 
-  /** Names every id of `row` that does not resolve, so the operator knows which catalog entry to fix. */
   private unresolved(row: PromptRunRecord): string[] {
-    const problems: string[] = [];
-    const where = `prompt run for ${row.workflowId} turn ${row.turn}`;
-    if (this.stmts.promptExists.get(row.promptId) === undefined) {
-      problems.push(
-        `${where}: prompt id '${row.promptId}' is not in the catalog — sync the catalog so the agent's prompt is recorded`,
-      );
-    }
-    const modelVendor = this.stmts.modelVendor.get(row.modelId) as string | undefined;
-    if (modelVendor === undefined) {
-      problems.push(`${where}: model id '${row.modelId}' is not in the catalog — add it to the harness entry`);
-    } else if (modelVendor !== row.vendorId) {
-      problems.push(
-        `${where}: model id '${row.modelId}' belongs to vendor '${modelVendor}', not '${row.vendorId}' — fix the harness entry`,
-      );
-    }
-    if (this.stmts.vendorExists.get(row.vendorId) === undefined) {
-      problems.push(`${where}: vendor id '${row.vendorId}' is not in the catalog — add it to the harness entry`);
-    }
-    return problems;
+    return unresolvedAccounting(row, {
+      promptExists: this.stmts.promptExists.get(row.promptId) !== undefined,
+      modelVendor: this.stmts.modelVendor.get(row.modelId) as string | undefined,
+      vendorExists: this.stmts.vendorExists.get(row.vendorId) !== undefined,
+    });
   }
 
   async recordPromptRun(row: PromptRunRecord): Promise<{ inserted: boolean }> {

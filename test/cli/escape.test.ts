@@ -1,29 +1,27 @@
 /** Terminal output never carries a control character from a user- or harness-supplied field. */
 import { describe, expect, it } from 'vitest';
-import { escapeField, escapeText } from '../../src/cli/escape.js';
+import { escapeControl, escapeText } from '../../src/cli/escape.js';
 import { describeResult, progressLine } from '../../src/cli/follow.js';
 import type { AgentRunResult, RunStatusView } from '../../src/workflows/types.js';
 
 const forged = 'acme\n2024-fake-run\tsucceeded\tdemo\x1b[2K\x1b[1A\r\u202eevil\u0085\u2028\x00\x7f';
 
-describe('escapeField', () => {
+describe('escapeControl', () => {
   it('makes every control character visible, so a field cannot forge a row, a column or a screen', () => {
-    const out = escapeField(forged);
+    const out = escapeControl(forged);
     expect(out).toBe('acme\\n2024-fake-run\\tsucceeded\\tdemo\\x1b[2K\\x1b[1A\\r\\u202eevil\\x85\\u2028\\x00\\x7f');
     expect(out).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u202e]/);
   });
 
-  it('keeps ordinary text, and doubles backslashes so an escaped form cannot pass for a real one', () => {
-    expect(escapeField('tenant-7 · Zoë')).toBe('tenant-7 · Zoë');
-    expect(escapeField('a\\nb')).toBe('a\\\\nb');
-    expect(escapeField(undefined)).toBe('');
-    expect(escapeField(42)).toBe('42');
+  it('keeps ordinary text', () => {
+    expect(escapeControl('tenant-7 · Zoë ✓')).toBe('tenant-7 · Zoë ✓');
+    expect(escapeControl('\u200fright-to-left mark, BOM\ufeff, separator\u2029')).toBe('\\u200fright-to-left mark, BOM\\ufeff, separator\\u2029');
   });
 });
 
 describe('escapeText', () => {
-  it('keeps lines and tabs of free text, escapes the rest', () => {
-    expect(escapeText('line 1\n\tline 2\x1b]0;title\x07')).toBe('line 1\n\tline 2\\x1b]0;title\\x07');
+  it('keeps the lines of free text, escapes everything else', () => {
+    expect(escapeText('line 1\n\tline 2\x1b]0;title\x07')).toBe('line 1\n\\tline 2\\x1b]0;title\\x07');
   });
 });
 
