@@ -45,8 +45,9 @@ const readOnlyMounts = [
   { host: path.join(repoRoot, 'test', 'security'), container: '/opt/dh-security' },
   { host: book.dir, container: inContainer.scripts },
 ];
+// Its own deployment: other workers sharing this engine (other test files, other checkouts) never reap these.
 const sandboxes = (dataDir: string): Record<string, SandboxProvider> => ({
-  docker: new DockerSandboxProvider({ docker, image: testImage, workspaceRoot: path.join(dataDir, 'workspaces'), readOnlyMounts }),
+  docker: new DockerSandboxProvider({ docker, image: testImage, workspaceRoot: path.join(dataDir, 'workspaces'), readOnlyMounts, deployment: 'security-tests' }),
 });
 const boxed = { provider: 'docker', networkPolicy: 'none' };
 
@@ -97,9 +98,14 @@ function newWorkflowId(label: string): string {
   return id;
 }
 
-async function theContainer(workflowId: string): Promise<Dockerode.ContainerInfo> {
-  await expect.poll(async () => (await containersOf(workflowId)).length, { timeout: 30_000, interval: 50 }).toBe(1);
-  return (await containersOf(workflowId))[0]!;
+/**
+ * The run's container, named rather than by id: should a start under load fail and be retried, the provider
+ * removes the half-started container and creates another under the same name.
+ */
+async function theContainer(workflowId: string): Promise<{ Id: string; Names: string[] }> {
+  await expect.poll(async () => (await containersOf(workflowId)).filter((c) => c.State === 'running').length, { timeout: 30_000, interval: 50 }).toBe(1);
+  const name = (await containersOf(workflowId)).find((c) => c.State === 'running')!.Names[0]!;
+  return { Id: name.slice(1), Names: [name] };
 }
 
 /** Host pid → pid inside its pid namespace (last NSpid field). */
