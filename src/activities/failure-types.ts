@@ -15,6 +15,8 @@ export const FailureTypes = {
   /** The local provider cannot give the containment or sandbox user asked for (PID namespace, uid switch). */
   SandboxIsolationUnavailable: 'SandboxIsolationUnavailable',
   TurnFailed: 'TurnFailed',
+  /** `strict` (or permission rules) on a harness that cannot ask before a tool runs, without `advisory: true`. */
+  PermissionHooksMissing: 'PermissionHooksMissing',
 } as const;
 
 export type FailureType = (typeof FailureTypes)[keyof typeof FailureTypes];

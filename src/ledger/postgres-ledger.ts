@@ -5,8 +5,13 @@
 import pg from 'pg';
 import { unresolvedAccounting } from './accounting.js';
 import { migrate, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
+import { approvalColumns, approvalFromRow, decisionColumns, eventFromRow, promptRunFromRow, runFromRow, stepFromRow, toJson, type Row, type RunView } from './rows.js';
 import {
   UnresolvedAccountingError,
+  type ApprovalDecisionInput,
+  type ApprovalRecord,
+  type ApprovalStatus,
+  type NewApproval,
   type CatalogEntries,
   type Ledger,
   type LedgerEvent,
@@ -26,14 +31,6 @@ export interface PostgresLedgerOptions {
   readonly maxConnections?: number;
 }
 
-function toJson(value: unknown): string {
-  return JSON.stringify(value ?? null);
-}
-
-function fromJson(text: string | null): unknown {
-  return text === null ? null : (JSON.parse(text) as unknown);
-}
-
 /** Hides the password when a URL is shown in a message. */
 export function redactDatabaseUrl(url: string): string {
   try {
@@ -44,11 +41,6 @@ export function redactDatabaseUrl(url: string): string {
     return '(unparseable DATABASE_URL)';
   }
 }
-
-type Row = Record<string, unknown>;
-const str = (v: unknown) => v as string;
-const optional = (v: unknown) => (v === null || v === undefined ? undefined : (v as string));
-const num = (v: unknown) => Number(v);
 
 export class PostgresLedger implements Ledger {
   private readonly pool: pg.Pool;
@@ -154,25 +146,9 @@ export class PostgresLedger implements Ledger {
     await this.query(`UPDATE runs SET external_session_id = $2 WHERE workflow_id = $1`, [workflowId, sessionId]);
   }
 
-  async getRun(workflowId: string): Promise<(RunRecord & { status: RunStatus; result: unknown; externalSessionId?: string }) | undefined> {
+  async getRun(workflowId: string): Promise<RunView | undefined> {
     const { rows } = await this.query(`SELECT * FROM runs WHERE workflow_id = $1`, [workflowId]);
-    const row = rows[0];
-    if (!row) return undefined;
-    const parent = optional(row.parent_workflow_id);
-    const session = optional(row.external_session_id);
-    return {
-      workflowId: str(row.workflow_id),
-      runId: str(row.run_id),
-      agent: str(row.agent),
-      harness: str(row.harness),
-      tenantId: str(row.tenant_id),
-      userId: str(row.user_id),
-      task: str(row.task),
-      ...(parent !== undefined ? { parentWorkflowId: parent } : {}),
-      status: row.status as RunStatus,
-      result: fromJson(row.result_json as string | null),
-      ...(session !== undefined ? { externalSessionId: session } : {}),
-    };
+    return rows[0] ? runFromRow(rows[0]) : undefined;
   }
 
   async recordPromptRun(row: PromptRunRecord): Promise<{ inserted: boolean }> {
@@ -216,26 +192,7 @@ export class PostgresLedger implements Ledger {
 
   async listPromptRuns(workflowId: string): Promise<PromptRunRecord[]> {
     const { rows } = await this.query(`SELECT * FROM prompt_runs WHERE workflow_id = $1 ORDER BY turn`, [workflowId]);
-    return rows.map((r) => {
-      const reported = optional(r.reported_model);
-      const session = optional(r.external_session_id);
-      return {
-        workflowId: str(r.workflow_id),
-        turn: num(r.turn),
-        promptId: str(r.prompt_id),
-        modelId: str(r.model_id),
-        vendorId: str(r.vendor_id),
-        ...(reported !== undefined ? { reportedModel: reported } : {}),
-        usage: { input: num(r.input_tokens), output: num(r.output_tokens), cacheRead: num(r.cache_read_tokens), cacheWrite: num(r.cache_write_tokens) },
-        costUsd: num(r.cost_usd),
-        costSource: r.cost_source as PromptRunRecord['costSource'],
-        ...(session !== undefined ? { externalSessionId: session } : {}),
-        resumed: r.resumed === true,
-        durationMs: num(r.duration_ms),
-        input: str(r.input),
-        output: str(r.output),
-      };
-    });
+    return rows.map(promptRunFromRow);
   }
 
   async recordStep(step: RunStepRecord): Promise<void> {
@@ -248,7 +205,7 @@ export class PostgresLedger implements Ledger {
 
   async listSteps(workflowId: string): Promise<RunStepRecord[]> {
     const { rows } = await this.query(`SELECT * FROM run_steps WHERE workflow_id = $1 ORDER BY seq`, [workflowId]);
-    return rows.map((r) => ({ workflowId: str(r.workflow_id), seq: num(r.seq), turn: num(r.turn), type: str(r.type), payload: fromJson(r.payload_json as string) }));
+    return rows.map(stepFromRow);
   }
 
   async appendEvent(workflowId: string, turn: number, type: string, data: unknown): Promise<number> {
@@ -262,14 +219,59 @@ export class PostgresLedger implements Ledger {
   async readEvents(workflowId: string, afterCursor: number, limit = DEFAULT_EVENT_PAGE): Promise<LedgerEvent[]> {
     const page = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(limit)));
     const { rows } = await this.query(`SELECT * FROM events WHERE workflow_id = $1 AND cursor > $2 ORDER BY cursor LIMIT $3`, [workflowId, afterCursor, page]);
-    return rows.map((r) => ({
-      cursor: num(r.cursor),
-      workflowId: str(r.workflow_id),
-      turn: num(r.turn),
-      type: str(r.type),
-      data: fromJson(r.data_json as string),
-      at: (r.at as Date).toISOString(),
-    }));
+    return rows.map(eventFromRow);
+  }
+
+  async requestApproval(request: NewApproval): Promise<{ record: ApprovalRecord; created: boolean }> {
+    const c = approvalColumns(request);
+    // One now() for requested_at and (when already decided) decided_at, as SQLite does. A concurrent insert of the
+    // same id waits for the first to commit, then does nothing and reads the committed row below.
+    const inserted = await this.query(
+      `INSERT INTO approvals (workflow_id, request_id, turn, tool, kind, title, input_json, command, paths_json, status,
+         requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+         now(), $11, $12, CASE WHEN $10 = 'pending' THEN NULL ELSE now() END, $13, $14, $15)
+       ON CONFLICT (workflow_id, request_id) DO NOTHING
+       RETURNING *`,
+      [c.workflowId, c.requestId, c.turn, c.tool, c.kind, c.title, c.input, c.command, c.paths, c.status, c.expiresAt, c.decidedBy, c.editedInput, c.scope, c.message],
+    );
+    if (inserted.rows[0]) return { record: approvalFromRow(inserted.rows[0]), created: true };
+    const existing = await this.getApproval(request.workflowId, request.requestId);
+    return { record: existing!, created: false };
+  }
+
+  async decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput): Promise<ApprovalRecord | undefined> {
+    const c = decisionColumns(decision);
+    // `status = 'pending'` is re-checked after waiting on a concurrent decision's row lock, so only the first wins.
+    await this.query(
+      `UPDATE approvals SET status = $3, decided_by = $4, decided_at = now(), edited_input_json = $5, scope = $6, message = $7
+       WHERE workflow_id = $1 AND request_id = $2 AND status = 'pending'`,
+      [workflowId, requestId, c.status, c.decidedBy, c.editedInput, c.scope, c.message],
+    );
+    return this.getApproval(workflowId, requestId);
+  }
+
+  async getApproval(workflowId: string, requestId: string): Promise<ApprovalRecord | undefined> {
+    const { rows } = await this.query(`SELECT * FROM approvals WHERE workflow_id = $1 AND request_id = $2`, [workflowId, requestId]);
+    return rows[0] ? approvalFromRow(rows[0]) : undefined;
+  }
+
+  async listApprovals(filter: { workflowId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
+    const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
+    const { rows } = await this.query(
+      `SELECT * FROM approvals WHERE ($1::text IS NULL OR workflow_id = $1) AND ($2::text IS NULL OR status = $2) ORDER BY id LIMIT $3`,
+      [filter.workflowId ?? null, filter.status ?? null, limit],
+    );
+    return rows.map(approvalFromRow);
+  }
+
+  async expireApprovals(workflowId: string, reason: string, turn?: number): Promise<number> {
+    const result = await this.query(
+      `UPDATE approvals SET status = 'expired', decided_by = $2, decided_at = now()
+       WHERE workflow_id = $1 AND status = 'pending' AND ($3::integer IS NULL OR turn = $3)`,
+      [workflowId, reason, turn ?? null],
+    );
+    return result.rowCount ?? 0;
   }
 
   /** Closes the pool; calling it again does nothing. */

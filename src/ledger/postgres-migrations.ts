@@ -93,6 +93,36 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX events_by_run ON events (workflow_id, cursor);
     `,
   },
+  {
+    version: 2,
+    name: 'permission requests and decisions',
+    // Times are TIMESTAMPTZ (read back as ISO UTC, millisecond precision); the JSON columns stay TEXT like the
+    // other *_json columns, so a record reads back exactly as written, as in SQLite.
+    sql: `
+      CREATE TABLE approvals (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        workflow_id TEXT NOT NULL,
+        request_id TEXT NOT NULL,
+        turn INTEGER NOT NULL,
+        tool TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        title TEXT NOT NULL,
+        input_json TEXT NOT NULL,
+        command TEXT,
+        paths_json TEXT,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied', 'expired')),
+        requested_at TIMESTAMPTZ NOT NULL,
+        expires_at TIMESTAMPTZ,
+        decided_by TEXT,
+        decided_at TIMESTAMPTZ,
+        edited_input_json TEXT,
+        scope TEXT CHECK (scope IS NULL OR scope IN ('once', 'session')),
+        message TEXT,
+        UNIQUE (workflow_id, request_id)
+      );
+      CREATE INDEX approvals_by_status ON approvals (status, id);
+    `,
+  },
 ];
 
 /** Schema version this code writes. */

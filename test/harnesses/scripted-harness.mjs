@@ -3,6 +3,7 @@
 //
 //   node scripted-harness.mjs --scripts DIR
 //
+// Every turn's request is kept in <workspace>/.scripted/last-request.json (for tests of what the runtime sends).
 // Turn 1: the prompt contains `script:NAME`; a new session is stored in <workspace>/.scripted/sessions/<id>.json.
 // Later turns resume by the request's sessionId. Unknown session and no `script:` → an error line.
 // Script file: { "turns": [step, ...] }. A step's fields are applied in THIS order:
@@ -15,14 +16,18 @@
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
 //   leak                NAME: puts that variable's value in every field it reports — the session line's model,
-//                       (failTimes/failUntilAttempt then apply after the leak, with the value in the stderr)
 //                       an activity, a text line, a usage line (as an extra field and a field name), an unknown
 //                       line type, stderr, and `.leak/value.txt` in the workspace; with `leakSession` also the
-//                       session id (the session is then stored under that id too, so resuming it still works)
+//                       session id (the session is then stored under that id too, so resuming it still works).
+//                       failTimes/failUntilAttempt then apply after the leak, with the value in the stderr
 //   escape              starts three `sleep`s that leave the harness's process group — `setsid`, a Node
 //                       `detached: true` spawn and a double fork — and writes their pids to .scripted/escapees.json
 //   symlinks            {name: target}: (re)creates these symbolic links in the workspace
 //   writeFiles          {path: text}: writes these files in the workspace (following nothing special)
+//   permissions         [{tool, input, kind?, editable?}]: for each, a permission line (id p1, p2 ...), then waits
+//                       for its permission-response; allowed: runs it (input.command with /bin/sh -c, or writes
+//                       input.content to input.path; the response's input instead when editable) and prints a
+//                       text line "permission p1: allowed"; denied: "permission p1: denied MESSAGE".
 //   crash               {exitCode, stderr}: prints stderr and exits with no terminal line
 //   error               {message, code}: terminal error line
 //   raw                 string printed as the complete text (malformed envelopes); ${env:NAME} is substituted
@@ -31,7 +36,7 @@
 // A step with none of crash/error/raw/envelope exits 0 without a terminal line.
 // Run counters live in .scripted/counters/<script>.<step>.<kind> so they survive a failed first turn.
 // Past the last step → error line "script exhausted".
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -43,14 +48,40 @@ const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
 const finish = (line) => process.stdout.write(`${JSON.stringify(line)}\n`, () => process.exit(0));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function readRequest() {
-  const rl = createInterface({ input: process.stdin });
-  for await (const line of rl) {
-    if (line.trim() === '') continue;
-    rl.close();
-    return JSON.parse(line);
+const stdinLines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+
+/** The next non-empty stdin line as JSON; stdin stays open for permission answers. */
+async function nextLine() {
+  for (;;) {
+    const next = await stdinLines.next();
+    if (next.done) return undefined;
+    if (next.value.trim() !== '') return JSON.parse(next.value);
   }
-  throw new Error('no request line on stdin');
+}
+
+async function readRequest() {
+  const request = await nextLine();
+  if (!request) throw new Error('no request line on stdin');
+  return request;
+}
+
+/** Asks for each tool use and does what an allowing answer says, like a harness with real tools. */
+async function askPermissions(asks, workspace) {
+  for (const [i, ask] of asks.entries()) {
+    const id = `p${i + 1}`;
+    emit({ type: 'permission', id, tool: ask.tool, input: ask.input, ...(ask.kind ? { kind: ask.kind } : {}), ...(ask.editable ? { editable: true } : {}) });
+    let answer;
+    do answer = await nextLine();
+    while (answer && !(answer.type === 'permission-response' && answer.id === id));
+    if (!answer?.allow) {
+      emit({ type: 'text', text: `permission ${id}: denied ${answer?.message ?? '(no answer)'}` });
+      continue;
+    }
+    const input = ask.editable && answer.input ? answer.input : ask.input;
+    if (typeof input.command === 'string') spawnSync('/bin/sh', ['-c', input.command], { cwd: workspace, stdio: 'ignore' });
+    else if (typeof input.path === 'string') writeFile(path.join(workspace, input.path), String(input.content ?? ''));
+    emit({ type: 'text', text: `permission ${id}: allowed` });
+  }
 }
 
 function writeFile(file, text) {
@@ -116,6 +147,7 @@ function leakEverything(key, workspace) {
 async function main() {
   const request = await readRequest();
   const dir = path.join(request.workspace, '.scripted');
+  writeFile(path.join(dir, 'last-request.json'), JSON.stringify(request));
   const opened = openSession(dir, request);
   if (opened.error) return finish({ type: 'error', code: request.sessionId ? 'resume-failed' : 'protocol-error', message: opened.error });
   const { session, resumed } = opened;
@@ -161,6 +193,7 @@ async function main() {
   if (step.usage) emit({ type: 'usage', ...step.usage });
   if (step.sleepMs) await startSleeper(dir, step.sleepMs);
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
+  if (step.permissions) await askPermissions(step.permissions, request.workspace);
   session.position += 1;
   save(); // before any terminal line, so the next turn resumes after this step
   if (step.crash) {

@@ -16,6 +16,7 @@ import {
   redactDatabaseUrl,
 } from '../../src/ledger/index.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres.js';
+import { approvalLedgerSuite } from './approval-ledger-suite.js';
 import { catalog, describeLedgerContract, promptRun } from './ledger-contract.js';
 
 let pg: TestPostgres;
@@ -34,6 +35,18 @@ describeLedgerContract('PostgresLedger', async () => {
   };
 });
 
+approvalLedgerSuite('PostgresLedger', async () => {
+  const { url, drop } = await pg.freshSchema('approvals');
+  const ledger = await PostgresLedger.connect({ connectionString: url });
+  const close = ledger.close.bind(ledger);
+  return Object.assign(ledger, {
+    close: async () => {
+      await close();
+      await drop();
+    },
+  });
+});
+
 describe('PostgresLedger on its own', () => {
   it('migrations run exactly once when many workers start at once', async () => {
     const { url, schema, drop } = await pg.freshSchema('race');
@@ -46,6 +59,26 @@ describe('PostgresLedger on its own', () => {
       await Promise.all(ledgers.map((l) => l.syncCatalog(catalog)));
       const inserted = await Promise.all(ledgers.map((l) => l.recordPromptRun(promptRun())));
       expect(inserted.filter((i) => i.inserted)).toHaveLength(1);
+    } finally {
+      await Promise.all(ledgers.map((l) => l.close()));
+      await drop();
+    }
+  });
+
+  it('workers racing on one approval: one creates it, one decision wins, all read the same row', async () => {
+    const { url, drop } = await pg.freshSchema('approval_race');
+    const ledgers = await Promise.all([...Array(6).keys()].map(() => PostgresLedger.connect({ connectionString: url, maxConnections: 2 })));
+    try {
+      const ask = { workflowId: 'wf-r', requestId: 't1-x', turn: 1, tool: 'Bash', kind: 'command', title: 'ls', input: { command: 'ls' } };
+      const asked = await Promise.all(ledgers.map((l, i) => l.requestApproval({ ...ask, expiresAt: new Date(Date.UTC(2030, 0, 1 + i)).toISOString() })));
+      expect(asked.filter((a) => a.created)).toHaveLength(1);
+      for (const a of asked) expect(a.record).toEqual(asked.find((x) => x.created)!.record);
+      const decided = await Promise.all(
+        ledgers.map((l, i) => l.decideApproval('wf-r', 't1-x', { status: i % 2 ? 'allowed' : 'denied', decidedBy: `operator:${i}` })),
+      );
+      const winner = await ledgers[0]!.getApproval('wf-r', 't1-x');
+      expect(winner!.status).not.toBe('pending');
+      for (const d of decided) expect(d).toEqual(winner);
     } finally {
       await Promise.all(ledgers.map((l) => l.close()));
       await drop();

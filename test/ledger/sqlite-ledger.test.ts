@@ -5,6 +5,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { LEDGER_SCHEMA_VERSION, SqliteLedger } from '../../src/ledger/index.js';
+import { approvalLedgerSuite } from './approval-ledger-suite.js';
 import { describeLedgerContract } from './ledger-contract.js';
 
 async function tempFile(): Promise<{ dir: string; file: string }> {
@@ -16,6 +17,8 @@ describeLedgerContract('SqliteLedger', async () => {
   const { dir, file } = await tempFile();
   return { ledger: SqliteLedger.open(file), open: async () => SqliteLedger.open(file), cleanup: () => rm(dir, { recursive: true, force: true }) };
 });
+
+approvalLedgerSuite('SqliteLedger', async () => SqliteLedger.open(':memory:'));
 
 describe('SqliteLedger on its own', () => {
   it('creates directories, uses WAL and records the schema version; reopening does not re-migrate', async () => {
