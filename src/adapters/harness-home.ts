@@ -6,7 +6,14 @@
  * directory as it sees it.
  */
 import path from 'node:path';
-import { mkdirWorkspaceSync, readWorkspaceFileSync, writeWorkspaceFileSync } from '../sandbox/workspace-fs.js';
+import {
+  listWorkspaceDirSync,
+  mkdirWorkspaceSync,
+  readWholeWorkspaceFileSync,
+  readWorkspaceFileSync,
+  renameWorkspaceEntrySync,
+  writeWorkspaceFileSync,
+} from '../sandbox/workspace-fs.js';
 import type { HarnessSessionConfig } from './types.js';
 
 /** One directory as seen from the worker (`host`) and from inside the sandbox (`sandbox`). */
@@ -53,6 +60,26 @@ export function makeHomeDir(dir: HarnessHome): void {
 /** Reads a file below a home without following links; `undefined` when it is absent. */
 export function readHomeFile(file: HarnessHome): string | undefined {
   return readWorkspaceFileSync(file.workspace, file.rel)?.toString('utf8');
+}
+
+/** Reads a whole file below a home as bytes without following links; `undefined` when absent, an error when too large. */
+export function readHomeBytes(file: HarnessHome, maxBytes?: number): Buffer | undefined {
+  return readWholeWorkspaceFileSync(file.workspace, file.rel, maxBytes);
+}
+
+/** The first `bytes` bytes of a file below a home (fewer when it is shorter), without following links. */
+export function readHomePrefix(file: HarnessHome, bytes: number): Buffer | undefined {
+  return readWorkspaceFileSync(file.workspace, file.rel, bytes);
+}
+
+/** The entries of a directory below a home, links reported as links; `undefined` when it does not exist. */
+export function listHomeDir(dir: HarnessHome): { name: string; type: 'file' | 'directory' | 'symlink' | 'other' }[] | undefined {
+  return listWorkspaceDirSync(dir.workspace, dir.rel);
+}
+
+/** Renames an entry below a home within its directory, without following links. */
+export function renameHomeEntry(entry: HarnessHome, newName: string): void {
+  renameWorkspaceEntrySync(entry.workspace, entry.rel, newName);
 }
 
 /** A string setting from the catalog's driver-specific `settings`, if present. */

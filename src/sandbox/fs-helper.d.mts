@@ -34,5 +34,6 @@ export function readAt(ws: OpenWorkspace, rel: string, maxBytes: number): { data
 export function writeAt(ws: OpenWorkspace, rel: string, data: string | Uint8Array, options?: { createParents?: boolean; mode?: number }): { bytes: number };
 export function listAt(ws: OpenWorkspace, rel: string): { name: string; type: EntryType }[];
 export function mkdirAt(ws: OpenWorkspace, rel: string, options?: { recursive?: boolean }): void;
+export function renameAt(ws: OpenWorkspace, rel: string, newName: string): void;
 export function handle(root: string, request: Record<string, unknown>): unknown;
 export function serve(root: string): void;

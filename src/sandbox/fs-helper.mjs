@@ -320,6 +320,26 @@ export function mkdirAt(ws, rel, options = {}) {
   }
 }
 
+/**
+ * Renames the entry `rel` to `newName` in the same directory (a name, not a path). The entry itself is moved
+ * (a link stays a link: rename never follows its last component); an existing `newName` is replaced.
+ */
+export function renameAt(ws, rel, newName) {
+  const { parts, dirParts, name } = splitLast(rel, 'entry');
+  if (typeof newName !== 'string' || newName === '' || newName === '.' || newName === '..' || newName.includes('/') || newName.includes('\0')) {
+    throw new WorkspaceFsError('PathEscape', `${JSON.stringify(String(newName))} is not a plain name; a rename stays in its directory.`);
+  }
+  const dir = walkDir(ws, dirParts, false);
+  try {
+    checkInside(ws, dir, parts);
+    fs.renameSync(at(dir, name), at(dir, newName));
+  } catch (error) {
+    throw failure(error, parts, 'any');
+  } finally {
+    close(dir);
+  }
+}
+
 /** Runs one request against the workspace at `root`; the shape `serve()` speaks. */
 export function handle(root, request) {
   const ws = openWorkspace(root);

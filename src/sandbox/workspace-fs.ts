@@ -79,6 +79,38 @@ export function readWorkspaceFileSync(root: string, rel: string, maxBytes = maxR
   }
 }
 
+/**
+ * Reads a whole file below `root` without following links; `undefined` when it does not exist. A file larger
+ * than `maxBytes` is an error, never a silently cut copy.
+ */
+export function readWholeWorkspaceFileSync(root: string, rel: string, maxBytes = maxReadBytes): Buffer | undefined {
+  try {
+    return withWorkspace(root, (ws) => {
+      const { data, size } = helper.readAt(ws, rel, readLimit(maxBytes));
+      if (data.length !== size) throw new helper.WorkspaceFsError('Io', `${JSON.stringify(rel)} is larger than ${maxBytes} bytes.`);
+      return data;
+    });
+  } catch (error) {
+    if (error instanceof SandboxFsError && error.code === 'NotFound') return undefined;
+    throw error;
+  }
+}
+
+/** The entries of a directory below `root` (links reported as links); `undefined` when it does not exist. */
+export function listWorkspaceDirSync(root: string, rel: string): { name: string; type: SandboxEntryType }[] | undefined {
+  try {
+    return withWorkspace(root, (ws) => helper.listAt(ws, rel));
+  } catch (error) {
+    if (error instanceof SandboxFsError && error.code === 'NotFound') return undefined;
+    throw error;
+  }
+}
+
+/** Renames an entry below `root` within its directory, without following links. */
+export function renameWorkspaceEntrySync(root: string, rel: string, newName: string): void {
+  withWorkspace(root, (ws) => helper.renameAt(ws, rel, newName));
+}
+
 /** Creates a directory (and its parents) below `root` without following links. */
 export function mkdirWorkspaceSync(root: string, rel: string): void {
   withWorkspace(root, (ws) => helper.mkdirAt(ws, rel, { recursive: true }));
