@@ -22,17 +22,19 @@
 //                       failTimes/failUntilAttempt then apply after the leak, with the value in the stderr
 //   escape              starts three `sleep`s that leave the harness's process group — `setsid`, a Node
 //                       `detached: true` spawn and a double fork — and writes their pids to .scripted/escapees.json
+//                       (after its own to .scripted/harness.pid)
 //   symlinks            {name: target}: (re)creates these symbolic links in the workspace
 //   writeFiles          {path: text}: writes these files in the workspace (following nothing special)
-//   permissions         [{tool, input, kind?, editable?}]: for each, a permission line (id p1, p2 ...), then waits
-//                       for its permission-response; allowed: runs it (input.command with /bin/sh -c, or writes
+//   permissions         [{tool, input, kind?, title?, editable?}]: for each, a permission line (id p1, p2 ...), then
+//                       waits for its permission-response; allowed: runs it (input.command with /bin/sh -c, or writes
 //                       input.content to input.path; the response's input instead when editable) and prints a
 //                       text line "permission p1: allowed"; denied: "permission p1: denied MESSAGE".
+//                       ${env:NAME} is substituted in every string of tool, input and title.
 //   crash               {exitCode, stderr}: prints stderr and exits with no terminal line
 //   error               {message, code}: terminal error line
 //   raw                 string printed as the complete text (malformed envelopes); ${env:NAME} is substituted
 //   envelope            object printed as JSON as the complete text
-// `${env:NAME}` in crash.stderr, error.message, raw and envelope stands for that variable's value.
+// `${env:NAME}` in crash.stderr, error.message, raw, envelope and permissions stands for that variable's value.
 // A step with none of crash/error/raw/envelope exits 0 without a terminal line.
 // Run counters live in .scripted/counters/<script>.<step>.<kind> so they survive a failed first turn.
 // Past the last step → error line "script exhausted".
@@ -67,9 +69,10 @@ async function readRequest() {
 
 /** Asks for each tool use and does what an allowing answer says, like a harness with real tools. */
 async function askPermissions(asks, workspace) {
-  for (const [i, ask] of asks.entries()) {
+  for (const [i, asked] of asks.entries()) {
     const id = `p${i + 1}`;
-    emit({ type: 'permission', id, tool: ask.tool, input: ask.input, ...(ask.kind ? { kind: ask.kind } : {}), ...(ask.editable ? { editable: true } : {}) });
+    const ask = substituteDeep(asked);
+    emit({ type: 'permission', id, tool: ask.tool, input: ask.input, ...(ask.kind ? { kind: ask.kind } : {}), ...(ask.title ? { title: ask.title } : {}), ...(ask.editable ? { editable: true } : {}) });
     let answer;
     do answer = await nextLine();
     while (answer && !(answer.type === 'permission-response' && answer.id === id));
@@ -125,6 +128,14 @@ function startSleeper(dir, ms) {
 }
 
 const substitute = (text) => text.replace(/\$\{env:([A-Z0-9_]+)\}/g, (_, name) => process.env[name] ?? '');
+const substituteDeep = (value) =>
+  typeof value === 'string'
+    ? substitute(value)
+    : Array.isArray(value)
+      ? value.map(substituteDeep)
+      : value && typeof value === 'object'
+        ? Object.fromEntries(Object.entries(value).map(([k, v]) => [substitute(k), substituteDeep(v)]))
+        : value;
 
 /** Children that leave the process group: setsid, a detached spawn, a double fork. Returns their pids. */
 function startEscapees() {
@@ -186,6 +197,7 @@ async function main() {
   }
   for (const [name, text] of Object.entries(step.writeFiles ?? {})) writeFile(path.join(request.workspace, name), substitute(text));
   if (step.escape) {
+    writeFile(path.join(dir, 'harness.pid'), String(process.pid));
     writeFile(path.join(dir, 'escapees.json'), JSON.stringify(startEscapees()));
     emit({ type: 'activity', description: 'escapees started' });
   }

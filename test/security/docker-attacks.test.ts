@@ -15,6 +15,7 @@ import { DefaultLogger, Runtime, type LogEntry } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ActivityDeps } from '../../src/activities/index.js';
 import { MemoryCredentialStore } from '../../src/credentials/index.js';
+import { decidePendingApproval } from '../../src/permissions/index.js';
 import { DockerClient } from '../../src/sandbox/docker-client.js';
 import { DockerSandboxProvider, dockerLabels } from '../../src/sandbox/docker-provider.js';
 import type { SandboxProvider, SandboxStartRequest } from '../../src/sandbox/types.js';
@@ -70,6 +71,7 @@ const catalog = scriptedCatalog(book, {
     { name: 'reused-boxed', harness: 'scripted-docker', sandbox: { ...boxed, workspaceScope: 'agent' } },
     { name: 'planter-boxed', harness: 'scripted-docker', actions: ['write_file'], sandbox: boxed, turnAttempts: 2 },
     { name: 'escaper-boxed', harness: 'scripted-docker', actions: ['echo'], sandbox: boxed },
+    { name: 'gated-boxed', harness: 'scripted-docker', actions: ['echo'], sandbox: boxed, permissions: { posture: 'strict', allow: ['tool:bash'] } },
     { name: 'leaky-boxed', harness: 'scripted-docker', actions: ['read_file'], sandbox: boxed, credentials: [{ env: 'VENDOR_KEY', from: 'TEAM_KEY' }] },
   ],
 });
@@ -282,6 +284,40 @@ describe('descendants die with their turn', () => {
     expect((await docker.getContainer(container.Id).inspect()).State.Running).toBe(true);
     expect(await run.result()).toMatchObject({ status: 'succeeded' });
     recordFigures('docker-escapees-turn-end', { children: pids.length, goneWhileContainerRunning: true, goneWithinMs: goneMs });
+  });
+
+  it('two-way turns too: the harness waiting with stdin open, its children and a daemon an allowed command started', { timeout: 120_000 }, async () => {
+    const workflowId = newWorkflowId('escape-two-way');
+    const workspace = path.join(w.dataDir, 'workspaces', 'runs', workflowId);
+    const daemon = { tool: 'bash', input: { command: 'setsid sleep 304 >/dev/null 2>&1 & echo $! > .scripted/daemon.pid' } };
+    // Left open by the policy: the harness waits for an operator, so everything is seen alive meanwhile.
+    const write = { tool: 'write', input: { path: 'after.txt', content: 'x' } };
+    const run = await w.start({
+      agent: 'gated-boxed',
+      task: book.write(`escape-two-way-${workflowId}`, [{ escape: true, permissions: [daemon, write], ...act({ name: 'echo', params: { text: 'next' } }) }, { sleepMs: 4000, ...ok('done') }]),
+      workflowId,
+    });
+    const container = await theContainer(workflowId);
+    await waitForFile(path.join(workspace, '.scripted', 'daemon.pid'));
+    await expect.poll(async () => (await w.ledger.listApprovals({ workflowId, status: 'pending' })).length, { timeout: 30_000, interval: 50 }).toBe(1);
+    const inside = [
+      Number(readFileSync(path.join(workspace, '.scripted', 'harness.pid'), 'utf8')),
+      ...(JSON.parse(readFileSync(path.join(workspace, '.scripted', 'escapees.json'), 'utf8')) as number[]),
+      Number(readFileSync(path.join(workspace, '.scripted', 'daemon.pid'), 'utf8')),
+    ];
+    const pids = await hostPidsIn(container.Id, inside);
+    expect(pids.every(processAlive)).toBe(true);
+    const [pending] = await w.ledger.listApprovals({ workflowId, status: 'pending' });
+    await decidePendingApproval(w.ledger, workflowId, pending!.requestId, { allow: true, by: 'operator:test' });
+    // Turn 1 ends; turn 2 sleeps in the same container meanwhile.
+    const goneMs = await waitUntilGone(pids, 6000);
+    expect((await docker.getContainer(container.Id).inspect()).State.Running).toBe(true);
+    expect(await run.result()).toMatchObject({ status: 'succeeded', result: 'done' });
+    expect((await w.ledger.listApprovals({ workflowId })).map((r) => [r.tool, r.status, r.decidedBy])).toEqual([
+      ['bash', 'allowed', 'policy:allow[0] tool:bash'],
+      ['write', 'allowed', 'operator:test'],
+    ]);
+    recordFigures('docker-escapees-two-way-turn-end', { processes: pids.length, goneWhileContainerRunning: true, goneWithinMs: goneMs });
   });
 });
 

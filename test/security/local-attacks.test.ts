@@ -10,6 +10,7 @@ import { DefaultLogger, Runtime, type LogEntry } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryCredentialStore } from '../../src/credentials/index.js';
+import { decidePendingApproval } from '../../src/permissions/index.js';
 import { LocalSandboxProvider } from '../../src/sandbox/index.js';
 import { hostPidsOf, processAlive, waitUntilGone } from '../support/processes.js';
 import { act, ok, scriptBook, scriptedCatalog, type ScriptStep } from '../support/scripted.js';
@@ -78,6 +79,16 @@ const catalog = scriptedCatalog(book, {
       operatorTimeoutMs: 1500,
     },
     { name: 'leaky', harness: 'scripted', credentials: [{ env: 'VENDOR_KEY', from: 'TEAM_KEY' }], actions: ['read_file', 'write_file'] },
+    {
+      name: 'leaky-gated',
+      harness: 'scripted',
+      credentials: [{ env: 'VENDOR_KEY', from: 'TEAM_KEY' }],
+      permissions: { posture: 'strict', allow: ['tool:bash'], approvalTimeoutMs: 1500 },
+    },
+    // Two-way turns (stdin open while the harness waits for answers): what the policy allows runs at once ...
+    { name: 'gated', harness: 'scripted', permissions: { posture: 'strict', allow: ['tool:bash'] } },
+    // ... and what it leaves open waits for an operator who never comes.
+    { name: 'waiting', harness: 'scripted', permissions: { posture: 'strict', approvalTimeoutMs: 600_000 } },
     { name: 'confined', harness: 'probe', actions: ['write_file'], sandbox: { provider: 'local', options: { user: `${sandboxUid}:${sandboxUid}` } } },
   ],
 });
@@ -212,6 +223,50 @@ describe('descendants die with their turn', () => {
     await waitUntilGone(pids, 2000);
     await run.abandon('giving up');
     expect(await run.result()).toMatchObject({ status: 'failed' });
+  });
+
+  // The two-way mode keeps the harness running with stdin open while it asks; an allowed command starts a daemon.
+  const daemon = { tool: 'bash', input: { command: 'setsid sleep 304 >/dev/null 2>&1 & echo $! > .scripted/daemon.pid' } };
+  async function daemonPid(workflowId: string): Promise<number> {
+    const file = path.join(workspaceOf(workflowId), '.scripted', 'daemon.pid');
+    await waitForFile(file);
+    const [pid] = hostPidsOf(workspaceOf(workflowId), [Number(readFileSync(file, 'utf8').trim())]);
+    expect(processAlive(pid!)).toBe(true);
+    return pid!;
+  }
+
+  it('two-way turns too: children and a daemon an allowed command started die when the turn ends', async () => {
+    const workflowId = testWorkflowId('escape-two-way');
+    // The second request waits for an operator, so the daemon is seen alive while the harness waits with stdin open.
+    const write = { tool: 'write', input: { path: 'after.txt', content: 'x' } };
+    const task = book.write(`escape-two-way-${workflowId}`, [{ escape: true, permissions: [daemon, write], ...ok('asked and escaped?') }]);
+    const run = await w.start({ agent: 'gated', task, workflowId });
+    const pids = [...(await escapees(workflowId)), await daemonPid(workflowId)];
+    await expect.poll(async () => (await w.ledger.listApprovals({ workflowId, status: 'pending' })).length, { timeout: 15_000, interval: 50 }).toBe(1);
+    const [pending] = await w.ledger.listApprovals({ workflowId, status: 'pending' });
+    await decidePendingApproval(w.ledger, workflowId, pending!.requestId, { allow: true, by: 'operator:test' });
+    expect(await run.result()).toMatchObject({ status: 'succeeded', result: 'asked and escaped?' });
+    expect(readFileSync(path.join(workspaceOf(workflowId), 'after.txt'), 'utf8')).toBe('x');
+    const rows = await w.ledger.listApprovals({ workflowId });
+    expect(rows.map((r) => [r.tool, r.status, r.decidedBy])).toEqual([
+      ['bash', 'allowed', 'policy:allow[0] tool:bash'],
+      ['write', 'allowed', 'operator:test'],
+    ]);
+    const goneMs = await waitUntilGone(pids, 2000);
+    recordFigures('local-escapees-two-way-turn-end', { children: pids.length, goneWithinMsOfRunEnd: goneMs });
+  });
+
+  it('... and when the run is cancelled while the harness waits for an approval, within 2 s', async () => {
+    const workflowId = testWorkflowId('escape-waiting');
+    const ask = { tool: 'bash', input: { command: 'touch never.txt' } };
+    const run = await w.start({ agent: 'waiting', task: book.write(`escape-waiting-${workflowId}`, [{ escape: true, permissions: [ask], ...ok() }]), workflowId });
+    const pids = await escapees(workflowId);
+    await expect.poll(async () => (await w.ledger.listApprovals({ workflowId, status: 'pending' })).length, { timeout: 15_000, interval: 50 }).toBe(1);
+    const [harness] = hostPidsOf(workspaceOf(workflowId), [Number(readFileSync(path.join(workspaceOf(workflowId), '.scripted', 'harness.pid'), 'utf8'))]);
+    await run.cancel('stop');
+    expect(await waitUntilGone([...pids, harness!], 2000)).toBeLessThan(2000);
+    expect(await run.result()).toMatchObject({ status: 'cancelled' });
+    expect(existsSync(path.join(workspaceOf(workflowId), 'never.txt'))).toBe(false);
   });
 
   it('with containment: process-group (the explicit opt-out) they survive, as documented', async () => {
@@ -353,5 +408,51 @@ describe('redaction', () => {
     expect(places.ledger).toContain('stderr says [REDACTED]');
     expect(`${places['status while awaiting an operator']}${places['history (failed run)']}`).toContain('vendor said [REDACTED]');
     recordFigures('local-every-field-key', { placesChecked: Object.keys(places), keyFound: 0 });
+  });
+
+  it('a key in permission requests (tool, input, title, command, paths) is redacted in approvals, events, history and logs', { timeout: 120_000 }, async () => {
+    const key = '${env:VENDOR_KEY}';
+    const run = await w.start({
+      agent: 'leaky-gated',
+      task: book.write('leak-permissions', [
+        {
+          permissions: [
+            // Allowed by the policy's rule, decided on the real command (it runs), stored redacted.
+            { tool: 'bash', input: { command: `echo ${key} > allowed.txt` } },
+            // Left open by the policy: pending for an operator (the row and the heartbeat carry it), then the timeout denies.
+            { tool: `write-${key}`, title: `writes ${key}`, input: { path: `p-${key}.txt`, content: key, [key]: key } },
+          ],
+          ...ok(`asked with ${key}`),
+        },
+      ]),
+      workflowId: testWorkflowId('leak-permissions'),
+    });
+    const result = await run.result();
+    expect(result).toMatchObject({ status: 'succeeded', result: 'asked with [REDACTED]' });
+    // The harness really asked with the key: the allowed command ran with it.
+    expect(readFileSync(path.join(workspaceOf(run.workflowId), 'allowed.txt'), 'utf8').trim()).toBe(secret);
+
+    const rows = await w.ledger.listApprovals({ workflowId: run.workflowId });
+    expect(rows.map((r) => [r.tool, r.status, r.decidedBy])).toEqual([
+      ['bash', 'allowed', 'policy:allow[0] tool:bash'],
+      ['write-[REDACTED]', 'denied', 'timeout'],
+    ]);
+    expect(rows[0]!.command).toBe('echo [REDACTED] > allowed.txt');
+    expect(rows[1]).toMatchObject({ title: 'writes [REDACTED]', paths: ['p-[REDACTED].txt'], input: { path: 'p-[REDACTED].txt', content: '[REDACTED]', '[REDACTED]': '[REDACTED]' } });
+    const events = await w.ledger.readEvents(run.workflowId, 0, 1000);
+    const requests = events.filter((e) => e.type === 'permission-request').map((e) => e.data as { tool: string; title: string });
+    expect(requests.map((r) => [r.tool, r.title])).toEqual([
+      ['bash', 'echo [REDACTED] > allowed.txt'],
+      ['write-[REDACTED]', 'writes [REDACTED]'],
+    ]);
+
+    const places: Record<string, string> = {
+      history: historyText(await run.handle.fetchHistory()),
+      ledger: ledgerBytes(w.dataDir),
+      status: JSON.stringify(await run.status()),
+      result: JSON.stringify(result),
+      logs: JSON.stringify(logs, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
+    };
+    for (const [where, text] of Object.entries(places)) expect(text, `the key leaked into ${where}`).not.toContain(secret);
   });
 });
