@@ -403,7 +403,9 @@ describe('redaction', () => {
       expect(text, `the key leaked into ${where}`).not.toContain(secret);
     }
     // ...and the redaction is visible where the key was.
-    expect(places['history (succeeded run)']).toContain('model-[REDACTED]');
+    // The reported model is accounting: it lives in the ledger's prompt-run rows (the lean turn keeps it out of history).
+    expect(places.ledger).toContain('model-[REDACTED]');
+    expect(places['history (succeeded run)']).toContain('sess-[REDACTED]');
     expect(places.ledger).toContain('sess-[REDACTED]');
     expect(places.ledger).toContain('stderr says [REDACTED]');
     expect(`${places['status while awaiting an operator']}${places['history (failed run)']}`).toContain('vendor said [REDACTED]');
