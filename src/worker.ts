@@ -1,5 +1,5 @@
 /** The durable-harness worker: the agentRun workflow and its activities on one task queue. */
-import { existsSync } from 'node:fs';
+import { chmodSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DataConverter } from '@temporalio/common';
@@ -12,14 +12,14 @@ import { defaultAdapterRegistry, type AdapterRegistry } from './adapters/index.j
 import { catalogHash } from './catalog/hash.js';
 import type { Catalog } from './catalog/schema.js';
 import { JsonFileCredentialStore, MemoryCredentialStore, type CredentialStore } from './credentials/index.js';
-import { ledgerReady, openLedger } from './ledger/index.js';
+import { SqliteLedger, ledgerReady, openLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
-import { LocalSandboxProvider, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
+import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
 import type { Client } from '@temporalio/client';
 import type { SandboxProvider } from './sandbox/types.js';
 import { conflictingPollers, taskQueuePollers, workerIdentity } from './temporal/task-queue.js';
 
-import { defaultTaskQueue } from './worker-defaults.js';
+import { defaultNamespace, defaultTaskQueue } from './worker-defaults.js';
 export { defaultTaskQueue };
 
 /**
@@ -48,6 +48,11 @@ export interface WorkerSetup {
   readonly workflowBundle?: WorkerOptions['workflowBundle'];
   /** Worker identity (default `durable-harness/PID@HOST`); ` catalog:HASH` is always appended. */
   readonly identity?: string;
+  /**
+   * Which deployment this worker belongs to: labels its sandbox containers, and its reaper touches only
+   * those. Default DURABLE_HARNESS_DEPLOYMENT, else `<namespace>/<task queue>`.
+   */
+  readonly deployment?: string;
   /**
    * Payload encoding (encryption). Default: from `env` (DURABLE_HARNESS_PAYLOAD_KEYS, see src/codec/keys.ts);
    * clients of these runs need the same keys.
@@ -97,28 +102,46 @@ export async function assertSameCatalogOnTaskQueue(
 export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDeps {
   const dataDir = path.resolve(setup.dataDir);
   const credentialsFile = path.join(dataDir, 'credentials.json');
+  const env = setup.env ?? process.env;
+  const deployment = setup.deployment ?? (env.DURABLE_HARNESS_DEPLOYMENT || defaultDeployment(setup.namespace ?? defaultNamespace, setup.taskQueue ?? defaultTaskQueue));
   return {
     catalog: setup.catalog,
     adapters: setup.adapters ?? defaultAdapterRegistry(),
-    sandboxes: setup.sandboxes ?? defaultSandboxes(setup.env ?? process.env, dataDir),
+    sandboxes: setup.sandboxes ?? defaultSandboxes(env, dataDir, deployment),
     // PostgreSQL when DATABASE_URL is set (one ledger for many workers), else SQLite in the data dir.
-    ledger: setup.ledger ?? openLedger(setup.env ?? process.env, dataDir),
+    ledger: setup.ledger ?? openPrivateLedger(env, dataDir),
     actions: setup.actions ?? createBuiltinRegistry(),
     credentials: setup.credentials ?? (existsSync(credentialsFile) ? new JsonFileCredentialStore(credentialsFile) : new MemoryCredentialStore({})),
     env: setup.env,
   };
 }
 
-/** The local provider always; the Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. */
-export function defaultSandboxes(env: Readonly<Record<string, string | undefined>>, dataDir: string): Record<string, SandboxProvider> {
-  const docker = dockerSandboxFromEnvironment(env, dataDir);
-  return { local: new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces') }), ...(docker ? { docker } : {}) };
+/** The ledger; an SQLite file is made readable by the worker only (a sandbox user must not read other runs' records). */
+function openPrivateLedger(env: Readonly<Record<string, string | undefined>>, dataDir: string): Ledger {
+  const ledger = openLedger(env, dataDir);
+  const file = path.join(dataDir, 'ledger.sqlite');
+  if (ledger instanceof SqliteLedger && existsSync(file)) chmodSync(file, 0o600);
+  return ledger;
 }
 
-/** Removes sandbox containers whose runs are closed in Temporal (left by crashed workers). */
+/**
+ * The local provider always (runtime state under `<dataDir>/runtime/local`, outside every workspace); the
+ * Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image.
+ */
+export function defaultSandboxes(env: Readonly<Record<string, string | undefined>>, dataDir: string, deployment?: string): Record<string, SandboxProvider> {
+  const docker = dockerSandboxFromEnvironment(env, dataDir, undefined, deployment);
+  const local = new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces'), runtimeDir: path.join(dataDir, 'runtime', 'local') });
+  return { local, ...(docker ? { docker } : {}) };
+}
+
+/**
+ * Removes this deployment's sandbox containers whose runs are closed in Temporal (left by crashed workers);
+ * other deployments' containers on the same engine are never touched.
+ */
 export async function reapClosedRunContainers(deps: ActivityDeps, client: Client): Promise<string[]> {
-  if (!deps.sandboxes.docker) return [];
-  const { removed } = await reapContainers({ isRunClosed: temporalRunClosed(client.workflow) });
+  const docker = deps.sandboxes.docker;
+  if (!(docker instanceof DockerSandboxProvider)) return [];
+  const { removed } = await reapContainers({ deployment: docker.deployment, isRunClosed: temporalRunClosed(client.workflow) });
   return removed;
 }
 

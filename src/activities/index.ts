@@ -12,7 +12,7 @@ import type { HarnessEvent, Usage } from '../adapters/types.js';
 import { BlobMissingError, LedgerBlobStore, claimCheck, isBlobRef, previewOf, resolveText, type BlobStore, type TextRef } from '../blobs/index.js';
 import type { Catalog } from '../catalog/schema.js';
 import { findAgent, findHarness, promptWithContract } from '../catalog/index.js';
-import { resolveCredentials, createRedactor, type CredentialStore } from '../credentials/index.js';
+import { resolveCredentials, type CredentialStore } from '../credentials/index.js';
 import { formatFeedback, parseEnvelope } from '../envelope/index.js';
 import type { ActionCall, NextStep } from '../envelope/types.js';
 import type { Ledger, RunStatus } from '../ledger/types.js';
@@ -20,8 +20,7 @@ import { UnresolvedAccountingError } from '../ledger/types.js';
 import { createPermissionGate, ledgerApprovalBroker, policyIsInteractive } from '../permissions/index.js';
 import type { ApprovalBroker } from '../permissions/index.js';
 import type { ApprovalRecord } from '../ledger/types.js';
-import { killStaleProcessGroup } from '../sandbox/pidfile.js';
-import type { RunIdentity, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
+import type { RunIdentity, SandboxFs, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
 import { SpecStore, freezeSpec, policyOf, type FrozenSpec, type RunPolicy } from '../spec/index.js';
 import { formatActionResults, formatReplay, replyTooLargeProblem } from '../workflows/prompts.js';
 import type {
@@ -40,6 +39,7 @@ import { totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { turnPriceUsd } from './pricing.js';
 import { reportTurnIdentity } from '../observability/turn-telemetry.js';
+import { harnessRedactor, redactDeep, redactFailure, redactStream, type Redactor } from './redaction.js';
 
 /** Texts longer than this (characters) travel through workflow history by reference. */
 export const DEFAULT_INLINE_TEXT_LIMIT = 16 * 1024;
@@ -48,7 +48,10 @@ const KEPT_REPLY_CHARS = 64 * 1024;
 
 /** Everything the activities need, injected by the worker (or a test). */
 export interface ActivityDeps {
-  /** The current catalog; read only when a run starts (its spec is frozen then). */
+  /**
+   * The current catalog; read when a run starts (its spec is frozen then), and by redaction, which must know
+   * every secret the worker could hand any harness.
+   */
   readonly catalog: () => Catalog;
   readonly adapters: AdapterRegistry;
   readonly sandboxes: Readonly<Record<string, SandboxProvider>>;
@@ -75,6 +78,25 @@ export function createActivities(deps: ActivityDeps) {
   const blobs = deps.blobs ?? new LedgerBlobStore(deps.ledger);
   const specs = new SpecStore(blobs);
   const inlineTextLimit = deps.inlineTextLimit ?? DEFAULT_INLINE_TEXT_LIMIT;
+  const redactors = new WeakMap<Catalog, Redactor>();
+
+  /**
+   * Redacts every secret the worker could hand any harness under the current catalog (see redaction.ts), plus
+   * `extra` (the run's own). Without a readable catalog: the credential store's values and `extra`.
+   */
+  function redactorFor(extra: readonly string[] = []): Redactor {
+    let catalog: Catalog | undefined;
+    try {
+      catalog = deps.catalog();
+    } catch {
+      catalog = undefined;
+    }
+    const known = catalog ?? { agents: [], harnesses: [] };
+    if (extra.length > 0 || !catalog) return harnessRedactor(known as Catalog, deps.credentials, env, extra);
+    let base = redactors.get(catalog);
+    if (!base) redactors.set(catalog, (base = harnessRedactor(catalog, deps.credentials, env)));
+    return base;
+  }
 
   function provider(name: string): SandboxProvider {
     const p = deps.sandboxes[name];
@@ -188,15 +210,27 @@ export function createActivities(deps: ActivityDeps) {
   /**
    * Runs one action the workflow approved, at most once per (workflow, seq): its start is recorded before it runs,
    * its outcome after; a retried attempt reuses a recorded outcome and never runs a started action again.
-   * Action execution stays behind this one function (the sandbox's file access plugs in here).
+   * Actions get the sandbox's `fs` (files where the sandbox is, links never followed), never a host path; what
+   * they return comes from the workspace, which the harness writes, so it is redacted like harness output.
    */
   async function executeAction(input: { workflowId: string; specHash: string; sandbox: SandboxRef; call: ActionCall; seq: number; turn: number }): Promise<ActionOutcome> {
+    const handle = await sandboxCall(() => provider(input.sandbox.provider).attach(input.sandbox));
+    try {
+      return await runAction(input, handle.fs, redactorFor());
+    } finally {
+      await handle.release().catch(() => undefined);
+    }
+  }
+
+  /** `executeAction` with the turn's sandbox files and redactor. */
+  async function runAction(input: { workflowId: string; specHash: string; call: ActionCall; seq: number; turn: number }, fs: SandboxFs, redact: Redactor): Promise<ActionOutcome> {
     const spec = await loadSpec(input.specHash);
     const type = `action:${input.call.name}`;
     const earlier = await deps.ledger.getStep(input.workflowId, input.seq);
     const interrupted: ActionOutcome = { ok: false, error: `action "${input.call.name}" was started by an earlier, interrupted attempt of this turn; its outcome is unknown and it was not run again` };
     if (earlier) return (earlier.payload as { outcome?: ActionOutcome }).outcome ?? interrupted;
-    const { inserted } = await deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type, payload: { call: input.call } });
+    const call = redactDeep(input.call, redact);
+    const { inserted } = await deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type, payload: { call } });
     if (!inserted) return interrupted;
     const config = spec.actions.find((a) => a.name === input.call.name);
     const def = config && deps.actions.get(config.implementation);
@@ -212,7 +246,7 @@ export function createActivities(deps: ActivityDeps) {
           const output = await def.execute(parsed.data, {
             workflowId: input.workflowId,
             agent: spec.agent.name,
-            hostWorkspacePath: input.sandbox.hostWorkspacePath,
+            fs,
             settings: config.settings,
             signal: Context.current().cancellationSignal,
           });
@@ -222,12 +256,13 @@ export function createActivities(deps: ActivityDeps) {
         }
       }
     }
-    await deps.ledger.completeStep(input.workflowId, input.seq, { call: input.call, outcome });
+    outcome = redactDeep(outcome, redact);
+    await deps.ledger.completeStep(input.workflowId, input.seq, { call, outcome });
     return outcome;
   }
 
   /** The harness's input for this turn: the composed prompt, the feedback, or the results of the approved actions. */
-  async function composeInput(req: RunTurn): Promise<string> {
+  async function composeInput(req: RunTurn, fs: SandboxFs, redact: Redactor): Promise<string> {
     const input = req.input;
     switch (input.kind) {
       case 'prompt':
@@ -243,7 +278,7 @@ export function createActivities(deps: ActivityDeps) {
         const outcomes: ActionOutcome[] = [];
         for (const planned of input.calls) {
           const call = step.actions[planned.index]!;
-          outcomes.push('refused' in planned ? { ok: false, error: planned.refused } : await executeAction({ workflowId: req.workflowId, specHash: req.specHash, sandbox: req.sandbox, call, seq: planned.seq, turn: req.turn - 1 }));
+          outcomes.push('refused' in planned ? { ok: false, error: planned.refused } : await runAction({ workflowId: req.workflowId, specHash: req.specHash, call, seq: planned.seq, turn: req.turn - 1 }, fs, redact));
         }
         return formatActionResults(step.actions, outcomes);
       }
@@ -356,7 +391,7 @@ export function createActivities(deps: ActivityDeps) {
         () => resolveCredentials({ agent: { name: spec.agent.name, credentials: [...spec.agent.credentials] }, harness: spec.harness, store: deps.credentials, env, log: ctx.log }),
         FailureTypes.CredentialMissing,
       );
-      const redact = createRedactor(credentials.secrets);
+      const redact = redactorFor(credentials.secrets);
       const handle: SandboxHandle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
       const progress: TurnProgress = { turn: req.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, events: 0 };
       const beat = () => heartbeat({ ...progress });
@@ -387,10 +422,10 @@ export function createActivities(deps: ActivityDeps) {
       try {
         if (info.attempt > 1) {
           // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
-          await killStaleTurn(handle);
+          await handle.killLeftovers();
           await deps.ledger.appendEvent(req.workflowId, req.turn, 'retry', { attempt: info.attempt });
         }
-        const prompt = await composeInput(req);
+        const prompt = await composeInput(req, handle.fs, redact);
         beat();
         const withHistory = async () => (req.turn > 1 ? formatReplay(await conversationBefore(req.workflowId, req.turn), prompt) : prompt);
         const started = Date.now();
@@ -446,8 +481,13 @@ export function createActivities(deps: ActivityDeps) {
         const validation = await validateStep({ workflowId: req.workflowId, turn: req.turn, seq: req.envelopeSeq, text: reply, specHash: req.specHash });
         if (!validation.ok) return { ...usage, step: { ok: false, problem: validation.problem } };
         return { ...usage, step: { ok: true, view: await viewOf(validation) } };
+      } catch (err) {
+        throw redactFailure(err, redact);
       } finally {
         clearInterval(timer);
+        // Every descendant of the turn dies with it, also those that left its process group — unless Temporal
+        // already gave this turn to a newer attempt (timed out / no longer known), whose processes those now are.
+        if (!superseded(ctx.cancellationSignal)) await handle.killLeftovers().catch(() => undefined);
         await handle.release().catch(() => undefined);
       }
     },
@@ -490,17 +530,21 @@ export function createActivities(deps: ActivityDeps) {
         settings: spec.harness.settings,
       });
       let usageReported = false;
-      const turn = await collectTurn(adapter.runTurn({ prompt, turn: req.turn, signal, gate }), async (event) => {
+      // Every event is redacted as it leaves the adapter: nothing below sees a harness string unredacted (the
+      // gate sees a permission request as asked, to decide on it, and stores it redacted).
+      const events = redactStream(adapter.runTurn({ prompt, turn: req.turn, signal, gate }), redact);
+      const turn = await collectTurn(events, async (event) => {
         progress.events += 1;
         progress.lastEvent = describeEvent(event, redact);
         if (event.type === 'usage') {
           usageReported = true;
           progress.tokens += totalTokens(event.usage);
         }
-        if (event.type !== 'text') await deps.ledger.appendEvent(req.workflowId, req.turn, event.type, redactDeep(clipEvent(event), redact));
+        if (event.type !== 'text') await deps.ledger.appendEvent(req.workflowId, req.turn, event.type, clipEvent(event));
       });
       if (signal.aborted) throw signal.reason ?? new Error('turn cancelled');
-      return { turn, usageReported, sessionId: adapter.externalSessionId, model: adapter.reportedModel, resumed: adapter.resumed };
+      // What the adapter remembers did not come through the stream: redacted here.
+      return { turn, usageReported, sessionId: optional(adapter.externalSessionId, redact), model: optional(adapter.reportedModel, redact), resumed: adapter.resumed };
     } finally {
       await adapter.end().catch(() => undefined);
     }
@@ -523,7 +567,7 @@ interface TurnHarness {
   readonly secretEnv: Readonly<Record<string, string>>;
   readonly gate: ReturnType<typeof createPermissionGate>;
   readonly progress: TurnProgress;
-  readonly redact: (s: string) => string;
+  readonly redact: Redactor;
   readonly signal: AbortSignal;
 }
 
@@ -572,16 +616,15 @@ function describeEvent(event: HarnessEvent, redact: (s: string) => string): stri
   }
 }
 
-function redactDeep(value: unknown, redact: (s: string) => string): unknown {
-  return JSON.parse(redact(JSON.stringify(value)));
+/** Whether this attempt was cancelled because Temporal handed the activity to another attempt. */
+function superseded(signal: AbortSignal): boolean {
+  const reason = signal.aborted ? (signal.reason as { message?: unknown } | undefined)?.message : undefined;
+  return reason === 'TIMED_OUT' || reason === 'NOT_FOUND' || reason === 'RESET';
 }
 
-/** Kills what an earlier attempt of this turn left running: by pidfile locally, inside the container for Docker. */
-async function killStaleTurn(handle: SandboxHandle): Promise<void> {
-  const local = handle as SandboxHandle & { pidFile?: string };
-  const executor = handle.executor as SandboxHandle['executor'] & { killLeftovers?: () => Promise<unknown> };
-  if (executor.killLeftovers) await executor.killLeftovers();
-  else if (local.pidFile) await killStaleProcessGroup(local.pidFile);
+/** A harness-reported value that did not come through the event stream, redacted. */
+function optional(value: string | undefined, redact: Redactor): string | undefined {
+  return value === undefined ? undefined : redact(value);
 }
 
 function turnFailure(

@@ -25,12 +25,11 @@
  * Two-way mode (when the turn's permission gate can deny or ask): `codex app-server`, see codex-app-server.ts.
  * There usage comes per model call (`thread/tokenUsage/updated` → `last`), and the thread's model is reported.
  */
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
 import { CodexAppServer, type TokenBreakdown, type TwoWayHost } from './codex-app-server.js';
-import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homePath, parseJsonLine, readHomeFile, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
 
@@ -292,7 +291,7 @@ export class Codex extends CliHarnessAdapter {
     const file = this.totalsFile();
     if (!file) return {};
     try {
-      return JSON.parse(readFileSync(file.host, 'utf8')) as Record<string, Usage>;
+      return JSON.parse(readHomeFile(file) ?? '{}') as Record<string, Usage>;
     } catch {
       return {};
     }

@@ -17,13 +17,11 @@
  * model `_meta.quota.model_usage[].model`. `session/load` works, except that 0.61.0 overwrites the session's
  * chat file when it is loaded in the same minute it was written (see `keepChatFiles`).
  */
-import { mkdirSync, readdirSync, renameSync } from 'node:fs';
-import path from 'node:path';
 import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
 import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
-import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homePath, listHomeDir, makeHomeDir, parseJsonLine, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
 
@@ -108,27 +106,28 @@ export function geminiUsage(s: z.infer<typeof stats>): { input: number; output: 
  * and, when `session/load` runs in that same minute, starts a fresh recording in the very same file before
  * reading it, which wipes the conversation ("No previous sessions found"). Renaming the session's files to a
  * name it never generates keeps them: gemini finds them by content (session id), not by name.
+ * The home is in the workspace, which the harness writes: directories are walked and entries renamed without
+ * following a link (a planted link is skipped, never renamed through).
  */
-export function keepChatFiles(geminiHome: string, sessionId: string): void {
+export function keepChatFiles(geminiHome: HarnessHome, sessionId: string): void {
   const short = sessionId.slice(0, 8);
   const generated = new RegExp(`^session-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-${short.replace(/[^\w-]/g, '')}\\.jsonl$`);
-  let projects: string[];
-  try {
-    projects = readdirSync(path.join(geminiHome, '.gemini', 'tmp'));
-  } catch {
-    return;
+  const tmp = homePath(geminiHome, '.gemini', 'tmp');
+  for (const project of safeList(tmp)) {
+    if (project.type !== 'directory') continue;
+    const chats = homePath(tmp, project.name, 'chats');
+    for (const file of safeList(chats)) {
+      if (file.type === 'file' && generated.test(file.name)) renameHomeEntry(homePath(chats, file.name), file.name.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl'));
+    }
   }
-  for (const project of projects) {
-    const chats = path.join(geminiHome, '.gemini', 'tmp', project, 'chats');
-    let files: string[];
-    try {
-      files = readdirSync(chats);
-    } catch {
-      continue;
-    }
-    for (const file of files) {
-      if (generated.test(file)) renameSync(path.join(chats, file), path.join(chats, file.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl')));
-    }
+}
+
+/** A directory's entries; none when it is absent or not a directory we may walk (a link, for instance). */
+function safeList(dir: HarnessHome): { name: string; type: string }[] {
+  try {
+    return listHomeDir(dir) ?? [];
+  } catch {
+    return [];
   }
 }
 
@@ -158,7 +157,7 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
     };
     writeHomeFile(homePath(this.home, '.gemini', 'settings.json'), `${JSON.stringify(settings, null, 2)}\n`);
-    mkdirSync(homePath(this.home, 'tmp').host, { recursive: true, mode: 0o700 });
+    makeHomeDir(homePath(this.home, 'tmp'));
   }
 
   protected override permissionReport(posture: PermissionPosture): PermissionReport {
@@ -199,7 +198,7 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
     const apiKeyEnv = stringSetting(ctx.config, 'apiKeyEnv');
     if (apiKeyEnv && ctx.config.env[apiKeyEnv] !== undefined) env.GEMINI_API_KEY = ctx.config.env[apiKeyEnv];
     if (!ctx.twoWay) return { argv, stdin: input.prompt, env };
-    if (ctx.resumeSessionId) keepChatFiles(home.host, ctx.resumeSessionId);
+    if (ctx.resumeSessionId) keepChatFiles(home, ctx.resumeSessionId);
     const stdin = this.acp.begin({ prompt: input.prompt, cwd: ctx.config.workspacePath, ...(ctx.resumeSessionId ? { sessionId: ctx.resumeSessionId } : {}) });
     return { argv, stdin, env, keepStdinOpen: true };
   }
