@@ -65,6 +65,11 @@ describe('pending approvals', () => {
     expect(await attribute(run)).toBe(0);
     expect((await run.status()).pendingApprovals).toEqual([]);
     expect(await w.ledger.getApproval(run.workflowId, pending.requestId)).toMatchObject({ status: 'allowed', decidedBy: 'operator:alice' });
+
+    // The turn's Temporal timeout covers the harness's turn (60 s) and the approval waits (3 × 120 s), plus a minute.
+    const history = await run.handle.fetchHistory();
+    const scheduled = history.events!.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTurn')!.activityTaskScheduledEventAttributes!;
+    expect(Number(scheduled.startToCloseTimeout!.seconds)).toBe(60 + 3 * 120 + 60);
   });
 
   it('deny keeps the command from running and tells the harness why; an edit runs the edited command instead', async () => {
