@@ -150,9 +150,13 @@ export function runAnnouncer(
   };
 }
 
-/** The epoch ms by which this attempt's approval waits must be over: its start-to-close deadline less a margin. */
-export function attemptDeadlineMs(info: { currentAttemptScheduledTimestampMs?: number; startToCloseTimeoutMs?: number }): number | undefined {
+/**
+ * The epoch ms by which this attempt's approval waits must be over: its start-to-close deadline less a margin.
+ * Undefined when unknown, or when it lies in the past already (not a real attempt: a mock environment's info).
+ */
+export function attemptDeadlineMs(info: { currentAttemptScheduledTimestampMs?: number; startToCloseTimeoutMs?: number }, nowMs = Date.now()): number | undefined {
   const { currentAttemptScheduledTimestampMs: start, startToCloseTimeoutMs: limit } = info;
   if (!start || !limit) return undefined;
-  return start + limit - Math.min(ATTEMPT_DEADLINE_MARGIN_MS, Math.floor(limit / 10));
+  const deadline = start + limit - Math.min(ATTEMPT_DEADLINE_MARGIN_MS, Math.floor(limit / 10));
+  return deadline > nowMs ? deadline : undefined;
 }

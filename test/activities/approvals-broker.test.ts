@@ -68,9 +68,11 @@ describe('announcingBroker', () => {
 
 describe('attemptDeadlineMs', () => {
   it("is the attempt's start-to-close deadline less a margin", () => {
-    expect(attemptDeadlineMs({ currentAttemptScheduledTimestampMs: 1_000_000, startToCloseTimeoutMs: 3_600_000 })).toBe(1_000_000 + 3_600_000 - ATTEMPT_DEADLINE_MARGIN_MS);
-    expect(attemptDeadlineMs({ currentAttemptScheduledTimestampMs: 1_000, startToCloseTimeoutMs: 10_000 })).toBe(10_000);
+    expect(attemptDeadlineMs({ currentAttemptScheduledTimestampMs: 1_000_000, startToCloseTimeoutMs: 3_600_000 }, 1_000_000)).toBe(1_000_000 + 3_600_000 - ATTEMPT_DEADLINE_MARGIN_MS);
+    expect(attemptDeadlineMs({ currentAttemptScheduledTimestampMs: 1_000, startToCloseTimeoutMs: 10_000 }, 1_000)).toBe(10_000);
     expect(attemptDeadlineMs({})).toBeUndefined();
+    // A deadline already past is no real attempt's (a mock environment's info): no cut-off rather than denying all.
+    expect(attemptDeadlineMs({ currentAttemptScheduledTimestampMs: 1, startToCloseTimeoutMs: 1000 }, 5_000)).toBeUndefined();
   });
 });
 
