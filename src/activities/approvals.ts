@@ -52,8 +52,8 @@ export function approvalActivities(ledger: ApprovalLedger) {
   };
 }
 
-/** The pending view of a ledger row. */
-export function pendingViewOf(record: ApprovalRecord): PendingApprovalView {
+/** The pending view of a ledger row; `timeoutMs` when known exactly (the row was just created with it). */
+export function pendingViewOf(record: ApprovalRecord, timeoutMs?: number): PendingApprovalView {
   const expires = record.expiresAt ? Date.parse(record.expiresAt) : NaN;
   return {
     requestId: record.requestId,
@@ -62,7 +62,7 @@ export function pendingViewOf(record: ApprovalRecord): PendingApprovalView {
     kind: record.kind,
     title: record.title,
     since: record.requestedAt,
-    timeoutMs: Number.isFinite(expires) ? Math.max(0, expires - Date.parse(record.requestedAt)) : 0,
+    timeoutMs: timeoutMs ?? (Number.isFinite(expires) ? Math.max(0, expires - Date.parse(record.requestedAt)) : 0),
   };
 }
 
@@ -88,8 +88,8 @@ export function announcingBroker(options: AnnouncingBrokerOptions): ApprovalBrok
   return {
     async ask(request: PendingApproval, signal?: AbortSignal): Promise<PermissionAnswer> {
       // Create (or find, on a retried attempt) the row first, so the run is told the request's real start.
-      const { record } = await ledger.requestApproval({ ...request, expiresAt: new Date(now() + request.timeoutMs).toISOString() });
-      if (record.status === 'pending') await announce.requested(pendingViewOf(record));
+      const { record, created } = await ledger.requestApproval({ ...request, expiresAt: new Date(now() + request.timeoutMs).toISOString() });
+      if (record.status === 'pending') await announce.requested(pendingViewOf(record, created ? request.timeoutMs : undefined));
       const answer = await withinDeadline(request, signal);
       await announce.settled({ requestId: request.requestId, status: answer.decision === 'allow' ? 'allowed' : 'denied', by: answer.decidedBy });
       return answer;
