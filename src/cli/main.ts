@@ -6,7 +6,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { NativeConnection, Runtime, DefaultLogger } from '@temporalio/worker';
-import { loadCatalog, type Catalog } from '../catalog/index.js';
+import { loadCatalog, watchCatalogFile, type Catalog } from '../catalog/index.js';
 import { getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
 import { SqliteLedger } from '../ledger/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
@@ -75,20 +75,7 @@ function exitCodeFor(result: AgentRunResult): number {
 
 /** The catalog, reloaded when its file changes; a broken edit keeps the last good catalog and says why. */
 function catalogSource(file: string): () => Catalog {
-  let current = loadCatalog(file);
-  let mtime = statSync(file).mtimeMs;
-  return () => {
-    const now = statSync(file).mtimeMs;
-    if (now !== mtime) {
-      mtime = now;
-      try {
-        current = loadCatalog(file);
-      } catch (e) {
-        err(`catalog change ignored: ${(e as Error).message}`);
-      }
-    }
-    return current;
-  };
+  return watchCatalogFile(file, (e) => err(`catalog change ignored: ${e.message}`));
 }
 
 function quietRuntime(): void {
