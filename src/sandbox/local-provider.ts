@@ -2,6 +2,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { LocalExecutor } from './local-executor.js';
+import type { Spawner } from './spawner.js';
 import { defaultPidFile, killStaleProcessGroup } from './pidfile.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
 import type { NetworkPolicy, SandboxHandle, SandboxProvider, SandboxRef, SandboxStartRequest } from './types.js';
@@ -12,6 +13,8 @@ export interface LocalSandboxProviderOptions {
   readonly root: string;
   /** Grace between SIGTERM and SIGKILL for processes it starts. */
   readonly killGraceMs?: number;
+  /** How processes are started (src/sandbox/spawner.ts); default `child_process.spawn` on the calling thread. */
+  readonly spawner?: Spawner;
 }
 
 /** A live local sandbox: the handle plus where its turn process group is recorded. */
@@ -72,7 +75,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.checkRef(ref);
     await mkdir(ref.hostWorkspacePath, { recursive: true });
     const pidFile = pidFileFor(ref);
-    const executor = new LocalExecutor({ workspacePath: ref.hostWorkspacePath, pidFile, killGraceMs: this.options.killGraceMs });
+    const executor = new LocalExecutor({ workspacePath: ref.hostWorkspacePath, pidFile, killGraceMs: this.options.killGraceMs, spawner: this.options.spawner });
     return { ref, executor, pidFile, release: () => executor.killAll() };
   }
 

@@ -5,6 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   LocalExecutor,
   LocalSandboxProvider,
+  SpawnPool,
+  directSpawner,
   killStaleProcessGroup,
   resolveInside,
   safeSegment,
@@ -126,10 +128,17 @@ describe('resolveInside', () => {
   });
 });
 
-describe('LocalExecutor', () => {
-  const workspace = path.join(root, 'exec');
+// Every executor behaviour holds whether processes are spawned on the calling thread or on the spawn pool.
+const pool = new SpawnPool(2);
+afterAll(() => pool.close());
+
+describe.each([
+  ['direct', directSpawner],
+  ['thread pool', pool.spawner],
+] as const)('LocalExecutor (%s spawn)', (mode, spawner) => {
+  const workspace = path.join(root, `exec-${mode.replace(' ', '-')}`);
   mkdirSync(workspace, { recursive: true });
-  const executor = new LocalExecutor({ workspacePath: workspace, pidFile: false, killGraceMs: 300 });
+  const executor = new LocalExecutor({ workspacePath: workspace, pidFile: false, killGraceMs: 300, spawner });
 
   it('gives the process only PATH, HOME, LANG and the granted variables', async () => {
     process.env.WORKER_ONLY_SECRET = 'must-not-leak';
@@ -231,6 +240,17 @@ describe('pidfiles', () => {
     expect(existsSync(pidFile)).toBe(true);
     await proc.exit;
     expect(existsSync(pidFile)).toBe(false);
+  });
+
+  it('records the group of a pooled spawn once it has started, and removes it after exit', async () => {
+    const workspace = path.join(root, 'pid-pool');
+    mkdirSync(workspace, { recursive: true });
+    const executor = new LocalExecutor({ workspacePath: workspace, spawner: pool.spawner });
+    const proc = executor.exec({ argv: ['node', '-e', 'console.log("up"); setTimeout(() => {}, 300)'] });
+    await proc.lines[Symbol.asyncIterator]().next();
+    expect(readFileSync(executor.pidFile as string, 'utf8').trim()).toBe(String(proc.pid));
+    await proc.exit;
+    expect(existsSync(executor.pidFile as string)).toBe(false);
   });
 
   it('ignores a pidfile naming a dead group', async () => {
