@@ -10,7 +10,8 @@ import type { Catalog } from './catalog/schema.js';
 import { JsonFileCredentialStore, MemoryCredentialStore, type CredentialStore } from './credentials/index.js';
 import { SqliteLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
-import { LocalSandboxProvider, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
+import { LocalSandboxProvider, dockerSandboxFromEnvironment, reapContainers, spawnModeFromEnv, spawnerFor, temporalRunClosed } from './sandbox/index.js';
+import { defaultSpawnMode } from './sandbox/spawner.js';
 import type { Client } from '@temporalio/client';
 import type { SandboxProvider } from './sandbox/types.js';
 
@@ -36,7 +37,16 @@ export interface WorkerSetup {
   /** A prebuilt workflow bundle (tests bundle once per run). */
   readonly workflowBundle?: WorkerOptions['workflowBundle'];
   readonly identity?: string;
+  /**
+   * What this worker polls: `all` (default) — workflows, local and regular activities; `workflows` — workflows
+   * and their local activities only, the regular ones (the turn) left to an activity worker elsewhere
+   * (src/activity-worker.ts); `activities` — regular activities only, no workflow code.
+   */
+  readonly role?: WorkerRole;
 }
+
+/** See `WorkerSetup.role`. */
+export type WorkerRole = 'all' | 'workflows' | 'activities';
 
 /** Builds the activity dependencies with the embedded defaults: SQLite ledger, local sandbox, built-in actions. */
 export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDeps {
@@ -53,10 +63,14 @@ export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDep
   };
 }
 
-/** The local provider always; the Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. */
+/**
+ * The local provider always; the Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image.
+ * Local processes are spawned as DURABLE_HARNESS_SPAWN says (src/sandbox/spawner.ts).
+ */
 export function defaultSandboxes(env: Readonly<Record<string, string | undefined>>, dataDir: string): Record<string, SandboxProvider> {
   const docker = dockerSandboxFromEnvironment(env, dataDir);
-  return { local: new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces') }), ...(docker ? { docker } : {}) };
+  const spawner = spawnerFor(spawnModeFromEnv(env, defaultSpawnMode));
+  return { local: new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces'), spawner }), ...(docker ? { docker } : {}) };
 }
 
 /** Removes sandbox containers whose runs are closed in Temporal (left by crashed workers). */
@@ -69,13 +83,15 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
 export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker; deps: ActivityDeps }> {
   const deps = defaultDeps(setup);
+  const role = setup.role ?? 'all';
   const worker = await Worker.create({
     connection: setup.connection,
     namespace: setup.namespace ?? 'default',
     taskQueue: setup.taskQueue ?? defaultTaskQueue,
     ...(setup.identity ? { identity: setup.identity } : {}),
-    ...(setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
+    ...(role === 'activities' ? {} : setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
     activities: createActivities(deps),
+    enableNonLocalActivities: role !== 'workflows',
     // Cancellation reaches an activity on its next heartbeat response: keep that gap well under a second,
     // so a cancelled turn's process tree is gone within 2 s.
     maxHeartbeatThrottleInterval: '300ms',

@@ -10,7 +10,8 @@ import { loadCatalog, watchCatalogFile, type Catalog } from '../catalog/index.js
 import { getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
 import { SqliteLedger } from '../ledger/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
-import { createWorker, reapClosedRunContainers } from '../worker.js';
+import { activityPlacementFromEnv, createPlacedWorker } from '../activity-worker.js';
+import { reapClosedRunContainers } from '../worker.js';
 import type { AgentRunResult } from '../workflows/types.js';
 import { startEmbeddedTemporal } from './embedded-temporal.js';
 import { describeResult, followRun, progressLine } from './follow.js';
@@ -102,16 +103,19 @@ function openLedgerIfPresent(s: Settings): SqliteLedger | undefined {
 }
 
 async function startWorker(s: Settings, connection: NativeConnection, client: Client) {
-  const { worker, deps } = await createWorker({
+  // DURABLE_HARNESS_ACTIVITY_WORKER=process runs turns in a child process (src/activity-worker.ts).
+  const placed = await createPlacedWorker({
     connection,
     namespace: s.namespace,
     taskQueue: s.taskQueue,
     catalog: catalogSource(s.catalogFile),
     dataDir: s.dataDir,
+    placement: activityPlacementFromEnv(),
+    processConfig: { address: s.address, catalogFile: s.catalogFile },
   });
-  const removed = await reapClosedRunContainers(deps, client);
+  const removed = await reapClosedRunContainers(placed.deps, client);
   if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
-  return { worker, deps, running: worker.run() };
+  return { placed, running: placed.run() };
 }
 
 async function followOrPrint(run: AgentRunHandle, s: Settings, flags: Flags, ledger?: SqliteLedger): Promise<number> {
@@ -136,11 +140,11 @@ async function dev(flags: Flags): Promise<number> {
   const connection = await NativeConnection.connect({ address: temporal.address });
   const { client, connection: clientConnection, close } = await connectClient(settings);
   await ensureSearchAttributes(clientConnection, s.namespace);
-  const { worker, running } = await startWorker(settings, connection, client);
+  const { placed, running } = await startWorker(settings, connection, client);
   out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
   let code = 0;
   const stop = async () => {
-    if (worker.getState() === 'RUNNING') worker.shutdown();
+    await placed.shutdown();
     await running.catch(() => undefined);
     await connection.close();
     await close();
@@ -149,11 +153,14 @@ async function dev(flags: Flags): Promise<number> {
   process.once('SIGINT', () => void stop().then(() => process.exit(code)));
   process.once('SIGTERM', () => void stop().then(() => process.exit(code)));
   if (flags.demo) {
-    const run = await startAgentRun(client, {
+    // Started on the worker's own connection with eager start: the first workflow task comes straight back
+    // to this worker in the start response instead of through a poll.
+    const run = await startAgentRun(new Client({ connection, namespace: s.namespace }), {
       agent: 'demo',
       task: 'Look around this workspace and write what you find into NOTES.md.',
       identity: { tenantId: 'local', userId: os.userInfo().username },
       taskQueue: s.taskQueue,
+      eager: true,
     });
     out(`started demo run ${run.workflowId}`);
     if (temporal.uiUrl) out(`watch it: ${temporal.uiUrl}/namespaces/${s.namespace}/workflows/${run.workflowId}`);
@@ -180,9 +187,9 @@ async function workerCommand(flags: Flags): Promise<number> {
   });
   const { client, connection: clientConnection, close } = await connectClient(s);
   await ensureSearchAttributes(clientConnection, s.namespace);
-  const { worker, running } = await startWorker(s, connection, client);
+  const { placed, running } = await startWorker(s, connection, client);
   out(`worker polling task queue "${s.taskQueue}" at ${s.address}`);
-  const stop = () => worker.getState() === 'RUNNING' && worker.shutdown();
+  const stop = () => void placed.shutdown();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   await running;

@@ -1,0 +1,167 @@
+/**
+ * Where the turn activity runs. `inline`: in the workflow worker's process, as before. `process`: a second
+ * Temporal worker in a child process polls the task queue's regular activities (the harness turn: spawning,
+ * line parsing, ledger writes, heartbeats), while the main worker keeps the workflows and their local
+ * activities — so a workflow task never waits behind harness I/O on the same event loop.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Worker } from '@temporalio/worker';
+import type { ActivityDeps } from './activities/index.js';
+import { createWorker, type WorkerSetup } from './worker.js';
+import { defaultTaskQueue } from './worker-defaults.js';
+
+/** See the file comment. */
+export type ActivityPlacement = 'inline' | 'process';
+export const activityPlacements: readonly ActivityPlacement[] = ['inline', 'process'];
+/** Chosen by measurement (docs/BENCHMARKS.md); `DURABLE_HARNESS_ACTIVITY_WORKER` overrides it. */
+export const defaultActivityPlacement: ActivityPlacement = 'inline';
+
+/** The placement named by `DURABLE_HARNESS_ACTIVITY_WORKER` (`inline` or `process`), else the default. */
+export function activityPlacementFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): ActivityPlacement {
+  const value = env.DURABLE_HARNESS_ACTIVITY_WORKER?.trim();
+  if (!value) return defaultActivityPlacement;
+  if (!(activityPlacements as readonly string[]).includes(value)) {
+    throw new Error(`DURABLE_HARNESS_ACTIVITY_WORKER must be one of ${activityPlacements.join(', ')}; got "${value}".`);
+  }
+  return value as ActivityPlacement;
+}
+
+/**
+ * What the activity-worker process rebuilds its dependencies from: it cannot share the parent's objects, so it
+ * opens the same catalog file, ledger and data directory (SQLite in WAL takes writers from both processes).
+ * Sent over the IPC channel, never argv, since `env` may hold credentials.
+ */
+export interface ActivityWorkerConfig {
+  readonly address: string;
+  readonly namespace: string;
+  readonly taskQueue: string;
+  readonly catalogFile: string;
+  readonly dataDir: string;
+  readonly identity?: string;
+  /** The environment credentials may fall back to; default: the child's own (inherited) environment. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+}
+
+/** Messages from the activity-worker process. */
+export type ActivityWorkerMessage = { type: 'ready' } | { type: 'failed'; message: string };
+
+/** A running activity-worker process. */
+export interface ActivityWorkerProcess {
+  readonly pid: number;
+  /** Resolves with the exit code (or signal name) when the process ends, for whatever reason. */
+  readonly exited: Promise<number | string>;
+  /** Asks it to shut down (in-flight turns are cancelled and cleaned up) and waits for it to exit. */
+  stop(): Promise<void>;
+}
+
+const entryFile = (): string => {
+  const ts = fileURLToPath(new URL('./activity-worker-main.ts', import.meta.url));
+  return import.meta.url.endsWith('.ts') ? ts : ts.replace(/\.ts$/, '.js');
+};
+
+/** Starts the activity worker in a child process and waits until it polls. */
+export async function startActivityWorkerProcess(config: ActivityWorkerConfig, options: { readyTimeoutMs?: number } = {}): Promise<ActivityWorkerProcess> {
+  const entry = entryFile();
+  // The parent's Node flags (heap size, --cpu-prof, the tsx loader) but not a debugger port it holds.
+  const execArgv = process.execArgv.filter((a) => !a.startsWith('--inspect'));
+  // Running from TypeScript sources without tsx's loader in the flags (vitest): give the child tsx.
+  if (entry.endsWith('.ts') && !execArgv.some((a) => a.includes('tsx'))) execArgv.push('--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href);
+  const child: ChildProcess = fork(entry, [], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')));
+  const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
+  let timer: NodeJS.Timeout | undefined;
+  const ready = new Promise<void>((resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`the activity worker process did not start polling within ${readyTimeoutMs} ms`)), readyTimeoutMs);
+    child.on('message', (message: ActivityWorkerMessage) => {
+      if (message.type === 'ready') resolve();
+      if (message.type === 'failed') reject(new Error(`the activity worker process failed to start: ${message.message}`));
+    });
+    void exited.then((code) => reject(new Error(`the activity worker process exited (${code}) before it was ready`)));
+  }).finally(() => clearTimeout(timer));
+  child.send(config);
+  try {
+    await ready;
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
+  return {
+    pid: child.pid!,
+    exited,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      // Closing the IPC channel is the shutdown request; the worker's grace time bounds it, SIGKILL backs it up.
+      child.disconnect();
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A workflow worker plus, with placement `process`, its activity-worker process. */
+export interface PlacedWorker {
+  readonly worker: Worker;
+  readonly deps: ActivityDeps;
+  readonly placement: ActivityPlacement;
+  readonly activityProcess?: ActivityWorkerProcess;
+  /** Runs until `shutdown()`; rejects if the activity-worker process dies under it. */
+  run(): Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+/**
+ * `createWorker` with the turn activity placed as asked. For `process` the child rebuilds its dependencies
+ * from `processConfig` (the catalog file, the data directory), so injected objects (a custom ledger, adapters,
+ * credential store) only reach `inline` workers.
+ */
+export async function createPlacedWorker(
+  setup: WorkerSetup & { placement: ActivityPlacement; processConfig?: Pick<ActivityWorkerConfig, 'address' | 'catalogFile' | 'env'> },
+): Promise<PlacedWorker> {
+  if (setup.placement === 'inline') {
+    const { worker, deps } = await createWorker(setup);
+    return { worker, deps, placement: 'inline', run: () => worker.run(), shutdown: async () => stopWorker(worker) };
+  }
+  if (!setup.processConfig) throw new Error('activity placement "process" needs processConfig (the Temporal address and the catalog file)');
+  const activityProcess = await startActivityWorkerProcess({
+    ...setup.processConfig,
+    namespace: setup.namespace ?? 'default',
+    taskQueue: setup.taskQueue ?? defaultTaskQueue,
+    dataDir: setup.dataDir,
+    identity: setup.identity ? `${setup.identity}-activities` : undefined,
+  });
+  const { worker, deps } = await createWorker({ ...setup, role: 'workflows' });
+  let running: Promise<void> | undefined;
+  let stopping = false;
+  return {
+    worker,
+    deps,
+    placement: 'process',
+    activityProcess,
+    run() {
+      running ??= (async () => {
+        let died: number | string | undefined;
+        const workerRun = worker.run();
+        void activityProcess.exited.then(async (code) => {
+          if (stopping) return;
+          // No turn can run without it: stop rather than let runs wait for ever.
+          died = code;
+          await stopWorker(worker);
+        });
+        await workerRun;
+        if (died !== undefined) throw new Error(`the activity worker process exited (${died}); the worker stopped`);
+      })();
+      return running;
+    },
+    async shutdown() {
+      stopping = true;
+      await Promise.all([activityProcess.stop(), stopWorker(worker)]);
+    },
+  };
+}
+
+async function stopWorker(worker: Worker): Promise<void> {
+  if (worker.getState() === 'RUNNING') worker.shutdown();
+}

@@ -1,0 +1,111 @@
+/**
+ * Activity placement `process`: the workflow worker keeps workflows and local activities, a child process runs
+ * the turn. What an operator checks: runs still finish, the turn really ran in the other process, the worker
+ * stops loudly when that process dies, and shutting down leaves no process behind.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import proto from '@temporalio/proto';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { activityPlacementFromEnv, createPlacedWorker, type PlacedWorker } from '../../src/activity-worker.js';
+import { loadCatalog } from '../../src/catalog/index.js';
+import { startAgentRun } from '../../src/client/index.js';
+import { SqliteLedger } from '../../src/ledger/index.js';
+import { processAlive, waitUntilGone } from '../support/processes.js';
+import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
+import { testWorkflowId } from '../support/worker.js';
+
+const { EventType } = proto.temporal.api.enums.v1;
+
+try {
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+} catch {
+  // installed by another file in this process
+}
+
+const book = scriptBook();
+const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-placed-'));
+const catalogFile = path.join(dataDir, 'catalog.json');
+writeFileSync(catalogFile, JSON.stringify(scriptedCatalog(book)));
+const catalog = loadCatalog(catalogFile);
+
+let nativeConnection: NativeConnection;
+let connection: Connection;
+let client: Client;
+
+async function placedWorker(taskQueue: string): Promise<PlacedWorker> {
+  return createPlacedWorker({
+    connection: nativeConnection,
+    taskQueue,
+    catalog: () => catalog,
+    dataDir,
+    env: {},
+    identity: `main-${taskQueue}`,
+    workflowBundle: { codePath: inject('workflowBundlePath') },
+    placement: 'process',
+    processConfig: { address: inject('temporalAddress'), catalogFile, env: {} },
+  });
+}
+
+beforeAll(async () => {
+  nativeConnection = await NativeConnection.connect({ address: inject('temporalAddress') });
+  connection = await Connection.connect({ address: inject('temporalAddress') });
+  client = new Client({ connection });
+});
+
+afterAll(async () => {
+  await nativeConnection?.close();
+  await connection?.close();
+});
+
+describe('activity placement "process"', () => {
+  it('runs the workflow in the worker and every turn in the activity-worker process', async () => {
+    const taskQueue = testWorkflowId('placed');
+    const placed = await placedWorker(taskQueue);
+    const running = placed.run();
+    try {
+      expect(placed.activityProcess?.pid).not.toBe(process.pid);
+      const task = book.write('two-turns', [act({ name: 'write_file', params: { path: 'a.txt', content: 'hi' } }), ok('written')]);
+      const run = await startAgentRun(client, { agent: 'scripted', task, identity: { tenantId: 'acme', userId: 'alice' }, taskQueue, workflowId: testWorkflowId('placed-run') });
+      const result = await run.result();
+      expect(result).toMatchObject({ status: 'succeeded', result: 'written', iterations: 2 });
+
+      const events = (await run.handle.fetchHistory()).events ?? [];
+      const turnStarts = events.filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED).map((e) => e.activityTaskStartedEventAttributes?.identity);
+      const workflowTasks = events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED).map((e) => e.workflowTaskStartedEventAttributes?.identity);
+      expect(turnStarts).toEqual([`main-${taskQueue}-activities`, `main-${taskQueue}-activities`]);
+      expect(new Set(workflowTasks)).toEqual(new Set([`main-${taskQueue}`]));
+
+      // Both processes wrote to the one ledger: the turn's events (child) and its accounting rows (worker).
+      const ledger = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
+      try {
+        expect(await ledger.listPromptRuns(run.workflowId)).toHaveLength(2);
+      } finally {
+        await ledger.close();
+      }
+    } finally {
+      await placed.shutdown();
+      await running;
+    }
+    await waitUntilGone([placed.activityProcess!.pid], 5000);
+  });
+
+  it('stops the worker with a clear error when the activity-worker process dies', async () => {
+    const placed = await placedWorker(testWorkflowId('placed-dies'));
+    const running = placed.run();
+    process.kill(placed.activityProcess!.pid, 'SIGKILL');
+    await expect(running).rejects.toThrow(/activity worker process exited \(SIGKILL\)/);
+    expect(placed.worker.getState()).not.toBe('RUNNING');
+    expect(processAlive(placed.activityProcess!.pid)).toBe(false);
+  });
+
+  it('is chosen with DURABLE_HARNESS_ACTIVITY_WORKER, and a wrong value says what is allowed', () => {
+    expect(activityPlacementFromEnv({ DURABLE_HARNESS_ACTIVITY_WORKER: 'process' })).toBe('process');
+    expect(activityPlacementFromEnv({})).toBe('inline');
+    expect(() => activityPlacementFromEnv({ DURABLE_HARNESS_ACTIVITY_WORKER: 'thread' })).toThrow(/one of inline, process/);
+  });
+});
