@@ -80,6 +80,15 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
   return removed;
 }
 
+/**
+ * How often a running turn's heartbeat reaches the server. Cancellation reaches an activity only on a heartbeat
+ * response, so this bounds how late a cancel is noticed: at 1 s a cancelled turn's process tree was gone in
+ * 0.6-1.0 s (300 ms: 0.15-0.35 s), inside the 2 s promise. Every heartbeat is a server write: at 300 ms the dev
+ * server spent ~5 ms more CPU per 2-second turn (docs/BENCHMARKS.md), i.e. 100 long turns cost it ~0.4 core
+ * in heartbeats alone instead of ~0.12.
+ */
+export const heartbeatThrottle = '1s';
+
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
 export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker; deps: ActivityDeps }> {
   const deps = defaultDeps(setup);
@@ -92,10 +101,8 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
     ...(role === 'activities' ? {} : setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
     activities: createActivities(deps),
     enableNonLocalActivities: role !== 'workflows',
-    // Cancellation reaches an activity on its next heartbeat response: keep that gap well under a second,
-    // so a cancelled turn's process tree is gone within 2 s.
-    maxHeartbeatThrottleInterval: '300ms',
-    defaultHeartbeatThrottleInterval: '300ms',
+    maxHeartbeatThrottleInterval: heartbeatThrottle,
+    defaultHeartbeatThrottleInterval: heartbeatThrottle,
     shutdownGraceTime: '5s',
   });
   return { worker, deps };
