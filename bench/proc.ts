@@ -4,13 +4,18 @@ import os from 'node:os';
 
 const ticksPerSecond = 100; // USER_HZ on Linux
 
-/** CPU seconds (user + system) of a process, or of one thread with `tid`; undefined once it is gone. */
-export function cpuSeconds(pid: number, tid?: number): number | undefined {
+/**
+ * CPU seconds (user + system) of a process, or of one thread with `tid`; with `children`, of its children that
+ * have exited and been waited for instead. Undefined once it is gone.
+ */
+export function cpuSeconds(pid: number, tid?: number, children = false): number | undefined {
   try {
     const stat = readFileSync(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`, 'utf8');
-    // Fields after the command name, which may contain spaces: state is field 3, utime 14, stime 15.
+    // Fields after the command name, which may contain spaces: state is field 3, utime 14, stime 15,
+    // cutime 16, cstime 17.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+    const at = children ? 13 : 11;
+    return (Number(fields[at]) + Number(fields[at + 1])) / ticksPerSecond;
   } catch {
     return undefined;
   }

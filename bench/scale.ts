@@ -62,12 +62,17 @@ export interface ScaleRow {
   readonly startLatencyMs: Quantiles;
   /** Worker process CPU over the level, in cores (all its threads). */
   readonly workerCores: number;
+  /**
+   * CPU milliseconds per turn (all turns of the level, start and end of the runs included): the worker process
+   * (all threads), its main thread, the activity process, the Temporal server, the harness processes. CPU time
+   * suffers far less than latency from other load on a shared machine.
+   */
+  readonly cpuMsPerTurn: { worker: number; main: number; activity?: number; server?: number; harness: number };
   /** The worker's main thread: share of one core it was busy. */
   readonly mainThreadBusy: number;
   readonly loop: LoopDelay;
   readonly workerPeakRssMb: number;
-  /** The activity-worker process (placement `process`), in cores and peak MB. */
-  readonly activityCores?: number;
+  /** Peak RSS of the activity-worker process (placement `process`). */
   readonly activityPeakRssMb?: number;
   readonly serverCores?: number;
   /** Share of all the machine's CPU time that was busy during the level. */
@@ -188,6 +193,19 @@ async function startWorkerProcess(config: ScaleWorkerConfig, spawn: SpawnMode, c
   };
 }
 
+/** CPU seconds so far of the worker (all threads, main thread), the activity process, the server, and the harness processes. */
+function cpuNow(pids: { worker: number; activity?: number; server?: number }) {
+  const of = (pid: number | undefined, tid?: number, children = false) => (pid ? cpuSeconds(pid, tid, children) ?? 0 : 0);
+  return {
+    worker: of(pids.worker),
+    main: of(pids.worker, pids.worker),
+    activity: of(pids.activity),
+    server: of(pids.server),
+    // Harness processes are children of whichever process spawned them; the activity process is the worker's child.
+    harness: of(pids.worker, undefined, true) + of(pids.activity, undefined, true),
+  };
+}
+
 async function runLevel(
   client: Client,
   worker: WorkerUnderTest,
@@ -196,7 +214,7 @@ async function runLevel(
   const { runs, turnSeconds } = opts;
   await worker.stats(); // resets the loop-delay histogram
   const pids = { worker: worker.pid, activity: worker.activityPid, server: opts.serverPid };
-  const cpu0 = { worker: cpuSeconds(pids.worker) ?? 0, main: cpuSeconds(pids.worker, pids.worker) ?? 0, activity: pids.activity ? cpuSeconds(pids.activity) ?? 0 : 0, server: pids.server ? cpuSeconds(pids.server) ?? 0 : 0 };
+  const cpu0 = cpuNow(pids);
   const machine0 = machineTicks();
   const peak = { worker: 0, activity: 0 };
   const sampler = setInterval(() => {
@@ -226,7 +244,7 @@ async function runLevel(
   clearTimeout(timer);
   const wallS = (Date.now() - t0) / 1000;
   clearInterval(sampler);
-  const cpu1 = { worker: cpuSeconds(pids.worker) ?? 0, main: cpuSeconds(pids.worker, pids.worker) ?? 0, activity: pids.activity ? cpuSeconds(pids.activity) ?? 0 : 0, server: pids.server ? cpuSeconds(pids.server) ?? 0 : 0 };
+  const cpu1 = cpuNow(pids);
   const machine1 = machineTicks();
   const loop = await worker.stats();
   const timedOut = outcome === 'timeout';
@@ -237,11 +255,14 @@ async function runLevel(
 
   const overheads: number[] = [];
   const startLatencies: number[] = [];
+  let turnsDone = 0;
+  const perTurn = (cpuS: number) => (cpuS * 1000) / Math.max(1, turnsDone);
   const done = started.filter((_, i) => finished.has(i));
   for (let i = 0; i < done.length; i += 20) {
     const batch = await Promise.all(done.slice(i, i + 20).map(async ({ run, at }) => ({ at, times: await turnTimes(run) })));
     for (const { at, times } of batch) {
       startLatencies.push(times.firstStartMs - at);
+      turnsDone += times.completedMs.length;
       for (let t = 1; t < times.completedMs.length; t++) overheads.push(times.completedMs[t]! - times.completedMs[t - 1]! - turnSeconds * 1000);
     }
   }
@@ -254,10 +275,17 @@ async function runLevel(
     turnOverheadMs: { p50: percentile(overheads, 50), p99: percentile(overheads, 99) },
     startLatencyMs: { p50: percentile(startLatencies, 50), p99: percentile(startLatencies, 99) },
     workerCores: (cpu1.worker - cpu0.worker) / wallS,
+    cpuMsPerTurn: {
+      worker: perTurn(cpu1.worker - cpu0.worker),
+      main: perTurn(cpu1.main - cpu0.main),
+      harness: perTurn(cpu1.harness - cpu0.harness),
+      ...(pids.activity ? { activity: perTurn(cpu1.activity - cpu0.activity) } : {}),
+      ...(pids.server ? { server: perTurn(cpu1.server - cpu0.server) } : {}),
+    },
     mainThreadBusy: (cpu1.main - cpu0.main) / wallS,
     loop,
     workerPeakRssMb: peak.worker,
-    ...(pids.activity ? { activityCores: (cpu1.activity - cpu0.activity) / wallS, activityPeakRssMb: peak.activity } : {}),
+    ...(pids.activity ? { activityPeakRssMb: peak.activity } : {}),
     ...(pids.server ? { serverCores: (cpu1.server - cpu0.server) / wallS } : {}),
     machineBusy: (machine1.busy - machine0.busy) / (machine1.total - machine0.total),
   };
@@ -324,15 +352,17 @@ const fmt = (x: number) => (Number.isFinite(x) ? String(Math.round(x)) : '–');
 
 /** The curve as markdown table lines. */
 export function scaleTable(rows: readonly ScaleRow[]): string[] {
+  const ms = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
   const lines = [
-    '| runs | activities / spawn | done | turn overhead p50 / p99 (ms) | start latency p50 / p99 (ms) | worker CPU (cores) | main thread busy | loop delay p99 / max (ms) | worker RSS peak (MB) | activity proc CPU / RSS | server CPU (cores) | machine busy |',
-    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| runs | activities / spawn | done | turn overhead p50 / p99 (ms) | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / activity proc / server / harness | worker cores | loop delay p99 / max (ms) | RSS worker / activity proc (MB) | machine busy |',
+    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of rows) {
+    const c = r.cpuMsPerTurn;
     lines.push(
       `| ${r.runs} | ${setupLabel(r.setup)} | ${r.completed}${r.timedOut ? ' (timed out)' : ''} | ${fmt(r.turnOverheadMs.p50)} / ${fmt(r.turnOverheadMs.p99)} | ${fmt(r.startLatencyMs.p50)} / ${fmt(r.startLatencyMs.p99)} | ` +
-        `${r.workerCores.toFixed(2)} | ${pct(r.mainThreadBusy)} | ${fmt(r.loop.p99)} / ${fmt(r.loop.max)} | ${Math.round(r.workerPeakRssMb)} | ` +
-        `${r.activityCores !== undefined ? `${r.activityCores.toFixed(2)} / ${Math.round(r.activityPeakRssMb ?? 0)} MB` : '–'} | ${r.serverCores?.toFixed(2) ?? '–'} | ${pct(r.machineBusy)} |`,
+        `${ms(c.worker)} (${ms(c.main)}) / ${ms(c.activity)} / ${ms(c.server)} / ${ms(c.harness)} | ${r.workerCores.toFixed(2)} | ${fmt(r.loop.p99)} / ${fmt(r.loop.max)} | ` +
+        `${Math.round(r.workerPeakRssMb)} / ${r.activityPeakRssMb !== undefined ? Math.round(r.activityPeakRssMb) : '–'} | ${pct(r.machineBusy)} |`,
     );
   }
   return lines;
