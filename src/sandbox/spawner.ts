@@ -108,10 +108,10 @@ type FromThread =
   | { type: 'error'; id: number; message: string; code?: string; errno?: number; syscall?: string; path?: string; final: boolean }
   | { type: 'exit' | 'close'; id: number; code: number | null; signal: NodeJS.Signals | null };
 
-// Plain CommonJS, evaluated in the thread: no loader, no project imports, nothing to compile.
+// A self-contained ES module for the thread: no loader, no project imports, nothing to compile.
 const threadSource = `
-const { parentPort } = require('node:worker_threads');
-const { spawn } = require('node:child_process');
+import { parentPort } from 'node:worker_threads';
+import { spawn } from 'node:child_process';
 const children = new Map();
 const post = (m) => parentPort.postMessage(m);
 parentPort.on('message', (m) => {
@@ -203,8 +203,8 @@ class PooledProcess extends EventEmitter implements SpawnedProcess {
 }
 
 /**
- * A few worker threads that spawn processes and relay their pipes. Threads start on first use and do not
- * keep the process alive; a process goes to the thread with the fewest running.
+ * A few worker threads that spawn processes and relay their pipes. Threads start on first use and keep the
+ * process alive only while they have processes running; a process goes to the thread with the fewest running.
  */
 export class SpawnPool {
   private readonly threads: { worker: Worker; running: Map<number, PooledProcess> }[] = [];
@@ -217,16 +217,23 @@ export class SpawnPool {
     const id = this.nextId++;
     const proc = new PooledProcess(id, (m) => thread.worker.postMessage(m));
     thread.running.set(id, proc);
+    thread.worker.ref(); // a running process keeps the pool (and so the process) alive, like a direct spawn
     thread.worker.postMessage({ type: 'spawn', id, request: { ...request, args: [...request.args] } } satisfies ToThread);
     return proc;
   };
 
   private pick() {
     if (this.threads.length < this.size) {
-      const thread = { worker: new Worker(threadSource, { eval: true }), running: new Map<number, PooledProcess>() };
+      // A data: URL is always loaded as an ES module, whatever --input-type the process runs with; the thread
+      // needs none of the parent's Node flags (a TypeScript loader, for one).
+      const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(threadSource)}`), { execArgv: [] });
+      const thread = { worker, running: new Map<number, PooledProcess>() };
       thread.worker.on('message', (m: FromThread) => {
         const proc = thread.running.get(m.id);
-        if (proc?.receive(m)) thread.running.delete(m.id);
+        if (proc?.receive(m)) {
+          thread.running.delete(m.id);
+          if (thread.running.size === 0) thread.worker.unref();
+        }
       });
       thread.worker.on('error', (error) => {
         // A thread that dies takes its pipes with it: end its processes' turns with the reason.

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -251,6 +252,20 @@ describe('pidfiles', () => {
     expect(readFileSync(executor.pidFile as string, 'utf8').trim()).toBe(String(proc.pid));
     await proc.exit;
     expect(existsSync(executor.pidFile as string)).toBe(false);
+  });
+
+  it('a pooled spawn keeps a process that has nothing else to do alive until the child is done', () => {
+    // The pool's threads are unref'd while idle; while one of them runs a process it must hold the event loop.
+    const script = `
+      import { LocalExecutor, SpawnPool } from ${JSON.stringify(path.resolve('src/sandbox/index.ts'))};
+      const executor = new LocalExecutor({ workspacePath: ${JSON.stringify(root)}, pidFile: false, spawner: new SpawnPool(1).spawner });
+      const proc = executor.exec({ argv: ['sh', '-c', 'sleep 0.3; echo finished'] });
+      for await (const line of proc.lines) console.log(line);
+    `;
+    const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+    expect(result.stderr).toBe('');
+    expect(result.stdout.trim()).toBe('finished');
+    expect(result.status).toBe(0);
   });
 
   it('ignores a pidfile naming a dead group', async () => {
