@@ -11,7 +11,7 @@
  *   - workflowMs: start of a one-turn run (the vendor answers `success` at once) to its result.
  *   - activityMs: the runTurn activity alone inside the workflow (prompt-run row `durationMs`).
  *   - adapterMs: the adapter's turn on the local executor (spawn path, line handling, exit and kill), no
- *     activity; afterTerminalMs the part of it after the terminal event.
+ *     activity, ledger or Temporal.
  *   - setupMs: the adapter's own setup for a turn — start() (config files, home) and building the command —
  *     with no process started.
  * So workflow − in-process is Temporal's part, in-process − bare the runtime's part, setup a piece of the latter.
@@ -61,7 +61,6 @@ export interface BenchCliRow {
   readonly bareMs: number;
   readonly bareCloseMs: number;
   readonly adapterMs: number;
-  readonly afterTerminalMs: number;
   readonly inProcessMs: number;
   readonly workflowMs: number;
   readonly activityMs: number;
@@ -214,24 +213,18 @@ function bareTurn(request: ExecRequest, workspace: string): Promise<{ ms: number
   });
 }
 
-/**
- * The adapter's own turn on the local executor, no activity, ledger or Temporal: the spawn path and the
- * adapter's handling. `afterTerminalMs`: from the terminal event to the end of the turn (exit, drain, kill).
- */
-async function adapterTurn(cli: BenchCli, vendor: FakeVendor, workspace: string, systemPrompt: string): Promise<{ ms: number; afterTerminalMs: number }> {
+/** The adapter's own turn on the local executor: no activity, ledger or Temporal. */
+async function adapterTurn(cli: BenchCli, vendor: FakeVendor, workspace: string, systemPrompt: string): Promise<{ ms: number }> {
   const started = performance.now();
   const adapter: HarnessAdapter = defaultAdapterRegistry().create(cli.driverClass);
   adapter.applyPermissionPolicy('auto');
   adapter.setSystemPrompt(systemPrompt);
   await adapter.start(sessionConfig(cli, vendor, workspace, new LocalExecutor({ workspacePath: workspace })));
-  let terminalAt = Number.NaN;
   for await (const event of adapter.runTurn({ prompt: task, turn: 1 })) {
     if (event.type === 'session-error') throw new Error(`${cli.name}: adapter turn failed: ${event.message}`);
-    if (event.type === 'turn-complete') terminalAt = performance.now();
   }
   await adapter.end();
-  const ended = performance.now();
-  return { ms: ended - started, afterTerminalMs: ended - terminalAt };
+  return { ms: performance.now() - started };
 }
 
 function installQuietRuntime(): void {
@@ -305,7 +298,7 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
       const vendor = vendors.get(cli.name)!;
       const answer = () => vendor.script({ match: cli.match, text: envelope, usage: { input: 100, output: 10 } });
       const order = ['workflow', 'inProcess', 'adapter', 'bare'] as const;
-      type Sample = { ms: number; activityMs?: number; setupMs?: number; afterTerminalMs?: number; closeMs?: number };
+      type Sample = { ms: number; activityMs?: number; setupMs?: number; closeMs?: number };
       const kinds: Record<(typeof order)[number], (i: number) => Promise<Sample>> = {
         async workflow(i: number) {
           answer();
@@ -354,7 +347,6 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
         for (const kind of order) add(kind, got[kind]!.ms);
         add('activity', got.workflow?.activityMs);
         add('setup', got.bare?.setupMs);
-        add('afterTerminal', got.adapter?.afterTerminalMs);
         add('bareClose', got.bare?.closeMs);
       }
       if (vendor.unexpected.length > 0) throw new Error(`${cli.name}: the fake vendor saw ${vendor.unexpected.length} unexpected requests`);
@@ -365,7 +357,6 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
         bareMs: m('bare'),
         bareCloseMs: m('bareClose'),
         adapterMs: m('adapter'),
-        afterTerminalMs: m('afterTerminal'),
         inProcessMs: m('inProcess'),
         workflowMs: m('workflow'),
         activityMs: m('activity'),
@@ -391,9 +382,9 @@ export function clisTable(rows: readonly BenchCliRow[], runs: number): string[] 
   return [
     `One turn against the fake vendor, ${runs} interleaved iterations, medians (ms); ratios are medians of per-iteration ratios (target ≤ 1.05).`,
     '',
-    '| cli | bare CLI (exit / pipes closed) | adapter turn (after terminal) | in-process | workflow | runTurn activity | adapter setup | workflow / bare | in-process / bare |',
+    '| cli | bare CLI (exit / pipes closed) | adapter turn | in-process | workflow | runTurn activity | adapter setup | workflow / bare | in-process / bare |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...rows.map((r) => `| ${r.cli} | ${r.bareMs} / ${r.bareCloseMs} | ${r.adapterMs} (${r.afterTerminalMs}) | ${r.inProcessMs} | ${r.workflowMs} | ${r.activityMs} | ${r.setupMs} | ${r.ratio.toFixed(2)} | ${r.inProcessRatio.toFixed(2)} |`),
+    ...rows.map((r) => `| ${r.cli} | ${r.bareMs} / ${r.bareCloseMs} | ${r.adapterMs} | ${r.inProcessMs} | ${r.workflowMs} | ${r.activityMs} | ${r.setupMs} | ${r.ratio.toFixed(2)} | ${r.inProcessRatio.toFixed(2)} |`),
   ];
 }
 

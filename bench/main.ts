@@ -3,6 +3,7 @@
  *   orchestration  overhead per turn beside Temporal's floor measured in the same run, eager start, history size
  *   scale          one worker, 10/50/100/200 concurrent runs of 3 turns of 2 s: overhead p50/p99, start latency,
  *                  CPU, RSS, event-loop delay, where it saturates
+ *   spawn          event-loop stall while bursts of harness processes start, per spawn mode (direct / thread)
  *   docker         container create+start, per-turn exec overhead, teardown (needs the engine and the image)
  *   clis           per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
  * Select parts: `npm run bench -- orchestration scale`. Options: `--write-docs` (docs/BENCHMARKS.md), `--runs N`
@@ -22,6 +23,7 @@ import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrch
 import { machineDescription } from './proc.js';
 import { benchScale, printScale, saturation, scaleTable } from './scale.js';
 import { parseSetups, setupLabel } from './setups.js';
+import { benchSpawn, spawnTable } from './spawn.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -34,7 +36,7 @@ const { values, positionals } = parseArgs({
     'cpu-prof': { type: 'string' },
   },
 });
-const known = ['orchestration', 'scale', 'docker', 'clis'];
+const known = ['orchestration', 'scale', 'spawn', 'docker', 'clis'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 const parts = new Set(positionals.length ? positionals : known);
 const setups = values.setups ? parseSetups(values.setups) : undefined;
@@ -78,6 +80,14 @@ try {
       '',
       ...labels.map((s) => `- saturates (${setupLabel(s)}) at: ${saturation(rows, s)}`),
     ]);
+  }
+
+  if (parts.has('spawn')) {
+    const rows = await benchSpawn({ rounds: 6, burst: 40 });
+    const lines = spawnTable(rows, 6, 40);
+    console.log('\nspawn: event-loop stall while harness processes start');
+    for (const line of lines) console.log(`  ${line}`);
+    docs('spawn', 'Spawning harness processes: event-loop stall per spawn mode', 'npm run bench -- spawn', lines);
   }
 
   if (parts.has('docker')) {
