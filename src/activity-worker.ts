@@ -16,7 +16,7 @@ import { defaultTaskQueue } from './worker-defaults.js';
 export type ActivityPlacement = 'inline' | 'process';
 export const activityPlacements: readonly ActivityPlacement[] = ['inline', 'process'];
 /** Chosen by measurement (docs/BENCHMARKS.md); `DURABLE_HARNESS_ACTIVITY_WORKER` overrides it. */
-export const defaultActivityPlacement: ActivityPlacement = 'inline';
+export const defaultActivityPlacement: ActivityPlacement = 'process';
 
 /** The placement named by `DURABLE_HARNESS_ACTIVITY_WORKER` (`inline` or `process`), else the default. */
 export function activityPlacementFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): ActivityPlacement {

@@ -105,7 +105,8 @@ describe('activity placement "process"', () => {
 
   it('is chosen with DURABLE_HARNESS_ACTIVITY_WORKER, and a wrong value says what is allowed', () => {
     expect(activityPlacementFromEnv({ DURABLE_HARNESS_ACTIVITY_WORKER: 'process' })).toBe('process');
-    expect(activityPlacementFromEnv({})).toBe('inline');
+    expect(activityPlacementFromEnv({})).toBe('process');
+    expect(activityPlacementFromEnv({ DURABLE_HARNESS_ACTIVITY_WORKER: 'inline' })).toBe('inline');
     expect(() => activityPlacementFromEnv({ DURABLE_HARNESS_ACTIVITY_WORKER: 'thread' })).toThrow(/one of inline, process/);
   });
 });
