@@ -42,9 +42,17 @@ const parts = new Set(positionals.length ? positionals : known);
 const setups = values.setups ? parseSetups(values.setups) : undefined;
 const machine = machineDescription();
 console.log(`machine: ${machine}`);
+/** The machine as each part starts (its load average is the one that matters for that part's figures). */
+let partMachine = machine;
+let partStarted = new Date();
+const startPart = () => {
+  partMachine = machineDescription();
+  partStarted = new Date();
+};
 const docs = (name: string, title: string, command: string, lines: string[]) => {
   if (!values['write-docs']) return;
-  writeSection(name, [`## ${title}`, '', `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${machine}.`, `Command: \`${command}\``, '', ...lines].join('\n'));
+  const when = partStarted.toISOString().slice(0, 16).replace('T', ' ');
+  writeSection(name, [`## ${title}`, '', `Measured ${when} UTC on ${partMachine}.`, `Command: \`${command}\``, '', ...lines].join('\n'));
 };
 
 const cli = findTemporalCli();
@@ -54,6 +62,7 @@ const dbDir = mkdtempSync(path.join(os.tmpdir(), 'dh-bench-db-'));
 const server = await startDevServer({ cliPath: cli.path, dbFile: path.join(dbDir, 'temporal.db') });
 try {
   if (parts.has('orchestration')) {
+    startPart();
     const runs = Number(values.runs ?? process.env.BENCH_RUNS ?? 15);
     const f = await benchOrchestration({ temporalAddress: server.address, runs, setups });
     printOrchestration(f);
@@ -68,13 +77,16 @@ try {
   }
 
   if (parts.has('scale')) {
+    startPart();
     const levels = (values.levels ?? '10,50,100,200').split(',').map(Number);
     const rows = await benchScale({ temporalAddress: server.address, serverPid: server.process.pid, levels, setups, cpuProfileDir: values['cpu-prof'] });
     printScale(rows, 3, 2);
     const labels = [...new Map(rows.map((r) => [setupLabel(r.setup), r.setup])).values()];
     docs('scale', 'Scale: one worker, concurrent runs', `npm run bench -- scale --levels ${levels.join(',')}${values.setups ? ` --setups ${values.setups}` : ''}`, [
-      'Concurrent runs of 3 turns of 2 s each (bench/harness/sleep-harness.sh), one worker process. Turn overhead: time between two',
-      'turn results minus the 2 s (turns 2-3); start latency: the start call to the first turn\'s start. CPU in cores over the level.',
+      'Concurrent runs of 3 turns of 2 s each (bench/harness/sleep-harness.sh), one worker process (per setup), levels interleaved',
+      'across setups. Turn overhead: time between two turn results minus the 2 s (turns 2-3); start latency: the start call to the',
+      'first turn\'s start; CPU ms per turn: CPU time over the level divided by the turns run (start and end of runs included);',
+      'worker cores: its CPU over the level\'s wall time; loop delay: the worker main thread\'s event-loop delay.',
       '',
       ...scaleTable(rows),
       '',
@@ -83,6 +95,7 @@ try {
   }
 
   if (parts.has('spawn')) {
+    startPart();
     const rows = await benchSpawn({ rounds: 6, burst: 40 });
     const lines = spawnTable(rows, 6, 40);
     console.log('\nspawn: event-loop stall while harness processes start');
@@ -91,6 +104,7 @@ try {
   }
 
   if (parts.has('docker')) {
+    startPart();
     const socket = process.env.DOCKER_HOST ?? (existsSync('/tmp/dockerd/docker.sock') ? 'unix:///tmp/dockerd/docker.sock' : undefined);
     if (!socket) console.log('\ndocker sandbox: skipped (no engine; start one with: eval "$(.ci/docker-engine.sh)")');
     else {
@@ -101,6 +115,7 @@ try {
   }
 
   if (parts.has('clis')) {
+    startPart();
     if (!existsSync(path.join(import.meta.dirname, '..', 'test', 'e2e', 'clis', 'node_modules', '.bin'))) {
       console.log('\nreal CLIs: skipped (install them: cd test/e2e/clis && npm install)');
     } else {
