@@ -344,7 +344,9 @@ export function saturation(all: readonly ScaleRow[], setup: WorkerSetupChoice): 
     hit.mainThreadBusy >= 0.85 ? `the worker's main thread (${pct(hit.mainThreadBusy)} of a core)` :
     hit.machineBusy >= 0.9 ? `the machine's CPUs (${pct(hit.machineBusy)} busy; server ${hit.serverCores?.toFixed(2) ?? '?'} cores, worker ${hit.workerCores.toFixed(2)})` :
     `no single resource (main thread ${pct(hit.mainThreadBusy)}, machine ${pct(hit.machineBusy)})`;
-  return `${hit.runs} runs: p99 turn overhead ${fmt(hit.turnOverheadMs.p99)} ms${hit.timedOut ? ' (level timed out)' : ''}; busiest: ${busiest}`;
+  // The SDK's default: a worker runs at most 100 activities (turns) at once; more wait for a slot.
+  const slots = hit.runs > 100 ? `; ${hit.runs} concurrent turns exceed the worker's 100 activity slots` : '';
+  return `${hit.runs} runs: p99 turn overhead ${fmt(hit.turnOverheadMs.p99)} ms${hit.timedOut ? ' (level timed out)' : ''}; busiest: ${busiest}${slots}`;
 }
 
 const pct = (x: number) => `${Math.round(x * 100)}%`;
