@@ -16,7 +16,8 @@ async function main(config: ActivityWorkerConfig): Promise<void> {
     if (!entry.message.startsWith('No workflows registered')) defaultLogger.log(entry.level, entry.message, entry.meta);
   });
   const defaultLogger = new DefaultLogger('WARN');
-  Runtime.install({ logger });
+  // No SDK signal handlers: this process decides itself what a signal means (below).
+  Runtime.install({ logger, shutdownSignals: [] });
   const connection = await NativeConnection.connect({ address: config.address });
   const { worker, deps } = await createWorker({
     connection,
@@ -29,7 +30,12 @@ async function main(config: ActivityWorkerConfig): Promise<void> {
     identity: config.identity,
   });
   // The parent closing the channel (or dying) is the shutdown request: never outlive it.
-  process.once('disconnect', () => worker.getState() === 'RUNNING' && worker.shutdown());
+  const stop = () => worker.getState() === 'RUNNING' && worker.shutdown();
+  process.once('disconnect', stop);
+  // Ctrl-C reaches the terminal's whole process group: the parent handles it and closes the channel, so this
+  // worker drains its turns instead of dying under them. A SIGTERM meant for this process alone stops it gently.
+  process.on('SIGINT', () => undefined);
+  process.once('SIGTERM', stop);
   const running = worker.run();
   send({ type: 'ready' });
   try {

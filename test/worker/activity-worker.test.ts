@@ -94,6 +94,21 @@ describe('activity placement "process"', () => {
     await waitUntilGone([placed.activityProcess!.pid], 5000);
   });
 
+  it("leaves Ctrl-C to the parent: a SIGINT to the whole group does not kill the activity worker under its turns", async () => {
+    const placed = await placedWorker(testWorkflowId('placed-sigint'));
+    const running = placed.run();
+    try {
+      process.kill(placed.activityProcess!.pid, 'SIGINT');
+      await new Promise((r) => setTimeout(r, 500));
+      expect(processAlive(placed.activityProcess!.pid)).toBe(true);
+      expect(placed.worker.getState()).toBe('RUNNING');
+    } finally {
+      await placed.shutdown();
+      await running;
+    }
+    await waitUntilGone([placed.activityProcess!.pid], 5000);
+  });
+
   it('stops the worker with a clear error when the activity-worker process dies', async () => {
     const placed = await placedWorker(testWorkflowId('placed-dies'));
     const running = placed.run();
