@@ -125,6 +125,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
         env,
         workflowBundle: bundle,
         placement: setup.placement,
+        eagerTurnSlots: setup.eagerTurnSlots,
         processConfig: { address: opts.temporalAddress, catalogFile, env },
       });
       placed.push({ setup, worker, taskQueue, running: worker.run() });

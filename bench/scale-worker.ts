@@ -17,6 +17,7 @@ export interface ScaleWorkerConfig {
   readonly dataDir: string;
   readonly bundlePath: string;
   readonly placement: ActivityPlacement;
+  readonly eagerTurnSlots?: number;
 }
 
 /** Event-loop delay of the worker's main thread, ms. */
@@ -44,6 +45,7 @@ async function main(config: ScaleWorkerConfig): Promise<void> {
     dataDir: config.dataDir,
     workflowBundle: { codePath: config.bundlePath },
     placement: config.placement,
+    eagerTurnSlots: config.eagerTurnSlots,
     processConfig: { address: config.address, catalogFile: config.catalogFile },
   });
   const loop = monitorEventLoopDelay({ resolution: 5 });

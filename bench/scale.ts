@@ -59,6 +59,8 @@ export interface ScaleRow {
   readonly timedOut: boolean;
   readonly wallS: number;
   readonly turnOverheadMs: Quantiles;
+  /** A turn's wait from scheduled to picked up by a worker (0 with eager activity dispatch). */
+  readonly dispatchMs: Quantiles;
   readonly startLatencyMs: Quantiles;
   /** Worker process CPU over the level, in cores (all its threads). */
   readonly workerCores: number;
@@ -124,22 +126,26 @@ function machineTicks(): { busy: number; total: number } {
 const timestampMs = (t: { seconds?: unknown; nanos?: number | null } | null | undefined): number =>
   Number(String(t?.seconds ?? 0)) * 1000 + (t?.nanos ?? 0) / 1e6;
 
-/** Turn results and the first turn's start, from one run's history. */
-async function turnTimes(handle: AgentRunHandle): Promise<{ firstStartMs: number; completedMs: number[] }> {
+/** Turn results, the first turn's start, and each turn's wait from scheduled to started, from one run's history. */
+async function turnTimes(handle: AgentRunHandle): Promise<{ firstStartMs: number; completedMs: number[]; dispatchMs: number[] }> {
   const { EventType } = proto.temporal.api.enums.v1;
   const history = await handle.handle.fetchHistory();
-  const turnIds = new Set<string>();
+  const scheduledAt = new Map<string, number>();
   let firstStartMs = Number.NaN;
   const completedMs: number[] = [];
+  const dispatchMs: number[] = [];
   for (const e of history.events ?? []) {
     const id = String(e.eventId);
-    if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED && e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTurn') turnIds.add(id);
+    if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED && e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTurn') scheduledAt.set(id, timestampMs(e.eventTime));
     const started = e.activityTaskStartedEventAttributes;
-    if (started && turnIds.has(String(started.scheduledEventId)) && Number.isNaN(firstStartMs)) firstStartMs = timestampMs(e.eventTime);
+    if (started && scheduledAt.has(String(started.scheduledEventId))) {
+      if (Number.isNaN(firstStartMs)) firstStartMs = timestampMs(e.eventTime);
+      dispatchMs.push(timestampMs(e.eventTime) - scheduledAt.get(String(started.scheduledEventId))!);
+    }
     const completed = e.activityTaskCompletedEventAttributes;
-    if (completed && turnIds.has(String(completed.scheduledEventId))) completedMs.push(timestampMs(e.eventTime));
+    if (completed && scheduledAt.has(String(completed.scheduledEventId))) completedMs.push(timestampMs(e.eventTime));
   }
-  return { firstStartMs, completedMs };
+  return { firstStartMs, completedMs, dispatchMs };
 }
 
 /** The worker process under test. */
@@ -254,6 +260,7 @@ async function runLevel(
   }
 
   const overheads: number[] = [];
+  const dispatches: number[] = [];
   const startLatencies: number[] = [];
   let turnsDone = 0;
   const perTurn = (cpuS: number) => (cpuS * 1000) / Math.max(1, turnsDone);
@@ -263,6 +270,7 @@ async function runLevel(
     for (const { at, times } of batch) {
       startLatencies.push(times.firstStartMs - at);
       turnsDone += times.completedMs.length;
+      dispatches.push(...times.dispatchMs);
       for (let t = 1; t < times.completedMs.length; t++) overheads.push(times.completedMs[t]! - times.completedMs[t - 1]! - turnSeconds * 1000);
     }
   }
@@ -273,6 +281,7 @@ async function runLevel(
     timedOut,
     wallS,
     turnOverheadMs: { p50: percentile(overheads, 50), p99: percentile(overheads, 99) },
+    dispatchMs: { p50: percentile(dispatches, 50), p99: percentile(dispatches, 99) },
     startLatencyMs: { p50: percentile(startLatencies, 50), p99: percentile(startLatencies, 99) },
     workerCores: (cpu1.worker - cpu0.worker) / wallS,
     cpuMsPerTurn: {
@@ -314,7 +323,11 @@ export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
       // One worker process per setup, each with its own task queue and data directory.
       const taskQueue = `scale-${i}-${path.basename(dataDir)}`;
       const workerDir = path.join(dataDir, `worker-${i}`);
-      const worker = await startWorkerProcess({ address: opts.temporalAddress, taskQueue, catalogFile, dataDir: workerDir, bundlePath, placement: setup.placement }, setup.spawn, opts.cpuProfileDir);
+      const worker = await startWorkerProcess(
+        { address: opts.temporalAddress, taskQueue, catalogFile, dataDir: workerDir, bundlePath, placement: setup.placement, eagerTurnSlots: setup.eagerTurnSlots },
+        setup.spawn,
+        opts.cpuProfileDir,
+      );
       workers.push({ setup, worker, taskQueue, done: false });
       // A small warm-up level (module loading, SQLite statements, the workflow cache), not reported.
       await runLevel(client, worker, { runs: 2, turnSeconds, taskQueue, timeoutMs: 60_000, setup });
@@ -356,13 +369,13 @@ const fmt = (x: number) => (Number.isFinite(x) ? String(Math.round(x)) : '–');
 export function scaleTable(rows: readonly ScaleRow[]): string[] {
   const ms = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
   const lines = [
-    '| runs | activities / spawn | done | turn overhead p50 / p99 (ms) | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / activity proc / server / harness | worker cores | loop delay p99 / max (ms) | RSS worker / activity proc (MB) | machine busy |',
-    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| runs | activities / spawn | done | turn overhead p50 / p99 (ms) | of which dispatch wait p50 / p99 | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / activity proc / server / harness | worker cores | loop delay p99 / max (ms) | RSS worker / activity proc (MB) | machine busy |',
+    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of rows) {
     const c = r.cpuMsPerTurn;
     lines.push(
-      `| ${r.runs} | ${setupLabel(r.setup)} | ${r.completed}${r.timedOut ? ' (timed out)' : ''} | ${fmt(r.turnOverheadMs.p50)} / ${fmt(r.turnOverheadMs.p99)} | ${fmt(r.startLatencyMs.p50)} / ${fmt(r.startLatencyMs.p99)} | ` +
+      `| ${r.runs} | ${setupLabel(r.setup)} | ${r.completed}${r.timedOut ? ' (timed out)' : ''} | ${fmt(r.turnOverheadMs.p50)} / ${fmt(r.turnOverheadMs.p99)} | ${fmt(r.dispatchMs.p50)} / ${fmt(r.dispatchMs.p99)} | ${fmt(r.startLatencyMs.p50)} / ${fmt(r.startLatencyMs.p99)} | ` +
         `${ms(c.worker)} (${ms(c.main)}) / ${ms(c.activity)} / ${ms(c.server)} / ${ms(c.harness)} | ${r.workerCores.toFixed(2)} | ${fmt(r.loop.p99)} / ${fmt(r.loop.max)} | ` +
         `${Math.round(r.workerPeakRssMb)} / ${r.activityPeakRssMb !== undefined ? Math.round(r.activityPeakRssMb) : '–'} | ${pct(r.machineBusy)} |`,
     );

@@ -6,18 +6,21 @@ import { spawnModes, type SpawnMode } from '../src/sandbox/spawner.js';
 export interface WorkerSetupChoice {
   readonly placement: ActivityPlacement;
   readonly spawn: SpawnMode;
+  /** Placement `process`: turns the workflow worker keeps for eager dispatch (default: the project's). */
+  readonly eagerTurnSlots?: number;
 }
 
-export const setupLabel = (s: WorkerSetupChoice) => `${s.placement}/${s.spawn}`;
+export const setupLabel = (s: WorkerSetupChoice) => `${s.placement}${s.eagerTurnSlots !== undefined ? `:${s.eagerTurnSlots}` : ''}/${s.spawn}`;
 
-/** `inline/direct,process/thread` → setups. */
+/** `inline/direct,process/thread,process:0/direct` → setups (`:N` = eager turn slots for `process`). */
 export function parseSetups(text: string): WorkerSetupChoice[] {
   return text.split(',').map((part) => {
-    const [placement, spawn] = part.trim().split('/');
+    const match = /^(\w+)(?::(\d+))?\/(\w+)$/.exec(part.trim());
+    const [, placement, slots, spawn] = match ?? [];
     if (!activityPlacements.includes(placement as ActivityPlacement) || !spawnModes.includes(spawn as SpawnMode)) {
-      throw new Error(`worker setup "${part}": write PLACEMENT/SPAWN with PLACEMENT one of ${activityPlacements.join(', ')} and SPAWN one of ${spawnModes.join(', ')}`);
+      throw new Error(`worker setup "${part}": write PLACEMENT[:EAGER_SLOTS]/SPAWN with PLACEMENT one of ${activityPlacements.join(', ')} and SPAWN one of ${spawnModes.join(', ')}`);
     }
-    return { placement: placement as ActivityPlacement, spawn: spawn as SpawnMode };
+    return { placement: placement as ActivityPlacement, spawn: spawn as SpawnMode, ...(slots !== undefined ? { eagerTurnSlots: Number(slots) } : {}) };
   });
 }
 

@@ -15,6 +15,14 @@ import { defaultTaskQueue } from './worker-defaults.js';
 /** See the file comment. */
 export type ActivityPlacement = 'inline' | 'process';
 export const activityPlacements: readonly ActivityPlacement[] = ['inline', 'process'];
+/**
+ * Placement `process`: how many turns the workflow worker still runs itself. The server hands a turn to the
+ * worker whose workflow task scheduled it, in that task's response (eager dispatch), only while that worker has a
+ * free slot; a few slots keep single runs at Temporal's floor (no dispatch wait), and under load the rest go to
+ * the activity-worker process. 0 sends every turn there.
+ */
+export const defaultEagerTurnSlots = 2;
+
 /** Chosen by measurement (docs/BENCHMARKS.md); `DURABLE_HARNESS_ACTIVITY_WORKER` overrides it. */
 export const defaultActivityPlacement: ActivityPlacement = 'process';
 
@@ -118,7 +126,12 @@ export interface PlacedWorker {
  * credential store) only reach `inline` workers.
  */
 export async function createPlacedWorker(
-  setup: WorkerSetup & { placement: ActivityPlacement; processConfig?: Pick<ActivityWorkerConfig, 'address' | 'catalogFile' | 'env'> },
+  setup: WorkerSetup & {
+    placement: ActivityPlacement;
+    processConfig?: Pick<ActivityWorkerConfig, 'address' | 'catalogFile' | 'env'>;
+    /** Placement `process`: see `defaultEagerTurnSlots`. */
+    eagerTurnSlots?: number;
+  },
 ): Promise<PlacedWorker> {
   if (setup.placement === 'inline') {
     const { worker, deps } = await createWorker(setup);
@@ -132,7 +145,11 @@ export async function createPlacedWorker(
     dataDir: setup.dataDir,
     identity: setup.identity ? `${setup.identity}-activities` : undefined,
   });
-  const { worker, deps } = await createWorker({ ...setup, role: 'workflows' });
+  const eagerTurnSlots = setup.eagerTurnSlots ?? defaultEagerTurnSlots;
+  // A waiting poll holds a slot too, so one poller gets one slot more than the eager ones.
+  const { worker, deps } = await createWorker(
+    eagerTurnSlots > 0 ? { ...setup, role: 'all', maxConcurrentTurns: eagerTurnSlots + 1, turnPollers: 1 } : { ...setup, role: 'workflows' },
+  );
   let running: Promise<void> | undefined;
   let stopping = false;
   return {

@@ -43,6 +43,10 @@ export interface WorkerSetup {
    * (src/activity-worker.ts); `activities` — regular activities only, no workflow code.
    */
   readonly role?: WorkerRole;
+  /** At most this many regular activities (turns) at once on this worker; default the SDK's 100. */
+  readonly maxConcurrentTurns?: number;
+  /** Concurrent polls for turns; each holds one of the slots above while it waits. Default the SDK's (≤ 10). */
+  readonly turnPollers?: number;
 }
 
 /** See `WorkerSetup.role`. */
@@ -101,6 +105,9 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
     ...(role === 'activities' ? {} : setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
     activities: createActivities(deps),
     enableNonLocalActivities: role !== 'workflows',
+    ...(setup.maxConcurrentTurns !== undefined ? { maxConcurrentActivityTaskExecutions: setup.maxConcurrentTurns } : {}),
+    // (SDK 1.24 ignores maxConcurrentActivityTaskPolls; the poller behaviour is what counts.)
+    ...(setup.turnPollers !== undefined ? { activityTaskPollerBehavior: { type: 'simple-maximum', maximum: setup.turnPollers } as const } : {}),
     maxHeartbeatThrottleInterval: heartbeatThrottle,
     defaultHeartbeatThrottleInterval: heartbeatThrottle,
     shutdownGraceTime: '5s',

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { activityPlacementFromEnv, createPlacedWorker, type PlacedWorker } from '../../src/activity-worker.js';
 import { loadCatalog } from '../../src/catalog/index.js';
-import { startAgentRun } from '../../src/client/index.js';
+import { startAgentRun, type AgentRunHandle } from '../../src/client/index.js';
 import { SqliteLedger } from '../../src/ledger/index.js';
 import { processAlive, waitUntilGone } from '../support/processes.js';
 import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
@@ -37,8 +37,9 @@ let nativeConnection: NativeConnection;
 let connection: Connection;
 let client: Client;
 
-async function placedWorker(taskQueue: string): Promise<PlacedWorker> {
+async function placedWorker(taskQueue: string, eagerTurnSlots?: number): Promise<PlacedWorker> {
   return createPlacedWorker({
+    eagerTurnSlots,
     connection: nativeConnection,
     taskQueue,
     catalog: () => catalog,
@@ -63,9 +64,9 @@ afterAll(async () => {
 });
 
 describe('activity placement "process"', () => {
-  it('runs the workflow in the worker and every turn in the activity-worker process', async () => {
+  it('with no eager turn slots, runs the workflow in the worker and every turn in the activity-worker process', async () => {
     const taskQueue = testWorkflowId('placed');
-    const placed = await placedWorker(taskQueue);
+    const placed = await placedWorker(taskQueue, 0);
     const running = placed.run();
     try {
       expect(placed.activityProcess?.pid).not.toBe(process.pid);
@@ -92,6 +93,35 @@ describe('activity placement "process"', () => {
       await running;
     }
     await waitUntilGone([placed.activityProcess!.pid], 5000);
+  });
+
+  it('by default keeps a lone run\'s turns on the workflow worker (eager dispatch) and sends turns beyond its slots to the activity process', async () => {
+    const taskQueue = testWorkflowId('placed-eager');
+    const placed = await placedWorker(taskQueue);
+    const running = placed.run();
+    const turnIdentities = async (handle: AgentRunHandle) =>
+      ((await handle.handle.fetchHistory()).events ?? [])
+        .filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED)
+        .map((e) => e.activityTaskStartedEventAttributes?.identity);
+    try {
+      const lone = await startAgentRun(client, { agent: 'scripted', task: book.write('lone', [ok('alone')]), identity: { tenantId: 'acme', userId: 'alice' }, taskQueue, workflowId: testWorkflowId('lone') });
+      expect((await lone.result()).status).toBe('succeeded');
+      expect(await turnIdentities(lone)).toEqual([`main-${taskQueue}`]);
+
+      // Six turns of a second at once: the worker keeps at most its slots, the activity process takes the rest.
+      const task = book.write('busy', [{ sleepMs: 1000, ...ok('slept') }]);
+      const runs = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => startAgentRun(client, { agent: 'scripted', task, identity: { tenantId: 'acme', userId: 'alice' }, taskQueue, workflowId: testWorkflowId(`busy-${i}`) })),
+      );
+      for (const run of runs) expect((await run.result()).status).toBe('succeeded');
+      const where = (await Promise.all(runs.map(turnIdentities))).flat();
+      expect(where).toHaveLength(6);
+      // The worker holds 2 eager slots plus 1 for its single poll: at most 3 of the 6 can be its own.
+      expect(where.filter((id) => id === `main-${taskQueue}-activities`).length).toBeGreaterThanOrEqual(3);
+    } finally {
+      await placed.shutdown();
+      await running;
+    }
   });
 
   it("leaves Ctrl-C to the parent: a SIGINT to the whole group does not kill the activity worker under its turns", async () => {
