@@ -23,8 +23,13 @@ export const activityPlacements: readonly ActivityPlacement[] = ['inline', 'proc
  */
 export const defaultEagerTurnSlots = 2;
 
-/** Chosen by measurement (docs/BENCHMARKS.md); `DURABLE_HARNESS_ACTIVITY_WORKER` overrides it. */
-export const defaultActivityPlacement: ActivityPlacement = 'process';
+/**
+ * `DURABLE_HARNESS_ACTIVITY_WORKER` overrides it. `inline` until a quiet machine says otherwise: on the shared
+ * one `process` cut the worker's event-loop delay 3-10x and won at 30-50 concurrent runs, but at 100 it lost in
+ * one of three runs — its turns, no longer eagerly dispatched, waited 255 ms p50 / 2.1 s p99 to be matched and
+ * cost the server 3-5 ms more CPU each (docs/BENCHMARKS.md).
+ */
+export const defaultActivityPlacement: ActivityPlacement = 'inline';
 
 /** The placement named by `DURABLE_HARNESS_ACTIVITY_WORKER` (`inline` or `process`), else the default. */
 export function activityPlacementFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): ActivityPlacement {

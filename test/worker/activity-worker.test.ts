@@ -11,7 +11,7 @@ import proto from '@temporalio/proto';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { activityPlacementFromEnv, createPlacedWorker, type PlacedWorker } from '../../src/activity-worker.js';
+import { activityPlacementFromEnv, createPlacedWorker, defaultActivityPlacement, type PlacedWorker } from '../../src/activity-worker.js';
 import { loadCatalog } from '../../src/catalog/index.js';
 import { startAgentRun, type AgentRunHandle } from '../../src/client/index.js';
 import { SqliteLedger } from '../../src/ledger/index.js';
@@ -150,8 +150,8 @@ describe('activity placement "process"', () => {
 
   it('is chosen with DURABLE_HARNESS_ACTIVITY_WORKER, and a wrong value says what is allowed', () => {
     expect(activityPlacementFromEnv({ DURABLE_HARNESS_ACTIVITY_WORKER: 'process' })).toBe('process');
-    expect(activityPlacementFromEnv({})).toBe('process');
     expect(activityPlacementFromEnv({ DURABLE_HARNESS_ACTIVITY_WORKER: 'inline' })).toBe('inline');
+    expect(activityPlacementFromEnv({})).toBe(defaultActivityPlacement);
     expect(() => activityPlacementFromEnv({ DURABLE_HARNESS_ACTIVITY_WORKER: 'thread' })).toThrow(/one of inline, process/);
   });
 });
