@@ -7,9 +7,13 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { Duration } from '@temporalio/common';
+import { msToNumber } from '@temporalio/common/lib/time.js';
 import type { Worker } from '@temporalio/worker';
 import type { ActivityDeps } from './activities/index.js';
-import { createWorker, type WorkerSetup } from './worker.js';
+import { catalogHash } from './catalog/hash.js';
+import type { ObservabilityConfig } from './observability/config.js';
+import { assertSameCatalogOnTaskQueue, CatalogMismatchError, createWorker, type WorkerSetup } from './worker.js';
 import { defaultTaskQueue } from './worker-defaults.js';
 
 /** See the file comment. */
@@ -43,8 +47,9 @@ export function activityPlacementFromEnv(env: Readonly<Record<string, string | u
 
 /**
  * What the activity-worker process rebuilds its dependencies from: it cannot share the parent's objects, so it
- * opens the same catalog file, ledger and data directory (SQLite in WAL takes writers from both processes).
- * Sent over the IPC channel, never argv, since `env` may hold credentials.
+ * opens the same catalog file, ledger (DATABASE_URL or the data directory's SQLite, which in WAL takes writers
+ * from both processes) and payload keys (DURABLE_HARNESS_PAYLOAD_KEYS from `env`, else its inherited
+ * environment). Sent over the IPC channel, never argv, since `env` may hold credentials and keys.
  */
 export interface ActivityWorkerConfig {
   readonly address: string;
@@ -52,17 +57,31 @@ export interface ActivityWorkerConfig {
   readonly taskQueue: string;
   readonly catalogFile: string;
   readonly dataDir: string;
+  /** Worker identity; default `durable-harness-activities/PID@HOST` (its own pid). ` catalog:HASH` is appended. */
   readonly identity?: string;
-  /** The environment credentials may fall back to; default: the child's own (inherited) environment. */
+  /** The environment for credentials, payload keys and the ledger; default: the child's own (inherited) one. */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** As the parent's `shutdownGraceTime`: how long in-flight turns may finish when it stops. */
+  readonly shutdownGraceTime?: Duration;
+  /**
+   * The parent's tracing and metrics, so turns in this process get their spans and turn metrics too. Its metrics
+   * exporter is its own (`activityProcessMetrics`): a Prometheus endpoint on the next port, OTLP with a tag.
+   */
+  readonly observability?: ObservabilityConfig;
+  /** `operator`: log like `durable-harness dev`/`worker` (one line per failed attempt); default the SDK's, WARN. */
+  readonly log?: 'operator' | 'default';
 }
 
 /** Messages from the activity-worker process. */
-export type ActivityWorkerMessage = { type: 'ready' } | { type: 'failed'; message: string };
+export type ActivityWorkerMessage = { type: 'ready'; catalogHash: string; metrics?: string } | { type: 'failed'; message: string };
 
 /** A running activity-worker process. */
 export interface ActivityWorkerProcess {
   readonly pid: number;
+  /** The hash of the catalog it loaded from the file (compared with the parent's before anything runs). */
+  readonly catalogHash: string;
+  /** Where its own metrics are exported (a Prometheus URL or the OTLP endpoint), when metrics are on. */
+  readonly metrics?: string;
   /** Resolves with the exit code (or signal name) when the process ends, for whatever reason. */
   readonly exited: Promise<number | string>;
   /** Asks it to shut down (in-flight turns are cancelled and cleaned up) and waits for it to exit. */
@@ -85,33 +104,53 @@ export async function startActivityWorkerProcess(config: ActivityWorkerConfig, o
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown')));
   const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
   let timer: NodeJS.Timeout | undefined;
-  const ready = new Promise<void>((resolve, reject) => {
+  const ready = new Promise<Extract<ActivityWorkerMessage, { type: 'ready' }>>((resolve, reject) => {
     timer = setTimeout(() => reject(new Error(`the activity worker process did not start polling within ${readyTimeoutMs} ms`)), readyTimeoutMs);
     child.on('message', (message: ActivityWorkerMessage) => {
-      if (message.type === 'ready') resolve();
+      if (message.type === 'ready') resolve(message);
       if (message.type === 'failed') reject(new Error(`the activity worker process failed to start: ${message.message}`));
     });
     void exited.then((code) => reject(new Error(`the activity worker process exited (${code}) before it was ready`)));
   }).finally(() => clearTimeout(timer));
   child.send(config);
+  let started: Extract<ActivityWorkerMessage, { type: 'ready' }>;
   try {
-    await ready;
+    started = await ready;
   } catch (err) {
     child.kill('SIGKILL');
     throw err;
   }
   return {
     pid: child.pid!,
+    catalogHash: started.catalogHash,
+    ...(started.metrics ? { metrics: started.metrics } : {}),
     exited,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       // Closing the IPC channel is the shutdown request; the worker's grace time bounds it, SIGKILL backs it up.
-      child.disconnect();
-      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      if (child.connected) child.disconnect();
+      const timer = setTimeout(() => child.kill('SIGKILL'), msToNumber(config.shutdownGraceTime ?? '5s') + 10_000);
       await exited;
       clearTimeout(timer);
     },
   };
+}
+
+/**
+ * The activity process's own metrics exporter, from the parent's: a process cannot share the parent's Prometheus
+ * port, so it serves on the next one (`HOST:PORT+1`); both kinds get the tag `durable_harness_process=activities`
+ * so its series (the turn metrics live here) never collide with the parent's.
+ */
+export function activityProcessMetrics(metrics: NonNullable<ObservabilityConfig['metrics']>): NonNullable<ObservabilityConfig['metrics']> {
+  const globalTags = { ...(metrics.globalTags ?? {}), durable_harness_process: 'activities' };
+  if ('prometheus' in metrics) {
+    const bind = metrics.prometheus.bindAddress;
+    const colon = bind.lastIndexOf(':');
+    const port = Number(bind.slice(colon + 1));
+    if (!Number.isInteger(port) || port >= 65535) throw new Error(`cannot place the activity process's metrics beside ${bind}: no next port`);
+    return { ...metrics, globalTags, prometheus: { ...metrics.prometheus, bindAddress: `${bind.slice(0, colon)}:${port + 1}` } };
+  }
+  return { ...metrics, globalTags };
 }
 
 /** A workflow worker plus, with placement `process`, its activity-worker process. */
@@ -127,13 +166,15 @@ export interface PlacedWorker {
 
 /**
  * `createWorker` with the turn activity placed as asked. For `process` the child rebuilds its dependencies
- * from `processConfig` (the catalog file, the data directory), so injected objects (a custom ledger, adapters,
- * credential store) only reach `inline` workers.
+ * from `processConfig` (the catalog file, the data directory, the environment's payload keys and ledger), so
+ * injected objects (a custom ledger, adapters, credential store) only reach `inline` workers; an injected
+ * `dataConverter`, or `tracing` without `processConfig.observability`, is refused, since the two processes would
+ * then encode payloads or trace differently.
  */
 export async function createPlacedWorker(
   setup: WorkerSetup & {
     placement: ActivityPlacement;
-    processConfig?: Pick<ActivityWorkerConfig, 'address' | 'catalogFile' | 'env'>;
+    processConfig?: Pick<ActivityWorkerConfig, 'address' | 'catalogFile' | 'env' | 'observability' | 'log'>;
     /** Placement `process`: see `defaultEagerTurnSlots`. */
     eagerTurnSlots?: number;
   },
@@ -142,19 +183,49 @@ export async function createPlacedWorker(
     const { worker, deps } = await createWorker(setup);
     return { worker, deps, placement: 'inline', run: () => worker.run(), shutdown: async () => stopWorker(worker) };
   }
-  if (!setup.processConfig) throw new Error('activity placement "process" needs processConfig (the Temporal address and the catalog file)');
+  const config = setup.processConfig;
+  if (!config) throw new Error('activity placement "process" needs processConfig (the Temporal address and the catalog file)');
+  if (setup.dataConverter) {
+    throw new Error('activity placement "process" builds the activity process\'s data converter from the environment (DURABLE_HARNESS_PAYLOAD_KEYS); pass the keys through env instead of a dataConverter');
+  }
+  if (setup.tracing && !config.observability?.tracing) {
+    throw new Error('activity placement "process" with tracing needs processConfig.observability.tracing, so turns in the activity process are traced too');
+  }
+  const namespace = setup.namespace ?? 'default';
+  const taskQueue = setup.taskQueue ?? defaultTaskQueue;
+  // The catalog check runs once, here, before either process polls: each would otherwise see the other.
+  const hash = catalogHash(setup.catalog());
+  if (setup.catalogCheck !== false) await assertSameCatalogOnTaskQueue(setup.connection, namespace, taskQueue, hash);
   const activityProcess = await startActivityWorkerProcess({
-    ...setup.processConfig,
-    namespace: setup.namespace ?? 'default',
-    taskQueue: setup.taskQueue ?? defaultTaskQueue,
+    ...config,
+    namespace,
+    taskQueue,
     dataDir: setup.dataDir,
+    env: config.env ?? setup.env,
     identity: setup.identity ? `${setup.identity}-activities` : undefined,
+    shutdownGraceTime: setup.shutdownGraceTime,
   });
+  if (activityProcess.catalogHash !== hash) {
+    await activityProcess.stop();
+    throw new CatalogMismatchError(
+      `the activity worker process loaded catalog ${activityProcess.catalogHash} from ${config.catalogFile}, but this worker serves catalog ${hash}; ` +
+        'both processes must serve the same catalog (was the file changed while the worker started?)',
+    );
+  }
   const eagerTurnSlots = setup.eagerTurnSlots ?? defaultEagerTurnSlots;
   // A waiting poll holds a slot too, so one poller gets one slot more than the eager ones.
-  const { worker, deps } = await createWorker(
-    eagerTurnSlots > 0 ? { ...setup, role: 'all', maxConcurrentTurns: eagerTurnSlots + 1, turnPollers: 1 } : { ...setup, role: 'workflows' },
-  );
+  let created: Awaited<ReturnType<typeof createWorker>>;
+  try {
+    created = await createWorker(
+      eagerTurnSlots > 0
+        ? { ...setup, catalogCheck: false, role: 'all', maxConcurrentTurns: eagerTurnSlots + 1, turnPollers: 1 }
+        : { ...setup, catalogCheck: false, role: 'workflows' },
+    );
+  } catch (err) {
+    await activityProcess.stop();
+    throw err;
+  }
+  const { worker, deps } = created;
   let running: Promise<void> | undefined;
   let stopping = false;
   return {

@@ -1,2 +1,5 @@
 export * from './types.js';
 export * from './sqlite-ledger.js';
+export * from './postgres-ledger.js';
+export * from './postgres-migrations.js';
+export * from './open.js';

@@ -3,6 +3,8 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Usage } from '../adapters/types.js';
+import { unresolvedAccounting } from './accounting.js';
+import { approvalColumns, approvalFromRow, decisionColumns, eventFromRow, promptRunFromRow, runFromRow, stepFromRow, toJson, type Row, type RunView } from './rows.js';
 import {
   UnresolvedAccountingError,
   type CatalogEntries,
@@ -12,6 +14,10 @@ import {
   type RunRecord,
   type RunStatus,
   type RunStepRecord,
+  type ApprovalDecisionInput,
+  type ApprovalRecord,
+  type ApprovalStatus,
+  type NewApproval,
 } from './types.js';
 
 /** Ordered migrations; migration N brings the schema to version N (stored in PRAGMA user_version). */
@@ -92,6 +98,31 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX events_by_run ON events(workflow_id, cursor);
   `,
+  // 2: permission requests and decisions (issue 12).
+  `
+  CREATE TABLE approvals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    title TEXT NOT NULL,
+    input_json TEXT NOT NULL,
+    command TEXT,
+    paths_json TEXT,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied', 'expired')),
+    requested_at TEXT NOT NULL,
+    expires_at TEXT,
+    decided_by TEXT,
+    decided_at TEXT,
+    edited_input_json TEXT,
+    scope TEXT CHECK (scope IS NULL OR scope IN ('once', 'session')),
+    message TEXT,
+    UNIQUE (workflow_id, request_id)
+  );
+  CREATE INDEX approvals_by_status ON approvals(status, id);
+  `,
 ];
 
 /** Schema version this code writes. */
@@ -101,67 +132,8 @@ export const LEDGER_SCHEMA_VERSION = MIGRATIONS.length;
 const DEFAULT_EVENT_PAGE = 100;
 const MAX_EVENT_PAGE = 1000;
 
-interface RunRow {
-  workflow_id: string;
-  run_id: string;
-  agent: string;
-  harness: string;
-  tenant_id: string;
-  user_id: string;
-  task: string;
-  parent_workflow_id: string | null;
-  status: RunStatus;
-  result_json: string | null;
-  external_session_id: string | null;
-}
-
-interface PromptRunRow {
-  workflow_id: string;
-  turn: number;
-  prompt_id: string;
-  model_id: string;
-  vendor_id: string;
-  reported_model: string | null;
-  input_tokens: number;
-  output_tokens: number;
-  cache_read_tokens: number;
-  cache_write_tokens: number;
-  cost_usd: number;
-  cost_source: PromptRunRecord['costSource'];
-  external_session_id: string | null;
-  resumed: number;
-  duration_ms: number;
-  input: string;
-  output: string;
-}
-
-interface StepRow {
-  workflow_id: string;
-  seq: number;
-  turn: number;
-  type: string;
-  payload_json: string;
-}
-
-interface EventRow {
-  cursor: number;
-  workflow_id: string;
-  turn: number;
-  type: string;
-  data_json: string;
-  at: string;
-}
-
 function now(): string {
   return new Date().toISOString();
-}
-
-function toJson(value: unknown): string {
-  return JSON.stringify(value ?? null);
-}
-
-function fromJson(text: string | null): unknown {
-  return text === null ? null : (JSON.parse(text) as unknown);
 }
 
 function migrate(db: Database.Database): void {
@@ -228,6 +200,27 @@ function prepareStatements(db: Database.Database) {
     ),
     readEvents: db.prepare(
       `SELECT * FROM events WHERE workflow_id = ? AND cursor > ? ORDER BY cursor LIMIT ?`,
+    ),
+    insertApproval: db.prepare(
+      `INSERT INTO approvals (workflow_id, request_id, turn, tool, kind, title, input_json, command, paths_json, status,
+         requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
+       VALUES (@workflowId, @requestId, @turn, @tool, @kind, @title, @input, @command, @paths, @status,
+         @at, @expiresAt, @decidedBy, @decidedAt, @editedInput, @scope, @message)
+       ON CONFLICT(workflow_id, request_id) DO NOTHING`,
+    ),
+    decideApproval: db.prepare(
+      `UPDATE approvals SET status = @status, decided_by = @decidedBy, decided_at = @at, edited_input_json = @editedInput,
+         scope = @scope, message = @message
+       WHERE workflow_id = @workflowId AND request_id = @requestId AND status = 'pending'`,
+    ),
+    getApproval: db.prepare(`SELECT * FROM approvals WHERE workflow_id = ? AND request_id = ?`),
+    listApprovals: db.prepare(
+      `SELECT * FROM approvals WHERE (@workflowId IS NULL OR workflow_id = @workflowId) AND (@status IS NULL OR status = @status)
+       ORDER BY id LIMIT @limit`,
+    ),
+    expireApprovals: db.prepare(
+      `UPDATE approvals SET status = 'expired', decided_by = @reason, decided_at = @at
+       WHERE workflow_id = @workflowId AND status = 'pending' AND (@turn IS NULL OR turn = @turn)`,
     ),
   };
 }
@@ -299,47 +292,17 @@ export class SqliteLedger implements Ledger {
     this.stmts.setSession.run({ workflowId, sessionId });
   }
 
-  async getRun(
-    workflowId: string,
-  ): Promise<(RunRecord & { status: RunStatus; result: unknown; externalSessionId?: string }) | undefined> {
-    const row = this.stmts.getRun.get(workflowId) as RunRow | undefined;
-    if (!row) return undefined;
-    return {
-      workflowId: row.workflow_id,
-      runId: row.run_id,
-      agent: row.agent,
-      harness: row.harness,
-      tenantId: row.tenant_id,
-      userId: row.user_id,
-      task: row.task,
-      ...(row.parent_workflow_id !== null ? { parentWorkflowId: row.parent_workflow_id } : {}),
-      status: row.status,
-      result: fromJson(row.result_json),
-      ...(row.external_session_id !== null ? { externalSessionId: row.external_session_id } : {}),
-    };
+  async getRun(workflowId: string): Promise<RunView | undefined> {
+    const row = this.stmts.getRun.get(workflowId) as Row | undefined;
+    return row ? runFromRow(row) : undefined;
   }
 
-  /** Names every id of `row` that does not resolve, so the operator knows which catalog entry to fix. */
   private unresolved(row: PromptRunRecord): string[] {
-    const problems: string[] = [];
-    const where = `prompt run for ${row.workflowId} turn ${row.turn}`;
-    if (this.stmts.promptExists.get(row.promptId) === undefined) {
-      problems.push(
-        `${where}: prompt id '${row.promptId}' is not in the catalog — sync the catalog so the agent's prompt is recorded`,
-      );
-    }
-    const modelVendor = this.stmts.modelVendor.get(row.modelId) as string | undefined;
-    if (modelVendor === undefined) {
-      problems.push(`${where}: model id '${row.modelId}' is not in the catalog — add it to the harness entry`);
-    } else if (modelVendor !== row.vendorId) {
-      problems.push(
-        `${where}: model id '${row.modelId}' belongs to vendor '${modelVendor}', not '${row.vendorId}' — fix the harness entry`,
-      );
-    }
-    if (this.stmts.vendorExists.get(row.vendorId) === undefined) {
-      problems.push(`${where}: vendor id '${row.vendorId}' is not in the catalog — add it to the harness entry`);
-    }
-    return problems;
+    return unresolvedAccounting(row, {
+      promptExists: this.stmts.promptExists.get(row.promptId) !== undefined,
+      modelVendor: this.stmts.modelVendor.get(row.modelId) as string | undefined,
+      vendorExists: this.stmts.vendorExists.get(row.vendorId) !== undefined,
+    });
   }
 
   async recordPromptRun(row: PromptRunRecord): Promise<{ inserted: boolean }> {
@@ -370,28 +333,7 @@ export class SqliteLedger implements Ledger {
   }
 
   async listPromptRuns(workflowId: string): Promise<PromptRunRecord[]> {
-    const rows = this.stmts.listPromptRuns.all(workflowId) as PromptRunRow[];
-    return rows.map((r) => ({
-      workflowId: r.workflow_id,
-      turn: r.turn,
-      promptId: r.prompt_id,
-      modelId: r.model_id,
-      vendorId: r.vendor_id,
-      ...(r.reported_model !== null ? { reportedModel: r.reported_model } : {}),
-      usage: {
-        input: r.input_tokens,
-        output: r.output_tokens,
-        cacheRead: r.cache_read_tokens,
-        cacheWrite: r.cache_write_tokens,
-      },
-      costUsd: r.cost_usd,
-      costSource: r.cost_source,
-      ...(r.external_session_id !== null ? { externalSessionId: r.external_session_id } : {}),
-      resumed: r.resumed === 1,
-      durationMs: r.duration_ms,
-      input: r.input,
-      output: r.output,
-    }));
+    return (this.stmts.listPromptRuns.all(workflowId) as Row[]).map(promptRunFromRow);
   }
 
   async recordStep(step: RunStepRecord): Promise<void> {
@@ -406,14 +348,7 @@ export class SqliteLedger implements Ledger {
   }
 
   async listSteps(workflowId: string): Promise<RunStepRecord[]> {
-    const rows = this.stmts.listSteps.all(workflowId) as StepRow[];
-    return rows.map((r) => ({
-      workflowId: r.workflow_id,
-      seq: r.seq,
-      turn: r.turn,
-      type: r.type,
-      payload: fromJson(r.payload_json),
-    }));
+    return (this.stmts.listSteps.all(workflowId) as Row[]).map(stepFromRow);
   }
 
   async appendEvent(workflowId: string, turn: number, type: string, data: unknown): Promise<number> {
@@ -423,15 +358,35 @@ export class SqliteLedger implements Ledger {
 
   async readEvents(workflowId: string, afterCursor: number, limit = DEFAULT_EVENT_PAGE): Promise<LedgerEvent[]> {
     const page = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(limit)));
-    const rows = this.stmts.readEvents.all(workflowId, afterCursor, page) as EventRow[];
-    return rows.map((r) => ({
-      cursor: r.cursor,
-      workflowId: r.workflow_id,
-      turn: r.turn,
-      type: r.type,
-      data: fromJson(r.data_json),
-      at: r.at,
-    }));
+    return (this.stmts.readEvents.all(workflowId, afterCursor, page) as Row[]).map(eventFromRow);
+  }
+
+  async requestApproval(request: NewApproval): Promise<{ record: ApprovalRecord; created: boolean }> {
+    const at = now();
+    const columns = approvalColumns(request);
+    const info = this.stmts.insertApproval.run({ ...columns, at, decidedAt: columns.status === 'pending' ? null : at });
+    const record = await this.getApproval(request.workflowId, request.requestId);
+    return { record: record!, created: info.changes > 0 };
+  }
+
+  async decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput): Promise<ApprovalRecord | undefined> {
+    this.stmts.decideApproval.run({ workflowId, requestId, ...decisionColumns(decision), at: now() });
+    return this.getApproval(workflowId, requestId);
+  }
+
+  async getApproval(workflowId: string, requestId: string): Promise<ApprovalRecord | undefined> {
+    const row = this.stmts.getApproval.get(workflowId, requestId) as Row | undefined;
+    return row ? approvalFromRow(row) : undefined;
+  }
+
+  async listApprovals(filter: { workflowId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
+    const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
+    const rows = this.stmts.listApprovals.all({ workflowId: filter.workflowId ?? null, status: filter.status ?? null, limit }) as Row[];
+    return rows.map(approvalFromRow);
+  }
+
+  async expireApprovals(workflowId: string, reason: string, turn?: number): Promise<number> {
+    return this.stmts.expireApprovals.run({ workflowId, reason, turn: turn ?? null, at: now() }).changes;
   }
 
   /** Closes the database; calling it again does nothing. */

@@ -66,12 +66,76 @@ export interface LedgerEvent {
   readonly at: string;
 }
 
+export type ApprovalStatus = 'pending' | 'allowed' | 'denied' | 'expired';
+
+/** A permission request of a run and what became of it: every decision, by a rule or a person, is one row. */
+export interface ApprovalRecord {
+  readonly workflowId: string;
+  /** Durable within the run (`t<turn>-<hash of tool and input>[-n]`): a retried attempt asking again finds it. */
+  readonly requestId: string;
+  readonly turn: number;
+  readonly tool: string;
+  readonly kind: string;
+  readonly title: string;
+  readonly input: unknown;
+  readonly command?: string;
+  readonly paths?: readonly string[];
+  readonly status: ApprovalStatus;
+  /** ISO time of the first ask. */
+  readonly requestedAt: string;
+  /** When a pending request is denied by timeout (ISO). */
+  readonly expiresAt?: string;
+  /** Who or which rule decided: `policy:deny[0] command:rm *`, `operator:alice`, `timeout`, … */
+  readonly decidedBy?: string;
+  readonly decidedAt?: string;
+  readonly editedInput?: unknown;
+  readonly scope?: 'once' | 'session';
+  readonly message?: string;
+}
+
+/** A new request: pending (for a human), or already decided (by the policy or a grant). */
+export interface NewApproval {
+  readonly workflowId: string;
+  readonly requestId: string;
+  readonly turn: number;
+  readonly tool: string;
+  readonly kind: string;
+  readonly title: string;
+  readonly input: unknown;
+  readonly command?: string;
+  readonly paths?: readonly string[];
+  readonly expiresAt?: string;
+  readonly decision?: ApprovalDecisionInput;
+}
+
+/** A decision on a pending request. */
+export interface ApprovalDecisionInput {
+  readonly status: 'allowed' | 'denied';
+  readonly decidedBy: string;
+  readonly editedInput?: unknown;
+  readonly scope?: 'once' | 'session';
+  readonly message?: string;
+}
+
+/** Durable permission requests and decisions; the turn activity polls it while the harness waits. */
+export interface ApprovalLedger {
+  /** Records the request; if the run already has one with this id (a retried attempt), returns that one unchanged. */
+  requestApproval(request: NewApproval): Promise<{ record: ApprovalRecord; created: boolean }>;
+  /** Decides a pending request; the first decision wins and later ones return the row as it stands. */
+  decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput): Promise<ApprovalRecord | undefined>;
+  getApproval(workflowId: string, requestId: string): Promise<ApprovalRecord | undefined>;
+  /** Oldest first; `status` filters, `workflowId` narrows to one run. */
+  listApprovals(filter?: { workflowId?: string; status?: ApprovalStatus; limit?: number }): Promise<ApprovalRecord[]>;
+  /** Marks a run's still-pending requests (of one turn, if given) `expired`: nobody waits for them; returns how many. */
+  expireApprovals(workflowId: string, reason: string, turn?: number): Promise<number>;
+}
+
 /** Raised when a prompt run's prompt, model or vendor id does not resolve. */
 export class UnresolvedAccountingError extends Error {
   override readonly name = 'UnresolvedAccountingError';
 }
 
-export interface Ledger {
+export interface Ledger extends ApprovalLedger {
   /** Upserts vendors, models and prompts so prompt runs can reference them. */
   syncCatalog(entries: CatalogEntries): Promise<void>;
   /** Creates the run row, or leaves an existing one as it is. */

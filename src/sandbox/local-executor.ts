@@ -100,6 +100,12 @@ export class LocalProcess implements ExecProcess {
     this.child?.writeStdin(text);
   }
 
+  /** Ends stdin: the process sees end of input. A no-op when stdin was not opened or is already closed. */
+  closeStdin(): void {
+    // Queued writes go first: both spawners end stdin after what was written before (a pooled spawn in order).
+    this.child?.endStdin();
+  }
+
   /** SIGTERM to the process group, SIGKILL after the grace period if any of it lives; resolves after exit. */
   kill(): Promise<void> {
     this.killing ??= this.killGroup();

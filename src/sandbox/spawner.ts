@@ -32,6 +32,7 @@ export interface SpawnedProcess extends EventEmitter {
   onStderr(listener: (text: string) => void): void;
   /** Writes to stdin; a no-op when stdin is not open. */
   writeStdin(text: string): void;
+  /** Ends stdin after the writes before it; a no-op when stdin is not open or already ended. */
   endStdin(): void;
   /** Stops reading stdout/stderr (a background grandchild may hold them open for ever). */
   stopOutput(): void;
@@ -87,7 +88,8 @@ class DirectProcess extends EventEmitter implements SpawnedProcess {
     if (stdin && !stdin.destroyed && stdin.writable) stdin.write(text);
   }
   endStdin() {
-    this.child.stdin?.end();
+    const stdin = this.child.stdin;
+    if (stdin && !stdin.destroyed && !stdin.writableEnded) stdin.end();
   }
   stopOutput() {
     this.child.stdout?.destroy();
@@ -139,7 +141,7 @@ parentPort.on('message', (m) => {
   const child = children.get(m.id);
   if (!child) return;
   if (m.type === 'stdin' && child.stdin && !child.stdin.destroyed && child.stdin.writable) child.stdin.write(m.text);
-  if (m.type === 'end-stdin') child.stdin?.end();
+  if (m.type === 'end-stdin' && child.stdin && !child.stdin.destroyed && !child.stdin.writableEnded) child.stdin.end();
   if (m.type === 'stop-output') { child.stdout.destroy(); child.stderr.destroy(); }
 });
 `;

@@ -3,6 +3,7 @@
 //
 //   node scripted-harness.mjs --scripts DIR
 //
+// Every turn's request is kept in <workspace>/.scripted/last-request.json (for tests of what the runtime sends).
 // Turn 1: the prompt contains `script:NAME`; a new session is stored in <workspace>/.scripted/sessions/<id>.json.
 // Later turns resume by the request's sessionId. Unknown session and no `script:` → an error line.
 // Script file: { "turns": [step, ...] }. A step's fields are applied in THIS order:
@@ -14,6 +15,10 @@
 //   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
+//   permissions         [{tool, input, kind?, editable?}]: for each, a permission line (id p1, p2 ...), then waits
+//                       for its permission-response; allowed: runs it (input.command with /bin/sh -c, or writes
+//                       input.content to input.path; the response's input instead when editable) and prints a
+//                       text line "permission p1: allowed"; denied: "permission p1: denied MESSAGE".
 //   crash               {exitCode, stderr}: prints stderr and exits with no terminal line
 //   error               {message, code}: terminal error line
 //   raw                 string printed as the complete text (malformed envelopes); ${env:NAME} is substituted
@@ -21,7 +26,7 @@
 // A step with none of crash/error/raw/envelope exits 0 without a terminal line.
 // Run counters live in .scripted/counters/<script>.<step>.<kind> so they survive a failed first turn.
 // Past the last step → error line "script exhausted".
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -33,14 +38,40 @@ const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
 const finish = (line) => process.stdout.write(`${JSON.stringify(line)}\n`, () => process.exit(0));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function readRequest() {
-  const rl = createInterface({ input: process.stdin });
-  for await (const line of rl) {
-    if (line.trim() === '') continue;
-    rl.close();
-    return JSON.parse(line);
+const stdinLines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+
+/** The next non-empty stdin line as JSON; stdin stays open for permission answers. */
+async function nextLine() {
+  for (;;) {
+    const next = await stdinLines.next();
+    if (next.done) return undefined;
+    if (next.value.trim() !== '') return JSON.parse(next.value);
   }
-  throw new Error('no request line on stdin');
+}
+
+async function readRequest() {
+  const request = await nextLine();
+  if (!request) throw new Error('no request line on stdin');
+  return request;
+}
+
+/** Asks for each tool use and does what an allowing answer says, like a harness with real tools. */
+async function askPermissions(asks, workspace) {
+  for (const [i, ask] of asks.entries()) {
+    const id = `p${i + 1}`;
+    emit({ type: 'permission', id, tool: ask.tool, input: ask.input, ...(ask.kind ? { kind: ask.kind } : {}), ...(ask.editable ? { editable: true } : {}) });
+    let answer;
+    do answer = await nextLine();
+    while (answer && !(answer.type === 'permission-response' && answer.id === id));
+    if (!answer?.allow) {
+      emit({ type: 'text', text: `permission ${id}: denied ${answer?.message ?? '(no answer)'}` });
+      continue;
+    }
+    const input = ask.editable && answer.input ? answer.input : ask.input;
+    if (typeof input.command === 'string') spawnSync('/bin/sh', ['-c', input.command], { cwd: workspace, stdio: 'ignore' });
+    else if (typeof input.path === 'string') writeFile(path.join(workspace, input.path), String(input.content ?? ''));
+    emit({ type: 'text', text: `permission ${id}: allowed` });
+  }
 }
 
 function writeFile(file, text) {
@@ -86,6 +117,7 @@ function startSleeper(dir, ms) {
 async function main() {
   const request = await readRequest();
   const dir = path.join(request.workspace, '.scripted');
+  writeFile(path.join(dir, 'last-request.json'), JSON.stringify(request));
   const opened = openSession(dir, request);
   if (opened.error) return finish({ type: 'error', code: request.sessionId ? 'resume-failed' : 'protocol-error', message: opened.error });
   const { session, resumed } = opened;
@@ -107,6 +139,7 @@ async function main() {
   if (step.usage) emit({ type: 'usage', ...step.usage });
   if (step.sleepMs) await startSleeper(dir, step.sleepMs);
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
+  if (step.permissions) await askPermissions(step.permissions, request.workspace);
   session.position += 1;
   save(); // before any terminal line, so the next turn resumes after this step
   if (step.crash) {
