@@ -6,8 +6,9 @@
  *
  *   - bareMs: the bare CLI, spawned with exactly the argv, env, stdin and per-run home the adapter builds
  *     (captured from the adapter), from spawn to exit.
- *   - inProcessMs: resolveAgent → startSession → runTurn → recordPromptRun → validateStep → endSession as
- *     plain calls: what the runtime adds around the process without Temporal.
+ *   - inProcessMs: resolveAgent → startSession → runTurn (harness, accounting, validation) → endSession as
+ *     plain calls with the workflow's own decisions (bench/in-process.ts): what the runtime adds around the
+ *     process without Temporal.
  *   - workflowMs: start of a one-turn run (the vendor answers `success` at once) to its result.
  *   - activityMs: the runTurn activity alone inside the workflow (prompt-run row `durationMs`).
  *   - adapterMs: the adapter's turn on the local executor (spawn path, line handling, exit and kill), no

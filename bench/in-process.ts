@@ -1,15 +1,15 @@
 /**
- * The agent loop as plain function calls, with the same activity code the workflow runs and no Temporal:
- * runTurn → recordPromptRun → validateStep → actions, one `turn()` at a time. The orchestration bench times
- * whole runs of it (the in-process baseline), and the floor workflow runs one `turn()` per activity.
- * When the workflow's activity sequence changes, this is the one place to follow it.
+ * The agent loop as plain function calls, with the same activity code and the same pure decisions
+ * (src/workflows/decide.ts) the workflow runs, and no Temporal: resolveAgent → startSession → runTurn (actions →
+ * harness → accounting → validation) → applyTurn, one `turn()` at a time, endSession at the end. The
+ * orchestration bench times whole runs of it (the in-process baseline), and the floor workflow runs one `turn()`
+ * per activity. When the workflow's activity sequence changes, this is the one place to follow it.
  */
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import type { createActivities } from '../src/activities/index.js';
-import type { SandboxRef } from '../src/sandbox/types.js';
-import { formatActionResults } from '../src/workflows/prompts.js';
-import type { ActionOutcome, AgentSpec } from '../src/workflows/types.js';
+import { applyTurn, beginTurn, initialState, resolved, runResult, sessionStarted } from '../src/workflows/decide.js';
+import type { RunState } from '../src/workflows/state.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -17,21 +17,20 @@ const identity = { tenantId: 'bench', userId: 'bench' };
 
 /** One run of `agent` on `task`, driven turn by turn. */
 export class InProcessRun {
-  private readonly mock = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
-  private spec: AgentSpec | undefined;
-  private sandbox: SandboxRef | undefined;
-  private prompt: string;
-  private sessionId: string | undefined;
-  private seq = 0;
+  private readonly mock: MockActivityEnvironment;
+  private state: RunState;
+  private started = false;
   turns = 0;
 
   constructor(
     private readonly activities: Activities,
     private readonly workflowId: string,
-    private readonly agent: string,
-    task: string,
+    agent: string,
+    private readonly task: string,
   ) {
-    this.prompt = task;
+    // The turn reads the run's ids from its activity info, as in the workflow.
+    this.mock = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'bench' } }, { logger: new DefaultLogger('ERROR') });
+    this.state = initialState({ agent, task, identity });
   }
 
   private run<A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> {
@@ -39,43 +38,35 @@ export class InProcessRun {
   }
 
   /**
-   * One turn, starting the session first on turn 1 and ending it when the harness says success or failure.
-   * Returns the harness's reply text and whether the run is over.
+   * One turn, resolving the agent and starting the session first on turn 1 and ending it when the run ends.
+   * Returns whether the run is over and the step the harness took.
    */
-  async turn(): Promise<{ done: boolean; text: string }> {
+  async turn(): Promise<{ done: boolean; step: string }> {
     const a = this.activities;
     const workflowId = this.workflowId;
-    if (!this.spec) {
-      this.spec = await a.resolveAgent({ agent: this.agent });
-      this.sandbox = await this.run(a.startSession, { workflowId, runId: 'bench', spec: this.spec, identity, task: this.prompt });
+    if (!this.started) {
+      this.started = true;
+      const policy = await this.run(a.resolveAgent, { agent: this.state.agent });
+      this.state = resolved(this.state, policy, Date.now());
+      const started = await this.run(a.startSession, { workflowId, runId: 'bench', specHash: policy.specHash, identity, task: this.task });
+      this.state = sessionStarted(this.state, started.sandbox, started.task);
     }
-    const spec = this.spec;
-    const sandbox = this.sandbox!;
-    const turn = ++this.turns;
-    if (turn > spec.guardrails.maxIterations) throw new Error(`in-process run ${workflowId} did not finish in ${spec.guardrails.maxIterations} turns`);
-    const outcome = await this.run(a.runTurn, { workflowId, runId: 'bench', turn, spec, sandbox, prompt: this.prompt, resumeSessionId: this.sessionId });
-    if (!outcome.ok) throw new Error(outcome.message);
-    this.sessionId = outcome.externalSessionId;
-    await a.recordPromptRun({
-      workflowId, turn, promptId: spec.promptId, vendor: spec.vendor, model: spec.model, reportedModel: outcome.model, usage: outcome.usage,
-      costUsd: outcome.costUsd, costSource: outcome.costSource, externalSessionId: outcome.externalSessionId, resumed: outcome.resumed,
-      durationMs: outcome.durationMs, input: this.prompt, output: outcome.text,
-    });
-    const validation = await a.validateStep({ workflowId, turn, seq: ++this.seq, text: outcome.text, spec });
-    if (!validation.ok) throw new Error(validation.problem);
-    const step = validation.step;
-    if (step.step === 'success' || step.step === 'failed') {
-      const status = step.step === 'success' ? 'succeeded' : 'failed';
-      await this.run(a.endSession, { workflowId, spec, sandbox, status, result: { workflowId, status, iterations: turn, usage: outcome.usage, costUsd: 0 } });
-      return { done: true, text: outcome.text };
+    const policy = this.state.policy!;
+    const sandbox = this.state.sandbox!;
+    const begun = beginTurn(this.state);
+    this.turns = begun.request.turn;
+    if (this.turns > policy.guardrails.maxIterations) throw new Error(`in-process run ${workflowId} did not finish in ${policy.guardrails.maxIterations} turns`);
+    const result = await this.run(a.runTurn, { ...begun.request, specHash: policy.specHash, sandbox });
+    const applied = applyTurn(begun.state, result);
+    this.state = applied.state;
+    const step = result.step.ok ? result.step.view.step : 'malformed';
+    if (applied.decision.kind === 'end') {
+      const outcome = runResult(this.state, workflowId, applied.decision.ending);
+      await this.run(a.endSession, { workflowId, sandbox, releaseSandbox: true, status: outcome.status, result: outcome });
+      return { done: true, step };
     }
-    if (step.step !== 'actions') throw new Error(`unexpected step ${step.step}`);
-    const outcomes: ActionOutcome[] = [];
-    for (const call of step.actions) {
-      outcomes.push(await this.run(a.executeAction, { workflowId, agent: spec.agent, sandbox, call, seq: ++this.seq, turn }));
-    }
-    this.prompt = formatActionResults(step.actions, outcomes);
-    return { done: false, text: outcome.text };
+    if (applied.decision.kind !== 'next') throw new Error(`in-process run ${workflowId}: unexpected decision ${applied.decision.kind}`);
+    return { done: false, step };
   }
 
   /** Runs to the end; returns the number of turns. */

@@ -1,12 +1,14 @@
 /**
  * `npm run bench`: the project's figures on a local Temporal dev server (SQLite in WAL, as `durable-harness dev`).
  *   orchestration  overhead per turn beside Temporal's floor measured in the same run, eager start, history size
+ *   history        events and bytes per steady-state turn and for a 300-turn run of a harness without native
+ *                  resume (BENCH_HISTORY_TURNS)
  *   scale          one worker, 10/50/100/200 concurrent runs of 3 turns of 2 s: overhead p50/p99, start latency,
  *                  CPU, RSS, event-loop delay, where it saturates
  *   spawn          event-loop stall while bursts of harness processes start, per spawn mode (direct / thread)
  *   docker         container create+start, per-turn exec overhead, teardown (needs the engine and the image)
  *   clis           per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
- * Select parts: `npm run bench -- orchestration scale`. Options: `--write-docs` (docs/BENCHMARKS.md), `--runs N`
+ * Select parts: `npm run bench -- orchestration history scale`. Options: `--write-docs` (docs/BENCHMARKS.md), `--runs N`
  * (orchestration iterations, default 15), `--levels 10,50`, `--setups inline/direct,process/thread` (worker
  * setups to compare in orchestration and scale), `--cli-runs N` (default 5), `--cpu-prof DIR` (scale worker).
  */
@@ -19,6 +21,7 @@ import { startDevServer } from '../src/temporal/dev-server.js';
 import { benchClis, clisTable, printClis } from './clis.js';
 import { writeSection } from './docs.js';
 import { benchDocker, printDocker } from './docker.js';
+import { benchHistory, printHistory } from './history.js';
 import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrchestration, quietRuntime } from './orchestration.js';
 import { machineDescription } from './proc.js';
 import { benchScale, printScale, saturation, scaleTable } from './scale.js';
@@ -36,7 +39,7 @@ const { values, positionals } = parseArgs({
     'cpu-prof': { type: 'string' },
   },
 });
-const known = ['orchestration', 'scale', 'spawn', 'docker', 'clis'];
+const known = ['orchestration', 'history', 'scale', 'spawn', 'docker', 'clis'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 const parts = new Set(positionals.length ? positionals : known);
 const setups = values.setups ? parseSetups(values.setups) : undefined;
@@ -101,6 +104,12 @@ try {
     console.log('\nspawn: event-loop stall while harness processes start');
     for (const line of lines) console.log(`  ${line}`);
     docs('spawn', 'Spawning harness processes: event-loop stall per spawn mode', 'npm run bench -- spawn', lines);
+  }
+
+  if (parts.has('history')) {
+    startPart();
+    console.log('');
+    printHistory(await benchHistory({ temporalAddress: server.address, turns: Number(process.env.BENCH_HISTORY_TURNS ?? 300) }));
   }
 
   if (parts.has('docker')) {

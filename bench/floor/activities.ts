@@ -14,10 +14,10 @@ export interface FloorTurnInput {
 
 export function createFloorActivities(activities: ReturnType<typeof createActivities>) {
   // A run's state stays in this process between its turns (the bench has one worker); the workflow carries
-  // the turn number and the harness's reply, as a real turn's result would.
+  // the turn number and the step the harness took, as a real turn's small result would.
   const runs = new Map<string, InProcessRun>();
   return {
-    async floorTurn(input: FloorTurnInput): Promise<{ done: boolean; text: string }> {
+    async floorTurn(input: FloorTurnInput): Promise<{ done: boolean; step: string }> {
       let run = runs.get(input.workflowId);
       if (!run) runs.set(input.workflowId, (run = new InProcessRun(activities, input.workflowId, input.agent, input.task)));
       if (run.turns + 1 !== input.turn) throw new Error(`floor run ${input.workflowId}: turn ${input.turn} after ${run.turns}`);

@@ -1,47 +1,63 @@
 /**
  * The activities of `agentRun`, made by a factory that receives their dependencies.
- * Adapters and sandbox handles live only inside an activity; between activities a session is a `SandboxRef`.
+ * Adapters and sandbox handles live only inside an activity; between activities a session is a `SandboxRef`,
+ * the agent a frozen spec's hash, and large texts references into the blob store.
  */
 import { ApplicationFailure, Context, activityInfo, heartbeat } from '@temporalio/activity';
 import type { ActionRegistry } from '../actions/index.js';
 import type { AdapterRegistry } from '../adapters/registry.js';
 import { UnknownDriverError } from '../adapters/registry.js';
 import { collectTurn } from '../adapters/fold.js';
-import type { Capabilities, HarnessEvent, Usage } from '../adapters/types.js';
+import type { HarnessEvent, Usage } from '../adapters/types.js';
+import { BlobMissingError, LedgerBlobStore, claimCheck, isBlobRef, previewOf, resolveText, type BlobStore, type TextRef } from '../blobs/index.js';
 import type { Catalog } from '../catalog/schema.js';
-import { agentSystemPrompt, allowedActionsOf, catalogEntries, envelopeRulesFor, findAgent, findHarness, promptWithContract } from '../catalog/index.js';
+import { findAgent, findHarness, promptWithContract } from '../catalog/index.js';
 import { resolveCredentials, createRedactor, type CredentialStore } from '../credentials/index.js';
-import { formatFeedback, parseEnvelope, type EnvelopeRules } from '../envelope/index.js';
-import type { ActionCall } from '../envelope/types.js';
+import { formatFeedback, parseEnvelope } from '../envelope/index.js';
+import type { ActionCall, NextStep } from '../envelope/types.js';
 import type { Ledger, RunStatus } from '../ledger/types.js';
 import { UnresolvedAccountingError } from '../ledger/types.js';
-import { createPermissionGate, ledgerApprovalBroker, policyFor, policyIsInteractive } from '../permissions/index.js';
+import { createPermissionGate, ledgerApprovalBroker, policyIsInteractive } from '../permissions/index.js';
 import type { ApprovalBroker } from '../permissions/index.js';
 import type { ApprovalRecord } from '../ledger/types.js';
 import { killStaleProcessGroup } from '../sandbox/pidfile.js';
 import type { RunIdentity, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
+import { SpecStore, freezeSpec, policyOf, type FrozenSpec, type RunPolicy } from '../spec/index.js';
+import { formatActionResults, formatReplay, replyTooLargeProblem } from '../workflows/prompts.js';
 import type {
   ActionOutcome,
   AgentRunResult,
-  AgentSpec,
+  ConversationEntry,
   InheritedBudget,
   RunOutcome,
   StepValidation,
-  TurnOutcome,
+  StepView,
+  TurnRequest,
+  TurnResult,
 } from '../workflows/types.js';
+import { expandSandbox } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { turnPriceUsd } from './pricing.js';
 
+/** Texts longer than this (characters) travel through workflow history by reference. */
+export const DEFAULT_INLINE_TEXT_LIMIT = 16 * 1024;
+/** How much of a refused (too large) reply the ledger keeps. */
+const KEPT_REPLY_CHARS = 64 * 1024;
+
 /** Everything the activities need, injected by the worker (or a test). */
 export interface ActivityDeps {
-  /** The current catalog; read at run start only, so a config change never breaks a running workflow's replay. */
+  /** The current catalog; read only when a run starts (its spec is frozen then). */
   readonly catalog: () => Catalog;
   readonly adapters: AdapterRegistry;
   readonly sandboxes: Readonly<Record<string, SandboxProvider>>;
   readonly ledger: Ledger;
   readonly actions: ActionRegistry;
   readonly credentials: CredentialStore;
+  /** Where large texts and frozen specs are kept (default: the ledger's blob table). */
+  readonly blobs?: BlobStore;
+  /** Texts longer than this travel through history by reference (default 16 KiB). */
+  readonly inlineTextLimit?: number;
   /** The server environment credentials may fall back to (default: process.env). */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Heartbeat at least this often while a turn runs (ms). */
@@ -53,42 +69,11 @@ export interface ActivityDeps {
   readonly onPendingApproval?: (record: ApprovalRecord) => Promise<void>;
 }
 
-const defaultCapabilities: Capabilities = {
-  sessionResume: false,
-  structuredOutput: false,
-  usageReporting: false,
-  permissionHooks: false,
-  modelSelection: false,
-  systemPrompt: false,
-};
-
 export function createActivities(deps: ActivityDeps) {
   const env = deps.env ?? process.env;
-
-  /**
-   * What each catalog version yields (system prompts, envelope rules, its ledger sync) is computed once, not per
-   * turn: the catalog object only changes when its file does.
-   */
-  const derived = new WeakMap<Catalog, { prompts: Map<string, string>; rules: Map<string, EnvelopeRules>; synced?: Promise<void> }>();
-  const derivedFor = (catalog: Catalog) => {
-    let d = derived.get(catalog);
-    if (!d) derived.set(catalog, (d = { prompts: new Map(), rules: new Map() }));
-    return d;
-  };
-  const memo = <T>(map: Map<string, T>, key: string, make: () => T): T => {
-    if (!map.has(key)) map.set(key, make());
-    return map.get(key)!;
-  };
-  const systemPrompt = (catalog: Catalog, agent: string) => memo(derivedFor(catalog).prompts, agent, () => agentSystemPrompt(catalog, agent, deps.actions));
-  const rules = (catalog: Catalog, agent: string) => memo(derivedFor(catalog).rules, agent, () => envelopeRulesFor(catalog, agent, deps.actions));
-  const syncCatalog = (catalog: Catalog) => {
-    const d = derivedFor(catalog);
-    d.synced ??= deps.ledger.syncCatalog(catalogEntries(catalog, deps.actions)).catch((err: unknown) => {
-      d.synced = undefined; // a failed sync is tried again by the next run
-      throw err;
-    });
-    return d.synced;
-  };
+  const blobs = deps.blobs ?? new LedgerBlobStore(deps.ledger);
+  const specs = new SpecStore(blobs);
+  const inlineTextLimit = deps.inlineTextLimit ?? DEFAULT_INLINE_TEXT_LIMIT;
 
   function provider(name: string): SandboxProvider {
     const p = deps.sandboxes[name];
@@ -101,7 +86,12 @@ export function createActivities(deps: ActivityDeps) {
     return p;
   }
 
-  function specFor(agentName: string, budget?: InheritedBudget): AgentSpec {
+  const loadSpec = (hash: string) => blobCall(() => specs.load(hash));
+  const text = (ref: TextRef) => blobCall(() => resolveText(blobs, ref));
+  const checked = (value: string) => claimCheck(blobs, value, inlineTextLimit);
+
+  /** Checks what the catalog asks for against this worker, then freezes it. */
+  function freeze(agentName: string): FrozenSpec {
     const catalog = deps.catalog();
     const agent = permanent(() => findAgent(catalog, agentName), FailureTypes.UnknownAgent);
     const harness = permanent(() => findHarness(catalog, agent.harness), FailureTypes.UnknownHarness);
@@ -114,8 +104,7 @@ export function createActivities(deps: ActivityDeps) {
     if (!deps.adapters.has(harness.driverClass)) {
       throw ApplicationFailure.nonRetryable(new UnknownDriverError(harness.driverClass, deps.adapters.driverClasses()).message, FailureTypes.UnknownDriver);
     }
-    const policy = provider(agent.sandbox.provider).enforces(agent.sandbox.networkPolicy);
-    if (policy === 'refused') {
+    if (agent.sandbox.workspaceScope !== 'parent' && provider(agent.sandbox.provider).enforces(agent.sandbox.networkPolicy) === 'refused') {
       throw ApplicationFailure.nonRetryable(
         `Sandbox provider "${agent.sandbox.provider}" cannot enforce network policy "${agent.sandbox.networkPolicy}" for agent "${agent.name}". Use the docker provider, or choose another policy.`,
         FailureTypes.SandboxPolicyRefused,
@@ -123,12 +112,10 @@ export function createActivities(deps: ActivityDeps) {
     }
     // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
     permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env }), FailureTypes.CredentialMissing);
-    const adapterCaps = deps.adapters.create(harness.driverClass).capabilities;
-    const capabilities: Capabilities = { ...defaultCapabilities, ...adapterCaps, ...(harness.capabilities ?? {}) };
-    const permissionPolicy = agent.permissions;
-    const gated = policyIsInteractive(permissionPolicy);
-    if (gated && !capabilities.permissionHooks && !permissionPolicy.advisory) {
-      const what = permissionPolicy.posture === 'strict' ? 'permission posture "strict"' : 'permission rules';
+    const spec = permanent(() => freezeSpec(catalog, agentName, deps.actions, deps.adapters.create(harness.driverClass).capabilities), FailureTypes.UnknownAgent);
+    const policy = spec.agent.permissions;
+    if (!spec.agent.permissionsEnforced && !policy.advisory) {
+      const what = policy.posture === 'strict' ? 'permission posture "strict"' : 'permission rules';
       throw ApplicationFailure.nonRetryable(
         `Agent "${agent.name}" has ${what}, but harness "${harness.name}" (${harness.driverClass}) cannot ask before a tool runs ` +
           '(no permission hooks), so it could not be enforced. Use a harness with permission hooks, use "auto" without rules, ' +
@@ -136,122 +123,247 @@ export function createActivities(deps: ActivityDeps) {
         FailureTypes.PermissionHooksMissing,
       );
     }
-    const g = agent.guardrails;
-    return {
-      agent: agent.name,
-      harness: harness.name,
-      driverClass: harness.driverClass,
-      vendor: harness.vendor,
-      model: harness.model,
-      promptId: `agent:${agent.name}`,
-      capabilities,
-      permissions: permissionPolicy.posture,
-      permissionPolicy,
-      permissionsEnforced: !gated || capabilities.permissionHooks,
-      sandbox: { provider: agent.sandbox.provider, workspaceScope: agent.sandbox.workspaceScope, networkPolicy: agent.sandbox.networkPolicy, options: agent.sandbox.options },
-      guardrails: {
-        maxIterations: Math.min(g.maxIterations, budget?.maxIterations ?? Infinity),
-        maxTokens: Math.min(g.maxTokens, budget?.maxTokens ?? Infinity),
-        maxCostUsd: Math.min(g.maxCostUsd, budget?.maxCostUsd ?? Infinity),
-        maxWallTimeMs: g.maxWallTimeMs,
-      },
-      actions: allowedActionsOf(catalog, agent, deps.actions).map((a) => ({ name: a.name, maxExecutionsPerRun: a.maxExecutionsPerRun })),
-      subAgents: agent.subAgents,
-      maxMalformedTurns: agent.maxMalformedTurns,
-      chatTimeoutMs: agent.chatTimeoutMs,
-      operatorTimeoutMs: agent.operatorTimeoutMs,
-      turnAttempts: agent.turnAttempts,
-      turnTimeoutMs: harness.turnTimeoutMs,
-      priced: harness.prices !== undefined,
-    };
+    return spec;
+  }
+
+  /** Writes a turn's accounting row; a retried call never adds a second one. */
+  async function recordPromptRun(input: {
+    workflowId: string;
+    turn: number;
+    promptId: string;
+    vendor: string;
+    model: string;
+    reportedModel?: string;
+    usage: Usage;
+    costUsd: number;
+    costSource: 'harness' | 'price-table' | 'unknown';
+    externalSessionId?: string;
+    resumed: boolean;
+    durationMs: number;
+    input: string;
+    output: string;
+  }): Promise<{ inserted: boolean }> {
+    try {
+      return await deps.ledger.recordPromptRun({
+        workflowId: input.workflowId,
+        turn: input.turn,
+        promptId: input.promptId,
+        vendorId: input.vendor,
+        modelId: `${input.vendor}/${input.model}`,
+        reportedModel: input.reportedModel,
+        usage: input.usage,
+        costUsd: input.costUsd,
+        costSource: input.costSource,
+        externalSessionId: input.externalSessionId,
+        resumed: input.resumed,
+        durationMs: input.durationMs,
+        input: input.input,
+        output: input.output,
+      });
+    } catch (err) {
+      if (err instanceof UnresolvedAccountingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.AccountingUnresolved);
+      throw err;
+    }
+  }
+
+  /** Parses the envelope against the frozen rules and records the step: the step and per-call parameter problems, or the problem. */
+  async function validateStep(input: { workflowId: string; turn: number; seq: number; text: string; specHash: string }): Promise<StepValidation> {
+    const spec = await loadSpec(input.specHash);
+    const parsed = parseEnvelope(input.text, spec.envelopeRules);
+    await deps.ledger.recordStep({
+      workflowId: input.workflowId,
+      seq: input.seq,
+      turn: input.turn,
+      type: parsed.ok ? `step:${parsed.step.step}` : 'malformed-envelope',
+      payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem },
+    });
+    if (!parsed.ok) return { ok: false, problem: parsed.problem, feedback: formatFeedback(parsed.problem) };
+    // Only parameter problems: which actions and sub-agents are allowed is the workflow's decision (planActions).
+    const problems: (string | undefined)[] = parsed.step.step === 'actions' ? parsed.step.actions.map(() => undefined) : [];
+    for (const e of parsed.actionErrors) if (e.kind === 'invalid-params') problems[e.index] = e.problem;
+    return { ok: true, step: parsed.step, actionProblems: problems };
+  }
+
+  /**
+   * Runs one action the workflow approved, at most once per (workflow, seq): its start is recorded before it runs,
+   * its outcome after; a retried attempt reuses a recorded outcome and never runs a started action again.
+   * Action execution stays behind this one function (the sandbox's file access plugs in here).
+   */
+  async function executeAction(input: { workflowId: string; specHash: string; sandbox: SandboxRef; call: ActionCall; seq: number; turn: number }): Promise<ActionOutcome> {
+    const spec = await loadSpec(input.specHash);
+    const type = `action:${input.call.name}`;
+    const earlier = await deps.ledger.getStep(input.workflowId, input.seq);
+    const interrupted: ActionOutcome = { ok: false, error: `action "${input.call.name}" was started by an earlier, interrupted attempt of this turn; its outcome is unknown and it was not run again` };
+    if (earlier) return (earlier.payload as { outcome?: ActionOutcome }).outcome ?? interrupted;
+    const { inserted } = await deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type, payload: { call: input.call } });
+    if (!inserted) return interrupted;
+    const config = spec.actions.find((a) => a.name === input.call.name);
+    const def = config && deps.actions.get(config.implementation);
+    let outcome: ActionOutcome;
+    if (!config || !def) {
+      outcome = { ok: false, error: `action "${input.call.name}" has no implementation on this worker` };
+    } else {
+      const parsed = def.parameters.safeParse(input.call.params);
+      if (!parsed.success) {
+        outcome = { ok: false, error: `invalid parameters: ${parsed.error.message}` };
+      } else {
+        try {
+          const output = await def.execute(parsed.data, {
+            workflowId: input.workflowId,
+            agent: spec.agent.name,
+            hostWorkspacePath: input.sandbox.hostWorkspacePath,
+            settings: config.settings,
+            signal: Context.current().cancellationSignal,
+          });
+          outcome = { ok: true, output };
+        } catch (err) {
+          outcome = { ok: false, error: err instanceof Error ? err.message : String(err) };
+        }
+      }
+    }
+    await deps.ledger.completeStep(input.workflowId, input.seq, { call: input.call, outcome });
+    return outcome;
+  }
+
+  /** The harness's input for this turn: the composed prompt, the feedback, or the results of the approved actions. */
+  async function composeInput(req: RunTurn): Promise<string> {
+    const input = req.input;
+    switch (input.kind) {
+      case 'prompt':
+        return (await Promise.all(input.parts.map(text))).join('');
+      case 'feedback':
+        return formatFeedback(input.problem);
+      case 'actions': {
+        const envelope = await deps.ledger.getStep(req.workflowId, input.envelopeSeq);
+        const step = (envelope?.payload as { step?: NextStep } | undefined)?.step;
+        if (step?.step !== 'actions') {
+          throw ApplicationFailure.nonRetryable(`the ledger has no actions envelope at seq ${input.envelopeSeq} of ${req.workflowId}: was it replaced while the run was in flight?`, FailureTypes.LedgerInconsistent);
+        }
+        const outcomes: ActionOutcome[] = [];
+        for (const planned of input.calls) {
+          const call = step.actions[planned.index]!;
+          outcomes.push('refused' in planned ? { ok: false, error: planned.refused } : await executeAction({ workflowId: req.workflowId, specHash: req.specHash, sandbox: req.sandbox, call, seq: planned.seq, turn: req.turn - 1 }));
+        }
+        return formatActionResults(step.actions, outcomes);
+      }
+    }
+  }
+
+  /** The conversation before `turn`, from the ledger's prompt runs: what a fresh session is given to continue. */
+  async function conversationBefore(workflowId: string, turn: number): Promise<ConversationEntry[]> {
+    const rows = (await deps.ledger.listPromptRuns(workflowId)).filter((r) => r.turn < turn);
+    return rows.flatMap((r): ConversationEntry[] => [{ role: 'user', text: r.input }, { role: 'assistant', text: r.output }]);
+  }
+
+  /** The step as the workflow keeps it: large texts by reference, parameters left in the ledger. */
+  async function viewOf(validation: Extract<StepValidation, { ok: true }>): Promise<StepView> {
+    const step = validation.step;
+    switch (step.step) {
+      case 'success':
+        return { step: 'success', result: await checked(step.result) };
+      case 'failed':
+        return { step: 'failed', reason: await checked(step.reason) };
+      case 'chat':
+        return { step: 'chat', message: await checked(step.message) };
+      case 'sub-agent':
+        return { step: 'sub-agent', agent: step.agent, message: await checked(step.message), terminateAfter: step.terminateAfter };
+      case 'actions':
+        return {
+          step: 'actions',
+          calls: step.actions.map((c, i) => ({ name: c.name, ...(validation.actionProblems[i] ? { problem: clip(validation.actionProblems[i]!, 2000) } : {}) })),
+          ...(step.message !== undefined ? { message: clip(step.message, 500) } : {}),
+        };
+    }
   }
 
   return {
-    /** Resolves the agent from the catalog into a spec the workflow keeps in its history. */
-    async resolveAgent(input: { agent: string; budget?: InheritedBudget }): Promise<AgentSpec> {
-      return specFor(input.agent, input.budget);
+    /** Resolves the agent from the catalog, freezes its spec into the ledger, and returns what the workflow keeps. */
+    async resolveAgent(input: { agent: string; budget?: InheritedBudget }): Promise<RunPolicy> {
+      const spec = freeze(input.agent);
+      const hash = await specs.save(spec);
+      // The accounting ids of this spec resolve in the ledger for as long as the run lives, whatever the catalog does.
+      await deps.ledger.syncCatalog({
+        vendors: [{ id: spec.harness.vendor, name: spec.harness.vendor }],
+        models: [{ id: `${spec.harness.vendor}/${spec.harness.model}`, vendorId: spec.harness.vendor, name: spec.harness.model }],
+        prompts: [{ id: spec.agent.promptId, name: spec.agent.name, text: spec.agent.systemPrompt }],
+      });
+      return policyOf(spec, hash, { budget: input.budget, inlineTextLimit });
     },
 
-    /** Creates (or reattaches) the run's sandbox and its ledger row. */
+    /** Creates (or reattaches, or borrows the parent's) sandbox and the ledger row; a large task goes by reference. */
     async startSession(input: {
       workflowId: string;
       runId: string;
-      spec: AgentSpec;
+      specHash: string;
       identity: RunIdentity;
-      task: string;
+      task: TextRef;
       parentWorkflowId?: string;
-    }): Promise<SandboxRef> {
-      const { spec } = input;
-      await syncCatalog(deps.catalog());
+      parentSandbox?: SandboxRef;
+    }): Promise<{ sandbox: SandboxRef; task: TextRef }> {
+      const spec = await loadSpec(input.specHash);
+      const task = isBlobRef(input.task) ? input.task : await checked(input.task);
       await deps.ledger.startRun({
         workflowId: input.workflowId,
         runId: input.runId,
-        agent: spec.agent,
-        harness: spec.harness,
+        agent: spec.agent.name,
+        harness: spec.harness.name,
         tenantId: input.identity.tenantId,
         userId: input.identity.userId,
-        task: input.task,
+        task: isBlobRef(input.task) ? previewOf(input.task) : input.task,
         parentWorkflowId: input.parentWorkflowId,
       });
       // What the posture becomes on this harness, for operators reading the run's record.
-      const policy = spec.permissionPolicy ?? policyFor(spec.permissions);
-      const report = deps.adapters.has(spec.driverClass) ? deps.adapters.create(spec.driverClass).applyPermissionPolicy(spec.permissions) : undefined;
+      const policy = spec.agent.permissions;
+      const report = deps.adapters.has(spec.harness.driverClass) ? deps.adapters.create(spec.harness.driverClass).applyPermissionPolicy(policy.posture) : undefined;
       await deps.ledger.appendEvent(input.workflowId, 0, 'permissions', {
         posture: policy.posture,
         rules: { allow: policy.allow.length, deny: policy.deny.length, ask: policy.ask.length },
         gated: policyIsInteractive(policy),
-        enforced: spec.permissionsEnforced ?? true,
-        note: spec.permissionsEnforced === false ? `advisory: harness "${spec.harness}" cannot ask before a tool runs` : report?.note,
+        enforced: spec.agent.permissionsEnforced,
+        note: !spec.agent.permissionsEnforced ? `advisory: harness "${spec.harness.name}" cannot ask before a tool runs` : report?.note,
       });
-      return sandboxCall(() =>
-        provider(spec.sandbox.provider).start({ workflowId: input.workflowId, runId: input.runId, agent: spec.agent, identity: input.identity, spec: spec.sandbox }),
+      if (spec.agent.sandbox.workspaceScope === 'parent') {
+        if (!input.parentSandbox) {
+          throw ApplicationFailure.nonRetryable(`Agent "${spec.agent.name}" has workspaceScope "parent", which only a sub-agent can use: run it as another agent's sub-agent, or give it another scope.`, FailureTypes.WorkspaceScopeInvalid);
+        }
+        return { sandbox: input.parentSandbox, task };
+      }
+      const sandbox = await sandboxCall(() =>
+        provider(spec.agent.sandbox.provider).start({ workflowId: input.workflowId, runId: input.runId, agent: spec.agent.name, identity: input.identity, spec: spec.agent.sandbox }),
       );
+      return { sandbox, task };
     },
 
-    /** Drives one harness turn in the sandbox: heartbeats progress, dies with the turn when cancelled. */
-    async runTurn(input: {
-      workflowId: string;
-      runId: string;
-      turn: number;
-      spec: AgentSpec;
-      sandbox: SandboxRef;
-      prompt: string;
-      resumeSessionId?: string;
-    }): Promise<TurnOutcome> {
-      const { spec } = input;
+    /** Stores a large text (a chat reply) and returns its reference. */
+    async storeText(input: { text: string }): Promise<TextRef> {
+      return checked(input.text);
+    },
+
+    /**
+     * One turn, inside one attempt: run the actions the workflow approved → drive the harness (heartbeating; dies
+     * with the turn when cancelled) → write the accounting row → validate the envelope → return a small result.
+     */
+    async runTurn(request: TurnRequest): Promise<TurnResult> {
+      const spec = await loadSpec(request.specHash);
       const ctx = Context.current();
       const info = activityInfo();
-      const catalog = deps.catalog();
-      const agent = permanent(() => findAgent(catalog, spec.agent), FailureTypes.UnknownAgent);
-      const harness = permanent(() => findHarness(catalog, spec.harness), FailureTypes.UnknownHarness);
+      if (!info.workflowExecution) throw ApplicationFailure.nonRetryable('runTurn runs only as an activity of an agentRun workflow', FailureTypes.TurnFailed);
+      const req: RunTurn = { ...request, sandbox: expandSandbox(request.sandbox), workflowId: info.workflowExecution.workflowId };
       const credentials = permanent(
-        () => resolveCredentials({ agent, harness, store: deps.credentials, env, log: ctx.log }),
+        () => resolveCredentials({ agent: { name: spec.agent.name, credentials: [...spec.agent.credentials] }, harness: spec.harness, store: deps.credentials, env, log: ctx.log }),
         FailureTypes.CredentialMissing,
       );
       const redact = createRedactor(credentials.secrets);
-      const handle: SandboxHandle = await sandboxCall(() => provider(spec.sandbox.provider).attach(input.sandbox));
-      if (info.attempt > 1) {
-        // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
-        await killStaleTurn(handle);
-        await deps.ledger.appendEvent(input.workflowId, input.turn, 'retry', { attempt: info.attempt });
-      }
-      const adapter = deps.adapters.create(spec.driverClass);
-      const started = Date.now();
-      const progress: { turn: number; attempt: number; lastEvent: string; tokens: number; events: number; pendingApproval?: string } = {
-        turn: input.turn,
-        attempt: info.attempt,
-        lastEvent: 'starting',
-        tokens: 0,
-        events: 0,
-      };
+      const handle: SandboxHandle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
+      const progress: TurnProgress = { turn: req.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, events: 0 };
       const beat = () => heartbeat({ ...progress });
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
       const gate = createPermissionGate({
         ledger: deps.ledger,
-        workflowId: input.workflowId,
-        turn: input.turn,
-        policy: spec.permissionPolicy ?? policyFor(spec.permissions),
-        workspace: input.sandbox.workspacePath,
+        workflowId: req.workflowId,
+        turn: req.turn,
+        policy: spec.agent.permissions,
+        workspace: req.sandbox.workspacePath,
         broker:
           deps.approvals ??
           ledgerApprovalBroker({
@@ -270,162 +382,168 @@ export function createActivities(deps: ActivityDeps) {
         },
       });
       try {
-        adapter.applyPermissionPolicy(spec.permissions);
-        // A harness without a system prompt gets the contract in its input instead (on a fresh session).
-        const contract = systemPrompt(catalog, spec.agent);
-        if (spec.capabilities.systemPrompt) adapter.setSystemPrompt(contract);
-        const prompt = spec.capabilities.systemPrompt || input.resumeSessionId !== undefined ? input.prompt : promptWithContract(contract, input.prompt);
-        await adapter.start({
-          runId: input.workflowId,
-          harnessName: harness.name,
-          executable: harness.executable,
-          baseArgs: harness.args,
-          model: harness.model,
-          workspacePath: input.sandbox.workspacePath,
-          hostWorkspacePath: input.sandbox.hostWorkspacePath,
-          env: { ...harness.env, ...credentials.env },
-          executor: handle.executor,
-          resumeSessionId: input.resumeSessionId,
-          baseUrl: harness.baseUrl,
-          turnTimeoutMs: harness.turnTimeoutMs,
-          settings: harness.settings,
-        });
+        if (info.attempt > 1) {
+          // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
+          await killStaleTurn(handle);
+          await deps.ledger.appendEvent(req.workflowId, req.turn, 'retry', { attempt: info.attempt });
+        }
+        const prompt = await composeInput(req);
         beat();
-        let usageReported = false;
-        const turn = await collectTurn(adapter.runTurn({ prompt, turn: input.turn, signal: ctx.cancellationSignal, gate }), async (event) => {
-          progress.events += 1;
-          progress.lastEvent = describeEvent(event, redact);
-          if (event.type === 'usage') {
-            usageReported = true;
-            progress.tokens += totalTokens(event.usage);
-          }
-          if (event.type !== 'text') await deps.ledger.appendEvent(input.workflowId, input.turn, event.type, redactDeep(event, redact));
-        });
-        if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
+        const withHistory = async () => (req.turn > 1 ? formatReplay(await conversationBefore(req.workflowId, req.turn), prompt) : prompt);
+        const started = Date.now();
+        let resumeFailed: string | undefined;
+        const harness = { handle, secretEnv: credentials.env, gate, progress, redact, signal: ctx.cancellationSignal };
+        let run = await driveHarness(spec, req, harness, req.replay ? await withHistory() : prompt, req.resumeSessionId);
+        if (run.turn.error?.code === 'resume-failed' && req.resumeSessionId !== undefined) {
+          // The harness forgot the session: start fresh in this same attempt, with the conversation replayed.
+          resumeFailed = redact(run.turn.error.message);
+          await deps.ledger.appendEvent(req.workflowId, req.turn, 'resume-failed', { message: resumeFailed });
+          run = await driveHarness(spec, req, harness, await withHistory(), undefined);
+        }
+        const turn = run.turn;
         if (turn.error) {
-          if (turn.error.code === 'resume-failed') return { ok: false, code: 'resume-failed', message: redact(turn.error.message) };
+          if (turn.error.code === 'resume-failed') throw ApplicationFailure.nonRetryable(`the harness refused a fresh session: ${redact(turn.error.message)}`, FailureTypes.ResumeFailed);
           throw turnFailure(turn.error, redact);
         }
         // Requests of this turn still pending came from an earlier attempt whose harness no longer asks them.
-        await deps.ledger.expireApprovals(input.workflowId, 'turn ended without asking it again', input.turn);
-        const sessionId = turn.sessionId ?? adapter.externalSessionId;
-        if (sessionId) await deps.ledger.setExternalSessionId(input.workflowId, sessionId);
-        const priced = harness.prices ? turnPriceUsd(harness.prices, turn.usage) : undefined;
+        await deps.ledger.expireApprovals(req.workflowId, 'turn ended without asking it again', req.turn);
+        const sessionId = turn.sessionId ?? run.sessionId;
+        if (sessionId) await deps.ledger.setExternalSessionId(req.workflowId, sessionId);
+        const priced = spec.harness.prices ? turnPriceUsd(spec.harness.prices, turn.usage) : undefined;
         const costSource = turn.costUsd !== undefined ? 'harness' : priced !== undefined ? 'price-table' : 'unknown';
-        return {
-          ok: true,
-          text: redact(turn.text ?? ''),
+        const costUsd = turn.costUsd ?? priced ?? 0;
+        const reply = redact(turn.text ?? '');
+        const bytes = Buffer.byteLength(reply, 'utf8');
+        const tooLarge = bytes > spec.harness.maxReplyBytes;
+        await recordPromptRun({
+          workflowId: req.workflowId,
+          turn: req.turn,
+          promptId: spec.agent.promptId,
+          vendor: spec.harness.vendor,
+          model: spec.harness.model,
+          reportedModel: turn.model ?? run.model,
           usage: turn.usage,
-          costUsd: turn.costUsd ?? priced ?? 0,
+          costUsd,
           costSource,
-          usageReported,
-          model: turn.model ?? adapter.reportedModel,
           externalSessionId: sessionId,
-          resumed: turn.resumed || adapter.resumed,
+          resumed: turn.resumed || run.resumed,
           durationMs: Date.now() - started,
-        };
+          input: prompt,
+          output: tooLarge ? `${reply.slice(0, KEPT_REPLY_CHARS)}\n[durable-harness: reply of ${bytes} bytes refused at the limit of ${spec.harness.maxReplyBytes}; only its opening is kept]` : reply,
+        });
+        // The session id only when it changed: a steady resumed session costs no bytes of history per turn.
+        const usage = { usage: turn.usage, costUsd, costSource, usageReported: run.usageReported, ...(sessionId && sessionId !== req.resumeSessionId ? { externalSessionId: sessionId } : {}), ...(resumeFailed !== undefined ? { resumeFailed } : {}) } as const;
+        if (tooLarge) {
+          const problem = replyTooLargeProblem(bytes, spec.harness.maxReplyBytes);
+          await deps.ledger.recordStep({ workflowId: req.workflowId, seq: req.envelopeSeq, turn: req.turn, type: 'reply-too-large', payload: { bytes, limit: spec.harness.maxReplyBytes } });
+          await deps.ledger.appendEvent(req.workflowId, req.turn, 'reply-too-large', { bytes, limit: spec.harness.maxReplyBytes });
+          ctx.log.warn(`turn ${req.turn} of ${req.workflowId}: ${problem}`);
+          return { ...usage, step: { ok: false, problem, tooLarge: true } };
+        }
+        const validation = await validateStep({ workflowId: req.workflowId, turn: req.turn, seq: req.envelopeSeq, text: reply, specHash: req.specHash });
+        if (!validation.ok) return { ...usage, step: { ok: false, problem: validation.problem } };
+        return { ...usage, step: { ok: true, view: await viewOf(validation) } };
       } finally {
         clearInterval(timer);
-        await adapter.end().catch(() => undefined);
         await handle.release().catch(() => undefined);
       }
     },
 
-    /** Writes the turn's accounting row; a retried call never adds a second one. */
-    async recordPromptRun(input: {
-      workflowId: string;
-      turn: number;
-      promptId: string;
-      vendor: string;
-      model: string;
-      reportedModel?: string;
-      usage: Usage;
-      costUsd: number;
-      costSource: 'harness' | 'price-table' | 'unknown';
-      externalSessionId?: string;
-      resumed: boolean;
-      durationMs: number;
-      input: string;
-      output: string;
-    }): Promise<{ inserted: boolean }> {
-      try {
-        return await deps.ledger.recordPromptRun({
-          workflowId: input.workflowId,
-          turn: input.turn,
-          promptId: input.promptId,
-          vendorId: input.vendor,
-          modelId: `${input.vendor}/${input.model}`,
-          reportedModel: input.reportedModel,
-          usage: input.usage,
-          costUsd: input.costUsd,
-          costSource: input.costSource,
-          externalSessionId: input.externalSessionId,
-          resumed: input.resumed,
-          durationMs: input.durationMs,
-          input: input.input,
-          output: input.output,
-        });
-      } catch (err) {
-        if (err instanceof UnresolvedAccountingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.AccountingUnresolved);
-        throw err;
-      }
-    },
+    recordPromptRun,
+    validateStep,
+    executeAction,
 
-    /** Validates the envelope: the step and per-action problems, or exact feedback for the harness. */
-    async validateStep(input: { workflowId: string; turn: number; seq: number; text: string; spec: AgentSpec }): Promise<StepValidation> {
-      const parsed = parseEnvelope(input.text, rules(deps.catalog(), input.spec.agent));
-      await deps.ledger.recordStep({
-        workflowId: input.workflowId,
-        seq: input.seq,
-        turn: input.turn,
-        type: parsed.ok ? `step:${parsed.step.step}` : 'malformed-envelope',
-        payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem },
-      });
-      if (!parsed.ok) return { ok: false, problem: parsed.problem, feedback: formatFeedback(parsed.problem) };
-      const problems: (string | undefined)[] = parsed.step.step === 'actions' ? parsed.step.actions.map(() => undefined) : [];
-      for (const e of parsed.actionErrors) if (e.kind !== 'unknown-sub-agent') problems[e.index] = e.problem;
-      return { ok: true, step: parsed.step, actionProblems: problems };
-    },
-
-    /** Runs one allowed, validated action on the harness's behalf and records it. */
-    async executeAction(input: { workflowId: string; agent: string; sandbox: SandboxRef; call: ActionCall; seq: number; turn: number }): Promise<ActionOutcome> {
-      const catalog = deps.catalog();
-      const config = catalog.actions.find((a) => a.name === input.call.name);
-      const def = deps.actions.get(config?.implementation ?? input.call.name);
-      let outcome: ActionOutcome;
-      if (!def) {
-        outcome = { ok: false, error: `action "${input.call.name}" has no implementation on this worker` };
-      } else {
-        const parsed = def.parameters.safeParse(input.call.params);
-        if (!parsed.success) {
-          outcome = { ok: false, error: `invalid parameters: ${parsed.error.message}` };
-        } else {
-          try {
-            const output = await def.execute(parsed.data, {
-              workflowId: input.workflowId,
-              agent: input.agent,
-              hostWorkspacePath: input.sandbox.hostWorkspacePath,
-              settings: config?.settings ?? {},
-              signal: Context.current().cancellationSignal,
-            });
-            outcome = { ok: true, output };
-          } catch (err) {
-            outcome = { ok: false, error: err instanceof Error ? err.message : String(err) };
-          }
-        }
-      }
-      await deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type: `action:${input.call.name}`, payload: { call: input.call, outcome } });
-      return outcome;
-    },
-
-    /** Compensation: releases the sandbox and closes the ledger row. Idempotent; runs on every exit path. */
-    async endSession(input: { workflowId: string; spec: AgentSpec; sandbox?: SandboxRef; status: RunOutcome; result: AgentRunResult }): Promise<void> {
-      if (input.sandbox) await sandboxCall(() => provider(input.spec.sandbox.provider).end(input.sandbox!));
+    /** Compensation: ends the sandbox (unless borrowed from a parent) and closes the ledger row. Idempotent; runs on every exit path. */
+    async endSession(input: { workflowId: string; sandbox?: SandboxRef; releaseSandbox: boolean; status: RunOutcome; result: AgentRunResult }): Promise<void> {
+      if (input.sandbox && input.releaseSandbox) await sandboxCall(() => provider(input.sandbox!.provider).end(input.sandbox!));
       await deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason });
       await deps.ledger.expireApprovals(input.workflowId, `run ${input.status}`);
       await deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result);
     },
   };
+
+  /** Starts a fresh adapter for one harness run (resumed or not) and folds its stream. Always ends the adapter. */
+  async function driveHarness(spec: FrozenSpec, req: RunTurn, with_: TurnHarness, input: string, resumeSessionId: string | undefined) {
+    const { handle, secretEnv, gate, progress, redact, signal } = with_;
+    const adapter = deps.adapters.create(spec.harness.driverClass);
+    try {
+      adapter.applyPermissionPolicy(spec.agent.permissions.posture);
+      // A harness without a system prompt gets the contract in its input instead (on a fresh session).
+      if (spec.harness.capabilities.systemPrompt) adapter.setSystemPrompt(spec.agent.systemPrompt);
+      const prompt = spec.harness.capabilities.systemPrompt || resumeSessionId !== undefined ? input : promptWithContract(spec.agent.systemPrompt, input);
+      await adapter.start({
+        runId: req.workflowId,
+        harnessName: spec.harness.name,
+        executable: spec.harness.executable,
+        baseArgs: spec.harness.args,
+        model: spec.harness.model,
+        workspacePath: req.sandbox.workspacePath,
+        hostWorkspacePath: req.sandbox.hostWorkspacePath,
+        env: { ...spec.harness.env, ...secretEnv },
+        executor: handle.executor,
+        resumeSessionId,
+        baseUrl: spec.harness.baseUrl,
+        turnTimeoutMs: spec.harness.turnTimeoutMs,
+        settings: spec.harness.settings,
+      });
+      let usageReported = false;
+      const turn = await collectTurn(adapter.runTurn({ prompt, turn: req.turn, signal, gate }), async (event) => {
+        progress.events += 1;
+        progress.lastEvent = describeEvent(event, redact);
+        if (event.type === 'usage') {
+          usageReported = true;
+          progress.tokens += totalTokens(event.usage);
+        }
+        if (event.type !== 'text') await deps.ledger.appendEvent(req.workflowId, req.turn, event.type, redactDeep(clipEvent(event), redact));
+      });
+      if (signal.aborted) throw signal.reason ?? new Error('turn cancelled');
+      return { turn, usageReported, sessionId: adapter.externalSessionId, model: adapter.reportedModel, resumed: adapter.resumed };
+    } finally {
+      await adapter.end().catch(() => undefined);
+    }
+  }
+}
+
+/** The heartbeat details of a running turn. */
+interface TurnProgress {
+  turn: number;
+  attempt: number;
+  lastEvent: string;
+  tokens: number;
+  events: number;
+  pendingApproval?: string;
+}
+
+/** What driving the harness needs besides the spec and the request. */
+interface TurnHarness {
+  readonly handle: SandboxHandle;
+  readonly secretEnv: Readonly<Record<string, string>>;
+  readonly gate: ReturnType<typeof createPermissionGate>;
+  readonly progress: TurnProgress;
+  readonly redact: (s: string) => string;
+  readonly signal: AbortSignal;
+}
+
+/** A turn request with the run it belongs to. */
+type RunTurn = Omit<TurnRequest, 'sandbox'> & { readonly sandbox: SandboxRef; readonly workflowId: string };
+
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}… (${text.length} characters in all)` : text;
+}
+
+/** The ledger's live events keep a turn's final text short: the whole reply is in its prompt-run row. */
+function clipEvent(event: HarnessEvent): HarnessEvent {
+  return event.type === 'turn-complete' && event.text.length > 4096 ? { ...event, text: clip(event.text, 4096) } : event;
+}
+
+/** Maps a missing blob to a permanent failure: retrying cannot bring it back. */
+async function blobCall<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof BlobMissingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.BlobMissing);
+    throw err;
+  }
 }
 
 function describeEvent(event: HarnessEvent, redact: (s: string) => string): string {

@@ -4,6 +4,7 @@ import { Client, WorkflowUpdateFailedError, type ConnectionLike, type WorkflowHa
 import type { DataConverter } from '@temporalio/common';
 import { dataConverterFromEnvironment } from '../codec/keys.js';
 import { z } from 'zod';
+import { previewOf } from '../blobs/text-ref.js';
 import { defaultTaskQueue } from '../worker-defaults.js';
 import { roundUsd } from '../workflows/money.js';
 import type { agentRun } from '../workflows/agent-run.js';
@@ -135,7 +136,7 @@ export async function startAgentRun(client: Client, input: StartAgentRunInput): 
     workflowId: workflowId ?? `run-${input.agent}-${randomUUID().slice(0, 8)}`,
     args: [args],
     ...(eager ? { requestEagerStart: true } : {}),
-    staticSummary: `${input.agent}: ${input.task.slice(0, 100)}`,
+    staticSummary: `${input.agent}: ${previewOf(input.task, 100)}`,
     typedSearchAttributes: [
       { key: agentAttribute, value: input.agent },
       { key: tenantAttribute, value: input.identity.tenantId },

@@ -18,6 +18,7 @@ import {
   type PromptRunRecord,
   type RunRecord,
   type RunStatus,
+  type BlobRecord,
   type RunStepRecord,
 } from './types.js';
 
@@ -195,12 +196,34 @@ export class PostgresLedger implements Ledger {
     return rows.map(promptRunFromRow);
   }
 
-  async recordStep(step: RunStepRecord): Promise<void> {
-    await this.query(
+  async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
+    const result = await this.query(
       `INSERT INTO run_steps (workflow_id, seq, turn, type, payload_json, created_at) VALUES ($1, $2, $3, $4, $5, now())
        ON CONFLICT (workflow_id, seq) DO NOTHING`,
       [step.workflowId, step.seq, step.turn, step.type, toJson(step.payload)],
     );
+    return { inserted: (result.rowCount ?? 0) > 0 };
+  }
+
+  async getStep(workflowId: string, seq: number): Promise<RunStepRecord | undefined> {
+    const { rows } = await this.query(`SELECT * FROM run_steps WHERE workflow_id = $1 AND seq = $2`, [workflowId, seq]);
+    return rows[0] && stepFromRow(rows[0]);
+  }
+
+  async completeStep(workflowId: string, seq: number, payload: unknown): Promise<void> {
+    await this.query(`UPDATE run_steps SET payload_json = $3 WHERE workflow_id = $1 AND seq = $2`, [workflowId, seq, toJson(payload)]);
+  }
+
+  async putBlob(blob: BlobRecord): Promise<void> {
+    await this.query(
+      `INSERT INTO blobs (hash, kind, bytes, content, created_at) VALUES ($1, $2, $3, $4, now()) ON CONFLICT (hash) DO NOTHING`,
+      [blob.hash, blob.kind, Buffer.byteLength(blob.content, 'utf8'), blob.content],
+    );
+  }
+
+  async getBlob(hash: string): Promise<string | undefined> {
+    const { rows } = await this.query<{ content: string }>(`SELECT content FROM blobs WHERE hash = $1`, [hash]);
+    return rows[0]?.content;
   }
 
   async listSteps(workflowId: string): Promise<RunStepRecord[]> {

@@ -123,6 +123,19 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX approvals_by_status ON approvals (status, id);
     `,
   },
+  {
+    version: 3,
+    name: 'content-addressed blobs (claim-checked texts, frozen specs)',
+    sql: `
+      CREATE TABLE blobs (
+        hash TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('text', 'spec')),
+        bytes INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL
+      );
+    `,
+  },
 ];
 
 /** Schema version this code writes. */

@@ -10,6 +10,7 @@ import {
   type CatalogEntries,
   type Ledger,
   type LedgerEvent,
+  type BlobRecord,
   type PromptRunRecord,
   type RunRecord,
   type RunStatus,
@@ -123,6 +124,16 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX approvals_by_status ON approvals(status, id);
   `,
+  // 3: content-addressed blobs (claim-checked texts, frozen specs; issue 9).
+  `
+  CREATE TABLE blobs (
+    hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('text', 'spec')),
+    bytes INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  `,
 ];
 
 /** Schema version this code writes. */
@@ -195,6 +206,13 @@ function prepareStatements(db: Database.Database) {
        ON CONFLICT(workflow_id, seq) DO NOTHING`,
     ),
     listSteps: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? ORDER BY seq`),
+    getStep: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? AND seq = ?`),
+    completeStep: db.prepare(`UPDATE run_steps SET payload_json = @payload WHERE workflow_id = @workflowId AND seq = @seq`),
+    putBlob: db.prepare(
+      `INSERT INTO blobs (hash, kind, bytes, content, created_at) VALUES (@hash, @kind, @bytes, @content, @at)
+       ON CONFLICT(hash) DO NOTHING`,
+    ),
+    getBlob: db.prepare(`SELECT content FROM blobs WHERE hash = ?`).pluck(),
     insertEvent: db.prepare(
       `INSERT INTO events (workflow_id, turn, type, data_json, at) VALUES (@workflowId, @turn, @type, @data, @at)`,
     ),
@@ -336,8 +354,8 @@ export class SqliteLedger implements Ledger {
     return (this.stmts.listPromptRuns.all(workflowId) as Row[]).map(promptRunFromRow);
   }
 
-  async recordStep(step: RunStepRecord): Promise<void> {
-    this.stmts.insertStep.run({
+  async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
+    const info = this.stmts.insertStep.run({
       workflowId: step.workflowId,
       seq: step.seq,
       turn: step.turn,
@@ -345,6 +363,24 @@ export class SqliteLedger implements Ledger {
       payload: toJson(step.payload),
       at: now(),
     });
+    return { inserted: info.changes > 0 };
+  }
+
+  async getStep(workflowId: string, seq: number): Promise<RunStepRecord | undefined> {
+    const r = this.stmts.getStep.get(workflowId, seq) as Row | undefined;
+    return r && stepFromRow(r);
+  }
+
+  async completeStep(workflowId: string, seq: number, payload: unknown): Promise<void> {
+    this.stmts.completeStep.run({ workflowId, seq, payload: toJson(payload) });
+  }
+
+  async putBlob(blob: BlobRecord): Promise<void> {
+    this.stmts.putBlob.run({ hash: blob.hash, kind: blob.kind, bytes: Buffer.byteLength(blob.content, 'utf8'), content: blob.content, at: now() });
+  }
+
+  async getBlob(hash: string): Promise<string | undefined> {
+    return this.stmts.getBlob.get(hash) as string | undefined;
   }
 
   async listSteps(workflowId: string): Promise<RunStepRecord[]> {

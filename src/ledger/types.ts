@@ -57,6 +57,14 @@ export interface RunStepRecord {
   readonly payload: unknown;
 }
 
+/** A content-addressed blob: a claim-checked text or a frozen run spec, stored once under its sha256. */
+export interface BlobRecord {
+  /** Lowercase hex sha256 of `content` (UTF-8). */
+  readonly hash: string;
+  readonly kind: 'text' | 'spec';
+  readonly content: string;
+}
+
 export interface LedgerEvent {
   readonly cursor: number;
   readonly workflowId: string;
@@ -147,9 +155,17 @@ export interface Ledger extends ApprovalLedger {
   /** Idempotent by (workflowId, turn); throws UnresolvedAccountingError when an id does not resolve. */
   recordPromptRun(row: PromptRunRecord): Promise<{ inserted: boolean }>;
   listPromptRuns(workflowId: string): Promise<PromptRunRecord[]>;
-  /** Idempotent by (workflowId, seq). */
-  recordStep(step: RunStepRecord): Promise<void>;
+  /** Idempotent by (workflowId, seq): `inserted` is false when the step was already recorded (and nothing changed). */
+  recordStep(step: RunStepRecord): Promise<{ inserted: boolean }>;
+  /** The step at (workflowId, seq), if recorded. */
+  getStep(workflowId: string, seq: number): Promise<RunStepRecord | undefined>;
+  /** Replaces the payload of a recorded step (an action's outcome, after its start was recorded). */
+  completeStep(workflowId: string, seq: number, payload: unknown): Promise<void>;
   listSteps(workflowId: string): Promise<RunStepRecord[]>;
+  /** Stores a blob once; storing the same hash again changes nothing. */
+  putBlob(blob: BlobRecord): Promise<void>;
+  /** The content stored under `hash`, if any. */
+  getBlob(hash: string): Promise<string | undefined>;
   appendEvent(workflowId: string, turn: number, type: string, data: unknown): Promise<number>;
   /** Events after `cursor` (exclusive), oldest first. */
   readEvents(workflowId: string, afterCursor: number, limit?: number): Promise<LedgerEvent[]>;
