@@ -8,11 +8,13 @@ import { previewOf } from '../blobs/text-ref.js';
 import { defaultTaskQueue } from '../worker-defaults.js';
 import { roundUsd } from '../workflows/money.js';
 import type { agentRun } from '../workflows/agent-run.js';
-import { abandonSignal, cancelSignal, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
+import type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView } from '../workflows/approvals.js';
+import { abandonSignal, approveUpdate, cancelSignal, denyUpdate, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
 import { agentAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
 import type { AgentRunInput, AgentRunResult, RunStatusView } from '../workflows/types.js';
 
 export type { AgentRunInput, AgentRunResult, RunStatusView };
+export type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView };
 
 const startInputSchema = z.object({
   agent: z.string().min(1, 'name the agent to run (see the catalog)'),
@@ -89,6 +91,21 @@ export class AgentRunHandle {
   /** Answers a `chat` step; rejected unless the run waits for a reply. */
   reply(text: string): Promise<string> {
     return rejectedWithReason(this.handle.executeUpdate(replyUpdate, { args: [text] }));
+  }
+
+  /** The run's permission requests waiting for an operator (docs/permissions.md). */
+  async pendingApprovals(options: { timeoutMs?: number } = {}): Promise<readonly PendingApprovalView[]> {
+    return (await this.status(options)).pendingApprovals ?? [];
+  }
+
+  /** Allows a pending permission request (with `edit`: the edited input runs instead); RunRejectedError when unknown or already decided. */
+  approve(requestId: string, options: ApproveOptions = {}): Promise<ApprovalDecisionResult> {
+    return rejectedWithReason(this.handle.executeUpdate(approveUpdate, { args: [requestId, options] }));
+  }
+
+  /** Denies a pending permission request (the reason is shown to the harness); RunRejectedError when unknown or already decided. */
+  deny(requestId: string, options: DenyOptions = {}): Promise<ApprovalDecisionResult> {
+    return rejectedWithReason(this.handle.executeUpdate(denyUpdate, { args: [requestId, options] }));
   }
 }
 
