@@ -18,6 +18,7 @@ import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerS
 import type { Client } from '@temporalio/client';
 import type { SandboxProvider } from './sandbox/types.js';
 import { conflictingPollers, taskQueuePollers, workerIdentity } from './temporal/task-queue.js';
+import { hostIdFrom, hostQueueName } from './temporal/host-queue.js';
 
 import { defaultNamespace, defaultTaskQueue } from './worker-defaults.js';
 export { defaultTaskQueue };
@@ -70,6 +71,45 @@ export interface WorkerSetup {
   readonly catalogCheck?: boolean;
   /** How long a stopping worker lets in-flight activities finish before cancelling them (default 5 s). */
   readonly shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
+  /**
+   * This worker's host id; it also polls `<taskQueue>@<hostId>`, where the runs whose local workspace it holds
+   * send their turns. Default DURABLE_HARNESS_HOST_ID, else the hostname and a hash of the data dir (stable across
+   * restarts). See docs/multi-host.md.
+   */
+  readonly hostId?: string;
+}
+
+/**
+ * The worker of one host: the shared task queue (workflows and activities) and the host's own queue (the
+ * activities of runs whose workspace is on this host). `run`, `shutdown` and `getState` act on both.
+ */
+export class HarnessWorker {
+  constructor(
+    readonly main: Worker,
+    readonly host: Worker,
+    /** The host queue this worker polls (`<queue>@<host id>`). */
+    readonly hostQueue: string,
+  ) {}
+
+  /** Runs both until shut down; when either stops with an error, the other is shut down too. */
+  async run(): Promise<void> {
+    const stopAll = () => this.shutdown();
+    const runs = [this.main, this.host].map((w) =>
+      w.run().then(stopAll, (err: unknown) => {
+        stopAll();
+        throw err;
+      }),
+    );
+    await Promise.all(runs);
+  }
+
+  shutdown(): void {
+    for (const w of [this.main, this.host]) if (w.getState() === 'RUNNING') w.shutdown();
+  }
+
+  getState(): ReturnType<Worker['getState']> {
+    return this.main.getState();
+  }
 }
 
 /** Raised when the task queue is already served by a worker with another catalog. */
@@ -146,20 +186,20 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
 }
 
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
-export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker; deps: ActivityDeps }> {
+export async function createWorker(setup: WorkerSetup): Promise<{ worker: HarnessWorker; deps: ActivityDeps }> {
   const namespace = setup.namespace ?? 'default';
   const taskQueue = setup.taskQueue ?? defaultTaskQueue;
   const hash = catalogHash(setup.catalog());
   if (setup.catalogCheck !== false) await assertSameCatalogOnTaskQueue(setup.connection, namespace, taskQueue, hash);
-  const deps = defaultDeps(setup);
+  const hostQueue = hostQueueName(taskQueue, setup.hostId ?? hostIdFrom(setup.env ?? process.env, setup.dataDir));
+  const deps: ActivityDeps = { ...defaultDeps(setup), hostQueue };
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
-  const worker = await Worker.create({
+  const activities = createActivities(deps);
+  const options = {
     connection: setup.connection,
     namespace,
-    taskQueue,
     identity: workerIdentity(hash, setup.identity),
-    ...(setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
-    activities: createActivities(deps),
+    activities,
     // Turn tokens and cost go to the runtime's metrics always, and onto the turn's span when tracing is on.
     interceptors: setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] },
     ...(setup.tracing ? { sinks: setup.tracing.workerOptions.sinks } : {}),
@@ -169,7 +209,10 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
     maxHeartbeatThrottleInterval: '300ms',
     defaultHeartbeatThrottleInterval: '300ms',
     shutdownGraceTime: setup.shutdownGraceTime ?? '5s',
-  });
-  return { worker, deps };
+  } satisfies Omit<WorkerOptions, 'taskQueue'>;
+  const main = await Worker.create({ ...options, taskQueue, ...(setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }) });
+  // Activities only: the turns (and the end) of runs whose workspace this host holds.
+  const host = await Worker.create({ ...options, taskQueue: hostQueue });
+  return { worker: new HarnessWorker(main, host, hostQueue), deps };
 }
 

@@ -43,4 +43,6 @@ export interface RunState {
   readonly attributes: { readonly status?: string; readonly costUsd?: number };
   /** Executions of this run before the current one (continue-as-new). */
   readonly continuedTimes: number;
+  /** Times the run was given a fresh workspace because the host holding it was lost (affinity.ts). */
+  readonly hostMoves?: number;
 }
