@@ -4,7 +4,9 @@
  *   - history events and bytes per steady-state turn and for a 300-turn run (BENCH_HISTORY_TURNS)
  *   - Docker sandbox: container create+start, per-turn exec overhead, teardown (needs the engine and the image)
  *   - per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
- * Select parts with arguments: `npm run bench -- orchestration history docker clis`.
+ *   - many workers: 1, 2 and 4 worker processes on one queue and one PostgreSQL ledger (BENCH_WORKER_RUNS runs each)
+ * Select parts with arguments: `npm run bench -- orchestration history docker clis workers`; `--write-docs` writes
+ * the workers figures into docs/BENCHMARKS.md.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -14,8 +16,12 @@ import { benchClis, printClis } from './clis.js';
 import { benchDocker, printDocker } from './docker.js';
 import { benchHistory, printHistory } from './history.js';
 import { benchOrchestration, printOrchestration, quietRuntime } from './orchestration.js';
+import { benchWorkers, printWorkers, writeWorkersDocs } from './workers.js';
 
-const parts = new Set(process.argv.slice(2).length ? process.argv.slice(2) : ['orchestration', 'history', 'docker', 'clis']);
+const args = process.argv.slice(2);
+const named = args.filter((a) => !a.startsWith('--'));
+const writeDocs = args.includes('--write-docs');
+const parts = new Set(named.length ? named : ['orchestration', 'history', 'docker', 'clis', 'workers']);
 const cli = findTemporalCli();
 if (!cli) throw new Error(`npm run bench needs the Temporal CLI. ${temporalCliInstallHint}`);
 quietRuntime();
@@ -45,6 +51,13 @@ try {
       const runs = Number(process.env.BENCH_CLI_RUNS ?? 5);
       printClis(await benchClis({ temporalAddress: server.address, runs }), runs);
     }
+  }
+
+  if (parts.has('workers')) {
+    console.log('');
+    const figures = await benchWorkers({ temporalAddress: server.address, runs: Number(process.env.BENCH_WORKER_RUNS ?? 16) });
+    printWorkers(figures);
+    if (writeDocs) writeWorkersDocs(figures);
   }
 } finally {
   await server.stop();
