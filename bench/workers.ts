@@ -190,6 +190,13 @@ export function writeWorkersDocs(figures: readonly WorkerCountFigures[], file = 
     `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- workers --write-docs\` on a ${os.cpus().length}-core machine`,
     'shared with other jobs (figures are indicative; more workers than cores cannot add throughput).',
     '',
+    'Each row: N worker processes (own data and workspace roots, one task queue, one PostgreSQL ledger), one warm-up run',
+    'per worker, then the same batch of runs started at once: 3 turns each of the scripted stdio-JSON harness (a Node',
+    'process per turn) with a write_file and a read_file action. Turn overhead = (run wall time − time driving the',
+    "harness, the ledger's durationMs) / turns: workflow tasks, activity scheduling, actions, ledger writes, and — with",
+    "the whole batch at once on 2 cores — waiting for CPU. RSS is the worker process's own (not its harness children):",
+    'peak during the batch minus idle, per run it held at once.',
+    '',
     workersTable(figures),
     end,
   ].join('\n');
