@@ -206,3 +206,21 @@ it('onHostLoss await-operator: the run waits for an operator, and a retry after 
   expect((await ledger.listPromptRuns(workflowId)).map((r) => r.turn)).toEqual([1, 2]);
   await Promise.all([back.stop(), survivor.stop()]);
 });
+
+it('a run ended while its host is gone still closes its record: endSession waits hostLossTimeoutMs, then ends elsewhere', { timeout: 120_000 }, async () => {
+  const taskQueue = `aff-end-${Date.now().toString(36)}`;
+  const [a, b] = [await startHost(taskQueue, 'host-g'), await startHost(taskQueue, 'host-h')];
+  const workflowId = testWorkflowId('aff-end');
+  const run = await start(taskQueue, 'pinned', book.write('end', [{ envelope: { step: 'chat', message: 'still there?' } }, ok()]), workflowId);
+  await waitForState(run, 'waiting_for_reply');
+  const [lost, survivor] = existsSync(runDir(a, workflowId)) ? [a, b] : [b, a];
+  await lost.stop();
+  const cancelledAt = Date.now();
+  await run.cancel('host is gone anyway');
+  expect(await run.result()).toMatchObject({ status: 'cancelled', reason: 'host is gone anyway' });
+  expect(Date.now() - cancelledAt).toBeGreaterThanOrEqual(hostLossTimeoutMs - 500);
+  expect((await ledger.getRun(workflowId))?.status).toBe('cancelled');
+  expect(await eventsOf(workflowId, 'end')).toHaveLength(1);
+  expect(existsSync(runDir(lost, workflowId))).toBe(true); // left where it was
+  await survivor.stop();
+});
