@@ -123,6 +123,7 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
   const removed = await reapClosedRunContainers(deps, client);
   if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
   out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
+  out(`host queue: ${worker.hostQueue} (runs with a local workspace on this worker come back here; docs/multi-host.md)`);
   const running = worker.run();
   return {
     client,
