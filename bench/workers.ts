@@ -181,34 +181,17 @@ export function printWorkers(figures: readonly WorkerCountFigures[]): void {
   console.log(workersTable(figures));
 }
 
-/** Replaces the `bench:workers` block of docs/BENCHMARKS.md (creating the file or the block when missing). */
-export function writeWorkersDocs(figures: readonly WorkerCountFigures[], file = path.join(repoRoot, 'docs', 'BENCHMARKS.md')): void {
-  const begin = '<!-- bench:workers -->';
-  const end = '<!-- /bench:workers -->';
-  const block = [
-    begin,
-    `Measured ${new Date().toISOString().slice(0, 10)} with \`npm run bench -- workers --write-docs\` on a ${os.cpus().length}-core machine`,
-    'shared with other jobs (figures are indicative; more workers than cores cannot add throughput).',
-    '',
+/** The section of docs/BENCHMARKS.md: what was measured, then the table. */
+export function workersLines(figures: readonly WorkerCountFigures[]): string[] {
+  return [
     'Each row: N worker processes (own data and workspace roots, one task queue, one PostgreSQL ledger), one warm-up run',
     'per worker, then the same batch of runs started at once: 3 turns each of the scripted stdio-JSON harness (a Node',
-    'process per turn) with a write_file and a read_file action. Turn overhead = (run wall time − time driving the',
-    "harness, the ledger's durationMs) / turns: workflow tasks, activity scheduling, actions, ledger writes, and — with",
-    "the whole batch at once on 2 cores — waiting for CPU. RSS is the worker process's own (not its harness children):",
-    'peak during the batch minus idle, per run it held at once.',
+    'process per turn) with a write_file and a read_file action; turns go to the host queue of the worker holding the',
+    "run's workspace (docs/multi-host.md). Turn overhead = (run wall time − time driving the harness, the ledger's",
+    'durationMs) / turns: workflow tasks, activity scheduling, actions, ledger writes, and — with the whole batch at once',
+    "on a small machine — waiting for CPU. RSS is the worker process's own (not its harness children): peak during the",
+    'batch minus idle, per run it held at once. More worker processes than cores cannot add throughput.',
     '',
     workersTable(figures),
-    end,
-  ].join('\n');
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    text = '# Benchmarks\n';
-  }
-  const at = text.indexOf(begin);
-  const until = text.indexOf(end);
-  if (at >= 0 && until > at) text = text.slice(0, at) + block + text.slice(until + end.length);
-  else text = `${text.trimEnd()}\n\n## Many workers\n\n${block}\n`;
-  writeFileSync(file, text.endsWith('\n') ? text : `${text}\n`);
+  ];
 }
