@@ -8,6 +8,8 @@
  *   spawn          event-loop stall while bursts of harness processes start, per spawn mode (direct / thread)
  *   docker         container create+start, per-turn exec overhead, teardown (needs the engine and the image)
  *   clis           per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
+ *   workers        1, 2 and 4 worker processes on one queue and one PostgreSQL ledger: runs/min, turns/s, turn
+ *                  overhead p50/p99, worker RSS per concurrent run (`--worker-runs N`, default 16)
  * Select parts: `npm run bench -- orchestration history scale`. Options: `--write-docs` (docs/BENCHMARKS.md), `--runs N`
  * (orchestration iterations, default 15), `--levels 10,50`, `--setups inline/direct,process/thread` (worker
  * setups to compare in orchestration and scale), `--cli-runs N` (default 5), `--cpu-prof DIR` (scale worker).
@@ -27,6 +29,7 @@ import { machineDescription } from './proc.js';
 import { benchScale, printScale, saturation, scaleTable } from './scale.js';
 import { parseSetups, setupLabel } from './setups.js';
 import { benchSpawn, spawnTable } from './spawn.js';
+import { benchWorkers, printWorkers, workersLines } from './workers.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -37,9 +40,10 @@ const { values, positionals } = parseArgs({
     setups: { type: 'string' },
     'cli-runs': { type: 'string' },
     'cpu-prof': { type: 'string' },
+    'worker-runs': { type: 'string' },
   },
 });
-const known = ['orchestration', 'history', 'scale', 'spawn', 'docker', 'clis'];
+const known = ['orchestration', 'history', 'scale', 'spawn', 'docker', 'clis', 'workers'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 const parts = new Set(positionals.length ? positionals : known);
 const setups = values.setups ? parseSetups(values.setups) : undefined;
@@ -133,6 +137,14 @@ try {
       printClis(rows, runs);
       docs('clis', 'Per real CLI: one turn through the workflow vs the bare CLI', `npm run bench -- clis --cli-runs ${runs}`, clisTable(rows, runs));
     }
+  }
+
+  if (parts.has('workers')) {
+    startPart();
+    const runs = Number(values['worker-runs'] ?? 16);
+    const figures = await benchWorkers({ temporalAddress: server.address, runs });
+    printWorkers(figures);
+    docs('workers', 'Many workers: 1, 2 and 4 worker processes', `npm run bench -- workers --worker-runs ${runs}`, workersLines(figures));
   }
 } finally {
   await server.stop();

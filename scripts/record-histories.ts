@@ -30,7 +30,7 @@ const catalog = parseCatalog(recordingCatalog(scriptsDir), 'recording catalog');
 
 const server = await startDevServer({ cliPath: cli.path });
 const nativeConnection = await NativeConnection.connect({ address: server.address });
-const { worker, deps } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, env: {}, identity: 'record-histories' });
+const { worker, deps } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, env: {}, identity: 'record-histories', hostId: 'record-host' });
 const running = worker.run();
 const connection = await Connection.connect({ address: server.address });
 const client = new Client({ connection });
@@ -42,6 +42,7 @@ try {
     const ctx = {
       client,
       taskQueue,
+      dataDir,
       script(name: string, turns: Record<string, unknown>[]) {
         writeFileSync(path.join(scriptsDir, `${name}.json`), JSON.stringify({ turns }));
         return `replay scenario script:${name}`;

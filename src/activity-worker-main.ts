@@ -49,6 +49,8 @@ async function main(config: ActivityWorkerConfig): Promise<void> {
     dataDir: config.dataDir,
     env: config.env,
     identity: config.identity ?? `durable-harness-activities/${process.pid}@${os.hostname()}`,
+    ...(config.hostId !== undefined ? { hostId: config.hostId } : {}),
+    ...(config.hostAffinity !== undefined ? { hostAffinity: config.hostAffinity } : {}),
     // The parent checked the task queue before starting this process and compares the hash sent back below;
     // checking here would find the parent's previous run (or race its start) instead.
     catalogCheck: false,

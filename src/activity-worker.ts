@@ -9,11 +9,10 @@ import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Duration } from '@temporalio/common';
 import { msToNumber } from '@temporalio/common/lib/time.js';
-import type { Worker } from '@temporalio/worker';
 import type { ActivityDeps } from './activities/index.js';
 import { catalogHash } from './catalog/hash.js';
 import type { ObservabilityConfig } from './observability/config.js';
-import { assertSameCatalogOnTaskQueue, CatalogMismatchError, createWorker, type WorkerSetup } from './worker.js';
+import { assertSameCatalogOnTaskQueue, CatalogMismatchError, createWorker, type HarnessWorker, type WorkerSetup } from './worker.js';
 import { defaultTaskQueue } from './worker-defaults.js';
 
 /** See the file comment. */
@@ -59,6 +58,9 @@ export interface ActivityWorkerConfig {
   readonly dataDir: string;
   /** Worker identity; default `durable-harness-activities/PID@HOST` (its own pid). ` catalog:HASH` is appended. */
   readonly identity?: string;
+  /** The parent's host id and host affinity, so this process polls the same host queue (docs/multi-host.md). */
+  readonly hostId?: string;
+  readonly hostAffinity?: boolean;
   /** The environment for credentials, payload keys and the ledger; default: the child's own (inherited) one. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** As the parent's `shutdownGraceTime`: how long in-flight turns may finish when it stops. */
@@ -155,7 +157,7 @@ export function activityProcessMetrics(metrics: NonNullable<ObservabilityConfig[
 
 /** A workflow worker plus, with placement `process`, its activity-worker process. */
 export interface PlacedWorker {
-  readonly worker: Worker;
+  readonly worker: HarnessWorker;
   readonly deps: ActivityDeps;
   readonly placement: ActivityPlacement;
   readonly activityProcess?: ActivityWorkerProcess;
@@ -203,6 +205,8 @@ export async function createPlacedWorker(
     dataDir: setup.dataDir,
     env: config.env ?? setup.env,
     identity: setup.identity ? `${setup.identity}-activities` : undefined,
+    ...(setup.hostId !== undefined ? { hostId: setup.hostId } : {}),
+    ...(setup.hostAffinity !== undefined ? { hostAffinity: setup.hostAffinity } : {}),
     shutdownGraceTime: setup.shutdownGraceTime,
   });
   if (activityProcess.catalogHash !== hash) {
@@ -255,6 +259,6 @@ export async function createPlacedWorker(
   };
 }
 
-async function stopWorker(worker: Worker): Promise<void> {
+async function stopWorker(worker: HarnessWorker): Promise<void> {
   if (worker.getState() === 'RUNNING') worker.shutdown();
 }

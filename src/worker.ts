@@ -19,6 +19,7 @@ import { defaultSpawnMode } from './sandbox/spawner.js';
 import type { Client } from '@temporalio/client';
 import type { SandboxProvider } from './sandbox/types.js';
 import { conflictingPollers, taskQueuePollers, workerIdentity } from './temporal/task-queue.js';
+import { hostIdFrom, hostQueueName } from './temporal/host-queue.js';
 
 import { defaultNamespace, defaultTaskQueue } from './worker-defaults.js';
 export { defaultTaskQueue };
@@ -81,6 +82,56 @@ export interface WorkerSetup {
   readonly maxConcurrentTurns?: number;
   /** Concurrent polls for turns; each holds one of the slots above while it waits. Default the SDK's (≤ 10). */
   readonly turnPollers?: number;
+  /**
+   * This worker's host id; it also polls `<taskQueue>@<hostId>`, where the runs whose local workspace it holds
+   * send their turns. Default DURABLE_HARNESS_HOST_ID, else the hostname and a hash of the data dir (stable across
+   * restarts). See docs/multi-host.md.
+   */
+  readonly hostId?: string;
+  /**
+   * Host affinity (default on; `DURABLE_HARNESS_HOST_AFFINITY=off` turns it off): pin runs with a local workspace to
+   * this worker. Turn it off only when every worker sees the same workspace root (a shared filesystem): unpinned
+   * turns keep Temporal's eager dispatch to the worker that scheduled them.
+   */
+  readonly hostAffinity?: boolean;
+}
+
+/**
+ * The worker of one host: the shared task queue (workflows and activities) and the host's own queue (the
+ * activities of runs whose workspace is on this host). `run`, `shutdown` and `getState` act on both.
+ */
+export class HarnessWorker {
+  constructor(
+    readonly main: Worker,
+    /** Polls the host queue; none for role `workflows` (an activity worker with the same host id does). */
+    readonly host: Worker | undefined,
+    /** This host's queue (`<queue>@<host id>`); undefined with host affinity off. */
+    readonly hostQueue: string | undefined,
+  ) {}
+
+  private get workers(): Worker[] {
+    return this.host ? [this.main, this.host] : [this.main];
+  }
+
+  /** Runs both until shut down; when either stops with an error, the other is shut down too. */
+  async run(): Promise<void> {
+    const stopAll = () => this.shutdown();
+    const runs = this.workers.map((w) =>
+      w.run().then(stopAll, (err: unknown) => {
+        stopAll();
+        throw err;
+      }),
+    );
+    await Promise.all(runs);
+  }
+
+  shutdown(): void {
+    for (const w of this.workers) if (w.getState() === 'RUNNING') w.shutdown();
+  }
+
+  getState(): ReturnType<Worker['getState']> {
+    return this.main.getState();
+  }
 }
 
 /** See `WorkerSetup.role`. */
@@ -171,35 +222,43 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
 export const heartbeatThrottle = '1s';
 
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
-export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker; deps: ActivityDeps }> {
+export async function createWorker(setup: WorkerSetup): Promise<{ worker: HarnessWorker; deps: ActivityDeps }> {
   const namespace = setup.namespace ?? 'default';
   const taskQueue = setup.taskQueue ?? defaultTaskQueue;
   const hash = catalogHash(setup.catalog());
   if (setup.catalogCheck !== false) await assertSameCatalogOnTaskQueue(setup.connection, namespace, taskQueue, hash);
-  const deps = defaultDeps(setup);
+  const affinity = setup.hostAffinity ?? (setup.env ?? process.env).DURABLE_HARNESS_HOST_AFFINITY?.trim().toLowerCase() !== 'off';
+  const hostQueue = affinity ? hostQueueName(taskQueue, setup.hostId ?? hostIdFrom(setup.env ?? process.env, setup.dataDir)) : undefined;
+  const deps: ActivityDeps = { ...defaultDeps(setup), ...(hostQueue ? { hostQueue } : {}) };
   const role = setup.role ?? 'all';
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
   // An activities-only worker runs no workflow code: workflow interceptor modules and sinks do not apply.
   const interceptors = setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] };
-  const worker = await Worker.create({
+  const options = {
     connection: setup.connection,
     namespace,
-    taskQueue,
     identity: workerIdentity(hash, setup.identity),
-    ...(role === 'activities' ? {} : setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
     activities: createActivities(deps),
-    enableNonLocalActivities: role !== 'workflows',
     ...(setup.maxConcurrentTurns !== undefined ? { maxConcurrentActivityTaskExecutions: setup.maxConcurrentTurns } : {}),
     // (SDK 1.24 ignores maxConcurrentActivityTaskPolls; the poller behaviour is what counts.)
     ...(setup.turnPollers !== undefined ? { activityTaskPollerBehavior: { type: 'simple-maximum', maximum: setup.turnPollers } as const } : {}),
-    // Turn tokens and cost go to the runtime's metrics always, and onto the turn's span when tracing is on.
-    interceptors: role === 'activities' ? { activity: interceptors.activity } : interceptors,
-    ...(setup.tracing && role !== 'activities' ? { sinks: setup.tracing.workerOptions.sinks } : {}),
     dataConverter: setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env),
     maxHeartbeatThrottleInterval: heartbeatThrottle,
     defaultHeartbeatThrottleInterval: heartbeatThrottle,
     shutdownGraceTime: setup.shutdownGraceTime ?? '5s',
+  } satisfies Omit<WorkerOptions, 'taskQueue'>;
+  const main = await Worker.create({
+    ...options,
+    taskQueue,
+    ...(role === 'activities' ? {} : setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
+    enableNonLocalActivities: role !== 'workflows',
+    // Turn tokens and cost go to the runtime's metrics always, and onto the turn's span when tracing is on.
+    interceptors: role === 'activities' ? { activity: interceptors.activity } : interceptors,
+    ...(setup.tracing && role !== 'activities' ? { sinks: setup.tracing.workerOptions.sinks } : {}),
   });
-  return { worker, deps };
+  // Activities only: the turns (and the end) of runs whose workspace this host holds. A workflows-only worker
+  // leaves them to its activity worker, which has the same data dir and so the same host id.
+  const host = role === 'workflows' || !hostQueue ? undefined : await Worker.create({ ...options, taskQueue: hostQueue, interceptors: { activity: interceptors.activity } });
+  return { worker: new HarnessWorker(main, host, hostQueue), deps };
 }
 

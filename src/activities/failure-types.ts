@@ -21,6 +21,8 @@ export const FailureTypes = {
   BlobMissing: 'BlobMissing',
   /** The ledger lacks a row the run recorded earlier (e.g. the envelope whose actions are to run). */
   LedgerInconsistent: 'LedgerInconsistent',
+  /** The run's workspace is not on this worker (gone, or on another host): never replaced by an empty one. */
+  WorkspaceMissing: 'WorkspaceMissing',
   /** `workspaceScope: parent` outside a sub-agent run. */
   WorkspaceScopeInvalid: 'WorkspaceScopeInvalid',
   /** `strict` (or permission rules) on a harness that cannot ask before a tool runs, without `advisory: true`. */

@@ -73,6 +73,11 @@ export interface ActivityDeps {
   readonly approvalPollMs?: number;
   /** Told when a request becomes pending (e.g. to show it on the workflow); errors are logged, never fatal. */
   readonly onPendingApproval?: (record: ApprovalRecord) => Promise<void>;
+  /**
+   * This worker's own task queue (`<queue>@<host id>`, which it also polls): recorded in the ref of every
+   * host-bound sandbox it starts, so the run's later activities come back here (docs/multi-host.md).
+   */
+  readonly hostQueue?: string;
 }
 
 export function createActivities(deps: ActivityDeps) {
@@ -149,6 +154,13 @@ export function createActivities(deps: ActivityDeps) {
       );
     }
     return spec;
+  }
+
+  /** Starts the agent's sandbox on this worker; a host-bound one records this worker's host queue. */
+  async function startSandbox(spec: FrozenSpec, input: { workflowId: string; runId: string; identity: RunIdentity }): Promise<SandboxRef> {
+    const p = provider(spec.agent.sandbox.provider);
+    const ref = await sandboxCall(() => p.start({ workflowId: input.workflowId, runId: input.runId, agent: spec.agent.name, identity: input.identity, spec: spec.agent.sandbox }));
+    return p.hostBound && deps.hostQueue ? { ...ref, hostQueue: deps.hostQueue } : ref;
   }
 
   /** Writes a turn's accounting row; a retried call never adds a second one. */
@@ -366,10 +378,25 @@ export function createActivities(deps: ActivityDeps) {
         }
         return { sandbox: input.parentSandbox, task };
       }
-      const sandbox = await sandboxCall(() =>
-        provider(spec.agent.sandbox.provider).start({ workflowId: input.workflowId, runId: input.runId, agent: spec.agent.name, identity: input.identity, spec: spec.agent.sandbox }),
-      );
+      const sandbox = await startSandbox(spec, input);
       return { sandbox, task };
+    },
+
+    /**
+     * The worker holding the run's workspace is gone (`sandbox.onHostLoss: reprovision`): a fresh workspace on this
+     * worker; the next turn replays the conversation from the ledger. The lost workspace is not touched.
+     */
+    async reprovisionSession(input: { workflowId: string; runId: string; specHash: string; identity: RunIdentity; lost: SandboxRef; turn: number; reason: string }): Promise<SandboxRef> {
+      const spec = await loadSpec(input.specHash);
+      const sandbox = await startSandbox(spec, input);
+      await deps.ledger.appendEvent(input.workflowId, input.turn, 'host-lost', {
+        lostHostQueue: input.lost.hostQueue ?? null,
+        lostWorkspace: input.lost.hostWorkspacePath,
+        hostQueue: sandbox.hostQueue ?? null,
+        workspace: sandbox.hostWorkspacePath,
+        reason: input.reason,
+      });
+      return sandbox;
     },
 
     /** Stores a large text (a chat reply) and returns its reference. */

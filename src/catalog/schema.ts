@@ -57,6 +57,14 @@ export const sandboxSchema = z.strictObject({
   workspaceScope: z.enum(['run', 'agent', 'agent-user', 'parent']).default('run'),
   networkPolicy: z.enum(['none', 'open', 'mcp-only']).default('open'),
   options: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * Host-bound workspaces (local provider): how long a turn may wait for the worker that holds the workspace
+   * before that host counts as gone (default 10 minutes), and what then: `await-operator` (default: the run waits
+   * for an operator to retry or abandon) or `reprovision` (a fresh workspace on another worker, conversation
+   * replayed). See docs/multi-host.md.
+   */
+  hostLossTimeoutMs: z.number().int().positive().optional(),
+  onHostLoss: z.enum(['reprovision', 'await-operator']).optional(),
 });
 
 /** A grant: the harness process receives `env`, read from the credential store or the server variable `from`. */

@@ -118,6 +118,7 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
   const removed = await reapClosedRunContainers(placed.deps, client);
   if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
   out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
+  out(placed.worker.hostQueue ? `host queue: ${placed.worker.hostQueue} (runs with a local workspace on this worker come back here; docs/multi-host.md)` : 'host affinity: off (DURABLE_HARNESS_HOST_AFFINITY)');
   const running = placed.run();
   return {
     client,

@@ -1,6 +1,6 @@
 /** Sandboxes: where a run's processes execute — a local directory (dev) or a Docker container per run. */
 export type * from './types.js';
-export { LocalSandboxProvider } from './local-provider.js';
+export { LocalSandboxProvider, WorkspaceMissingError } from './local-provider.js';
 export type { LocalSandboxHandle, LocalSandboxProviderOptions } from './local-provider.js';
 export { LocalExecutor, LocalProcess, minimalPath } from './local-executor.js';
 export type { LocalExecutorOptions, LocalExit } from './local-executor.js';

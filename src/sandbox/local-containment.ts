@@ -4,7 +4,8 @@
  * Containment `pid-namespace` (the default): every process starts as PID 1 of its own PID namespace
  * (`unshare --pid --fork --kill-child --mount-proc`). When it exits or is killed, the kernel kills everything
  * else in the namespace — children that called setsid, `detached: true` spawns, double-forked daemons — so
- * every descendant dies with its turn. `process-group` is the weaker, explicit opt-out: only the process
+ * every descendant dies with its turn; `setpriv --pdeathsig KILL` before it makes the namespace die with the
+ * worker too (a SIGKILLed worker leaves no turn running). `process-group` is the weaker, explicit opt-out: only the process
  * group is signalled, and a descendant that leaves it can outlive the turn.
  *
  * With `user`, the harness runs as that unprivileged uid:gid (`setpriv`, no supplementary groups, no new
@@ -82,7 +83,9 @@ export function wrapArgv(isolation: LocalIsolation, argv: readonly string[], too
        '--inh-caps=-all', '--bounding-set=-all', '--pdeathsig', 'keep', '--']
     : [];
   if (isolation.containment === 'process-group') return [...drop, ...argv];
-  return [tools.unshare, ...unshareFlags(), '--', ...drop, ...argv];
+  // The parent-death signal: when the worker itself dies (SIGKILL, a lost host), unshare dies with it and takes the
+  // namespace — every process of the turn — along; nothing of a killed worker's turns outlives it.
+  return [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.unshare, ...unshareFlags(), '--', ...drop, ...argv];
 }
 
 const probes = new Map<string, string | undefined>();

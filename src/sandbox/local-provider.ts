@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import {
   SandboxIsolationUnavailable,
@@ -49,6 +49,15 @@ export interface LocalSandboxHandle extends SandboxHandle {
   readonly stateFile: string;
 }
 
+/**
+ * The run's workspace is not on this worker: its directory is gone, or the ref names another worker's root. A
+ * turn is never run in a fresh, empty directory instead (code `WorkspaceMissing`, a permanent failure).
+ */
+export class WorkspaceMissingError extends Error {
+  override readonly name = 'WorkspaceMissingError';
+  readonly code = 'WorkspaceMissing' as const;
+}
+
 const reachable = new Set<string>();
 
 /** Throws unless the sandbox user can enter and write `dir` (every directory above it must be searchable). */
@@ -68,6 +77,8 @@ function checkReachable(dir: string, isolation: LocalIsolation, tools: Containme
 /** Workspaces as plain directories under `root`; processes run on the host, each in its own PID namespace. */
 export class LocalSandboxProvider implements SandboxProvider {
   readonly name = 'local';
+  /** Workspaces are directories on this worker's disk: runs are pinned to this worker (docs/multi-host.md). */
+  readonly hostBound = true;
   private readonly root: string;
   private readonly runtimeDir: string;
   private readonly tools: ContainmentTools;
@@ -116,12 +127,15 @@ export class LocalSandboxProvider implements SandboxProvider {
     };
   }
 
-  /** Returns a handle whose executor runs processes in the workspace, with the isolation frozen in the ref. */
+  /**
+   * Returns a handle whose executor runs processes in the workspace, with the isolation frozen in the ref. The
+   * workspace must exist (`start` made it): a missing one is a `WorkspaceMissingError`, never a new empty directory.
+   */
   async attach(ref: SandboxRef): Promise<LocalSandboxHandle> {
     this.checkRef(ref);
     const isolation = parseLocalIsolation(ref.settings);
     checkIsolation(isolation, this.tools);
-    this.createWorkspace(ref.hostWorkspacePath, isolation);
+    this.requireWorkspace(ref);
     const stateFile = this.stateFileFor(ref);
     const executor = new LocalExecutor({ workspacePath: ref.hostWorkspacePath, stateFile, isolation, tools: this.tools, killGraceMs: this.options.killGraceMs, spawner: this.options.spawner });
     return {
@@ -168,6 +182,24 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
+  /** Throws `WorkspaceMissingError` unless the ref's workspace is a directory on this worker. */
+  private requireWorkspace(ref: SandboxRef): void {
+    let isDirectory = false;
+    try {
+      isDirectory = statSync(ref.hostWorkspacePath).isDirectory();
+    } catch {
+      isDirectory = false;
+    }
+    if (!isDirectory) {
+      const where = ref.hostQueue ? ` It was created by the worker on host queue "${ref.hostQueue}".` : '';
+      throw new WorkspaceMissingError(
+        `The run's workspace ${ref.hostWorkspacePath} does not exist on this worker (root ${this.root}).${where} ` +
+          'It was removed, or the run is on another host than its workspace; a turn never runs in a fresh empty directory instead. ' +
+          'Restore the workspace or give the run a new one (sandbox.onHostLoss: reprovision).',
+      );
+    }
+  }
+
   /** Refuses refs from another provider or outside this provider's root: a ref is data and may be stale. */
   private checkRef(ref: SandboxRef): void {
     if (ref.provider !== this.name) {
@@ -175,7 +207,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
     const rel = path.relative(this.root, path.resolve(ref.hostWorkspacePath));
     if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
-      throw new Error(`Sandbox workspace ${ref.hostWorkspacePath} is not inside the local root ${this.root}.`);
+      const where = ref.hostQueue ? ` (it belongs to the worker on host queue "${ref.hostQueue}")` : '';
+      throw new WorkspaceMissingError(`Sandbox workspace ${ref.hostWorkspacePath} is not inside the local root ${this.root} of this worker${where}.`);
     }
   }
 }

@@ -31,6 +31,11 @@ export interface SandboxRef {
   readonly id?: string;
   /** Provider-specific settings frozen at start (e.g. the local provider's containment and user). */
   readonly settings?: Readonly<Record<string, string>>;
+  /**
+   * The task queue of the worker that holds this workspace (`<queue>@<host id>`), for providers whose workspace
+   * lives on one worker's disk; every activity that touches the workspace runs there (docs/multi-host.md).
+   */
+  readonly hostQueue?: string;
 }
 
 export interface SandboxStartRequest {
@@ -118,6 +123,11 @@ export interface SandboxHandle {
 /** Creates, reattaches and removes sandboxes. `start` and `end` are idempotent. */
 export interface SandboxProvider {
   readonly name: string;
+  /**
+   * True when the workspace lives on the worker's own disk (the local provider): the run is then pinned to the
+   * worker that started it. Docker on a shared engine is not host-bound.
+   */
+  readonly hostBound?: boolean;
   /** Whether this provider really enforces the policy; providers refuse or warn, never pretend. */
   enforces(policy: NetworkPolicy): 'enforced' | 'advisory' | 'refused';
   start(request: SandboxStartRequest): Promise<SandboxRef>;

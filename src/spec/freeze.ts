@@ -8,7 +8,7 @@ import { actionParametersJsonSchema } from '../catalog/contract-prompt.js';
 import type { Catalog } from '../catalog/schema.js';
 import { policyIsInteractive } from '../permissions/policy.js';
 import type { InheritedBudget } from '../workflows/types.js';
-import type { FrozenSpec, RunPolicy } from './types.js';
+import { defaultHostLossTimeoutMs, type FrozenSpec, type RunPolicy } from './types.js';
 
 const noCapabilities: Capabilities = {
   sessionResume: false,
@@ -51,6 +51,7 @@ export function freezeSpec(catalog: Catalog, agentName: string, registry: Action
       chatTimeoutMs: agent.chatTimeoutMs,
       operatorTimeoutMs: agent.operatorTimeoutMs,
       turnAttempts: agent.turnAttempts,
+      hostLoss: { timeoutMs: agent.sandbox.hostLossTimeoutMs ?? defaultHostLossTimeoutMs, action: agent.sandbox.onHostLoss ?? 'await-operator' },
     },
     harness: {
       name: harness.name,
@@ -111,6 +112,7 @@ export function policyOf(spec: FrozenSpec, specHash: string, options: { budget?:
     inlineTextLimit: options.inlineTextLimit,
     sharesParentWorkspace: spec.agent.sandbox.workspaceScope === 'parent',
     ...permissionsOf(spec),
+    ...(spec.agent.hostLoss ? { hostLoss: spec.agent.hostLoss } : {}),
   };
 }
 

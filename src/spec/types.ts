@@ -41,6 +41,8 @@ export interface FrozenSpec {
     readonly chatTimeoutMs: number;
     readonly operatorTimeoutMs: number;
     readonly turnAttempts: number;
+    /** What happens when the worker holding a host-bound workspace is gone (absent in specs frozen before it). */
+    readonly hostLoss?: HostLossPolicy;
   };
   readonly harness: {
     readonly name: string;
@@ -64,6 +66,15 @@ export interface FrozenSpec {
   readonly actions: readonly FrozenAction[];
   /** What the envelope may ask for (action parameters as JSON Schema). */
   readonly envelopeRules: EnvelopeRules;
+}
+
+/** How long a turn waits for the worker holding its workspace before that host counts as gone (10 minutes). */
+export const defaultHostLossTimeoutMs = 10 * 60_000;
+
+/** Host loss (docs/multi-host.md): how long a turn waits for its workspace's worker, and what then. */
+export interface HostLossPolicy {
+  readonly timeoutMs: number;
+  readonly action: 'reprovision' | 'await-operator';
 }
 
 /** What the workflow keeps of the spec: its hash and the few fields its decisions need. */
@@ -101,4 +112,6 @@ export interface RunPolicy {
     readonly enforced: boolean;
     readonly note?: string;
   };
+  /** Absent in runs resolved before host affinity: the defaults apply (src/workflows/affinity.ts). */
+  readonly hostLoss?: HostLossPolicy;
 }

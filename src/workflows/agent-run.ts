@@ -29,6 +29,7 @@ import {
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { createActivities } from '../activities/index.js';
 import { previewOf } from '../blobs/text-ref.js';
+import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossReason, placement, reprovisionedRequest, shouldReprovision } from './affinity.js';
 import type { RunPolicy } from '../spec/types.js';
 import {
   afterReply,
@@ -70,7 +71,7 @@ type Activities = ReturnType<typeof createActivities>;
  * Short steps run as local activities: on the worker that runs the workflow, without a server round trip each,
  * and their inputs stay out of history. Only the long, heartbeating turn is a regular activity.
  */
-const { resolveAgent, startSession, endSession, storeText } = proxyLocalActivities<Activities>({
+const { resolveAgent, startSession, endSession, storeText, reprovisionSession } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '2m',
   retry: { maximumAttempts: 5, initialInterval: '500ms' },
 });
@@ -97,6 +98,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   /** Messages from outside, waiting to be taken; never carried across continue-as-new (handlers finish first). */
   const inbox: { reply?: string; operator?: { kind: 'retry' } | { kind: 'abandon'; reason: string }; interruption?: Interruption } = {};
   const loopScope = new CancellationScope();
+  /** Host affinity (affinity.ts): asked once, at the first command of a run pinned to a host. */
+  const affinity = affinityGate();
 
   const update = (next: RunState) => {
     state = next;
@@ -167,14 +170,26 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const runTurnWithOperator = async (policy: RunPolicy, request: TurnRequest): Promise<TurnResult> => {
     for (;;) {
       try {
-        const result = await runTurn.executeWithOptions(turnActivityOptions(policy, request.turn), [request]);
+        const result = await runTurn.executeWithOptions({ ...turnActivityOptions(policy, request.turn), ...placement(affinity, policy, request.sandbox) }, [request]);
         approvals.turnEnded(request.turn);
         return result;
       } catch (err) {
         if (isCancellation(err)) throw err;
+        const hostLost = placement(affinity, policy, request.sandbox).taskQueue ? hostLossReason(err, request.sandbox, policy) : undefined;
+        if (hostLost && shouldReprovision(state, policy)) {
+          // The host holding the workspace is gone: a fresh workspace on this worker, the conversation replayed.
+          const lost = state.sandbox!;
+          const sandbox = await CancellationScope.nonCancellable(() =>
+            reprovisionSession({ workflowId, runId, specHash: policy.specHash, identity: input.identity, lost, turn: request.turn, reason: hostLost }),
+          );
+          update(afterReprovision(state, sandbox));
+          setPhase('running', `turn ${request.turn} moved to ${sandbox.hostQueue ?? 'a fresh workspace'}: ${hostLost}`);
+          request = reprovisionedRequest(request, compactSandbox(sandbox));
+          continue;
+        }
         const cause = err instanceof ActivityFailure ? err.cause : err;
         if (cause instanceof ApplicationFailure && cause.nonRetryable) throw cause;
-        const lastError = cause instanceof Error ? cause.message : String(cause);
+        const lastError = hostLost ?? (cause instanceof Error ? cause.message : String(cause));
         update({ ...state, lastError });
         setPhase('awaiting_operator', `turn ${request.turn} failed after ${policy.turnAttempts} attempts: ${lastError}`);
         const decided = await condition(() => inbox.operator !== undefined, policy.operatorTimeoutMs);
@@ -308,7 +323,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   if (state.policy) {
     const { sandbox, policy } = state;
     await CancellationScope.nonCancellable(() =>
-      endSession({ workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }),
+      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, endSession),
     );
   }
   return result;

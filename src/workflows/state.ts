@@ -48,4 +48,6 @@ export interface RunState {
   readonly settledApprovals?: readonly SettledApprovalView[];
   /** Executions of this run before the current one (continue-as-new). */
   readonly continuedTimes: number;
+  /** Times the run was given a fresh workspace because the host holding it was lost (affinity.ts). */
+  readonly hostMoves?: number;
 }

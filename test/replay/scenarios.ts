@@ -4,7 +4,7 @@
  * writes test/replay/histories/*.json; test/replay/replay.test.ts replays those files against today's workflow code.
  * No vitest here: the recorder imports it.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { getAgentRun, startAgentRun } from '../../src/client/index.js';
@@ -21,7 +21,11 @@ export function recordingCatalog(scriptsDir: string): Obj {
   const scripted = { driverClass: 'StdioJson', executable: process.execPath, args: [scriptedHarness, '--scripts', scriptsDir], active: true, vendor: 'testvendor', model: 'scripted-1', prices: { input: 1, output: 2 }, turnTimeoutMs: 60_000 };
   const guard = { maxIterations: 10, maxTokens: 1_000_000, maxCostUsd: 100, maxWallTimeMs: 120_000 };
   return {
-    harnesses: [{ name: 'scripted', ...scripted }, { name: 'small-replies', ...scripted, maxReplyBytes: 1000 }],
+    harnesses: [
+      { name: 'scripted', ...scripted },
+      { name: 'small-replies', ...scripted, maxReplyBytes: 1000 },
+      { name: 'stateless', ...scripted, args: [...scripted.args, '--stateless'], capabilities: { sessionResume: false } },
+    ],
     agents: [
       { name: 'scripted', harness: 'scripted', actions: ['write_file', 'echo', { name: 'read_file', maxExecutionsPerRun: 1 }], subAgents: ['helper', 'reviewer'], maxMalformedTurns: 1, chatTimeoutMs: 1500, turnAttempts: 1, operatorTimeoutMs: 1500, guardrails: guard },
       { name: 'helper', description: 'answers sub-questions', harness: 'scripted', actions: ['echo'], guardrails: guard },
@@ -32,6 +36,7 @@ export function recordingCatalog(scriptsDir: string): Obj {
       { name: 'hasty', harness: 'scripted', actions: ['echo'], guardrails: { ...guard, maxWallTimeMs: 1500 } },
       { name: 'terse', harness: 'small-replies', actions: ['echo'], guardrails: guard },
       { name: 'guarded', harness: 'scripted', actions: ['echo'], permissions: { posture: 'strict', approvalTimeoutMs: 60_000 }, guardrails: guard },
+      { name: 'mover', harness: 'stateless', actions: ['echo'], sandbox: { onHostLoss: 'reprovision', hostLossTimeoutMs: 5000 }, guardrails: guard },
     ],
     actions: [{ name: 'write_file' }, { name: 'read_file' }, { name: 'echo' }],
   };
@@ -53,6 +58,8 @@ async function waitFor(run: ReturnType<typeof getAgentRun>, state: string): Prom
 export interface ScenarioContext {
   readonly client: Client;
   readonly taskQueue: string;
+  /** The worker's data directory (its local workspaces are under `workspaces/`). */
+  readonly dataDir: string;
   /** Writes a script and returns the task that selects it. */
   script(name: string, turns: Obj[]): string;
 }
@@ -213,6 +220,20 @@ export const scenarios: readonly Scenario[] = [
   simple('guardrail-cost', 'the cost guardrail', 'stopped:cost', 'cheap', [echo('1', { input: 1, output: 1, costUsd: 0.6 }), ok()]),
   simple('guardrail-wall-time', 'the wall-time guardrail interrupting a turn', 'stopped:wallTime', 'hasty', [{ sleepMs: 60_000, ...ok() }]),
   simple('unknown-agent', 'a run whose agent does not resolve', 'failed:UnknownAgent', 'nobody', [ok()]),
+  simple('host-pinned', "host affinity: a local workspace's turns and end on its worker's host queue", 'succeeded', 'scripted', [echo('on my host'), ok('pinned')]),
+  {
+    name: 'host-reprovision',
+    covers: 'host affinity: the workspace is gone, onHostLoss reprovision gives the run a fresh one and replays the conversation',
+    expect: 'succeeded',
+    async run(ctx) {
+      const run = await start(ctx, 'host-reprovision', { agent: 'mover', task: ctx.script('host-reprovision', [{ envelope: { step: 'chat', message: 'Go on?' } }, ok('moved')]) });
+      await waitFor(run, 'waiting_for_reply');
+      rmSync(path.join(ctx.dataDir, 'workspaces', 'runs', run.workflowId), { recursive: true, force: true });
+      await run.reply('yes');
+      await run.result();
+      return [run.workflowId];
+    },
+  },
 ];
 
 /** Writes one history per execution: `<workflowId>.json`, or `<workflowId>.<n>.json` for later executions. */

@@ -15,8 +15,7 @@ import { startAgentRun, type AgentRunHandle, type StartAgentRunInput } from '../
 import { MemoryCredentialStore, type CredentialStore } from '../../src/credentials/index.js';
 import { SqliteLedger } from '../../src/ledger/index.js';
 import type { SandboxProvider } from '../../src/sandbox/types.js';
-import { createWorker } from '../../src/worker.js';
-import type { Worker } from '@temporalio/worker';
+import { createWorker, type HarnessWorker } from '../../src/worker.js';
 import type { DataConverter } from '@temporalio/common';
 
 let runtimeInstalled = false;
@@ -53,7 +52,7 @@ export interface TestWorker {
   readonly dataDir: string;
   readonly ledger: SqliteLedger;
   readonly catalog: Catalog;
-  readonly worker: Worker;
+  readonly worker: HarnessWorker;
   /** Swaps the catalog the worker reads (as a config reload would), validated like a config file. */
   replaceCatalog(raw: unknown): void;
   start(input: Omit<StartAgentRunInput, 'taskQueue' | 'identity'> & Partial<Pick<StartAgentRunInput, 'identity'>>): Promise<AgentRunHandle>;

@@ -6,13 +6,12 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { parseCatalog } from '../../src/catalog/index.js';
 import { startAgentRun, type StartAgentRunInput } from '../../src/client/index.js';
 import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { SqliteLedger } from '../../src/ledger/index.js';
-import { createWorker } from '../../src/worker.js';
+import { createWorker, type HarnessWorker } from '../../src/worker.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { timeSkippingEnvironment } from '../support/time-skipping.js';
 import { repoRoot, testWorkflowId } from '../support/worker.js';
@@ -31,7 +30,7 @@ const catalog = parseCatalog(
   { baseDir: path.join(repoRoot, 'config') },
 );
 let env: TestWorkflowEnvironment;
-let worker: Worker;
+let worker: HarnessWorker;
 let running: Promise<void>;
 let ledger: SqliteLedger;
 const taskQueue = 'time-skipping';

@@ -49,9 +49,10 @@ let nativeConnection: NativeConnection;
 let connection: Connection;
 let client: Client;
 
-async function placedWorker(taskQueue: string, eagerTurnSlots?: number): Promise<PlacedWorker> {
+async function placedWorker(taskQueue: string, eagerTurnSlots?: number, hostAffinity?: boolean): Promise<PlacedWorker> {
   return createPlacedWorker({
     eagerTurnSlots,
+    ...(hostAffinity !== undefined ? { hostAffinity } : {}),
     connection: nativeConnection,
     taskQueue,
     catalog: () => catalog,
@@ -152,7 +153,11 @@ describe('activity placement "process"', () => {
       expect(result).toMatchObject({ status: 'succeeded', result: 'written', iterations: 2 });
 
       const events = (await run.handle.fetchHistory()).events ?? [];
-      const turnStarts = events.filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED).map((e) => e.activityTaskStartedEventAttributes?.identity);
+      // The turns (runTurn); with host affinity the session's end is a regular activity on the host queue too.
+      const turnIds = new Set(events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTurn').map((e) => String(e.eventId)));
+      const turnStarts = events
+        .filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED && turnIds.has(String(e.activityTaskStartedEventAttributes?.scheduledEventId)))
+        .map((e) => e.activityTaskStartedEventAttributes?.identity);
       const workflowTasks = events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED).map((e) => e.workflowTaskStartedEventAttributes?.identity);
       expect(turnStarts).toEqual([id(`main-${taskQueue}-activities`), id(`main-${taskQueue}-activities`)]);
       expect(new Set(workflowTasks)).toEqual(new Set([id(`main-${taskQueue}`)]));
@@ -173,7 +178,9 @@ describe('activity placement "process"', () => {
 
   it('by default keeps a lone run\'s turns on the workflow worker (eager dispatch) and sends turns beyond its slots to the activity process', async () => {
     const taskQueue = testWorkflowId('placed-eager');
-    const placed = await placedWorker(taskQueue);
+    // Eager dispatch is for unpinned turns: host affinity off, as with a workspace root every worker shares. A pinned
+    // turn goes to its host queue, where either process of that host takes it (docs/multi-host.md).
+    const placed = await placedWorker(taskQueue, undefined, false);
     const running = placed.run();
     const turnIdentities = async (handle: AgentRunHandle) =>
       ((await handle.handle.fetchHistory()).events ?? [])

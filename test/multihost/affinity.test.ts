@@ -1,0 +1,226 @@
+/**
+ * Host affinity on the real dev server: two workers stand in for two hosts (one task queue, separate data and
+ * workspace roots, one PostgreSQL ledger). A run's turns go to the worker that holds its local workspace; a
+ * missing workspace is an error, never a fresh directory; a host gone for good moves the run (reprovision) or
+ * hands it to an operator (await-operator), as the agent's config says.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { parseCatalog, type Catalog } from '../../src/catalog/index.js';
+import { startAgentRun, type AgentRunHandle } from '../../src/client/index.js';
+import { MemoryCredentialStore } from '../../src/credentials/index.js';
+import { PostgresLedger } from '../../src/ledger/index.js';
+import { createWorker, type HarnessWorker } from '../../src/worker.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres.js';
+import { act, ok, scriptBook, scriptedCatalog, scriptedHarnessPath } from '../support/scripted.js';
+import { repoRoot, testWorkflowId } from '../support/worker.js';
+
+const book = scriptBook();
+const hostLossTimeoutMs = 3000;
+const raw = scriptedCatalog(book, {
+  harnesses: [
+    {
+      name: 'stateless',
+      driverClass: 'StdioJson',
+      executable: process.execPath,
+      args: [scriptedHarnessPath, '--scripts', book.dir, '--stateless'],
+      active: true,
+      vendor: 'testvendor',
+      model: 'scripted-1',
+      capabilities: { sessionResume: false },
+      prices: { input: 1, output: 2 },
+    },
+  ],
+  agents: [
+    { name: 'pinned', harness: 'stateless', actions: ['write_file', 'read_file'], turnAttempts: 2, operatorTimeoutMs: 120_000, sandbox: { hostLossTimeoutMs } },
+    { name: 'mover', harness: 'stateless', actions: ['write_file', 'read_file'], turnAttempts: 2, sandbox: { hostLossTimeoutMs, onHostLoss: 'reprovision' } },
+  ],
+});
+
+let pg: TestPostgres;
+let databaseUrl: string;
+let catalog: Catalog;
+let client: Client;
+let clientConnection: Connection;
+let ledger: PostgresLedger;
+const hosts: Host[] = [];
+
+interface Host {
+  readonly hostId: string;
+  readonly dataDir: string;
+  readonly worker: HarnessWorker;
+  readonly running: Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function startHost(taskQueue: string, hostId: string, dataDir = mkdtempSync(path.join(os.tmpdir(), `dh-aff-${hostId}-`))): Promise<Host> {
+  const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+  const { worker } = await createWorker({
+    connection,
+    taskQueue,
+    hostId,
+    catalog: () => catalog,
+    dataDir,
+    env: { DATABASE_URL: databaseUrl },
+    credentials: new MemoryCredentialStore({}),
+    workflowBundle: { codePath: inject('workflowBundlePath') },
+    identity: hostId,
+    shutdownGraceTime: '1s',
+  });
+  const running = worker.run();
+  let stopped: Promise<void> | undefined;
+  const host: Host = {
+    hostId,
+    dataDir,
+    worker,
+    running,
+    stop: () =>
+      (stopped ??= (async () => {
+        worker.shutdown();
+        await running.catch(() => undefined);
+        await connection.close();
+      })()),
+  };
+  hosts.push(host);
+  return host;
+}
+
+const runDir = (host: Host, workflowId: string) => path.join(host.dataDir, 'workspaces', 'runs', workflowId);
+const start = (taskQueue: string, agent: string, task: string, workflowId: string): Promise<AgentRunHandle> =>
+  startAgentRun(client, { agent, task, identity: { tenantId: 'acme', userId: 'u' }, workflowId, taskQueue });
+
+async function waitForState(run: AgentRunHandle, state: string, timeout = 60_000): Promise<void> {
+  await expect.poll(async () => (await run.status()).state, { timeout, interval: 200 }).toBe(state);
+}
+
+const eventsOf = async (workflowId: string, type: string) => (await ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === type);
+
+beforeAll(async () => {
+  pg = await startTestPostgres();
+  databaseUrl = (await pg.freshSchema('affinity')).url;
+  catalog = parseCatalog(raw, 'test catalog', { baseDir: path.join(repoRoot, 'config') });
+  clientConnection = await Connection.connect({ address: inject('temporalAddress') });
+  client = new Client({ connection: clientConnection });
+  ledger = await PostgresLedger.connect({ connectionString: databaseUrl });
+}, 60_000);
+
+afterAll(async () => {
+  for (const h of hosts) await h.stop();
+  await ledger?.close();
+  await clientConnection?.close();
+  await pg?.stop();
+});
+
+it('every turn of a run runs on the worker that holds its workspace', { timeout: 180_000 }, async () => {
+  const taskQueue = `aff-spread-${Date.now().toString(36)}`;
+  const [a, b] = [await startHost(taskQueue, 'host-a'), await startHost(taskQueue, 'host-b')];
+  const ids = [...Array(6).keys()].map((i) => testWorkflowId(`aff${i}`));
+  const results = await Promise.all(
+    ids.map(async (workflowId, i) => {
+      const task = book.write(`spread-${i}`, [
+        act({ name: 'write_file', params: { path: 'NOTES.md', content: `notes of run ${i}` } }),
+        act({ name: 'read_file', params: { path: 'NOTES.md' } }),
+        ok(`run ${i} done`),
+      ]);
+      return (await start(taskQueue, 'pinned', task, workflowId)).result();
+    }),
+  );
+  expect(results.map((r) => r.status)).toEqual(ids.map(() => 'succeeded'));
+  for (const [i, workflowId] of ids.entries()) {
+    // The workspace is on exactly one host, and every turn found it there: no attempt failed, none was retried.
+    expect([existsSync(runDir(a, workflowId)), existsSync(runDir(b, workflowId))].filter(Boolean)).toHaveLength(1);
+    expect(await eventsOf(workflowId, 'retry')).toEqual([]);
+    const read = (await ledger.listSteps(workflowId)).find((s) => s.type === 'action:read_file');
+    expect(JSON.stringify(read?.payload)).toContain(`notes of run ${i}`);
+    expect((await ledger.listPromptRuns(workflowId)).map((r) => r.turn)).toEqual([1, 2, 3]);
+  }
+  await Promise.all([a.stop(), b.stop()]);
+});
+
+it('a turn whose workspace is gone fails the run with WorkspaceMissing and never creates an empty one', { timeout: 120_000 }, async () => {
+  const taskQueue = `aff-missing-${Date.now().toString(36)}`;
+  const host = await startHost(taskQueue, 'host-m');
+  const workflowId = testWorkflowId('aff-missing');
+  const task = book.write('missing', [{ envelope: { step: 'chat', message: 'anything else?' } }, ok()]);
+  const run = await start(taskQueue, 'pinned', task, workflowId);
+  await waitForState(run, 'waiting_for_reply');
+  expect(existsSync(runDir(host, workflowId))).toBe(true);
+  rmSync(runDir(host, workflowId), { recursive: true, force: true });
+  await run.reply('go on');
+  const result = await run.result();
+  expect(result).toMatchObject({ status: 'failed', failureType: 'WorkspaceMissing' });
+  expect(result.reason).toMatch(/workspace .* does not exist on this worker/);
+  expect(existsSync(runDir(host, workflowId))).toBe(false);
+  await host.stop();
+});
+
+it('onHostLoss reprovision: when the host is gone, the turn runs in a fresh workspace on another worker with the conversation replayed', { timeout: 180_000 }, async () => {
+  const taskQueue = `aff-move-${Date.now().toString(36)}`;
+  const [a, b] = [await startHost(taskQueue, 'host-c'), await startHost(taskQueue, 'host-d')];
+  const workflowId = testWorkflowId('aff-move');
+  const task = book.write('move', [act({ name: 'write_file', params: { path: 'NOTES.md', content: 'first host' } }), { envelope: { step: 'chat', message: 'shall I go on?' } }, ok('moved and done')]);
+  const run = await start(taskQueue, 'mover', task, workflowId);
+  await waitForState(run, 'waiting_for_reply');
+  const [lost, survivor] = existsSync(runDir(a, workflowId)) ? [a, b] : [b, a];
+  await lost.stop();
+  await run.reply('yes');
+  const result = await run.result();
+  expect(result).toMatchObject({ status: 'succeeded', result: 'moved and done' });
+  const [moved] = await eventsOf(workflowId, 'host-lost');
+  expect(moved?.data).toMatchObject({ lostHostQueue: `${taskQueue}@${lost.hostId}`, hostQueue: `${taskQueue}@${survivor.hostId}` });
+  expect(String((moved?.data as { reason: string }).reason)).toMatch(/within 3000 ms/);
+  // The fresh workspace is on the survivor; the lost one was left alone; each turn is accounted once.
+  expect(existsSync(runDir(survivor, workflowId))).toBe(true);
+  expect(existsSync(path.join(runDir(lost, workflowId), 'NOTES.md'))).toBe(true);
+  const rows = await ledger.listPromptRuns(workflowId);
+  expect(rows.map((r) => r.turn)).toEqual([1, 2, 3]);
+  // The fresh session got the conversation so far, replayed from the ledger.
+  const request = JSON.parse(readFileSync(path.join(runDir(survivor, workflowId), '.scripted', 'last-request.json'), 'utf8')) as { prompt: string };
+  expect(request.prompt).toContain('shall I go on?');
+  expect(request.prompt).toContain('script:move');
+  await survivor.stop();
+});
+
+it('onHostLoss await-operator: the run waits for an operator, and a retry after the host is back finishes it there', { timeout: 180_000 }, async () => {
+  const taskQueue = `aff-wait-${Date.now().toString(36)}`;
+  const [a, b] = [await startHost(taskQueue, 'host-e'), await startHost(taskQueue, 'host-f')];
+  const workflowId = testWorkflowId('aff-wait');
+  const task = book.write('wait', [{ envelope: { step: 'chat', message: 'ready?' } }, ok('done on the same host')]);
+  const run = await start(taskQueue, 'pinned', task, workflowId);
+  await waitForState(run, 'waiting_for_reply');
+  const [lost, survivor] = existsSync(runDir(a, workflowId)) ? [a, b] : [b, a];
+  await lost.stop();
+  await run.reply('yes');
+  await waitForState(run, 'awaiting_operator');
+  expect((await run.status()).lastError).toMatch(new RegExp(`host queue "${taskQueue}@${lost.hostId}" within 3000 ms`));
+  // The host comes back (same data dir, same host id) and the operator retries.
+  const back = await startHost(taskQueue, lost.hostId, lost.dataDir);
+  await run.retryTurn();
+  expect(await run.result()).toMatchObject({ status: 'succeeded', result: 'done on the same host' });
+  expect(await eventsOf(workflowId, 'host-lost')).toEqual([]);
+  expect(existsSync(runDir(survivor, workflowId))).toBe(false);
+  expect((await ledger.listPromptRuns(workflowId)).map((r) => r.turn)).toEqual([1, 2]);
+  await Promise.all([back.stop(), survivor.stop()]);
+});
+
+it('a run ended while its host is gone still closes its record: endSession waits hostLossTimeoutMs, then ends elsewhere', { timeout: 120_000 }, async () => {
+  const taskQueue = `aff-end-${Date.now().toString(36)}`;
+  const [a, b] = [await startHost(taskQueue, 'host-g'), await startHost(taskQueue, 'host-h')];
+  const workflowId = testWorkflowId('aff-end');
+  const run = await start(taskQueue, 'pinned', book.write('end', [{ envelope: { step: 'chat', message: 'still there?' } }, ok()]), workflowId);
+  await waitForState(run, 'waiting_for_reply');
+  const [lost, survivor] = existsSync(runDir(a, workflowId)) ? [a, b] : [b, a];
+  await lost.stop();
+  const cancelledAt = Date.now();
+  await run.cancel('host is gone anyway');
+  expect(await run.result()).toMatchObject({ status: 'cancelled', reason: 'host is gone anyway' });
+  expect(Date.now() - cancelledAt).toBeGreaterThanOrEqual(hostLossTimeoutMs - 500);
+  expect((await ledger.getRun(workflowId))?.status).toBe('cancelled');
+  expect(await eventsOf(workflowId, 'end')).toHaveLength(1);
+  expect(existsSync(runDir(lost, workflowId))).toBe(true); // left where it was
+  await survivor.stop();
+});
