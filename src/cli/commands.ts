@@ -248,19 +248,21 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   const run = getAgentRun(client, id);
   const description = await run.handle.describe();
   let view: RunStatusView | undefined;
-  try {
-    view = await run.status({ timeoutMs: 3000 });
-  } catch (e) {
-    if (e instanceof WorkflowNotFoundError) throw e;
-  }
-  if (!view && description.status.name !== 'RUNNING') {
-    // Ended: the result is in history, no worker needed.
+  if (description.status.name === 'RUNNING') {
+    try {
+      view = await run.status({ timeoutMs: 3000 });
+    } catch (e) {
+      if (e instanceof WorkflowNotFoundError) throw e;
+    }
+  } else {
+    // Ended: the result is in history, no worker needed. A terminated or timed-out run has none: its status query
+    // would answer the state it was in, so Temporal's own status says how it ended.
     const agent = String(description.searchAttributes?.DurableHarnessAgent?.[0] ?? '');
     try {
       view = viewFromResult(await run.result(), agent);
     } catch (e) {
       const message = `run ${id} ended ${description.status.name}: ${escapeControl(((e as Error).cause as Error | undefined)?.message ?? (e as Error).message)}`;
-      if (flags.json) jsonLine({ workflowId: id, temporalStatus: description.status.name, message });
+      if (flags.json) jsonLine({ workflowId: id, status: description.status.name.toLowerCase(), temporalStatus: description.status.name, message });
       else out(message);
       return exitCodeForClosed(description.status.name);
     }

@@ -7,6 +7,7 @@ import { inject } from 'vitest';
 import { exitCodeTable } from '../../src/cli/exit-codes.js';
 import { findTemporalCli } from '../../src/temporal/cli-path.js';
 import { spawnCli, type CliOutcome, type CliProcess } from '../support/cli.js';
+import { getAgentRun } from '../../src/client/index.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
@@ -75,12 +76,26 @@ describe('durable-harness run', () => {
     expect(started).toMatchObject({ code: 0, stdout: `${id}\n` });
     await expect.poll(async () => JSON.parse((await cli(['status', id, '--json'])).stdout).state, { timeout: 15_000 }).toBe('running');
     expect((await cli(['cancel', id, '--reason', 'from the cli'])).code).toBe(0);
-    const result = await w.client.workflow.getHandle(id).result();
+    const result = await getAgentRun(w.client, id).result();
     expect(result).toMatchObject({ status: 'cancelled', reason: 'from the cli' });
+    expect((await w.client.workflow.getHandle(id).describe()).status.name).toBe('CANCELLED');
     expect((await cli(['status', id])).code).toBe(12);
     const late = await cli(['cancel', id]);
     expect(late.code).toBe(5);
-    expect(late.stderr).toMatch(/has already ended \(COMPLETED\)/);
+    expect(late.stderr).toMatch(/has already ended \(CANCELLED\)/);
+  });
+
+  it('status of a terminated run says so from Temporal (not the state it was in), and exits 10', async () => {
+    const id = testWorkflowId('cli-terminated');
+    await cli(['run', 'scripted', book.write('cli-term', [{ sleepMs: 30_000, ...ok() }]), '--detach', '--id', id]);
+    await expect.poll(async () => JSON.parse((await cli(['status', id, '--json'])).stdout).state, { timeout: 15_000 }).toBe('running');
+    await w.client.workflow.getHandle(id).terminate('pulled the plug');
+    const status = await cli(['status', id, '--json']);
+    expect(status.code).toBe(10);
+    expect(JSON.parse(status.stdout)).toMatchObject({ workflowId: id, status: 'terminated', temporalStatus: 'TERMINATED', message: expect.stringMatching(/pulled the plug/) });
+    // Visibility lags a little behind the close.
+    const listedStatus = async () => (JSON.parse((await cli(['list', '--json', '--agent', 'scripted', '--limit', '100'])).stdout) as { workflowId: string; status: string }[]).find((r) => r.workflowId === id)?.status;
+    await expect.poll(listedStatus, { timeout: 15_000, interval: 500 }).toBe('terminated');
   });
 
   it('a run that needs an operator exits 13 and prints the exact retry and abandon commands; the printed commands work', async () => {
@@ -105,7 +120,7 @@ describe('durable-harness run', () => {
     expect(second.code).toBe(13);
     const giveUp = /^ {2}or give up: {6}(durable-harness abandon .*)$/m.exec(second.stdout)![1]!;
     expect(await runPrinted(giveUp)).toMatchObject({ code: 0, stdout: `abandoned ${doomed}: it ends as failed\n` });
-    expect(await w.client.workflow.getHandle(doomed).result()).toMatchObject({ status: 'failed', failureType: 'Abandoned', reason: expect.stringMatching(/^why \(after: /) });
+    expect(await getAgentRun(w.client, doomed).result()).toMatchObject({ status: 'failed', failureType: 'Abandoned', reason: expect.stringMatching(/^why \(after: /) });
   });
 
   it('a run waiting for a reply exits 14 with the reply command; --wait keeps following until it ends', async () => {
@@ -142,10 +157,10 @@ describe('durable-harness run', () => {
     expect(retry.code).toBe(5);
     expect(retry.stderr).toMatch(/not awaiting_operator: nothing to retry/);
     await cli(['cancel', id]);
-    await w.client.workflow.getHandle(id).result();
+    await getAgentRun(w.client, id).result();
     const ended = await cli(['reply', id, 'hello']);
     expect(ended.code).toBe(5);
-    expect(ended.stderr).toMatch(/has already ended \(COMPLETED\)/);
+    expect(ended.stderr).toMatch(/has already ended \(CANCELLED\)/);
     const missing = await cli(['status', 'no-such-run']);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/no run with id no-such-run/);
