@@ -157,6 +157,7 @@ function progressJson(workflowId: string, status: RunStatusView, doing: string |
     costBlind: status.costBlind,
     detail: status.detail,
     ...(doing ? { doing } : {}),
+    ...(status.inFlight ? { inFlight: status.inFlight } : {}),
   };
 }
 

@@ -11,10 +11,11 @@ import { roundUsd } from '../workflows/money.js';
 import type { agentRun } from '../workflows/agent-run.js';
 import { abandonUpdate, cancelSignal, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
 import { OUTCOME_MEMO_KEY, isRunResult, resultFromFailure } from '../workflows/outcomes.js';
+import { inFlightTurn } from './live.js';
 import { agentAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
-import type { AgentRunInput, AgentRunResult, RunStatusView } from '../workflows/types.js';
+import type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView } from '../workflows/types.js';
 
-export type { AgentRunInput, AgentRunResult, RunStatusView };
+export type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView };
 
 const startInputSchema = z.object({
   agent: z.string().min(1, 'name the agent to run (see the catalog)'),
@@ -45,13 +46,16 @@ export class AgentRunHandle {
   }
 
   /**
-   * The run's state, counters, usage and cost (rounded to micro-dollars). Needs a worker to answer; with
+   * The run's state, counters, usage and cost (rounded to micro-dollars); while a turn runs, `inFlight` adds its live
+   * heartbeat progress (`live: false` skips that extra call). Needs a worker to answer; with
    * `timeoutMs` it fails after that long instead of waiting for the server's own deadline.
    */
-  async status(options: { timeoutMs?: number } = {}): Promise<RunStatusView> {
+  async status(options: { timeoutMs?: number; live?: boolean } = {}): Promise<RunStatusView> {
     const query = () => this.handle.query(statusQuery);
     const view = options.timeoutMs ? await this.handle.client.withDeadline(Date.now() + options.timeoutMs, query) : await query();
-    return { ...view, costUsd: roundUsd(view.costUsd) };
+    // While a turn runs, its heartbeats carry what the workflow does not know yet: tokens, cost, attempt, last event.
+    const inFlight = view.state === 'running' && options.live !== false ? await inFlightTurn(this.handle).catch(() => undefined) : undefined;
+    return { ...view, costUsd: roundUsd(view.costUsd), ...(inFlight ? { inFlight: inFlight.costUsd !== undefined ? { ...inFlight, costUsd: roundUsd(inFlight.costUsd) } : inFlight } : {}) };
   }
 
   /**
