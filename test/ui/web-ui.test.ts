@@ -42,7 +42,7 @@ beforeAll(async () => {
     agent: 'scripted',
     task: book.write('ui-running', [
       { usage: { input: 25_000, output: 1_000 }, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'hi' } }] } },
-      { activity: 'reading files', sleepMs: 120_000, ...ok() },
+      { activity: 'reading files', usage: { input: 39_000, output: 380 }, sleepMs: 120_000, ...ok() },
     ]),
     identity,
     workflowId: testWorkflowId('ui-running'),
@@ -72,6 +72,10 @@ describe('the Temporal Web UI', () => {
     await waitForText(page, 'RUNNING');
     // The timeline names the turn activity by its summary.
     await waitForText(page, /runTurn • turn 2 · scripted/);
+    // The turn in flight, live from its heartbeats: its tokens before the turn ends, and what the harness does.
+    await page.getByRole('tab', { name: /^Pending Activities/ }).click();
+    const pending = await waitForText(page, /"tokens":\s*39380/);
+    expect(pending).toMatch(/"lastEvent":\s*"sleeping"/);
 
     await openTab('Search Attributes');
     const attributes = await waitForText(page, '"DurableHarnessStatus": "running"');
