@@ -17,13 +17,13 @@ import { ObservabilityConfigError } from '../observability/index.js';
 import { taskQueuePollers } from '../temporal/task-queue.js';
 import { CatalogMismatchError } from '../worker.js';
 import { roundUsd } from '../workflows/money.js';
-import type { AgentRunResult, RunPhase, RunStatusView } from '../workflows/types.js';
+import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
 import { CliError, ExitCodes, exitCodeForResult, exitCodeForState, exitCodeTable, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
-import { formatTable, listRuns, listStatuses, type ListFilters } from './list.js';
+import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
 import { openLedgerIfPresent, resolveSettings, type Settings } from './settings.js';
 
 const usage = `durable-harness — run coding-agent CLIs as durable Temporal workflows
@@ -319,7 +319,7 @@ function need(positionals: string[], count: number, what: string): string[] {
 function listFilters(flags: Flags): ListFilters {
   const limit = Number(flags.limit ?? 20);
   if (!Number.isInteger(limit) || limit < 1) throw usageError(`--limit must be a positive whole number, got "${flags.limit}"`);
-  if (flags.status && !listStatuses.includes(flags.status as RunPhase)) throw usageError(`--status must be one of ${listStatuses.join(', ')}; got "${flags.status}"`);
+  if (flags.status && !listStatuses.includes(flags.status as ListStatus)) throw usageError(`--status must be one of ${listStatuses.join(', ')}; got "${flags.status}"`);
   return { limit, status: flags.status as ListFilters['status'], agent: flags.agent, tenant: flags.tenant };
 }
 
