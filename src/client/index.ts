@@ -1,6 +1,6 @@
 /** A typed client for services: start agent runs and operate them (status, cancel, retry, reply). */
 import { randomUUID } from 'node:crypto';
-import { Client, WorkflowFailedError, WorkflowUpdateFailedError, type ConnectionLike, type WorkflowHandle } from '@temporalio/client';
+import { Client, WorkflowFailedError, WorkflowNotFoundError, WorkflowUpdateFailedError, type ConnectionLike, type WorkflowHandle } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
 import type { DataConverter } from '@temporalio/common';
 import { dataConverterFromEnvironment } from '../codec/keys.js';
@@ -89,7 +89,10 @@ export class AgentRunHandle {
    */
   async cancel(reason?: string): Promise<void> {
     await this.handle.signal(cancelSignal, reason);
-    await this.handle.cancel();
+    // The signal alone may already have ended the run (it waits briefly for the request): then there is nothing to add.
+    await this.handle.cancel().catch((err: unknown) => {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    });
   }
 
   /** Runs the failed turn again; rejected unless the run is awaiting an operator. */
