@@ -148,7 +148,7 @@ describe('durable-harness run', () => {
 
   it('operator commands the run state rejects exit 5 with the reason; nothing is claimed', async () => {
     const id = testWorkflowId('cli-reject');
-    await cli(['run', 'scripted', book.write('cli-busy', [{ sleepMs: 20_000, ...ok() }]), '--detach', '--id', id]);
+    await cli(['run', 'scripted', book.write('cli-busy', [{ sleepMs: 120_000, ...ok() }]), '--detach', '--id', id]);
     await expect.poll(async () => JSON.parse((await cli(['status', id, '--json'])).stdout).state, { timeout: 15_000 }).toBe('running');
     const reply = await cli(['reply', id, 'hello']);
     expect(reply).toMatchObject({ code: 5, stdout: '' });
@@ -167,7 +167,7 @@ describe('durable-harness run', () => {
     const missing = await cli(['status', 'no-such-run']);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/no run with id no-such-run/);
-  });
+  }, 120_000); // seven command-line starts; the run sleeps long enough that only the cancel ends it
 
   it('an unknown agent exits 2 (configuration), naming it', async () => {
     const { code, stdout } = await cli(['run', 'nobody', 'do things']);
