@@ -14,7 +14,8 @@ import type { Catalog } from './catalog/schema.js';
 import { JsonFileCredentialStore, MemoryCredentialStore, type CredentialStore } from './credentials/index.js';
 import { SqliteLedger, ledgerReady, openLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
-import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
+import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, spawnModeFromEnv, spawnerFor, temporalRunClosed } from './sandbox/index.js';
+import { defaultSpawnMode } from './sandbox/spawner.js';
 import type { Client } from '@temporalio/client';
 import type { SandboxProvider } from './sandbox/types.js';
 import { conflictingPollers, taskQueuePollers, workerIdentity } from './temporal/task-queue.js';
@@ -70,7 +71,20 @@ export interface WorkerSetup {
   readonly catalogCheck?: boolean;
   /** How long a stopping worker lets in-flight activities finish before cancelling them (default 5 s). */
   readonly shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
+  /**
+   * What this worker polls: `all` (default) — workflows, local and regular activities; `workflows` — workflows
+   * and their local activities only, the regular ones (the turn) left to an activity worker elsewhere
+   * (src/activity-worker.ts); `activities` — regular activities only, no workflow code.
+   */
+  readonly role?: WorkerRole;
+  /** At most this many regular activities (turns) at once on this worker; default the SDK's 100. */
+  readonly maxConcurrentTurns?: number;
+  /** Concurrent polls for turns; each holds one of the slots above while it waits. Default the SDK's (≤ 10). */
+  readonly turnPollers?: number;
 }
+
+/** See `WorkerSetup.role`. */
+export type WorkerRole = 'all' | 'workflows' | 'activities';
 
 /** Raised when the task queue is already served by a worker with another catalog. */
 export class CatalogMismatchError extends Error {
@@ -126,11 +140,13 @@ function openPrivateLedger(env: Readonly<Record<string, string | undefined>>, da
 
 /**
  * The local provider always (runtime state under `<dataDir>/runtime/local`, outside every workspace); the
- * Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image.
+ * Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. Local processes are spawned as
+ * DURABLE_HARNESS_SPAWN says (src/sandbox/spawner.ts).
  */
 export function defaultSandboxes(env: Readonly<Record<string, string | undefined>>, dataDir: string, deployment?: string): Record<string, SandboxProvider> {
   const docker = dockerSandboxFromEnvironment(env, dataDir, undefined, deployment);
-  const local = new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces'), runtimeDir: path.join(dataDir, 'runtime', 'local') });
+  const spawner = spawnerFor(spawnModeFromEnv(env, defaultSpawnMode));
+  const local = new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces'), runtimeDir: path.join(dataDir, 'runtime', 'local'), spawner });
   return { local, ...(docker ? { docker } : {}) };
 }
 
@@ -145,6 +161,15 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
   return removed;
 }
 
+/**
+ * How often a running turn's heartbeat reaches the server. Cancellation reaches an activity only on a heartbeat
+ * response, so this bounds how late a cancel is noticed: at 1 s a cancelled turn's process tree was gone in
+ * 0.6-1.0 s (300 ms: 0.15-0.35 s), inside the 2 s promise. Every heartbeat is a server write: at 300 ms the dev
+ * server spent ~5 ms more CPU per 2-second turn (docs/BENCHMARKS.md), i.e. 100 long turns cost it ~0.4 core
+ * in heartbeats alone instead of ~0.12.
+ */
+export const heartbeatThrottle = '1s';
+
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
 export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker; deps: ActivityDeps }> {
   const namespace = setup.namespace ?? 'default';
@@ -152,22 +177,27 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
   const hash = catalogHash(setup.catalog());
   if (setup.catalogCheck !== false) await assertSameCatalogOnTaskQueue(setup.connection, namespace, taskQueue, hash);
   const deps = defaultDeps(setup);
+  const role = setup.role ?? 'all';
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
+  // An activities-only worker runs no workflow code: workflow interceptor modules and sinks do not apply.
+  const interceptors = setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] };
   const worker = await Worker.create({
     connection: setup.connection,
     namespace,
     taskQueue,
     identity: workerIdentity(hash, setup.identity),
-    ...(setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
+    ...(role === 'activities' ? {} : setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
     activities: createActivities(deps),
+    enableNonLocalActivities: role !== 'workflows',
+    ...(setup.maxConcurrentTurns !== undefined ? { maxConcurrentActivityTaskExecutions: setup.maxConcurrentTurns } : {}),
+    // (SDK 1.24 ignores maxConcurrentActivityTaskPolls; the poller behaviour is what counts.)
+    ...(setup.turnPollers !== undefined ? { activityTaskPollerBehavior: { type: 'simple-maximum', maximum: setup.turnPollers } as const } : {}),
     // Turn tokens and cost go to the runtime's metrics always, and onto the turn's span when tracing is on.
-    interceptors: setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] },
-    ...(setup.tracing ? { sinks: setup.tracing.workerOptions.sinks } : {}),
+    interceptors: role === 'activities' ? { activity: interceptors.activity } : interceptors,
+    ...(setup.tracing && role !== 'activities' ? { sinks: setup.tracing.workerOptions.sinks } : {}),
     dataConverter: setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env),
-    // Cancellation reaches an activity on its next heartbeat response: keep that gap well under a second,
-    // so a cancelled turn's process tree is gone within 2 s.
-    maxHeartbeatThrottleInterval: '300ms',
-    defaultHeartbeatThrottleInterval: '300ms',
+    maxHeartbeatThrottleInterval: heartbeatThrottle,
+    defaultHeartbeatThrottleInterval: heartbeatThrottle,
     shutdownGraceTime: setup.shutdownGraceTime ?? '5s',
   });
   return { worker, deps };

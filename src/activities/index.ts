@@ -4,6 +4,7 @@
  * the agent a frozen spec's hash, and large texts references into the blob store.
  */
 import { ApplicationFailure, Context, activityInfo, heartbeat } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import type { ActionRegistry } from '../actions/index.js';
 import type { AdapterRegistry } from '../adapters/registry.js';
 import { UnknownDriverError } from '../adapters/registry.js';
@@ -37,6 +38,7 @@ import type {
 import { expandSandbox } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
+import { announcingBroker, approvalActivities, attemptDeadlineMs, runAnnouncer } from './approvals.js';
 import { turnPriceUsd } from './pricing.js';
 import { reportTurnIdentity } from '../observability/turn-telemetry.js';
 import { harnessRedactor, redactDeep, redactFailure, redactStream, type Redactor } from './redaction.js';
@@ -404,10 +406,15 @@ export function createActivities(deps: ActivityDeps) {
         workspace: req.sandbox.workspacePath,
         broker:
           deps.approvals ??
-          ledgerApprovalBroker({
+          announcingBroker({
+            inner: ledgerApprovalBroker({
+              ledger: deps.ledger,
+              pollMs: deps.approvalPollMs,
+              onPending: (record) => deps.onPendingApproval?.(record).catch((err: unknown) => ctx.log.warn('onPendingApproval failed', { error: String(err) })),
+            }),
             ledger: deps.ledger,
-            pollMs: deps.approvalPollMs,
-            onPending: (record) => deps.onPendingApproval?.(record).catch((err: unknown) => ctx.log.warn('onPendingApproval failed', { error: String(err) })),
+            announce: runAnnouncer(workerClient(ctx), info.workflowExecution, ctx.log),
+            deadlineMs: attemptDeadlineMs(info),
           }),
         redact,
         onAsk: (request, approvalId) => {
@@ -495,6 +502,7 @@ export function createActivities(deps: ActivityDeps) {
     recordPromptRun,
     validateStep,
     executeAction,
+    ...approvalActivities(deps.ledger),
 
     /** Compensation: ends the sandbox (unless borrowed from a parent) and closes the ledger row. Idempotent; runs on every exit path. */
     async endSession(input: { workflowId: string; sandbox?: SandboxRef; releaseSandbox: boolean; status: RunOutcome; result: AgentRunResult }): Promise<void> {
@@ -617,6 +625,15 @@ function describeEvent(event: HarnessEvent, redact: (s: string) => string): stri
       return `error: ${redact(event.message).slice(0, 200)}`;
     default:
       return event.type;
+  }
+}
+
+/** The worker's client (absent in a mock activity environment). */
+function workerClient(ctx: Context): Client | undefined {
+  try {
+    return ctx.client;
+  } catch {
+    return undefined;
   }
 }
 

@@ -23,6 +23,7 @@ import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
 import { CliError, ExitCodes, exitCodeForResult, exitCodeForState, exitCodeTable, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
+import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
 import { openLedgerIfPresent, resolveSettings, type Settings } from './settings.js';
 
@@ -43,6 +44,12 @@ Usage:
   durable-harness abandon RUN_ID [--reason TEXT]
                                       end an awaiting_operator run as failed
   durable-harness reply RUN_ID TEXT   answer a run that waits for a reply
+  durable-harness approvals [RUN_ID] [--json]
+                                      permission requests waiting for an operator (of every open run, or of one)
+  durable-harness approve RUN_ID REQUEST [--edit JSON] [--scope once|session] [--by NAME]
+                                      allow it (--edit: fields replacing the tool input's, e.g. '{"command":"ls"}')
+  durable-harness deny RUN_ID REQUEST [--reason TEXT] [--by NAME]
+                                      deny it; the reason is shown to the harness
   durable-harness codec-server [--codec-port 8234] [--cors-origin URL]...
                                       decode/encode encrypted payloads for the Web UI (keys from the environment)
 
@@ -84,6 +91,9 @@ const options = {
   agent: { type: 'string' },
   status: { type: 'string' },
   reason: { type: 'string' },
+  edit: { type: 'string' },
+  scope: { type: 'string' },
+  by: { type: 'string' },
   limit: { type: 'string' },
   'codec-port': { type: 'string' },
   'cors-origin': { type: 'string', multiple: true },
@@ -126,13 +136,18 @@ function shellQuote(arg: string): string {
   return /^[A-Za-z0-9._:/=@%+,-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
 }
 
-/** The exact commands that answer a run waiting for a person, with the connection flags this command was given. */
-export function answerCommands(status: Pick<RunStatusView, 'state'>, workflowId: string, flags: Flags): string[] {
+/** A command the user can paste, with the connection flags this command was given. */
+function commandLine(flags: Flags): (...args: string[]) => string {
   const tail = [
     ...(flags.address ? ['--address', flags.address] : []),
     ...(flags.namespace ? ['--namespace', flags.namespace] : []),
   ];
-  const command = (...args: string[]) => ['durable-harness', ...args, ...tail].map(shellQuote).join(' ');
+  return (...args: string[]) => ['durable-harness', ...args, ...tail].map(shellQuote).join(' ');
+}
+
+/** The exact commands that answer a run waiting for a person, with the connection flags this command was given. */
+export function answerCommands(status: Pick<RunStatusView, 'state'>, workflowId: string, flags: Flags): string[] {
+  const command = commandLine(flags);
   if (status.state === 'awaiting_operator') return [command('retry', workflowId), command('abandon', workflowId, '--reason', 'why')];
   if (status.state === 'waiting_for_reply') return [command('reply', workflowId, 'your answer')];
   return [];
@@ -275,6 +290,7 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   if (flags.json) out(JSON.stringify(view, null, 2));
   else {
     out(progressLine(view));
+    for (const line of permissionLines(view, id, commandLine(flags))) out(line);
     if (humanStates.has(view.state)) out(needsHumanText(view, id, flags));
   }
   return exitCodeForState(view.state);
@@ -402,6 +418,35 @@ export async function main(argv: string[]): Promise<ExitCode> {
       const [id, ...words] = need(rest, 2, 'RUN_ID and TEXT');
       return withClient(flags, async (client) => {
         out(await operate(client, () => getAgentRun(client, id!).reply(words.join(' '))));
+        return ExitCodes.succeeded;
+      });
+    }
+    case 'approvals': {
+      const [id] = rest;
+      return withClient(flags, async (client) => {
+        const { rows, unanswered } = await operate(client, () => pendingApprovals(client, id));
+        if (flags.json) out(JSON.stringify(rows, null, 2));
+        else if (rows.length === 0) out(id ? `run ${id} has no permission request waiting` : 'no permission request is waiting');
+        else for (const line of formatApprovals(rows)) out(line);
+        for (const other of unanswered) err(`run ${other} has pending requests but no worker answered its status query`);
+        return ExitCodes.succeeded;
+      });
+    }
+    case 'approve':
+    case 'deny': {
+      const [id, request] = need(rest, 2, `RUN_ID and REQUEST: durable-harness ${command} RUN_ID REQUEST`);
+      if (command === 'deny' && (flags.edit !== undefined || flags.scope !== undefined)) throw usageError('--edit and --scope go with approve, not deny');
+      const edit = parseEdit(flags.edit);
+      const scope = parseScope(flags.scope);
+      const by = flags.by ?? os.userInfo().username;
+      return withClient(flags, async (client) => {
+        const run = getAgentRun(client, id!);
+        const decided =
+          command === 'approve'
+            ? await operate(client, () => run.approve(request!, { by, ...(edit ? { edit } : {}), ...(scope ? { scope } : {}) }))
+            : await operate(client, () => run.deny(request!, { by, ...(flags.reason !== undefined ? { reason: flags.reason } : {}) }));
+        if (flags.json) out(JSON.stringify({ workflowId: id, ...decided }));
+        else out(`${decided.status} ${request} of ${id} (${decided.decidedBy})${decided.editedInput !== undefined ? ` with input ${escapeControl(JSON.stringify(decided.editedInput))}` : ''}`);
         return ExitCodes.succeeded;
       });
     }

@@ -9,13 +9,15 @@ import { previewOf } from '../blobs/text-ref.js';
 import { defaultTaskQueue } from '../worker-defaults.js';
 import { roundUsd } from '../workflows/money.js';
 import type { agentRun } from '../workflows/agent-run.js';
-import { abandonUpdate, cancelSignal, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
+import type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView } from '../workflows/approvals.js';
+import { abandonUpdate, approveUpdate, cancelSignal, denyUpdate, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
 import { OUTCOME_MEMO_KEY, isRunResult, resultFromFailure } from '../workflows/outcomes.js';
 import { inFlightTurn } from './live.js';
 import { agentAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
 import type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView } from '../workflows/types.js';
 
 export type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView };
+export type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView };
 
 const startInputSchema = z.object({
   agent: z.string().min(1, 'name the agent to run (see the catalog)'),
@@ -30,7 +32,15 @@ const startInputSchema = z.object({
   taskQueue: z.string().optional(),
 });
 
-export type StartAgentRunInput = AgentRunInput & { readonly workflowId?: string; readonly taskQueue?: string };
+export type StartAgentRunInput = AgentRunInput & {
+  readonly workflowId?: string;
+  readonly taskQueue?: string;
+  /**
+   * Eager workflow start: the server hands the first workflow task straight back to a worker on this client's
+   * connection, saving a round trip. Only when the client was made from the worker's `NativeConnection`.
+   */
+  readonly eager?: boolean;
+};
 
 /** Raised for input a run cannot start with; the message says what to fix. */
 export class InvalidRunInputError extends Error {
@@ -110,6 +120,21 @@ export class AgentRunHandle {
   reply(text: string): Promise<string> {
     return rejectedWithReason(this.handle.executeUpdate(replyUpdate, { args: [text] }));
   }
+
+  /** The run's permission requests waiting for an operator (docs/permissions.md). */
+  async pendingApprovals(options: { timeoutMs?: number } = {}): Promise<readonly PendingApprovalView[]> {
+    return (await this.status(options)).pendingApprovals ?? [];
+  }
+
+  /** Allows a pending permission request (with `edit`: the edited input runs instead); RunRejectedError when unknown or already decided. */
+  approve(requestId: string, options: ApproveOptions = {}): Promise<ApprovalDecisionResult> {
+    return rejectedWithReason(this.handle.executeUpdate(approveUpdate, { args: [requestId, options] }));
+  }
+
+  /** Denies a pending permission request (the reason is shown to the harness); RunRejectedError when unknown or already decided. */
+  deny(requestId: string, options: DenyOptions = {}): Promise<ApprovalDecisionResult> {
+    return rejectedWithReason(this.handle.executeUpdate(denyUpdate, { args: [requestId, options] }));
+  }
 }
 
 /** Raised when a run rejects an update (e.g. a reply while it is not waiting for one); says why. */
@@ -149,12 +174,13 @@ export async function startAgentRun(client: Client, input: StartAgentRunInput): 
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ');
     throw new InvalidRunInputError(`cannot start the agent run: ${problems}`);
   }
-  const { workflowId, taskQueue, ...rest } = input;
+  const { workflowId, taskQueue, eager, ...rest } = input;
   const args: AgentRunInput = { ...rest };
   const handle = await client.workflow.start<typeof agentRun>('agentRun', {
     taskQueue: taskQueue ?? defaultTaskQueue,
     workflowId: workflowId ?? `run-${input.agent}-${randomUUID().slice(0, 8)}`,
     args: [args],
+    ...(eager ? { requestEagerStart: true } : {}),
     staticSummary: `${input.agent}: ${previewOf(input.task, 100)}`,
     typedSearchAttributes: [
       { key: agentAttribute, value: input.agent },

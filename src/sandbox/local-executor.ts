@@ -2,7 +2,6 @@
  * Runs processes on the worker's host, in the workspace, with a minimal environment — each in its own PID
  * namespace (by default), optionally as an unprivileged user. See local-containment.ts.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LineQueue } from './line-queue.js';
@@ -19,6 +18,7 @@ import {
   type ContainmentTools,
   type LocalIsolation,
 } from './local-containment.js';
+import { directSpawner, type SpawnedProcess, type Spawner } from './spawner.js';
 import type { ExecProcess, ExecRequest, SandboxExecutor } from './types.js';
 import { mkdirWorkspaceSync } from './workspace-fs.js';
 
@@ -43,6 +43,8 @@ export interface LocalExecutorOptions {
   readonly killGraceMs?: number;
   /** How long stdout may stay open after the process exited (a background grandchild may hold it). */
   readonly drainGraceMs?: number;
+  /** How processes are started (src/sandbox/spawner.ts); default `child_process.spawn` on this thread. */
+  readonly spawner?: Spawner;
 }
 
 /** Exit status of a local process. */
@@ -81,10 +83,9 @@ class TailBuffer {
 export class LocalProcess implements ExecProcess {
   readonly lines: AsyncIterable<string>;
   readonly exit: Promise<LocalExit>;
-  readonly pid: number | undefined;
   private readonly queue = new LineQueue();
   private readonly stderr = new TailBuffer(stderrTailBytes);
-  private child: ChildProcess | undefined;
+  private child: SpawnedProcess | undefined;
   private failure: Error | undefined;
   private exited = false;
   private killing: Promise<void> | undefined;
@@ -101,8 +102,13 @@ export class LocalProcess implements ExecProcess {
     this.exit = new Promise((resolve) => {
       this.resolveExit = resolve;
     });
-    this.pid = this.start(request);
+    this.start(request);
     if (request.signal) this.watchSignal(request.signal);
+  }
+
+  /** The process's pid (= its process group), once started; a pooled spawn knows it a moment later. */
+  get pid(): number | undefined {
+    return this.child?.pid;
   }
 
   /** The error that kept the process from starting, if any. */
@@ -116,15 +122,13 @@ export class LocalProcess implements ExecProcess {
 
   /** Writes to stdin; a no-op when stdin was not opened or is already closed. */
   write(text: string): void {
-    const stdin = this.child?.stdin;
-    if (!stdin || stdin.destroyed || !stdin.writable) return;
-    stdin.write(text);
+    this.child?.writeStdin(text);
   }
 
   /** Ends stdin: the process sees end of input. A no-op when stdin was not opened or is already closed. */
   closeStdin(): void {
-    const stdin = this.child?.stdin;
-    if (stdin && !stdin.destroyed && !stdin.writableEnded) stdin.end();
+    // Queued writes go first: both spawners end stdin after what was written before (a pooled spawn in order).
+    this.child?.endStdin();
   }
 
   /** SIGTERM to the process group, SIGKILL after the grace period if any of it lives; resolves after exit. */
@@ -133,7 +137,7 @@ export class LocalProcess implements ExecProcess {
     return this.killing;
   }
 
-  private start(request: ExecRequest): number | undefined {
+  private start(request: ExecRequest): void {
     const [file, ...args] = request.argv;
     const cwd = request.cwd ?? this.options.workspacePath;
     if (file === undefined || file.length === 0) return this.fail(new Error('Cannot start a process: argv is empty.'));
@@ -143,14 +147,16 @@ export class LocalProcess implements ExecProcess {
     const executable = findExecutable(file, env.PATH ?? minimalPath());
     if (!executable) return this.fail(Object.assign(new Error(`spawn ${file} ENOENT`), { code: 'ENOENT' }));
     const [wrapped, ...wrappedArgs] = wrapArgv(this.options.isolation, [executable, ...args], this.options.tools);
-    let child: ChildProcess;
+    let child: SpawnedProcess;
     try {
-      child = spawn(wrapped!, wrappedArgs, {
+      child = this.options.spawner({
+        file: wrapped!,
+        args: wrappedArgs,
         cwd,
         env,
         // Own process group, so kill() reaches the group; never a shell, so argv is never re-parsed.
         detached: true,
-        stdio: [request.stdin === undefined && !request.keepStdinOpen ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+        stdin: request.stdin === undefined && !request.keepStdinOpen ? 'ignore' : 'pipe',
       });
     } catch (error) {
       // Invalid arguments (a NUL byte, for instance) throw synchronously; report them like any spawn failure.
@@ -159,7 +165,7 @@ export class LocalProcess implements ExecProcess {
     this.child = child;
     this.wire(child, request);
     if (child.pid !== undefined) this.remember(child.pid);
-    return child.pid;
+    else child.once('spawn', () => child.pid !== undefined && this.remember(child.pid));
   }
 
   /** Records the process (and, in a PID namespace, its PID 1 once it exists) in the runtime state file. */
@@ -195,36 +201,31 @@ export class LocalProcess implements ExecProcess {
     return { PATH: minimalPath(), HOME: home, LANG: 'C.UTF-8', ...request.env };
   }
 
-  private wire(child: ChildProcess, request: ExecRequest): void {
-    child.stdout?.on('data', (chunk: Buffer) => this.queue.push(chunk));
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (chunk: string) => this.stderr.append(chunk));
-    // A harness that exits early makes writes fail with EPIPE; that is its exit to report, not our crash.
-    child.stdin?.on('error', () => undefined);
-    if (child.stdin && request.stdin !== undefined) child.stdin.write(request.stdin);
-    if (child.stdin && !request.keepStdinOpen) child.stdin.end();
-    child.once('error', (error) => {
+  private wire(child: SpawnedProcess, request: ExecRequest): void {
+    child.onStdout((chunk) => this.queue.push(chunk));
+    child.onStderr((text) => this.stderr.append(text));
+    if (request.stdin !== undefined) child.writeStdin(request.stdin);
+    if (!request.keepStdinOpen) child.endStdin();
+    child.on('error', (error: Error) => {
       if (child.pid === undefined) this.fail(error);
     });
     child.once('exit', () => this.onExited(child));
-    child.once('close', (code, signal) => this.finish({ code, signal }));
+    child.once('close', (code: number | null, signal: string | null) => this.finish({ code, signal }));
   }
 
-  private onExited(child: ChildProcess): void {
+  private onExited(child: SpawnedProcess): void {
     this.exited = true;
     // A background grandchild can hold stdout open for ever; stop waiting for it after a short drain.
     this.drainTimer = setTimeout(() => {
-      child.stdout?.destroy();
-      child.stderr?.destroy();
+      child.stopOutput();
       this.finish({ code: child.exitCode, signal: child.signalCode });
     }, this.options.drainGraceMs);
   }
 
-  private fail(error: Error): undefined {
+  private fail(error: Error): void {
     this.failure = error;
     this.stderr.append(`${error.message}\n`);
     this.finish({ code: null, signal: null });
-    return undefined;
   }
 
   private finish(exit: LocalExit): void {
@@ -249,6 +250,14 @@ export class LocalProcess implements ExecProcess {
    * SIGKILL to the namespace's PID 1 — the kernel then kills every process in the namespace — and the group.
    */
   private async killGroup(): Promise<void> {
+    // A pooled spawn may not have reported its pid yet: wait for it (or for the failure to start).
+    const child = this.child;
+    if (child && child.pid === undefined && !this.exited) {
+      await new Promise<void>((resolve) => {
+        child.once('spawn', resolve);
+        void this.exit.then(() => resolve());
+      });
+    }
     const pgid = this.child?.pid;
     if (pgid === undefined) return this.exit.then(() => undefined);
     signal(-pgid, 'SIGTERM');
@@ -317,6 +326,7 @@ export class LocalExecutor implements SandboxExecutor {
       tools: options.tools ?? defaultTools,
       killGraceMs: options.killGraceMs ?? defaultKillGraceMs,
       drainGraceMs: options.drainGraceMs ?? defaultDrainGraceMs,
+      spawner: options.spawner ?? directSpawner,
     };
   }
 

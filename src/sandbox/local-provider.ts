@@ -19,6 +19,7 @@ import {
   type LocalIsolation,
 } from './local-containment.js';
 import { LocalExecutor } from './local-executor.js';
+import type { Spawner } from './spawner.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
 import { chownDirectoryNoFollow, LocalWorkspaceFs, mkdirWorkspaceSync } from './workspace-fs.js';
 import type { NetworkPolicy, SandboxHandle, SandboxProvider, SandboxRef, SandboxStartRequest } from './types.js';
@@ -36,6 +37,8 @@ export interface LocalSandboxProviderOptions {
   readonly killGraceMs?: number;
   /** util-linux binaries (tests point these elsewhere to see a missing mechanism refused). */
   readonly tools?: ContainmentTools;
+  /** How processes are started (src/sandbox/spawner.ts); default `child_process.spawn` on the calling thread. */
+  readonly spawner?: Spawner;
 }
 
 /** A live local sandbox: the handle plus where its running turn is recorded. */
@@ -120,7 +123,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     checkIsolation(isolation, this.tools);
     this.createWorkspace(ref.hostWorkspacePath, isolation);
     const stateFile = this.stateFileFor(ref);
-    const executor = new LocalExecutor({ workspacePath: ref.hostWorkspacePath, stateFile, isolation, tools: this.tools, killGraceMs: this.options.killGraceMs });
+    const executor = new LocalExecutor({ workspacePath: ref.hostWorkspacePath, stateFile, isolation, tools: this.tools, killGraceMs: this.options.killGraceMs, spawner: this.options.spawner });
     return {
       ref,
       executor,

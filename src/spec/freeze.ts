@@ -110,6 +110,7 @@ export function policyOf(spec: FrozenSpec, specHash: string, options: { budget?:
     turnTimeoutMs: spec.harness.turnTimeoutMs,
     inlineTextLimit: options.inlineTextLimit,
     sharesParentWorkspace: spec.agent.sandbox.workspaceScope === 'parent',
+    ...permissionsOf(spec),
   };
 }
 
@@ -136,4 +137,19 @@ export class SpecStore {
     }
     return spec;
   }
+}
+
+/** The permission fields of a run's policy: the approval wait the turn timeout must cover, and whether it is enforced. */
+function permissionsOf(spec: FrozenSpec): Pick<RunPolicy, 'approvalTimeoutMs' | 'permissions'> {
+  const p = spec.agent.permissions;
+  const gated = policyIsInteractive(p);
+  return {
+    ...(gated && spec.agent.permissionsEnforced ? { approvalTimeoutMs: p.approvalTimeoutMs } : {}),
+    permissions: {
+      posture: p.posture,
+      gated,
+      enforced: spec.agent.permissionsEnforced,
+      ...(!spec.agent.permissionsEnforced ? { note: `advisory: harness "${spec.harness.name}" cannot ask before a tool runs` } : {}),
+    },
+  };
 }

@@ -87,4 +87,18 @@ export interface RunPolicy {
   readonly inlineTextLimit: number;
   /** The sub-agent works in its parent's workspace (`workspaceScope: parent`). */
   readonly sharesParentWorkspace: boolean;
+  /**
+   * How long one permission request may wait for an operator (ms), when the policy can ask one; the turn
+   * activity's timeout covers it. Absent in runs resolved before it existed, and when nothing is ever asked.
+   */
+  readonly approvalTimeoutMs?: number;
+  /** The permission posture as enforced on this harness (absent in runs resolved before it existed). */
+  readonly permissions?: {
+    readonly posture: string;
+    /** Whether tool uses go through the gate (strict, or rules). */
+    readonly gated: boolean;
+    /** False when the posture was accepted as advisory on a harness that cannot ask: nothing enforces it. */
+    readonly enforced: boolean;
+    readonly note?: string;
+  };
 }

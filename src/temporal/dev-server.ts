@@ -6,6 +6,9 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { allSearchAttributes } from '../workflows/search-attributes.js';
 
+/** The CLI's names of the search attribute types the runs use. */
+const searchAttributeTypeName = { KEYWORD: 'Keyword', DOUBLE: 'Double', INT: 'Int' } as const;
+
 export interface DevServerOptions {
   readonly cliPath: string;
   readonly ip?: string;
@@ -60,7 +63,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   args.push('--dynamic-config-value', 'system.enableActivityEagerExecution=true');
   // The default (20/s) throttles the transfer queue after a burst of fast workflow tasks: ~30-40 ms per turn.
   args.push('--dynamic-config-value', 'history.transferProcessorMaxPollRPS=1000');
-  for (const key of allSearchAttributes) args.push('--search-attribute', `${key.name}=${key.type === 'DOUBLE' ? 'Double' : 'Keyword'}`);
+  for (const key of allSearchAttributes) args.push('--search-attribute', `${key.name}=${searchAttributeTypeName[key.type as keyof typeof searchAttributeTypeName] ?? 'Keyword'}`);
   const child = spawn(options.cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {

@@ -9,6 +9,7 @@ import { allSearchAttributes } from '../workflows/search-attributes.js';
 const indexedType = {
   KEYWORD: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
   DOUBLE: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
+  INT: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_INT,
 } as const;
 
 export async function ensureSearchAttributes(connection: Connection, namespace: string): Promise<void> {

@@ -63,6 +63,8 @@ import {
 import { roundUsd } from './money.js';
 import { CANCEL_REQUEST_GRACE_MS, OUTCOMES_PATCH, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
+import { installApprovalHandlers } from './approval-handlers.js';
+import { detailsText, turnStartToCloseMs } from './approvals.js';
 import type { RunState } from './state.js';
 import { compactSandbox, type AgentRunInput, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
@@ -82,7 +84,7 @@ const { runTurn } = proxyActivities<Activities>({ startToCloseTimeout: '1h' });
 /** Options for the long, heartbeating turn; attempts come from the agent's config. */
 function turnActivityOptions(policy: RunPolicy, turn: number) {
   return {
-    startToCloseTimeout: policy.turnTimeoutMs + 60_000,
+    startToCloseTimeout: turnStartToCloseMs(policy),
     heartbeatTimeout: '15s',
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry: { maximumAttempts: policy.turnAttempts, initialInterval: '1s', backoffCoefficient: 2 },
@@ -102,7 +104,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
 
   const update = (next: RunState) => {
     state = next;
-    setCurrentDetails(`**${state.state}** · ${state.detail}`);
+    setCurrentDetails(detailsText(state));
   };
   const setPhase = (phase: RunPhase, detail: string) => {
     update(withPhase(state, phase, detail));
@@ -123,7 +125,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     if (costMoved) changes.push({ key: costAttribute, value: roundUsd(state.costUsd) });
     if (changes.length === 0) return;
     upsertSearchAttributes(changes);
-    state = { ...state, attributes: { status: state.state, costUsd: costMoved ? state.costUsd : written.costUsd } };
+    state = { ...state, attributes: { ...written, status: state.state, costUsd: costMoved ? state.costUsd : written.costUsd } };
   };
 
   // ---- handlers first --------------------------------------------------------------------------
@@ -174,12 +176,16 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     },
   });
 
+  const approvals = installApprovalHandlers({ workflowId, state: () => state, update });
+
   // ---- the Temporal calls the decisions ask for --------------------------------------------------
   /** Runs a turn; when it fails after its retries, waits for an operator to retry it or give up. */
   const runTurnWithOperator = async (policy: RunPolicy, request: TurnRequest): Promise<TurnResult> => {
     for (;;) {
       try {
-        return await runTurn.executeWithOptions(turnActivityOptions(policy, request.turn), [request]);
+        const result = await runTurn.executeWithOptions(turnActivityOptions(policy, request.turn), [request]);
+        approvals.turnEnded(request.turn);
+        return result;
       } catch (err) {
         if (isCancellation(err)) throw err;
         const cause = err instanceof ActivityFailure ? err.cause : err;
@@ -315,6 +321,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   }
 
   // ---- compensation: on every exit path, never cancelled, idempotent ---------------------------
+  approvals.runEnded(result.status);
   // Runs started before this patch complete with every outcome; newer ones end in Temporal's terms (outcomes.ts).
   const inTemporalTerms = result.status !== 'succeeded' && patched(OUTCOMES_PATCH);
   setPhase(result.status, result.reason ?? result.result?.slice(0, 120) ?? result.status);

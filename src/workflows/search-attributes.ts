@@ -7,5 +7,8 @@ export const statusAttribute = defineSearchAttributeKey('DurableHarnessStatus', 
 export const tenantAttribute = defineSearchAttributeKey('DurableHarnessTenant', SearchAttributeType.KEYWORD);
 export const costAttribute = defineSearchAttributeKey('DurableHarnessCostUsd', SearchAttributeType.DOUBLE);
 
+/** How many permission requests of the run wait for an operator now (`DurableHarnessPendingApprovals > 0`). */
+export const pendingApprovalsAttribute = defineSearchAttributeKey('DurableHarnessPendingApprovals', SearchAttributeType.INT);
+
 /** All of them, for registering with a server (`temporal operator search-attribute create`). */
-export const allSearchAttributes = [agentAttribute, harnessAttribute, statusAttribute, tenantAttribute, costAttribute] as const;
+export const allSearchAttributes = [agentAttribute, harnessAttribute, statusAttribute, tenantAttribute, costAttribute, pendingApprovalsAttribute] as const;

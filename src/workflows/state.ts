@@ -6,6 +6,7 @@
 import type { Usage } from '../adapters/types.js';
 import type { SandboxRef } from '../sandbox/types.js';
 import type { RunPolicy } from '../spec/types.js';
+import type { PendingApprovalView, SettledApprovalView } from './approvals.js';
 import type { RunPhase, StepView, TurnInput } from './types.js';
 
 export interface RunState {
@@ -40,7 +41,11 @@ export interface RunState {
   /** The open chat question (its opening, if long). */
   readonly pendingQuestion?: string;
   /** Search-attribute values last written, so they are upserted only when they change. */
-  readonly attributes: { readonly status?: string; readonly costUsd?: number };
+  readonly attributes: { readonly status?: string; readonly costUsd?: number; readonly pendingApprovals?: number };
+  /** Permission requests waiting for an operator (src/workflows/approvals.ts); absent in runs that never had one. */
+  readonly pendingApprovals?: readonly PendingApprovalView[];
+  /** The last requests that left the pending list, and who decided them. */
+  readonly settledApprovals?: readonly SettledApprovalView[];
   /** Executions of this run before the current one (continue-as-new). */
   readonly continuedTimes: number;
 }

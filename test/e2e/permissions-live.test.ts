@@ -27,6 +27,16 @@ const liveRoot = path.join(repo, '.data/permissions-live');
 afterAll(() => process.env.KEEP_LIVE || rmSync(liveRoot, { recursive: true, force: true }));
 
 const secret = 'sk-live-permissions-not-a-real-key';
+/**
+ * The harness's own turn budget here (the clock pauses while a request waits for an answer). It covers the CLI's cold
+ * start, which the turn includes: on a starved machine opencode took 42 s of a 76 s turn just to answer
+ * `session/new` (measured under `nice -n 19` beside CPU burners), and the suite runs these CLIs beside every other
+ * test file. At 90 s such a turn timed out mid-scenario — CI saw it as "the scripted model was not asked as often as
+ * the scenario expects: expected 1 to be +0" (the timeout struck before opencode's third model call).
+ */
+const liveTurnTimeoutMs = 300_000;
+/** Each live test drives one turn: its budget, plus the fake vendor, the operator and the teardown. */
+const liveTestTimeoutMs = liveTurnTimeoutMs + 60_000;
 const prompt = 'Run touch ran.txt, then write out.txt, then finish.';
 
 function freshWorkspace(name: string): string {
@@ -86,12 +96,14 @@ async function live(
     adapter.applyPermissionPolicy('strict');
     adapter.setSystemPrompt('End every turn with one JSON next-step envelope.');
     const wrap = options.strace ? [straceBin, ...straceConnectArgs(straceLog)] : [];
-    await adapter.start(cliSessionConfig(cli, workspace, vendor, new LocalExecutor({ workspacePath: workspace }), secret, { wrap }));
+    await adapter.start(cliSessionConfig(cli, workspace, vendor, new LocalExecutor({ workspacePath: workspace }), secret, { wrap, turnTimeoutMs: liveTurnTimeoutMs }));
     vendor.script(...forCli(cli, ...permissionReplies(cli, workspace, scenario)));
     const policy = agentPermissionsSchema.parse({ posture: 'strict', approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000 });
     const gate = createPermissionGate({ ledger, workflowId, turn: 1, policy, workspace, broker: ledgerApprovalBroker({ ledger, pollMs: 50 }) });
     const events: HarnessEvent[] = [];
     const turn = await collectTurn(adapter.runTurn({ prompt, turn: 1, gate }), (e) => void events.push(e));
+    // A turn that ended early (a timeout, a crash) says so, rather than showing up as a short count of model calls.
+    expect(turn.error, 'the turn ended with an error before the scenario was through').toBeUndefined();
     expect(vendor.unexpected).toEqual([]);
     expect(vendor.remaining(), 'the scripted model was not asked as often as the scenario expects').toBe(0);
     return {
@@ -135,7 +147,7 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real bin
     expect(r.turn.usage.output).toBe(60);
     expect(r.connects!.length, 'strace saw no inet connect at all: the proof would be empty').toBeGreaterThan(0);
     expect(r.connects!.filter((a) => a !== '127.0.0.1' && a !== '::1' && a !== '::ffff:127.0.0.1')).toEqual([]);
-  }, 120_000);
+  }, liveTestTimeoutMs);
 
   it('denied by an operator: the file is not there and the command left no trace; the model is told why', async () => {
     const r = await live(cli, 'deny', () => ({ allow: false, by: 'operator:bob', message: 'Not in this workspace.' }));
@@ -147,7 +159,7 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real bin
       ['edit', 'denied', 'operator:bob', 'Not in this workspace.'],
     ]);
     expect(r.events.filter((e) => e.type === 'permission-decision').map((e) => (e as { decision: string }).decision)).toEqual(['deny', 'deny']);
-  }, 120_000);
+  }, liveTestTimeoutMs);
 
   it('edited by an operator: the edited command runs and the asked one does not', async () => {
     const r = await live(cli, 'edit', (row) => (row.command === 'touch ran.txt' ? { allow: true, by: 'operator:carol', edit: { command: 'touch edited.txt' } } : undefined));
@@ -162,7 +174,7 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real bin
     // Emulated: the model asks again with exactly the edit, which the operator already approved.
     else expect(rest.map((row) => [row.command, row.status, row.decidedBy])).toEqual([['touch edited.txt', 'allowed', `edit-of:${first!.requestId}`]]);
     expect(r.seen).toHaveLength(1);
-  }, 120_000);
+  }, liveTestTimeoutMs);
 
   it('the worker dies while the CLI waits for an answer: the CLI runs nothing and goes away', async () => {
     const workspace = freshWorkspace(`${cli}-worker-death`);
@@ -192,7 +204,7 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real bin
     } finally {
       await vendor.close();
     }
-  }, 120_000);
+  }, liveTestTimeoutMs);
 
   it('a request nobody answers is denied when its approval timeout passes', async () => {
     const started = Date.now();
@@ -205,5 +217,5 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real bin
       ['denied', 'timeout'],
     ]);
     expect(r.rows[0]!.message).toMatch(/Nobody approved this within 2 s/);
-  }, 120_000);
+  }, liveTestTimeoutMs);
 });

@@ -31,6 +31,7 @@ export function recordingCatalog(scriptsDir: string): Obj {
       { name: 'cheap', harness: 'scripted', actions: ['echo'], guardrails: { ...guard, maxCostUsd: 0.5 } },
       { name: 'hasty', harness: 'scripted', actions: ['echo'], guardrails: { ...guard, maxWallTimeMs: 1500 } },
       { name: 'terse', harness: 'small-replies', actions: ['echo'], guardrails: guard },
+      { name: 'guarded', harness: 'scripted', actions: ['echo'], permissions: { posture: 'strict', approvalTimeoutMs: 60_000 }, guardrails: guard },
     ],
     actions: [{ name: 'write_file' }, { name: 'read_file' }, { name: 'echo' }],
   };
@@ -183,6 +184,26 @@ export const scenarios: readonly Scenario[] = [
       await waitFor(run, 'running');
       await sleep(1000);
       await run.handle.cancel();
+      await run.result();
+      return [run.workflowId];
+    },
+  },
+  {
+    name: 'approvals',
+    covers: 'permission requests: pending (signals, the pending-approvals search attribute behind its patch), approved and denied by update',
+    expect: 'succeeded',
+    async run(ctx) {
+      const touch = (file: string) => ({ tool: 'Bash', kind: 'command', input: { command: `touch ${file}` }, title: `touch ${file}` });
+      const run = await start(ctx, 'approvals', { agent: 'guarded', task: ctx.script('approvals', [{ permissions: [touch('a.txt'), touch('b.txt')], ...ok('decided') }]) });
+      for (const decide of [(id: string) => run.approve(id, { by: 'alice' }), (id: string) => run.deny(id, { reason: 'no', by: 'bob' })]) {
+        let id: string | undefined;
+        for (let i = 0; i < 300 && !id; i++) {
+          id = (await run.status()).pendingApprovals?.[0]?.requestId;
+          if (!id) await sleep(100);
+        }
+        if (!id) throw new Error('approvals: no request became pending');
+        await decide(id);
+      }
       await run.result();
       return [run.workflowId];
     },

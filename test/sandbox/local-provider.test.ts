@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -5,6 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   LocalExecutor,
   LocalSandboxProvider,
+  SpawnPool,
+  directSpawner,
   killRecordedTurn,
   safeSegment,
   type SandboxStartRequest,
@@ -99,10 +102,17 @@ describe('LocalSandboxProvider workspaces', () => {
   });
 });
 
-describe('LocalExecutor', () => {
-  const workspace = path.join(root, 'exec');
+// Every executor behaviour holds whether processes are spawned on the calling thread or on the spawn pool.
+const pool = new SpawnPool(2);
+afterAll(() => pool.close());
+
+describe.each([
+  ['direct', directSpawner],
+  ['thread pool', pool.spawner],
+] as const)('LocalExecutor (%s spawn)', (mode, spawner) => {
+  const workspace = path.join(root, `exec-${mode.replace(' ', '-')}`);
   mkdirSync(workspace, { recursive: true });
-  const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 300 });
+  const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 300, spawner });
 
   it('gives the process only PATH, HOME, LANG and the granted variables', async () => {
     process.env.WORKER_ONLY_SECRET = 'must-not-leak';
@@ -183,7 +193,9 @@ describe('LocalExecutor', () => {
     const controller = new AbortController();
     const graceful = executor.exec({ argv: ['node', '-e', 'process.on("SIGTERM", () => process.exit(7)); console.log("up"); setInterval(() => {}, 1000)'], signal: controller.signal });
     await graceful.lines[Symbol.asyncIterator]().next();
-    const stubborn = executor.exec({ argv: ['node', '-e', 'setInterval(() => {}, 1000)'], signal: controller.signal });
+    const stubborn = executor.exec({ argv: ['node', '-e', 'console.log("up"); setInterval(() => {}, 1000)'], signal: controller.signal });
+    // Running as its namespace's PID 1 (a signal sent while the wrapper is still starting kills the wrapper).
+    await stubborn.lines[Symbol.asyncIterator]().next();
     controller.abort();
     expect(await graceful.exit).toEqual({ code: 7, signal: null });
     // As PID 1 of its namespace, a process without a SIGTERM handler ignores it: SIGKILL after the grace.
@@ -221,6 +233,32 @@ describe('runtime state', () => {
     expect(existsSync(stateFile)).toBe(true);
     await proc.exit;
     expect(existsSync(stateFile)).toBe(false);
+  });
+
+  it('records a pooled spawn once it has started, and removes the record after exit', async () => {
+    const workspace = path.join(root, 'pid-pool');
+    mkdirSync(workspace, { recursive: true });
+    const stateFile = path.join(root, 'runtime-pool', 'turn.json');
+    const executor = new LocalExecutor({ workspacePath: workspace, stateFile, spawner: pool.spawner });
+    const proc = executor.exec({ argv: ['node', '-e', 'console.log("up"); setTimeout(() => {}, 300)'] });
+    await proc.lines[Symbol.asyncIterator]().next();
+    expect(JSON.parse(readFileSync(stateFile, 'utf8'))).toMatchObject({ pid: proc.pid });
+    await proc.exit;
+    expect(existsSync(stateFile)).toBe(false);
+  });
+
+  it('a pooled spawn keeps a process that has nothing else to do alive until the child is done', () => {
+    // The pool's threads are unref'd while idle; while one of them runs a process it must hold the event loop.
+    const script = `
+      import { LocalExecutor, SpawnPool } from ${JSON.stringify(path.resolve('src/sandbox/index.ts'))};
+      const executor = new LocalExecutor({ workspacePath: ${JSON.stringify(root)}, spawner: new SpawnPool(1).spawner });
+      const proc = executor.exec({ argv: ['sh', '-c', 'sleep 0.3; echo finished'] });
+      for await (const line of proc.lines) console.log(line);
+    `;
+    const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+    expect(result.stderr).toBe('');
+    expect(result.stdout.trim()).toBe('finished');
+    expect(result.status).toBe(0);
   });
 
   it('ignores a record naming a dead or recycled process', async () => {

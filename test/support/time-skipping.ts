@@ -25,7 +25,7 @@ export async function timeSkippingEnvironment(): Promise<TestWorkflowEnvironment
   const env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: testServerPath() } } });
   const { IndexedValueType } = proto.temporal.api.enums.v1;
   const searchAttributes = Object.fromEntries(
-    allSearchAttributes.map((key) => [key.name, key.type === 'DOUBLE' ? IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE : IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD]),
+    allSearchAttributes.map((key) => [key.name, key.type === 'DOUBLE' ? IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE : key.type === 'INT' ? IndexedValueType.INDEXED_VALUE_TYPE_INT : IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD]),
   );
   await env.connection.operatorService.addSearchAttributes({ namespace: 'default', searchAttributes });
   return env;
