@@ -10,6 +10,7 @@ import { Client, Connection } from '@temporalio/client';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { parseCatalog } from '../src/catalog/index.js';
+import { getAgentRun } from '../src/client/index.js';
 import { findTemporalCli, temporalCliInstallHint } from '../src/temporal/cli-path.js';
 import { startDevServer } from '../src/temporal/dev-server.js';
 import { createWorker } from '../src/worker.js';
@@ -50,7 +51,8 @@ try {
     };
     try {
       const ids = await scenario.run(ctx);
-      const result = (await client.workflow.getHandle(ids[0]!).result()) as { status: string; failureType?: string; guardrail?: string };
+      // Through the typed handle: a failed or cancelled run is a Failed or Canceled workflow (docs/OUTCOMES.md).
+      const result = await getAgentRun(client, ids[0]!).result();
       const ended = [result.status, result.failureType ?? result.guardrail].filter(Boolean).join(':');
       if (ended !== scenario.expect) throw new Error(`ended ${ended}, expected ${scenario.expect}: the scenario no longer covers what it says (${scenario.covers})`);
       for (const workflowId of ids) {

@@ -570,10 +570,12 @@ export function createActivities(deps: ActivityDeps) {
       const events = redactStream(adapter.runTurn({ prompt, turn: req.turn, signal, gate }), redact);
       const turn = await collectTurn(events, async (event) => {
         progress.events += 1;
-        progress.lastEvent = describeEvent(event, redact);
+        // A usage report is not something the harness does: it keeps the last thing it did as lastEvent.
+        if (event.type !== 'usage' || progress.lastEvent === 'starting') progress.lastEvent = describeEvent(event, redact);
         if (event.type === 'usage') {
           usageReported = true;
           progress.tokens += totalTokens(event.usage);
+          if (event.costUsd !== undefined) progress.costUsd = (progress.costUsd ?? 0) + event.costUsd;
         }
         if (event.type !== 'text') await deps.ledger.appendEvent(req.workflowId, req.turn, event.type, clipEvent(event));
       });
@@ -592,6 +594,8 @@ interface TurnProgress {
   attempt: number;
   lastEvent: string;
   tokens: number;
+  /** Cost the harness reported so far in this turn (when it reports one). */
+  costUsd?: number;
   events: number;
   pendingApproval?: string;
 }

@@ -17,14 +17,14 @@ import { ObservabilityConfigError } from '../observability/index.js';
 import { taskQueuePollers } from '../temporal/task-queue.js';
 import { CatalogMismatchError } from '../worker.js';
 import { roundUsd } from '../workflows/money.js';
-import type { AgentRunResult, RunPhase, RunStatusView } from '../workflows/types.js';
+import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
 import { CliError, ExitCodes, exitCodeForResult, exitCodeForState, exitCodeTable, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
-import { formatTable, listRuns, listStatuses, type ListFilters } from './list.js';
+import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
 import { openLedgerIfPresent, resolveSettings, type Settings } from './settings.js';
 
 const usage = `durable-harness — run coding-agent CLIs as durable Temporal workflows
@@ -172,6 +172,7 @@ function progressJson(workflowId: string, status: RunStatusView, doing: string |
     costBlind: status.costBlind,
     detail: status.detail,
     ...(doing ? { doing } : {}),
+    ...(status.inFlight ? { inFlight: status.inFlight } : {}),
   };
 }
 
@@ -263,19 +264,21 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   const run = getAgentRun(client, id);
   const description = await run.handle.describe();
   let view: RunStatusView | undefined;
-  try {
-    view = await run.status({ timeoutMs: 3000 });
-  } catch (e) {
-    if (e instanceof WorkflowNotFoundError) throw e;
-  }
-  if (!view && description.status.name !== 'RUNNING') {
-    // Ended: the result is in history, no worker needed.
+  if (description.status.name === 'RUNNING') {
+    try {
+      view = await run.status({ timeoutMs: 3000 });
+    } catch (e) {
+      if (e instanceof WorkflowNotFoundError) throw e;
+    }
+  } else {
+    // Ended: the result is in history, no worker needed. A terminated or timed-out run has none: its status query
+    // would answer the state it was in, so Temporal's own status says how it ended.
     const agent = String(description.searchAttributes?.DurableHarnessAgent?.[0] ?? '');
     try {
       view = viewFromResult(await run.result(), agent);
     } catch (e) {
       const message = `run ${id} ended ${description.status.name}: ${escapeControl(((e as Error).cause as Error | undefined)?.message ?? (e as Error).message)}`;
-      if (flags.json) jsonLine({ workflowId: id, temporalStatus: description.status.name, message });
+      if (flags.json) jsonLine({ workflowId: id, status: description.status.name.toLowerCase(), temporalStatus: description.status.name, message });
       else out(message);
       return exitCodeForClosed(description.status.name);
     }
@@ -332,7 +335,7 @@ function need(positionals: string[], count: number, what: string): string[] {
 function listFilters(flags: Flags): ListFilters {
   const limit = Number(flags.limit ?? 20);
   if (!Number.isInteger(limit) || limit < 1) throw usageError(`--limit must be a positive whole number, got "${flags.limit}"`);
-  if (flags.status && !listStatuses.includes(flags.status as RunPhase)) throw usageError(`--status must be one of ${listStatuses.join(', ')}; got "${flags.status}"`);
+  if (flags.status && !listStatuses.includes(flags.status as ListStatus)) throw usageError(`--status must be one of ${listStatuses.join(', ')}; got "${flags.status}"`);
   return { limit, status: flags.status as ListFilters['status'], agent: flags.agent, tenant: flags.tenant };
 }
 

@@ -32,12 +32,29 @@ export interface FollowOptions {
   readonly noWorkerAfterMs?: number;
 }
 
-/** One line: turn, tokens, cost, state and what the harness is doing. Run-supplied text is escaped. */
+/**
+ * One line: turn, tokens, cost, state and what the harness is doing; while a turn runs, what its heartbeats say
+ * (tokens and cost so far in the turn, a retry's attempt). Run-supplied text is escaped.
+ */
 export function progressLine(status: RunStatusView, doing?: string): string {
   const tokens = status.totalTokens.toLocaleString('en-US');
   const cost = status.costBlind ? 'cost unknown' : formatUsd(status.costUsd);
-  const what = doing && status.state === 'running' ? ` · ${escapeControl(doing)}` : '';
-  return `turn ${status.iteration} · ${tokens} tok · ${cost} · ${status.state}: ${escapeControl(status.detail)}${what}`;
+  const running = status.state === 'running';
+  const now = doing ?? (running ? status.inFlight?.lastEvent : undefined);
+  const what = now && running ? ` · ${escapeControl(now)}` : '';
+  return `turn ${status.iteration} · ${tokens} tok · ${cost} · ${status.state}: ${escapeControl(status.detail)}${what}${running ? inFlightText(status) : ''}`;
+}
+
+/** ` · in flight: 1,230 tok, $0.0012, attempt 2`, or nothing before the turn has anything to say. */
+function inFlightText(status: RunStatusView): string {
+  const f = status.inFlight;
+  if (!f) return '';
+  const parts = [
+    ...(f.tokens > 0 ? [`${f.tokens.toLocaleString('en-US')} tok`] : []),
+    ...(f.costUsd !== undefined ? [formatUsd(f.costUsd)] : []),
+    ...(f.attempt > 1 ? [`attempt ${f.attempt}`] : []),
+  ];
+  return parts.length ? ` · in flight: ${parts.join(', ')}` : '';
 }
 
 /** `$0.0023`: four decimals for people; results and JSON carry micro-dollars. */

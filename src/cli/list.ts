@@ -7,14 +7,21 @@ import { escapeControl } from './escape.js';
 import { formatUsd } from './follow.js';
 import { CliError, ExitCodes } from './exit-codes.js';
 
-/** What `--status` accepts: the run states (DurableHarnessStatus). */
-export const listStatuses: readonly RunPhase[] = ['starting', 'running', 'awaiting_operator', 'waiting_for_reply', 'ending', 'succeeded', 'failed', 'stopped', 'cancelled'];
+/**
+ * Runs that closed without writing a final status of their own (the search attributes of a closed workflow cannot
+ * change): found by Temporal's execution status instead.
+ */
+const closedByTemporal = { terminated: 'Terminated', timed_out: 'TimedOut' } as const;
+export type ListStatus = RunPhase | keyof typeof closedByTemporal;
+
+/** What `--status` accepts: the run states (DurableHarnessStatus), and how Temporal closed a run it ended itself. */
+export const listStatuses: readonly ListStatus[] = ['starting', 'running', 'awaiting_operator', 'waiting_for_reply', 'ending', 'succeeded', 'failed', 'stopped', 'cancelled', 'terminated', 'timed_out'];
 
 const finalStates: ReadonlySet<string> = new Set(['succeeded', 'failed', 'stopped', 'cancelled']);
 
 export interface ListFilters {
   readonly limit: number;
-  readonly status?: RunPhase;
+  readonly status?: ListStatus;
   readonly agent?: string;
   readonly tenant?: string;
 }
@@ -40,7 +47,13 @@ function literal(flag: string, value: string): string {
 
 export function listQuery(filters: Omit<ListFilters, 'limit'>): string {
   const clauses = [`WorkflowType = 'agentRun'`];
-  if (filters.status) clauses.push(`${statusAttribute.name} = ${literal('status', filters.status)}`);
+  if (filters.status && filters.status in closedByTemporal) {
+    clauses.push(`ExecutionStatus = '${closedByTemporal[filters.status as keyof typeof closedByTemporal]}'`);
+  } else if (filters.status) {
+    clauses.push(`${statusAttribute.name} = ${literal('status', filters.status)}`);
+    // An open state is only true of an open run: a terminated run keeps the state it was in.
+    if (!finalStates.has(filters.status)) clauses.push(`ExecutionStatus = 'Running'`);
+  }
   if (filters.agent) clauses.push(`${agentAttribute.name} = ${literal('agent', filters.agent)}`);
   if (filters.tenant) clauses.push(`${tenantAttribute.name} = ${literal('tenant', filters.tenant)}`);
   return clauses.join(' AND ');

@@ -1,6 +1,7 @@
 /** A typed client for services: start agent runs and operate them (status, cancel, retry, reply). */
 import { randomUUID } from 'node:crypto';
-import { Client, WorkflowUpdateFailedError, type ConnectionLike, type WorkflowHandle } from '@temporalio/client';
+import { Client, WorkflowFailedError, WorkflowNotFoundError, WorkflowUpdateFailedError, type ConnectionLike, type WorkflowHandle } from '@temporalio/client';
+import { CancelledFailure } from '@temporalio/common';
 import type { DataConverter } from '@temporalio/common';
 import { dataConverterFromEnvironment } from '../codec/keys.js';
 import { z } from 'zod';
@@ -9,11 +10,13 @@ import { defaultTaskQueue } from '../worker-defaults.js';
 import { roundUsd } from '../workflows/money.js';
 import type { agentRun } from '../workflows/agent-run.js';
 import type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView } from '../workflows/approvals.js';
-import { abandonSignal, approveUpdate, cancelSignal, denyUpdate, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
+import { abandonUpdate, approveUpdate, cancelSignal, denyUpdate, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
+import { OUTCOME_MEMO_KEY, isRunResult, resultFromFailure } from '../workflows/outcomes.js';
+import { inFlightTurn } from './live.js';
 import { agentAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
-import type { AgentRunInput, AgentRunResult, RunStatusView } from '../workflows/types.js';
+import type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView } from '../workflows/types.js';
 
-export type { AgentRunInput, AgentRunResult, RunStatusView };
+export type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView };
 export type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView };
 
 const startInputSchema = z.object({
@@ -53,24 +56,53 @@ export class AgentRunHandle {
   }
 
   /**
-   * The run's state, counters, usage and cost (rounded to micro-dollars). Needs a worker to answer; with
+   * The run's state, counters, usage and cost (rounded to micro-dollars); while a turn runs, `inFlight` adds its live
+   * heartbeat progress (`live: false` skips that extra call). Needs a worker to answer; with
    * `timeoutMs` it fails after that long instead of waiting for the server's own deadline.
    */
-  async status(options: { timeoutMs?: number } = {}): Promise<RunStatusView> {
+  async status(options: { timeoutMs?: number; live?: boolean } = {}): Promise<RunStatusView> {
     const query = () => this.handle.query(statusQuery);
     const view = options.timeoutMs ? await this.handle.client.withDeadline(Date.now() + options.timeoutMs, query) : await query();
-    return { ...view, costUsd: roundUsd(view.costUsd) };
+    // While a turn runs, its heartbeats carry what the workflow does not know yet: tokens, cost, attempt, last event.
+    const inFlight = view.state === 'running' && options.live !== false ? await inFlightTurn(this.handle).catch(() => undefined) : undefined;
+    return { ...view, costUsd: roundUsd(view.costUsd), ...(inFlight ? { inFlight: inFlight.costUsd !== undefined ? { ...inFlight, costUsd: roundUsd(inFlight.costUsd) } : inFlight } : {}) };
   }
 
-  /** Waits for the run to end; cost is rounded to micro-dollars. */
+  /**
+   * Waits for the run to end and returns its typed result, whatever the outcome: a failed or stopped run ends as a
+   * Failed workflow and a cancelled one as Canceled (docs/OUTCOMES.md), and their results come from the failure's
+   * details (or, for Canceled, the memo). Cost is rounded to micro-dollars. Throws only when the run ended without
+   * a result of its own (terminated, timed out).
+   */
   async result(): Promise<AgentRunResult> {
-    const result = await this.handle.result();
+    let result: AgentRunResult;
+    try {
+      result = await this.handle.result();
+    } catch (err) {
+      const carried = err instanceof WorkflowFailedError ? (resultFromFailure(err) ?? (err.cause instanceof CancelledFailure ? await this.memoResult() : undefined)) : undefined;
+      if (!carried) throw err;
+      result = carried;
+    }
     return { ...result, costUsd: roundUsd(result.costUsd) };
   }
 
-  /** Cancels the run: the in-flight turn is killed, the session ended, the result says `cancelled`. */
-  cancel(reason?: string): Promise<void> {
-    return this.handle.signal(cancelSignal, reason);
+  /** The typed result a Canceled run keeps in its memo. */
+  private async memoResult(): Promise<AgentRunResult | undefined> {
+    const { memo } = await this.handle.describe();
+    const value = memo?.[OUTCOME_MEMO_KEY];
+    return isRunResult(value) ? value : undefined;
+  }
+
+  /**
+   * Cancels the run: the in-flight turn is killed, the session ended, the result says `cancelled` and the workflow
+   * ends Canceled. The signal carries the reason; Temporal's cancel request follows it.
+   */
+  async cancel(reason?: string): Promise<void> {
+    await this.handle.signal(cancelSignal, reason);
+    // The signal alone may already have ended the run (it waits briefly for the request): then there is nothing to add.
+    await this.handle.cancel().catch((err: unknown) => {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    });
   }
 
   /** Runs the failed turn again; rejected unless the run is awaiting an operator. */
@@ -78,14 +110,10 @@ export class AgentRunHandle {
     return rejectedWithReason(this.handle.executeUpdate(retryTurnUpdate));
   }
 
-  /** Ends an `awaiting_operator` run as failed; rejected (RunRejectedError) when the run is in any other state. */
-  async abandon(reason?: string): Promise<void> {
-    // The abandon signal is ignored in any other state: check first, so a caller is never told it worked when it did not.
-    const { state } = await this.status();
-    if (state !== 'awaiting_operator') {
-      throw new RunRejectedError(`run is ${state}, not awaiting_operator: nothing to abandon${state === 'running' || state === 'waiting_for_reply' ? ' (to stop it, cancel it)' : ''}`);
-    }
-    await this.handle.signal(abandonSignal, reason);
+  /** Ends an `awaiting_operator` run as failed; rejected (RunRejectedError, with the reason) in any other state. */
+  async abandon(reason?: string): Promise<string> {
+    // An update, not the signal: the run's own validator decides, so the answer is never "done" when nothing happened.
+    return rejectedWithReason(this.handle.executeUpdate(abandonUpdate, { args: [reason ?? ''] }));
   }
 
   /** Answers a `chat` step; rejected unless the run waits for a reply. */

@@ -5,13 +5,22 @@
  */
 import * as otel from '@opentelemetry/api';
 import type { WorkflowExecuteInput, WorkflowInboundCallsInterceptor, WorkflowInterceptorsFactory, Next } from '@temporalio/workflow';
+import { resultFromFailure } from '../workflows/outcomes.js';
 import { runAttributes } from './attributes.js';
 
 class RunAttributesInterceptor implements WorkflowInboundCallsInterceptor {
   async execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
     const span = otel.trace.getActiveSpan();
     span?.setAttributes(runAttributes(input.args[0]));
-    const result = await next(input);
+    let result: unknown;
+    try {
+      result = await next(input);
+    } catch (err) {
+      // A failed, stopped or cancelled run ends by throwing its typed result in a failure (docs/OUTCOMES.md).
+      const carried = resultFromFailure(err);
+      if (carried) span?.setAttributes(runAttributes(input.args[0], carried));
+      throw err;
+    }
     span?.setAttributes(runAttributes(input.args[0], result));
     return result;
   }

@@ -18,11 +18,13 @@ import {
   continueAsNew,
   executeChild,
   isCancellation,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   sleep,
+  upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -51,6 +53,7 @@ import {
 } from './decide.js';
 import {
   abandonSignal,
+  abandonUpdate,
   cancelSignal,
   replySignal,
   replyUpdate,
@@ -59,6 +62,7 @@ import {
   statusQuery,
 } from './messages.js';
 import { roundUsd } from './money.js';
+import { CANCEL_REQUEST_GRACE_MS, OUTCOMES_PATCH, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import { installApprovalHandlers } from './approval-handlers.js';
 import { detailsText, turnStartToCloseMs } from './approvals.js';
@@ -146,8 +150,20 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       if (state.state !== 'awaiting_operator') throw new Error(`run is ${state.state}, not awaiting_operator: nothing to retry`);
     },
   });
+  const abandon = (reason?: string) => {
+    inbox.operator = { kind: 'abandon', reason: reason || 'abandoned by operator' };
+    return 'abandoned: the run ends as failed';
+  };
   setHandler(abandonSignal, (reason?: string) => {
-    if (state.state === 'awaiting_operator') inbox.operator = { kind: 'abandon', reason: reason || 'abandoned by operator' };
+    if (state.state === 'awaiting_operator') abandon(reason);
+  });
+  setHandler(abandonUpdate, (reason: string) => abandon(reason), {
+    validator: (_reason: string) => {
+      if (state.state !== 'awaiting_operator') {
+        const hint = state.state === 'running' || state.state === 'waiting_for_reply' ? ' (to stop it, cancel it)' : '';
+        throw new Error(`run is ${state.state}, not awaiting_operator: nothing to abandon${hint}`);
+      }
+    },
   });
   const acceptReply = (text: string) => {
     inbox.reply = text;
@@ -220,9 +236,11 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         args: [{ agent, task: message, identity: input.identity, parentWorkflowId: workflowId, parentSandbox: state.sandbox, budget: childBudget(state) }],
       });
     } catch (err) {
-      if (isCancellation(err)) throw err;
+      // This run's cancellation reaches the child too; a child cancelled on its own is just a lost sub-agent.
+      if (isCancellation(err) && CancellationScope.current().consideredCancelled) throw err;
       const cause = err instanceof ChildWorkflowFailure ? err.cause : err;
-      return lostSubAgent(childId, cause instanceof Error ? cause.message : String(cause));
+      // A child that failed, stopped or was cancelled carries its typed result in the failure.
+      return resultFromFailure(err) ?? lostSubAgent(childId, cause instanceof Error ? cause.message : String(cause));
     }
   };
 
@@ -319,12 +337,27 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
 
   // ---- compensation: on every exit path, never cancelled, idempotent ---------------------------
   approvals.runEnded(result.status);
+  // Runs started before this patch complete with every outcome; newer ones end in Temporal's terms (outcomes.ts).
+  const inTemporalTerms = result.status !== 'succeeded' && patched(OUTCOMES_PATCH);
   setPhase(result.status, result.reason ?? result.result?.slice(0, 120) ?? result.status);
+  // Before the agent is resolved syncAttributes writes nothing: the status must still leave `starting`.
+  if (inTemporalTerms && !state.policy) upsertSearchAttributes([{ key: statusAttribute, value: result.status }]);
   if (state.policy) {
     const { sandbox, policy } = state;
     await CancellationScope.nonCancellable(() =>
       endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, endSession),
     );
+  }
+  if (inTemporalTerms) {
+    if (result.status === 'cancelled') {
+      // Only Temporal's cancel request ends a workflow Canceled; the client sends it right after the signal.
+      const root = CancellationScope.current();
+      if (inbox.interruption?.kind === 'cancel' && !root.consideredCancelled) await sleep(CANCEL_REQUEST_GRACE_MS).catch(() => undefined);
+      // A Canceled workflow carries no details: its typed result goes in the memo.
+      upsertMemo({ [OUTCOME_MEMO_KEY]: result });
+      if (root.consideredCancelled) throw runCancelled(result);
+    }
+    throw runFailure(result);
   }
   return result;
 

@@ -5,7 +5,10 @@ import type { RunStatusView } from './types.js';
 
 /** Current state, counters, usage, cost, last step and external session id. */
 export const statusQuery = defineQuery<RunStatusView>('status');
-/** Ends the run as `cancelled`: the in-flight turn is killed and `endSession` runs. */
+/**
+ * Ends the run as `cancelled`: the in-flight turn is killed and `endSession` runs. Send Temporal's cancel request
+ * too (the client's `cancel()` does) so the workflow ends Canceled; the signal carries the reason.
+ */
 export const cancelSignal = defineSignal<[reason?: string]>('cancel');
 /** Runs the failed turn again when the run is `awaiting_operator`. */
 export const retryTurnSignal = defineSignal('retryTurn');
@@ -13,6 +16,8 @@ export const retryTurnSignal = defineSignal('retryTurn');
 export const retryTurnUpdate = defineUpdate<string>('retryTurn');
 /** Ends an `awaiting_operator` run as failed. */
 export const abandonSignal = defineSignal<[reason?: string]>('abandon');
+/** Same as `abandonSignal`, but rejected (with the reason) unless the run is awaiting an operator. */
+export const abandonUpdate = defineUpdate<string, [reason: string]>('abandon');
 /** Answers a `chat` step. */
 export const replySignal = defineSignal<[text: string]>('reply');
 /** Answers a `chat` step; rejected unless the run is waiting for a reply. */

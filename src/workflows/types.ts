@@ -63,8 +63,28 @@ export interface AgentRunResult {
   readonly externalSessionId?: string;
 }
 
-/** Answer of the `status` query: the run's state itself, plus its token total. */
-export type RunStatusView = RunState & { readonly totalTokens: number };
+/**
+ * The turn in flight as its heartbeats tell it (the workflow does not see heartbeats: the client reads them from
+ * Temporal's pending-activity details and adds them to the status view).
+ */
+export interface InFlightTurn {
+  readonly turn: number;
+  /** Attempt of the turn activity (1 = first). */
+  readonly attempt: number;
+  /** Tokens the harness reported so far in this turn (not yet in the run's `usage`). */
+  readonly tokens: number;
+  /** Cost the harness reported so far in this turn, when it reports one. */
+  readonly costUsd?: number;
+  /** What the harness did last (an activity, writing, a permission request). */
+  readonly lastEvent: string;
+  readonly events: number;
+  readonly pendingApproval?: string;
+  /** When the last heartbeat arrived (ISO time). */
+  readonly lastHeartbeat?: string;
+}
+
+/** Answer of the `status` query: the run's state itself, plus its token total (and, from the client, the turn in flight). */
+export type RunStatusView = RunState & { readonly totalTokens: number; readonly inFlight?: InFlightTurn };
 
 /** A step as the workflow sees it: what it needs to decide, with large texts by reference. */
 export type StepView =

@@ -7,6 +7,7 @@ import { inject } from 'vitest';
 import { exitCodeTable } from '../../src/cli/exit-codes.js';
 import { findTemporalCli } from '../../src/temporal/cli-path.js';
 import { spawnCli, type CliOutcome, type CliProcess } from '../support/cli.js';
+import { getAgentRun } from '../../src/client/index.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
@@ -48,7 +49,8 @@ describe('durable-harness run', () => {
     const task = book.write('cli-ok', [{ usage: { input: 1200, output: 30 }, sleepMs: 1500, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'hi' } }] } }, { sleepMs: 1000, ...ok('all done') }]);
     const { code, stdout } = await cli(['run', 'scripted', task, '--id', testWorkflowId('cli')]);
     expect(code).toBe(0);
-    expect(stdout).toMatch(/^turn 1 · 0 tok · \$0\.0000 · running: turn 1 · scripted · sleeping$/m);
+    // The turn's heartbeats show its tokens before it ends (the run's own counters move when it does).
+    expect(stdout).toMatch(/^turn 1 · 0 tok · \$0\.0000 · running: turn 1 · scripted · sleeping · in flight: 1,230 tok$/m);
     expect(stdout).toMatch(/^turn 2 · 1,230 tok · \$0\.00\d+ · /m);
     expect(stdout).toMatch(/^succeeded after 2 turn\(s\)/m);
     expect(stdout).toMatch(/^all done$/m);
@@ -75,13 +77,29 @@ describe('durable-harness run', () => {
     expect(started).toMatchObject({ code: 0, stdout: `${id}\n` });
     await expect.poll(async () => JSON.parse((await cli(['status', id, '--json'])).stdout).state, { timeout: 15_000 }).toBe('running');
     expect((await cli(['cancel', id, '--reason', 'from the cli'])).code).toBe(0);
-    const result = await w.client.workflow.getHandle(id).result();
+    const result = await getAgentRun(w.client, id).result();
     expect(result).toMatchObject({ status: 'cancelled', reason: 'from the cli' });
+    expect((await w.client.workflow.getHandle(id).describe()).status.name).toBe('CANCELLED');
     expect((await cli(['status', id])).code).toBe(12);
     const late = await cli(['cancel', id]);
     expect(late.code).toBe(5);
-    expect(late.stderr).toMatch(/has already ended \(COMPLETED\)/);
-  });
+    expect(late.stderr).toMatch(/has already ended \(CANCELLED\)/);
+  }, 120_000); // five command-line starts: slow on a loaded machine
+
+  it('status of a terminated run says so from Temporal (not the state it was in), and exits 10', async () => {
+    const id = testWorkflowId('cli-terminated');
+    await cli(['run', 'scripted', book.write('cli-term', [{ sleepMs: 30_000, ...ok() }]), '--detach', '--id', id]);
+    await expect.poll(async () => JSON.parse((await cli(['status', id, '--json'])).stdout).state, { timeout: 15_000 }).toBe('running');
+    await w.client.workflow.getHandle(id).terminate('pulled the plug');
+    const status = await cli(['status', id, '--json']);
+    expect(status.code).toBe(10);
+    expect(JSON.parse(status.stdout)).toMatchObject({ workflowId: id, status: 'terminated', temporalStatus: 'TERMINATED', message: expect.stringMatching(/pulled the plug/) });
+    // Visibility lags a little behind the close.
+    const listed = async (status: string) => (JSON.parse((await cli(['list', '--json', '--status', status, '--limit', '100'])).stdout) as { workflowId: string; status: string }[]).find((r) => r.workflowId === id);
+    await expect.poll(() => listed('terminated'), { timeout: 15_000, interval: 500 }).toMatchObject({ status: 'terminated' });
+    // Its DurableHarnessStatus still says running (a closed workflow's attributes cannot change): not listed as running.
+    expect(await listed('running')).toBeUndefined();
+  }, 120_000);
 
   it('a run that needs an operator exits 13 and prints the exact retry and abandon commands; the printed commands work', async () => {
     const task = book.write('cli-fragile', [{ failTimes: 1, ...ok('fixed on retry') }]);
@@ -105,7 +123,7 @@ describe('durable-harness run', () => {
     expect(second.code).toBe(13);
     const giveUp = /^ {2}or give up: {6}(durable-harness abandon .*)$/m.exec(second.stdout)![1]!;
     expect(await runPrinted(giveUp)).toMatchObject({ code: 0, stdout: `abandoned ${doomed}: it ends as failed\n` });
-    expect(await w.client.workflow.getHandle(doomed).result()).toMatchObject({ status: 'failed', failureType: 'Abandoned', reason: expect.stringMatching(/^why \(after: /) });
+    expect(await getAgentRun(w.client, doomed).result()).toMatchObject({ status: 'failed', failureType: 'Abandoned', reason: expect.stringMatching(/^why \(after: /) });
   });
 
   it('a run waiting for a reply exits 14 with the reply command; --wait keeps following until it ends', async () => {
@@ -130,7 +148,7 @@ describe('durable-harness run', () => {
 
   it('operator commands the run state rejects exit 5 with the reason; nothing is claimed', async () => {
     const id = testWorkflowId('cli-reject');
-    await cli(['run', 'scripted', book.write('cli-busy', [{ sleepMs: 20_000, ...ok() }]), '--detach', '--id', id]);
+    await cli(['run', 'scripted', book.write('cli-busy', [{ sleepMs: 120_000, ...ok() }]), '--detach', '--id', id]);
     await expect.poll(async () => JSON.parse((await cli(['status', id, '--json'])).stdout).state, { timeout: 15_000 }).toBe('running');
     const reply = await cli(['reply', id, 'hello']);
     expect(reply).toMatchObject({ code: 5, stdout: '' });
@@ -142,14 +160,14 @@ describe('durable-harness run', () => {
     expect(retry.code).toBe(5);
     expect(retry.stderr).toMatch(/not awaiting_operator: nothing to retry/);
     await cli(['cancel', id]);
-    await w.client.workflow.getHandle(id).result();
+    await getAgentRun(w.client, id).result();
     const ended = await cli(['reply', id, 'hello']);
     expect(ended.code).toBe(5);
-    expect(ended.stderr).toMatch(/has already ended \(COMPLETED\)/);
+    expect(ended.stderr).toMatch(/has already ended \(CANCELLED\)/);
     const missing = await cli(['status', 'no-such-run']);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/no run with id no-such-run/);
-  });
+  }, 120_000); // seven command-line starts; the run sleeps long enough that only the cancel ends it
 
   it('an unknown agent exits 2 (configuration), naming it', async () => {
     const { code, stdout } = await cli(['run', 'nobody', 'do things']);
@@ -207,7 +225,7 @@ describe('durable-harness list', () => {
   it('rejects bad filters with exit 2', async () => {
     const bad = await cli(['list', '--status', 'happy']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/--status must be one of starting, running, .*cancelled; got "happy"/);
+    expect(bad.stderr).toMatch(/--status must be one of starting, running, .*cancelled, terminated, timed_out; got "happy"/);
     expect((await cli(['list', '--limit', '0'])).code).toBe(2);
     expect((await cli(['list', '--tenant', "x' OR '1'='1"])).code).toBe(2);
   });

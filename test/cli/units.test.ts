@@ -48,6 +48,12 @@ describe('list query', () => {
     );
     expect(() => listQuery({ tenant: "x' OR 'y" })).toThrow(/cannot contain quotes/);
   });
+
+  it('an open state matches open runs only (a terminated run keeps the state it was in); terminated and timed-out runs by Temporal status', () => {
+    expect(listQuery({ status: 'running' })).toBe(`WorkflowType = 'agentRun' AND DurableHarnessStatus = 'running' AND ExecutionStatus = 'Running'`);
+    expect(listQuery({ status: 'terminated' })).toBe(`WorkflowType = 'agentRun' AND ExecutionStatus = 'Terminated'`);
+    expect(listQuery({ status: 'timed_out', agent: 'demo' })).toBe(`WorkflowType = 'agentRun' AND ExecutionStatus = 'TimedOut' AND DurableHarnessAgent = 'demo'`);
+  });
 });
 
 describe('worker identities and catalogs', () => {

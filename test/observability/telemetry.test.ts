@@ -165,6 +165,16 @@ it('spans for the run, each turn and each activity reach the collector, with tok
   expect(ofRun().length).toBeGreaterThan(0);
 });
 
+it("a failed run's span still carries its outcome, although the workflow ends by throwing it (docs/OUTCOMES.md)", async () => {
+  const workflowId = testWorkflowId('otel-failed');
+  const task = book.write('otel-failed', [{ envelope: { step: 'failed', reason: 'traced failure' } }]);
+  const handle = await client.workflow.start('agentRun', { taskQueue, workflowId, args: [{ agent: 'scripted', task, identity: { tenantId: 'acme', userId: 'alice' } }] });
+  await expect(handle.result()).rejects.toThrow();
+  const failedSpan = () => spans.find((s) => s.name === 'RunWorkflow:agentRun' && s.attributes['durable_harness.status'] === 'failed');
+  await expect.poll(failedSpan, { timeout: 20_000 }).toBeTruthy();
+  expect(failedSpan()!.attributes).toMatchObject({ 'durable_harness.failure_type': 'HarnessReportedFailure', 'durable_harness.iterations': 1 });
+});
+
 it('the Prometheus endpoint serves the SDK runtime metrics and the turn metrics', async () => {
   // The run above has ended; the runtime exports on scrape.
   await expect

@@ -234,6 +234,47 @@ export const scenarios: readonly Scenario[] = [
       return [run.workflowId];
     },
   },
+  // Recorded after patch ops11b-outcomes (docs/OUTCOMES.md): failed and stopped runs end Failed, cancelled ones Canceled.
+  simple('outcomes-failed', 'a harness-reported failure ending as a Failed workflow', 'failed:HarnessReportedFailure', 'scripted', [{ envelope: { step: 'failed', reason: 'cannot' } }]),
+  simple('outcomes-unknown-agent', 'an agent that does not resolve: status failed, then a Failed workflow', 'failed:UnknownAgent', 'nobody', [ok()]),
+  simple('outcomes-guardrail', 'a guardrail stop ending as a Failed workflow (GuardrailStopped)', 'stopped:iterations', 'few-turns', [echo('1'), echo('2'), ok()]),
+  {
+    name: 'outcomes-cancel',
+    covers: 'the cancel signal and the cancel request during a turn: a Canceled workflow with the result in the memo',
+    expect: 'cancelled',
+    async run(ctx) {
+      const run = await start(ctx, 'outcomes-cancel', { agent: 'scripted', task: ctx.script('outcomes-cancel', [{ sleepMs: 60_000, ...ok() }]) });
+      await waitFor(run, 'running');
+      await sleep(1000);
+      await run.cancel('changed my mind');
+      await run.result();
+      return [run.workflowId];
+    },
+  },
+  {
+    name: 'outcomes-signal-cancel',
+    covers: 'the cancel signal alone while waiting for a reply: the grace timer, then a Failed workflow (Cancelled)',
+    expect: 'cancelled',
+    async run(ctx) {
+      const run = await start(ctx, 'outcomes-signal-cancel', { agent: 'scripted', task: ctx.script('outcomes-signal-cancel', [{ envelope: { step: 'chat', message: 'well?' } }]) });
+      await waitFor(run, 'waiting_for_reply');
+      await run.handle.signal('cancel', 'bare signal');
+      await run.result();
+      return [run.workflowId];
+    },
+  },
+  {
+    name: 'outcomes-sub-agent-failed',
+    covers: "a sub-agent's Failed workflow whose typed result (from the failure details) ends the parent",
+    expect: 'failed:HarnessReportedFailure',
+    async run(ctx) {
+      ctx.script('outcomes-child', [{ usage: { input: 1, output: 1 }, envelope: { step: 'failed', reason: 'child gave up' } }]);
+      const task = ctx.script('outcomes-sub-agent-failed', [{ envelope: { step: 'sub-agent', agent: 'helper', message: 'script:outcomes-child', terminateAfter: true } }]);
+      const run = await start(ctx, 'outcomes-sub-agent-failed', { agent: 'scripted', task });
+      await run.result();
+      return [run.workflowId, `${run.workflowId}.sub-1`];
+    },
+  },
 ];
 
 /** Writes one history per execution: `<workflowId>.json`, or `<workflowId>.<n>.json` for later executions. */

@@ -1,7 +1,7 @@
 /**
  * What an operator sees in the Temporal Web UI (served by the dev server), in a real headless Chromium: the run's
  * status as a search attribute and a filter, its summary, its current details and the turn's activity summary —
- * for a running run and for one awaiting an operator.
+ * for a running run, one awaiting an operator, a failed one and a cancelled one (docs/OUTCOMES.md).
  */
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -17,6 +17,8 @@ let browser: Browser;
 let page: Page;
 let running: AgentRunHandle;
 let awaiting: AgentRunHandle;
+let failed: AgentRunHandle;
+let cancelled: AgentRunHandle;
 
 const workflowPage = (id: string) => `${inject('temporalUiUrl')}/namespaces/default/workflows/${encodeURIComponent(id)}`;
 
@@ -40,14 +42,19 @@ beforeAll(async () => {
     agent: 'scripted',
     task: book.write('ui-running', [
       { usage: { input: 25_000, output: 1_000 }, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'hi' } }] } },
-      { activity: 'reading files', sleepMs: 120_000, ...ok() },
+      { activity: 'reading files', usage: { input: 39_000, output: 380 }, sleepMs: 120_000, ...ok() },
     ]),
     identity,
     workflowId: testWorkflowId('ui-running'),
   });
   awaiting = await w.start({ agent: 'fragile', task: book.write('ui-awaiting', [{ failTimes: 5, ...ok() }]), identity, workflowId: testWorkflowId('ui-awaiting') });
+  failed = await w.start({ agent: 'scripted', task: book.write('ui-failed', [{ envelope: { step: 'failed', reason: 'the tests are red' } }]), identity, workflowId: testWorkflowId('ui-failed') });
+  cancelled = await w.start({ agent: 'scripted', task: book.write('ui-cancelled', [{ sleepMs: 120_000, ...ok() }]), identity, workflowId: testWorkflowId('ui-cancelled') });
   await until(async () => (await running.status()).iteration === 2);
   await until(async () => (await awaiting.status()).state === 'awaiting_operator');
+  await until(async () => (await cancelled.status()).state === 'running');
+  await cancelled.cancel('no longer needed');
+  await Promise.all([failed.result(), cancelled.result()]);
   browser = await launchBrowser();
   page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
 }, 120_000);
@@ -65,6 +72,10 @@ describe('the Temporal Web UI', () => {
     await waitForText(page, 'RUNNING');
     // The timeline names the turn activity by its summary.
     await waitForText(page, /runTurn • turn 2 · scripted/);
+    // The turn in flight, live from its heartbeats: its tokens before the turn ends, and what the harness does.
+    await page.getByRole('tab', { name: /^Pending Activities/ }).click();
+    const pending = await waitForText(page, /"tokens":\s*39380/);
+    expect(pending).toMatch(/"lastEvent":\s*"sleeping"/);
 
     await openTab('Search Attributes');
     const attributes = await waitForText(page, '"DurableHarnessStatus": "running"');
@@ -94,5 +105,35 @@ describe('the Temporal Web UI', () => {
     await page.goto(`${inject('temporalUiUrl')}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, { waitUntil: 'domcontentloaded' });
     const list = await waitForText(page, awaiting.workflowId);
     expect(list).not.toContain(running.workflowId);
+  });
+
+  it('a failed run: FAILED, the failure with its type and message, DurableHarnessStatus failed, found by the Failed filter', async () => {
+    await page.goto(workflowPage(failed.workflowId), { waitUntil: 'domcontentloaded' });
+    await page.getByRole('heading', { name: failed.workflowId }).waitFor();
+    await waitForText(page, 'FAILED');
+    const failure = await waitForText(page, 'the tests are red');
+    expect(failure).toContain('HarnessReportedFailure');
+
+    await openTab('Search Attributes');
+    await waitForText(page, '"DurableHarnessStatus": "failed"');
+
+    // Temporal's own status filter finds it (a failed run used to be a green Completed one).
+    const query = `ExecutionStatus="Failed" AND DurableHarnessTenant="${tenant}"`;
+    await page.goto(`${inject('temporalUiUrl')}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, { waitUntil: 'domcontentloaded' });
+    const list = await waitForText(page, failed.workflowId);
+    expect(list).not.toContain(cancelled.workflowId);
+    expect(list).not.toContain(awaiting.workflowId);
+  });
+
+  it('a cancelled run: CANCELED, DurableHarnessStatus cancelled, its current details with the reason', async () => {
+    await page.goto(workflowPage(cancelled.workflowId), { waitUntil: 'domcontentloaded' });
+    await page.getByRole('heading', { name: cancelled.workflowId }).waitFor();
+    await waitForText(page, 'CANCELED');
+
+    await openTab('Search Attributes');
+    await waitForText(page, '"DurableHarnessStatus": "cancelled"');
+
+    await openTab('User Metadata');
+    await waitForText(page, /cancelled · no longer needed/);
   });
 });
