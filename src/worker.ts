@@ -46,7 +46,10 @@ export interface WorkerSetup {
   readonly sandboxes?: Readonly<Record<string, SandboxProvider>>;
   readonly credentials?: CredentialStore;
   readonly env?: Readonly<Record<string, string | undefined>>;
-  /** A prebuilt workflow bundle (tests bundle once per run). */
+  /**
+   * A prebuilt workflow bundle (tests bundle once per run). The data converter's `failureConverterPath` is part of
+   * the bundle: pass it to `bundleWorkflowCode` too, or workflow failures are not encoded with it.
+   */
   readonly workflowBundle?: WorkerOptions['workflowBundle'];
   /** Worker identity (default `durable-harness/PID@HOST`); ` catalog:HASH` is always appended. */
   readonly identity?: string;

@@ -10,7 +10,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { DataConverter } from '@temporalio/common';
+import { fileURLToPath } from 'node:url';
+import type { DataConverter, PayloadCodec } from '@temporalio/common';
 import { AesGcmPayloadCodec } from './aes-gcm-codec.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -80,10 +81,25 @@ export function payloadCodecFromEnvironment(env: Env = process.env): AesGcmPaylo
   return new AesGcmPayloadCodec({ keys, currentKeyId });
 }
 
-/** The data converter for workers and clients: encrypted payloads when keys are configured, Temporal's default otherwise. */
+/**
+ * A failure converter that moves failure messages and stack traces into an encoded payload (so the codec encrypts
+ * them); a plain CommonJS module because Temporal loads it by path, in the worker and in the workflow bundle.
+ */
+export const encryptingFailureConverterPath = fileURLToPath(new URL('./failure-converter.cjs', import.meta.url));
+
+/**
+ * The data converter for workers and clients: when keys are configured, encrypted payloads and failures whose
+ * message and stack trace travel encrypted too (a run's failure reason can quote the task); Temporal's default
+ * otherwise.
+ */
 export function dataConverterFromEnvironment(env: Env = process.env): DataConverter {
   const codec = payloadCodecFromEnvironment(env);
-  return codec ? { payloadCodecs: [codec] } : {};
+  return codec ? encryptingDataConverter(codec) : {};
+}
+
+/** Payloads through `codec`, failure messages and stack traces encoded into a payload first. */
+export function encryptingDataConverter(codec: PayloadCodec): DataConverter {
+  return { payloadCodecs: [codec], failureConverterPath: encryptingFailureConverterPath };
 }
 
 /** A fresh random key as base64 (for docs, tests and `durable-harness keygen`-like use). */

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AesGcmPayloadCodec, generatePayloadKey, payloadToJson, startCodecServer, type CodecServer, type JsonPayload } from '../../src/codec/index.js';
+import { AesGcmPayloadCodec, encryptingDataConverter, generatePayloadKey, payloadToJson, startCodecServer, type CodecServer, type JsonPayload } from '../../src/codec/index.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
@@ -22,7 +22,7 @@ const uiOrigin = 'http://127.0.0.1:8233';
 
 beforeAll(async () => {
   const catalog = scriptedCatalog(book);
-  [plain, encrypted] = await Promise.all([startTestWorker({ catalog }), startTestWorker({ catalog, dataConverter: { payloadCodecs: [codec] } })]);
+  [plain, encrypted] = await Promise.all([startTestWorker({ catalog }), startTestWorker({ catalog, dataConverter: encryptingDataConverter(codec) })]);
   codecServer = await startCodecServer({ codec, corsOrigins: [uiOrigin] });
 });
 afterAll(async () => {
@@ -69,6 +69,23 @@ describe('with payload keys', () => {
     expect(Buffer.from(input.metadata!['encryption-key-id']!).toString()).toBe(keyId);
     // The run's summary in the UI (user metadata) is encrypted too.
     expect(Buffer.from(events[0]!.userMetadata!.summary!.metadata!.encoding!).toString()).toBe('binary/encrypted');
+  });
+
+  it("a failed run's reason (the failure message, which can quote the task) is not readable either, yet result() has it", async () => {
+    const failedRun = async (w: TestWorker) => {
+      const marker = `FAILMARK-${randomUUID().slice(0, 8)}`;
+      const task = book.write(`fail-${marker}`, [{ envelope: { step: 'failed', reason: `cannot do ${marker}` } }], 'try it');
+      const workflowId = testWorkflowId('encrypted-failed');
+      const result = await (await w.start({ agent: 'scripted', task, workflowId })).result();
+      expect(result).toMatchObject({ status: 'failed', failureType: 'HarnessReportedFailure' });
+      expect(result.reason).toContain(marker);
+      const { bytes, events } = await storedHistory(w.client, workflowId);
+      expect(events.some((e) => e.workflowExecutionFailedEventAttributes)).toBe(true);
+      return bytes.includes(marker);
+    };
+    // Without keys the reason is plain in history (so the check below can see it when it is there).
+    expect(await failedRun(plain)).toBe(true);
+    expect(await failedRun(encrypted)).toBe(false);
   });
 
   it('the codec server decodes them with the key, for the Web UI (CORS) and the CLI (/{namespace}/decode)', async () => {

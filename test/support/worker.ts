@@ -84,7 +84,8 @@ export async function startTestWorker(options: TestWorkerOptions): Promise<TestW
     sandboxes: options.sandboxes?.(dataDir),
     adapters: options.adapters,
     actions: options.actions,
-    workflowBundle: { codePath: inject('workflowBundlePath') },
+    // A failure converter is part of the workflow bundle: a worker that has one bundles its own.
+    workflowBundle: options.dataConverter?.failureConverterPath ? undefined : { codePath: inject('workflowBundlePath') },
     dataConverter: options.dataConverter,
   });
   const running = worker.run();
