@@ -3,6 +3,7 @@
 // It moves a failure's message and stack trace into an encoded payload, which the payload codec then encrypts:
 // a run's failure reason is no more readable in history than its task.
 'use strict';
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded by require() from Temporal's loader
 const { DefaultFailureConverter } = require('@temporalio/common');
 
 exports.failureConverter = new DefaultFailureConverter({ encodeCommonAttributes: true });
