@@ -7,7 +7,7 @@ import type { ActionRegistry } from '../actions/index.js';
 import type { AdapterRegistry } from '../adapters/registry.js';
 import { UnknownDriverError } from '../adapters/registry.js';
 import { collectTurn } from '../adapters/fold.js';
-import type { Capabilities, HarnessEvent, Usage } from '../adapters/types.js';
+import type { Capabilities, HarnessEvent } from '../adapters/types.js';
 import type { Catalog } from '../catalog/schema.js';
 import { agentSystemPrompt, allowedActionsOf, catalogEntries, envelopeRulesFor, findAgent, findHarness } from '../catalog/index.js';
 import { resolveCredentials, createRedactor, type CredentialStore } from '../credentials/index.js';
@@ -25,10 +25,11 @@ import type {
   RunOutcome,
   StepValidation,
   TurnOutcome,
+  TurnSpend,
 } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
-import { turnPriceUsd } from './pricing.js';
+import { ProgressEvents, TurnAccounting, type BudgetCrossing, type TurnBudget } from './turn-accounting.js';
 
 /** Everything the activities need, injected by the worker (or a test). */
 export interface ActivityDeps {
@@ -174,15 +175,23 @@ export function createActivities(deps: ActivityDeps) {
       );
     },
 
-    /** Drives one harness turn in the sandbox: heartbeats progress, dies with the turn when cancelled. */
+    /**
+     * Drives one harness turn attempt in the sandbox: heartbeats progress, dies with the turn when cancelled, and
+     * does its own accounting — a prompt-run row for the attempt and a usage row per model call as it streams, so
+     * a failed, killed or lost attempt's tokens are in the ledger too. With `budget`, a turn whose streaming usage
+     * crosses the run's remaining tokens or cost is stopped mid-turn (outcome `budget-exhausted`).
+     */
     async runTurn(input: {
       workflowId: string;
+      /** The ledger run (the run's first execution run id); one the ledger does not know means its latest run. */
       runId: string;
       turn: number;
       spec: AgentSpec;
       sandbox: SandboxRef;
       prompt: string;
       resumeSessionId?: string;
+      /** The run's budget left when the workflow scheduled this turn; absent = no mid-turn stop. */
+      budget?: TurnBudget;
     }): Promise<TurnOutcome> {
       const { spec } = input;
       const ctx = Context.current();
@@ -195,18 +204,65 @@ export function createActivities(deps: ActivityDeps) {
         FailureTypes.CredentialMissing,
       );
       const redact = createRedactor(credentials.secrets);
-      const handle: SandboxHandle = await sandboxCall(() => provider(spec.sandbox.provider).attach(input.sandbox));
-      if (info.attempt > 1) {
-        // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
-        await killStaleTurn(handle);
-        await deps.ledger.appendEvent(input.workflowId, input.turn, 'retry', { attempt: info.attempt });
-      }
-      const adapter = deps.adapters.create(spec.driverClass);
-      const started = Date.now();
-      const progress = { turn: input.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, events: 0 };
+      // One attempt of one scheduling of this turn: Temporal retries, operator retries and fresh-session replays
+      // each get their own id, so their rows never collide and none is counted twice.
+      const scheduling = `${info.workflowExecution?.runId ?? input.runId}:${info.activityId}`;
+      const attemptId = `${scheduling}:${info.attempt}`;
+      const where = { workflowId: input.workflowId, runId: input.runId, turn: input.turn };
+      const progress = { turn: input.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, costUsd: 0, events: 0, ledger: 'ok' };
+      const ledgerState = (err: Error | undefined) => {
+        progress.ledger = err ? `waiting for the ledger: ${err.message}` : 'ok';
+        if (err) ctx.log.warn('ledger write failed; retrying', { workflowId: input.workflowId, turn: input.turn, error: err.message });
+      };
+      const events = new ProgressEvents(deps.ledger, where, { onFault: ledgerState });
+      const accounting = new TurnAccounting(deps.ledger, { ...where, attempt: info.attempt, attemptId }, { prices: harness.prices, budget: input.budget, onFault: ledgerState });
       const beat = () => heartbeat({ ...progress });
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
+      const started = Date.now();
+      let handle: SandboxHandle | undefined;
+      const adapter = deps.adapters.create(spec.driverClass);
+      const stopTurn = new AbortController();
+      const onCancel = () => stopTurn.abort(ctx.cancellationSignal.reason);
+      ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+      const spendOf = (usageMissing = false) => {
+        const spend = accounting.spend(usageMissing);
+        return {
+          usage: spend.usage,
+          costUsd: spend.costUsd,
+          costSource: spend.costSource,
+          ...(spend.harnessCostUsd !== undefined ? { harnessCostUsd: spend.harnessCostUsd } : {}),
+          costMismatch: spend.costMismatch,
+          costBlind: spend.costBlind,
+          attemptId,
+          attempt: info.attempt,
+          calls: spend.calls,
+        };
+      };
+      let finished = false;
+      const finish = async (f: Parameters<TurnAccounting['finish']>[0]) => {
+        finished = true;
+        progress.lastEvent = `recording turn ${input.turn}`;
+        await accounting.finish(f);
+      };
       try {
+        handle = await sandboxCall(() => provider(spec.sandbox.provider).attach(input.sandbox));
+        if (info.attempt > 1) {
+          // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
+          await killStaleTurn(handle);
+          events.append('retry', { attempt: info.attempt });
+        }
+        // The attempt's prompt run first: an unresolvable id fails before any token is spent, and while the ledger
+        // cannot be written the turn waits (heartbeating) instead of spending tokens nobody would record.
+        progress.lastEvent = 'opening the prompt run';
+        try {
+          await accounting.begin(
+            { promptId: spec.promptId, vendorId: spec.vendor, modelId: `${spec.vendor}/${spec.model}`, input: redact(input.prompt) },
+            (id) => id.startsWith(`${scheduling}:`),
+          );
+        } catch (err) {
+          if (err instanceof UnresolvedAccountingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.AccountingUnresolved);
+          throw err;
+        }
         adapter.applyPermissionPolicy(spec.permissions);
         adapter.setSystemPrompt(systemPrompt(catalog, spec.agent));
         await adapter.start({
@@ -222,85 +278,88 @@ export function createActivities(deps: ActivityDeps) {
           resumeSessionId: input.resumeSessionId,
           baseUrl: harness.baseUrl,
           turnTimeoutMs: harness.turnTimeoutMs,
-          settings: harness.settings,
+          // A catalog that declares `capabilities.sessionFork` asks the adapter to fork resumed sessions.
+          settings: harness.capabilities?.sessionFork !== undefined ? { forkSessions: harness.capabilities.sessionFork, ...harness.settings } : harness.settings,
         });
         beat();
-        let usageReported = false;
-        const turn = await collectTurn(adapter.runTurn({ prompt: input.prompt, turn: input.turn, signal: ctx.cancellationSignal }), async (event) => {
+        let crossing: BudgetCrossing | undefined;
+        const turn = await collectTurn(adapter.runTurn({ prompt: input.prompt, turn: input.turn, signal: stopTurn.signal }), (event) => {
           progress.events += 1;
           progress.lastEvent = describeEvent(event, redact);
           if (event.type === 'usage') {
-            usageReported = true;
-            progress.tokens += totalTokens(event.usage);
+            const crossed = accounting.recordUsage({ usage: event.usage, ...(event.costUsd !== undefined ? { costUsd: event.costUsd } : {}) });
+            const spend = accounting.spend();
+            progress.tokens = totalTokens(spend.usage);
+            progress.costUsd = spend.costUsd;
+            if (crossed && !crossing) {
+              crossing = crossed;
+              progress.lastEvent = crossed.reason;
+              stopTurn.abort(new Error(crossed.reason));
+            }
           }
-          if (event.type !== 'text') await deps.ledger.appendEvent(input.workflowId, input.turn, event.type, redactDeep(event, redact));
+          if (event.type !== 'text') events.append(event.type, redactDeep(event, redact));
         });
-        if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
-        if (turn.error) {
-          if (turn.error.code === 'resume-failed') return { ok: false, code: 'resume-failed', message: redact(turn.error.message) };
-          throw turnFailure(turn.error, redact);
-        }
         const sessionId = turn.sessionId ?? adapter.externalSessionId;
-        if (sessionId) await deps.ledger.setExternalSessionId(input.workflowId, sessionId);
-        const priced = harness.prices ? turnPriceUsd(harness.prices, turn.usage) : undefined;
-        const costSource = turn.costUsd !== undefined ? 'harness' : priced !== undefined ? 'price-table' : 'unknown';
+        const resumed = turn.resumed || adapter.resumed;
+        const durationMs = () => Date.now() - started;
+        const model = turn.model ?? adapter.reportedModel;
+        const base = { resumed, ...(sessionId ? { externalSessionId: sessionId } : {}), ...(model ? { reportedModel: model } : {}) };
+        if (ctx.cancellationSignal.aborted) {
+          await finish({ ...base, status: 'cancelled', outputUsed: false, output: '', error: 'cancelled', durationMs: durationMs() });
+          throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
+        }
+        if (crossing) {
+          await finish({ ...base, status: 'budget-exhausted', outputUsed: false, output: '', error: crossing.reason, durationMs: durationMs() });
+          return { ok: false, code: 'budget-exhausted', guardrail: crossing.guardrail, message: crossing.reason, ...spendOf(), ...(sessionId ? { externalSessionId: sessionId } : {}), durationMs: durationMs() };
+        }
+        if (turn.error) {
+          const message = redact(turn.error.message);
+          if (turn.error.code === 'resume-failed') {
+            await finish({ ...base, status: 'resume-failed', outputUsed: false, output: '', error: message, durationMs: durationMs() });
+            return { ok: false, code: 'resume-failed', message, ...spendOf() };
+          }
+          await finish({ ...base, status: 'failed', outputUsed: false, output: '', error: message, durationMs: durationMs() });
+          throw turnFailure(turn.error, redact, spendOf());
+        }
+        // A turn that ran and reported no usage at all spent tokens nobody counted: its cost is blind.
+        const usageMissing = turn.usageEvents === 0;
+        const text = redact(turn.text ?? '');
+        if (sessionId) events.write(() => deps.ledger.setExternalSessionId(input.workflowId, sessionId, input.runId));
+        await finish({ ...base, status: 'succeeded', outputUsed: true, output: text, durationMs: durationMs(), usageMissing });
         return {
           ok: true,
-          text: redact(turn.text ?? ''),
-          usage: turn.usage,
-          costUsd: turn.costUsd ?? priced ?? 0,
-          costSource,
-          usageReported,
-          model: turn.model ?? adapter.reportedModel,
+          text,
+          ...spendOf(usageMissing),
+          usageReported: turn.usageEvents > 0,
+          model,
           externalSessionId: sessionId,
-          resumed: turn.resumed || adapter.resumed,
-          durationMs: Date.now() - started,
+          resumed,
+          durationMs: durationMs(),
         };
+      } catch (err) {
+        // Anything else that ended the attempt (a sandbox error, a throw above) still closes its prompt run.
+        if (!finished && accounting.begun) {
+          const message = redact(err instanceof Error ? err.message : String(err));
+          await finish({ resumed: false, status: ctx.cancellationSignal.aborted ? 'cancelled' : 'failed', outputUsed: false, output: '', error: message, durationMs: Date.now() - started }).catch(() => undefined);
+        }
+        throw err;
       } finally {
+        ctx.cancellationSignal.removeEventListener('abort', onCancel);
         clearInterval(timer);
         await adapter.end().catch(() => undefined);
-        await handle.release().catch(() => undefined);
+        await handle?.release().catch(() => undefined);
+        // Progress is not accounting: give its writes a moment, then let them go.
+        await events.close(2000);
       }
     },
 
-    /** Writes the turn's accounting row; a retried call never adds a second one. */
-    async recordPromptRun(input: {
-      workflowId: string;
-      turn: number;
-      promptId: string;
-      vendor: string;
-      model: string;
-      reportedModel?: string;
-      usage: Usage;
-      costUsd: number;
-      costSource: 'harness' | 'price-table' | 'unknown';
-      externalSessionId?: string;
-      resumed: boolean;
-      durationMs: number;
-      input: string;
-      output: string;
-    }): Promise<{ inserted: boolean }> {
-      try {
-        return await deps.ledger.recordPromptRun({
-          workflowId: input.workflowId,
-          turn: input.turn,
-          promptId: input.promptId,
-          vendorId: input.vendor,
-          modelId: `${input.vendor}/${input.model}`,
-          reportedModel: input.reportedModel,
-          usage: input.usage,
-          costUsd: input.costUsd,
-          costSource: input.costSource,
-          externalSessionId: input.externalSessionId,
-          resumed: input.resumed,
-          durationMs: input.durationMs,
-          input: input.input,
-          output: input.output,
-        });
-      } catch (err) {
-        if (err instanceof UnresolvedAccountingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.AccountingUnresolved);
-        throw err;
-      }
+    /**
+     * Kept so histories that schedule it still replay: `runTurn` now records the attempt's prompt run and usage
+     * itself. Writes nothing; says whether the turn has an accepted attempt in the ledger.
+     */
+    async recordPromptRun(input: { workflowId: string; turn: number } & Record<string, unknown>): Promise<{ inserted: boolean }> {
+      void input;
+      return { inserted: false };
     },
 
     /** Validates the envelope: the step and per-action problems, or exact feedback for the harness. */
@@ -392,16 +451,21 @@ async function killStaleTurn(handle: SandboxHandle): Promise<void> {
   else if (local.pidFile) await killStaleProcessGroup(local.pidFile);
 }
 
+/**
+ * The failure of a turn attempt. Its details carry the attempt's spend (already in the ledger), so whoever sees
+ * the failure can count the tokens without reading the ledger.
+ */
 function turnFailure(
   error: { code: string; message: string; exitCode?: number | null; stderrTail?: string },
   redact: (s: string) => string,
+  spend: TurnSpend,
 ): ApplicationFailure {
   const stderr = error.stderrTail ? `\n${redact(error.stderrTail).slice(-2000)}` : '';
   // The CLI base class words a missing executable the same way locally (ENOENT) and in a container (exit 127).
   if (error.code === 'process-exit' && /could not start: executable .* was not found/.test(error.message)) {
-    return ApplicationFailure.nonRetryable(redact(error.message), FailureTypes.HarnessBinaryMissing);
+    return ApplicationFailure.nonRetryable(redact(error.message), FailureTypes.HarnessBinaryMissing, { code: error.code, spend });
   }
-  return ApplicationFailure.retryable(`turn failed (${error.code}): ${redact(error.message)}${stderr}`, FailureTypes.TurnFailed, { code: error.code, exitCode: error.exitCode ?? null });
+  return ApplicationFailure.retryable(`turn failed (${error.code}): ${redact(error.message)}${stderr}`, FailureTypes.TurnFailed, { code: error.code, exitCode: error.exitCode ?? null, spend });
 }
 
 /** Runs a catalog lookup and turns its error into a non-retryable failure with a stable type. */

@@ -7,7 +7,15 @@
  * `error` warnings, and one `result` (`status` success|error, `stats`) that ends the turn.
  *
  * Usage: `result.stats.input_tokens` INCLUDES cached tokens (`stats.cached`), so input = input_tokens - cached;
- * Gemini has no cache-write count. Stats cover every model call of the turn. No cost is reported.
+ * Gemini has no cache-write count. Thinking tokens are billed as output but missing from `output_tokens`; they
+ * are in `total_tokens` (measured: 200 in, 9 out, 100 thoughts → total 309), so reasoning = total − input_tokens −
+ * output_tokens. Stats cover every model call of the turn and arrive only with `result` (no per-call usage: a
+ * mid-turn budget stop can overshoot by one turn). No cost is reported.
+ * Stats that are all zero although the model answered (Gemini's loop detection stops a turn before its usage is
+ * recorded) say nothing: the usage is reported unknown, never as zero tokens.
+ * Retries: Gemini has no session fork, so a retried attempt resumes the session as the failed one left it. A
+ * vendor error before any answer leaves no trace in it (measured: one copy of the prompt after a retry); a failure
+ * after a tool call or a killed process can leave the prompt twice (see docs/accounting.md).
  * System prompt: Gemini has no flag; `GEMINI_SYSTEM_MD=<file>` REPLACES its built-in prompt, so the file holds
  * a minimal base plus the runtime's prompt.
  */
@@ -16,7 +24,8 @@ import { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
 import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
+import { noUsage, usageOf } from '../workflows/usage.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const geminiCliDriverClass = 'GeminiCli';
@@ -47,6 +56,7 @@ const toolUseLine = z.object({ type: z.literal('tool_use'), tool_name: z.string(
 const toolResultLine = z.object({ type: z.literal('tool_result'), tool_id: z.string().nullish(), status: z.string().nullish() });
 const warningLine = z.object({ type: z.literal('error'), severity: z.string().nullish(), message: z.string().nullish() });
 const stats = z.object({
+  total_tokens: z.number().nullish(),
   input_tokens: z.number().nullish(),
   output_tokens: z.number().nullish(),
   cached: z.number().nullish(),
@@ -67,12 +77,29 @@ interface Scratch {
   sessionId?: string;
   /** Assistant text since the last tool use: the envelope is the final message. */
   text?: string;
+  /** The model answered this turn (text or a tool call): zero stats cannot be true. */
+  answered?: boolean;
 }
 
-/** Usage from `result.stats`, normalised (input without cached tokens). */
-export function geminiUsage(s: z.infer<typeof stats>): { input: number; output: number; cacheRead: number; cacheWrite: number } {
+/**
+ * Usage from `result.stats`, normalised: input without cached tokens, reasoning = total − input − output (the
+ * thinking tokens Gemini leaves out of `output_tokens`). Gemini has no cache-write count: unknown, not zero.
+ */
+export function geminiUsage(s: z.infer<typeof stats>): Usage {
   const cached = s.cached ?? 0;
-  return { input: Math.max(0, (s.input_tokens ?? 0) - cached), output: s.output_tokens ?? 0, cacheRead: cached, cacheWrite: 0 };
+  const reasoning =
+    s.total_tokens != null && s.input_tokens != null && s.output_tokens != null ? Math.max(0, s.total_tokens - s.input_tokens - s.output_tokens) : undefined;
+  return usageOf({
+    input: s.input_tokens == null ? undefined : Math.max(0, s.input_tokens - cached),
+    output: s.output_tokens,
+    cacheRead: s.cached,
+    reasoning,
+  });
+}
+
+/** Stats that count nothing at all. */
+function allZero(s: z.infer<typeof stats>): boolean {
+  return !s.total_tokens && !s.input_tokens && !s.output_tokens && !s.cached;
 }
 
 /** Adapter for Gemini CLI. */
@@ -138,12 +165,14 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       case 'message': {
         const v = value as z.infer<typeof messageLine>;
         if (v.role !== 'assistant' || !v.content) return undefined;
+        scratch.answered = true;
         scratch.text = (scratch.text ?? '') + v.content;
         return { type: 'text', text: v.content };
       }
       case 'tool_use': {
         const v = value as z.infer<typeof toolUseLine>;
         scratch.text = undefined;
+        scratch.answered = true;
         return { type: 'activity', description: `${v.tool_name} ${JSON.stringify(v.parameters ?? {})}` };
       }
       case 'tool_result': {
@@ -152,6 +181,8 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       }
       case 'error': {
         const v = value as z.infer<typeof warningLine>;
+        // Loop detection stops the turn (its result then has all-zero stats although the model was called).
+        if (/loop detected/i.test(v.message ?? '')) scratch.answered = true;
         return { type: 'activity', description: `gemini ${v.severity ?? 'error'}: ${v.message ?? ''}` };
       }
       case 'result':
@@ -164,7 +195,9 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
   private result(value: z.infer<typeof resultLine>, scratch: Scratch): HarnessEvent[] {
     const events: HarnessEvent[] = [];
     if (value.stats) {
-      events.push({ type: 'usage', usage: geminiUsage(value.stats) });
+      // All-zero stats after the model answered (loop detection) are not a count: the usage is unknown.
+      const usage = allZero(value.stats) && scratch.answered ? noUsage : geminiUsage(value.stats);
+      events.push({ type: 'usage', usage });
       // The models that actually answered (routing may differ from the requested one).
       const used = Object.keys(value.stats.models ?? {});
       if (used.length === 1 && scratch.sessionId) events.push({ type: 'session', sessionId: scratch.sessionId, model: used[0] });

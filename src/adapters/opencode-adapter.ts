@@ -9,18 +9,21 @@
  *
  * Usage: each `step_finish.part.tokens` is one model call; `tokens.input` already EXCLUDES cached tokens
  * (measured: prompt_tokens 120 with 20 cached → input 100, cache.read 20), `cache.write` is reported, and
- * reasoning tokens are counted separately from `output`, so output = output + reasoning. The turn's usage is
- * the sum over its steps. OpenCode's per-session title call (a second model call on a new session) never
+ * reasoning tokens are reported apart from `output` (measured: completion 109 with 100 reasoning → output 9,
+ * reasoning 100), which is exactly the normalised shape. One usage event per step, as it finishes. OpenCode's per-session title call (a second model call on a new session) never
  * appears in the JSON output, so its tokens cannot be counted: the adapter passes `--title` on a new session,
  * which skips that call altogether. Cost: `part.cost` per step, from OpenCode's own price table; for the custom
  * provider it defines, the adapter reports it only when `settings.cost` gave prices (else OpenCode says 0).
  * Model: the JSON output never names the model, so `reportedModel` stays undefined.
+ * Resume: `--session ID --fork` continues the session in a NEW one branched from it, leaving ID as it was, so a
+ * retried attempt never feeds its prompt twice (`settings.forkSessions: false` resumes in place).
  */
 import { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
 import { harnessHome, homePath, numberSetting, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
+import { usageOf } from '../workflows/usage.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const openCodeDriverClass = 'OpenCode';
@@ -28,6 +31,7 @@ export const openCodeDriverClass = 'OpenCode';
 /** What `opencode run --format json` really gives. */
 export const openCodeCapabilities: Capabilities = {
   sessionResume: true,
+  sessionFork: true,
   structuredOutput: false,
   usageReporting: true,
   // `opencode acp` / `serve` can ask; `run` cannot.
@@ -89,14 +93,9 @@ interface Scratch {
   lastReason?: string;
 }
 
-/** Usage of one `step_finish`, normalised. */
-export function openCodeUsage(t: z.infer<typeof tokens>): { input: number; output: number; cacheRead: number; cacheWrite: number } {
-  return {
-    input: t.input ?? 0,
-    output: (t.output ?? 0) + (t.reasoning ?? 0),
-    cacheRead: t.cache?.read ?? 0,
-    cacheWrite: t.cache?.write ?? 0,
-  };
+/** Usage of one `step_finish` (one model call), normalised; a count OpenCode leaves out stays unknown. */
+export function openCodeUsage(t: z.infer<typeof tokens>): Usage {
+  return usageOf({ input: t.input, output: t.output, reasoning: t.reasoning, cacheRead: t.cache?.read, cacheWrite: t.cache?.write });
 }
 
 /**
@@ -184,7 +183,7 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
     const model = this.modelArg(ctx.config);
     if (model) argv.push('-m', model);
     // A given title skips OpenCode's title-generation model call, whose tokens it never reports.
-    if (ctx.resumeSessionId) argv.push('--session', ctx.resumeSessionId);
+    if (ctx.resumeSessionId) argv.push('--session', ctx.resumeSessionId, ...(ctx.fork ? ['--fork'] : []));
     else argv.push('--title', `durable-harness ${ctx.config.runId}`);
     const env: Record<string, string> = {
       HOME: home.sandbox,

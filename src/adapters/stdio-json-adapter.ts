@@ -17,7 +17,8 @@ import {
   turnRequest,
   usageLine,
 } from './stdio-json-protocol.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, SessionErrorCode, TurnInput } from './types.js';
+import { usageOf } from '../workflows/usage.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, SessionErrorCode, TurnInput } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const stdioJsonDriverClass = 'StdioJson';
@@ -62,6 +63,12 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
     this.capabilities = { ...stdioJsonCapabilities, ...options.capabilities };
   }
 
+  /** Forks when the harness is declared able to (`settings.forkSessions`, or `capabilities.sessionFork` in the catalog). */
+  protected override forksSessions(config: HarnessSessionConfig): boolean {
+    const setting = config.settings?.forkSessions;
+    return typeof setting === 'boolean' ? setting : this.capabilities.sessionFork === true;
+  }
+
   protected override permissionReport(posture: PermissionPosture): PermissionReport {
     if (posture !== 'strict') return { posture, enforced: true };
     return this.capabilities.permissionHooks
@@ -76,6 +83,7 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
       turn: input.turn,
       systemPrompt: this.capabilities.systemPrompt ? (ctx.systemPrompt ?? null) : null,
       sessionId: ctx.resumeSessionId ?? null,
+      ...(ctx.fork ? { fork: true as const } : {}),
       model: ctx.config.model ?? null,
       workspace: ctx.config.workspacePath,
       permissions: ctx.posture,
@@ -133,11 +141,15 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
     return { type: 'session', sessionId: id, resumed: resumed ?? undefined, model: model ?? undefined };
   }
 
+  /** A usage line the runtime cannot read exactly ends the turn: tokens must never silently count as nothing. */
   private mapUsage(json: unknown, line: string): Mapped {
     const parsed = usageLine.safeParse(json);
-    if (!parsed.success) return { type: 'unknown', raw: line };
+    if (!parsed.success) {
+      const problems = parsed.error.issues.map((i) => (i.code === 'unrecognized_keys' ? `unknown field(s) ${i.keys.join(', ')}` : `${i.path.join('.')}: ${i.message}`));
+      return this.malformedTerminal(line, 'usage', problems.join('; '));
+    }
     const u = parsed.data;
-    const usage = { input: u.input ?? 0, output: u.output ?? 0, cacheRead: u.cacheRead ?? 0, cacheWrite: u.cacheWrite ?? 0 };
+    const usage = usageOf({ input: u.input, output: u.output, cacheRead: u.cacheRead, cacheWrite: u.cacheWrite, reasoning: u.reasoning });
     return u.costUsd == null ? { type: 'usage', usage } : { type: 'usage', usage, costUsd: u.costUsd };
   }
 
@@ -150,9 +162,10 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
     return [{ type: 'session', sessionId, resumed: resumed ?? undefined, model: model ?? undefined }, complete];
   }
 
-  /** A terminal line with bad fields still ends the turn, with an error that says what was wrong. */
-  private malformedTerminal(line: string, type: 'complete' | 'error'): HarnessEvent {
+  /** A terminal (or usage) line with bad fields ends the turn, with an error that says what was wrong. */
+  private malformedTerminal(line: string, type: 'complete' | 'error' | 'usage', problem?: string): HarnessEvent {
     const shown = line.length > 200 ? `${line.slice(0, 200)}…` : line;
-    return { type: 'session-error', code: 'protocol-error', message: `The harness printed a malformed "${type}" line (see docs/stdio-json.md): ${shown}` };
+    const why = problem ? ` (${problem})` : '';
+    return { type: 'session-error', code: 'protocol-error', message: `The harness printed a malformed "${type}" line${why} (see docs/stdio-json.md): ${shown}` };
   }
 }

@@ -18,12 +18,17 @@ export const permissionLine = z.object({
   tool: z.string(),
   input: z.unknown().optional(),
 });
-export const usageLine = z.object({
+/**
+ * Strict, unlike the other lines: a misspelt count (`input_tokens`, `outputTokens`) would otherwise vanish and the
+ * tokens count as nothing, so any field not listed here makes the line a protocol error.
+ */
+export const usageLine = z.strictObject({
   type: z.literal('usage'),
   input: count.nullish(),
   output: count.nullish(),
   cacheRead: count.nullish(),
   cacheWrite: count.nullish(),
+  reasoning: count.nullish(),
   costUsd: count.nullish(),
 });
 export const completeLine = z.object({
@@ -68,6 +73,8 @@ export const turnRequest = z.strictObject({
   turn: z.number().int().positive(),
   systemPrompt: z.string().nullable(),
   sessionId: z.string().nullable(),
+  /** Only when true: continue `sessionId` in a NEW session branched from it, leaving it as it was. */
+  fork: z.literal(true).optional(),
   model: z.string().nullable(),
   workspace: z.string(),
   permissions: z.enum(['strict', 'auto', 'dangerous']),

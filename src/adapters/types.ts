@@ -5,6 +5,12 @@ import type { SandboxExecutor } from '../sandbox/types.js';
 export interface Capabilities {
   /** Can continue a session natively; if false the workflow replays the conversation each turn. */
   readonly sessionResume: boolean;
+  /**
+   * Can branch a session into a new one (the CLI's own fork). Resumed turns then fork the session they continue,
+   * so a retried attempt starts again from the state before the failed one instead of feeding the prompt twice.
+   * Absent = false: a retry resumes the session as the failed attempt left it.
+   */
+  readonly sessionFork?: boolean;
   /** Has a structured-output mode for the envelope; if false the feedback loop does the work. */
   readonly structuredOutput: boolean;
   /** Reports token usage; if false the cost guardrail is blind. */
@@ -27,15 +33,19 @@ export interface PermissionReport {
   readonly note?: string;
 }
 
-/** Token usage of one turn, normalised: `input` excludes cached tokens. */
+/**
+ * Token usage, normalised. A field is `undefined` when the harness did not say: unknown is not zero.
+ * `input` excludes cached tokens; `output` excludes `reasoning` (thinking tokens, billed as output) where the
+ * harness reports them apart; a harness that folds thinking into its output count leaves `reasoning` undefined.
+ * Read and combine it only through src/workflows/usage.ts (`addUsage`, `totalTokens`, `usageKnown`, …).
+ */
 export interface Usage {
-  readonly input: number;
-  readonly output: number;
-  readonly cacheRead: number;
-  readonly cacheWrite: number;
+  readonly input?: number | undefined;
+  readonly output?: number | undefined;
+  readonly cacheRead?: number | undefined;
+  readonly cacheWrite?: number | undefined;
+  readonly reasoning?: number | undefined;
 }
-
-export const zeroUsage: Usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
 
 /** Everything an adapter needs to launch a session; no secrets other than `env`. */
 export interface HarnessSessionConfig {
@@ -88,7 +98,11 @@ export type HarnessEvent =
   | { readonly type: 'activity'; readonly description: string }
   /** The harness asks permission for a tool use; answered through `respond`. */
   | { readonly type: 'permission-request'; readonly id: string; readonly tool: string; readonly input?: unknown }
-  /** Usage so far in this turn (incremental: the fold adds them up), and the harness's own cost when it gives one. */
+  /**
+   * Usage of one model call, or of the calls since the last usage event (incremental: the fold adds them up),
+   * and the harness's own cost for them when it gives one. An all-`undefined` usage says "tokens were spent and
+   * the harness did not say how many".
+   */
   | { readonly type: 'usage'; readonly usage: Usage; readonly costUsd?: number }
   /** The harness's session identity, whether it resumed, and the model it says it used. */
   | { readonly type: 'session'; readonly sessionId: string; readonly resumed?: boolean; readonly model?: string }

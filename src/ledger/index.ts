@@ -1,2 +1,3 @@
 export * from './types.js';
 export * from './sqlite-ledger.js';
+export * from './cost.js';

@@ -119,26 +119,56 @@ export interface CarriedState {
   readonly costBlind: boolean;
 }
 
-/** What one turn produced, as `runTurn` returns it (secrets already redacted). */
+/** The accounting of one turn attempt, as `runTurn` recorded it in the ledger (secrets never in it). */
+export interface TurnSpend {
+  /** Tokens of this attempt (every model call it made); fields unknown where the harness did not say. */
+  readonly usage: Usage;
+  /** The cost that counts: the price table's when configured and able to price it, else the harness's own. */
+  readonly costUsd: number;
+  readonly costSource: 'harness' | 'price-table' | 'unknown';
+  /** The harness's own cost figure, recorded beside the price table's. */
+  readonly harnessCostUsd?: number;
+  /** Both figures exist and disagree. */
+  readonly costMismatch?: boolean;
+  /** The cost cannot be known (usage unknown, or neither price table nor harness cost): `costUsd` is a lower bound. */
+  readonly costBlind?: boolean;
+  /** The attempt's ledger id (see Ledger.beginAttempt) and Temporal attempt number. */
+  readonly attemptId?: string;
+  readonly attempt?: number;
+  /** Usage events recorded for this attempt (model calls, for harnesses that report per call). */
+  readonly calls?: number;
+}
+
+/**
+ * What one turn produced, as `runTurn` returns it (secrets already redacted). Every variant carries the attempt's
+ * spend: it is already in the ledger, so the workflow only adds it to its counters.
+ */
 export type TurnOutcome =
-  | {
+  | (TurnSpend & {
       readonly ok: true;
       readonly text: string;
-      readonly usage: Usage;
-      readonly costUsd: number;
-      readonly costSource: 'harness' | 'price-table' | 'unknown';
+      /** The harness reported usage for this turn (false: its tokens are unknown, see `costBlind`). */
       readonly usageReported: boolean;
       readonly model?: string;
       readonly externalSessionId?: string;
       readonly resumed: boolean;
       readonly durationMs: number;
-    }
-  | {
+    })
+  | (TurnSpend & {
       /** The harness no longer knows the session: start fresh and replay the conversation. */
       readonly ok: false;
       readonly code: 'resume-failed';
       readonly message: string;
-    };
+    })
+  | (TurnSpend & {
+      /** Streaming usage crossed the run's remaining budget (`TurnInput.budget`): the harness was stopped mid-turn. */
+      readonly ok: false;
+      readonly code: 'budget-exhausted';
+      readonly guardrail: 'tokens' | 'cost';
+      readonly message: string;
+      readonly externalSessionId?: string;
+      readonly durationMs: number;
+    });
 
 /** validateStep's answer: the step with per-action problems, or the feedback to send back. */
 export type StepValidation =

@@ -1,68 +1,42 @@
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  LEDGER_SCHEMA_VERSION,
-  SqliteLedger,
-  UnresolvedAccountingError,
-  type CatalogEntries,
-  type PromptRunRecord,
-  type RunRecord,
-} from '../../src/ledger/index.js';
+import { LEDGER_SCHEMA_VERSION, LedgerFaultError, SqliteLedger } from '../../src/ledger/index.js';
+import { attemptFinish, attemptStart, catalog, ledgerContract, run, usageRow } from './ledger-contract.js';
 
-let dir: string;
-let file: string;
-let ledger: SqliteLedger;
-
-const catalog: CatalogEntries = {
-  vendors: [{ id: 'demo', name: 'demo' }],
-  models: [{ id: 'demo/demo-1', vendorId: 'demo', name: 'demo-1' }],
-  prompts: [{ id: 'agent:demo', name: 'demo', text: 'You are a demo.' }],
-};
-
-const run: RunRecord = {
-  workflowId: 'wf-1',
-  runId: 'r-1',
-  agent: 'demo',
-  harness: 'demo',
-  tenantId: 't',
-  userId: 'u',
-  task: 'write hello.txt',
-};
-
-function promptRun(overrides: Partial<PromptRunRecord> = {}): PromptRunRecord {
+ledgerContract('SqliteLedger', async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'dh-ledger-'));
+  const ledger = SqliteLedger.open(path.join(dir, 'ledger.db'));
   return {
-    workflowId: 'wf-1',
-    turn: 1,
-    promptId: 'agent:demo',
-    modelId: 'demo/demo-1',
-    vendorId: 'demo',
-    usage: { input: 100, output: 20, cacheRead: 5, cacheWrite: 7 },
-    costUsd: 0.0123,
-    costSource: 'price-table',
-    resumed: false,
-    durationMs: 1500,
-    input: 'task',
-    output: '{"step":"success","result":"ok"}',
-    ...overrides,
+    ledger,
+    close: async () => {
+      await ledger.close();
+      await rm(dir, { recursive: true, force: true });
+    },
   };
-}
-
-beforeEach(async () => {
-  dir = await mkdtemp(path.join(tmpdir(), 'dh-ledger-'));
-  file = path.join(dir, 'nested', 'deeper', 'ledger.db');
-  ledger = SqliteLedger.open(file);
-  await ledger.syncCatalog(catalog);
 });
 
-afterEach(async () => {
-  await ledger.close();
-  await rm(dir, { recursive: true, force: true });
-});
+describe('SqliteLedger: the file', () => {
+  let dir: string;
+  let file: string;
+  let ledger: SqliteLedger;
 
-describe('SqliteLedger', () => {
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'dh-ledger-'));
+    file = path.join(dir, 'nested', 'deeper', 'ledger.db');
+    ledger = SqliteLedger.open(file);
+    await ledger.syncCatalog(catalog);
+    await ledger.startRun(run);
+  });
+
+  afterEach(async () => {
+    await ledger.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('creates directories, uses WAL and records the schema version', () => {
     expect(ledger.schemaVersion).toBe(LEDGER_SCHEMA_VERSION);
     const raw = new Database(file, { readonly: true });
@@ -70,92 +44,10 @@ describe('SqliteLedger', () => {
     raw.close();
   });
 
-  it('prompt runs are idempotent by (workflowId, turn)', async () => {
-    expect(await ledger.recordPromptRun(promptRun())).toEqual({ inserted: true });
-    expect(await ledger.recordPromptRun(promptRun({ costUsd: 99 }))).toEqual({ inserted: false });
-    expect(await ledger.recordPromptRun(promptRun({ turn: 2 }))).toEqual({ inserted: true });
-    const rows = await ledger.listPromptRuns('wf-1');
-    expect(rows.map((r) => [r.turn, r.costUsd])).toEqual([
-      [1, 0.0123],
-      [2, 0.0123],
-    ]);
-  });
-
-  it('keeps token fields apart and round-trips the record', async () => {
-    const row = promptRun({ reportedModel: 'demo-1-2025', externalSessionId: 'sess-9', resumed: true, costSource: 'harness' });
-    await ledger.recordPromptRun(row);
-    const [stored] = await ledger.listPromptRuns('wf-1');
-    expect(stored).toEqual(row);
-    expect(stored?.usage).toEqual({ input: 100, output: 20, cacheRead: 5, cacheWrite: 7 });
-  });
-
-  it('rejects unresolved ids with a message naming which id', async () => {
-    const attempt = ledger.recordPromptRun(promptRun({ modelId: 'x' }));
-    await expect(attempt).rejects.toBeInstanceOf(UnresolvedAccountingError);
-    await expect(ledger.recordPromptRun(promptRun({ modelId: 'x', turn: 3 }))).rejects.toThrow(
-      "prompt run for wf-1 turn 3: model id 'x' is not in the catalog — add it to the harness entry",
-    );
-    await expect(ledger.recordPromptRun(promptRun({ promptId: 'agent:nope' }))).rejects.toThrow(
-      /prompt id 'agent:nope' is not in the catalog/,
-    );
-    await expect(ledger.recordPromptRun(promptRun({ vendorId: 'acme' }))).rejects.toThrow(
-      "model id 'demo/demo-1' belongs to vendor 'demo', not 'acme' — fix the harness entry; prompt run for wf-1 turn 1: vendor id 'acme' is not in the catalog",
-    );
-    expect(await ledger.listPromptRuns('wf-1')).toEqual([]);
-  });
-
-  it('catalog sync is an upsert', async () => {
-    await ledger.syncCatalog({ ...catalog, prompts: [{ id: 'agent:demo', name: 'demo', text: 'v2' }] });
-    await ledger.syncCatalog(catalog);
-    expect(await ledger.recordPromptRun(promptRun())).toEqual({ inserted: true });
-  });
-
-  it('run steps are idempotent by (workflowId, seq)', async () => {
-    await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 1 } });
-    await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 'changed' } });
-    await ledger.recordStep({ workflowId: 'wf-1', seq: 2, turn: 2, type: 'success', payload: 'done' });
-    await ledger.recordStep({ workflowId: 'wf-2', seq: 1, turn: 1, type: 'chat', payload: null });
-    expect(await ledger.listSteps('wf-1')).toEqual([
-      { workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 1 } },
-      { workflowId: 'wf-1', seq: 2, turn: 2, type: 'success', payload: 'done' },
-    ]);
-  });
-
-  it('events page by cursor, per workflow', async () => {
-    const cursors: number[] = [];
-    for (let i = 0; i < 5; i++) {
-      cursors.push(await ledger.appendEvent('wf-1', 1, 'text', { i }));
-      await ledger.appendEvent('wf-other', 1, 'text', { i });
-    }
-    expect([...cursors].sort((a, b) => a - b)).toEqual(cursors);
-    const first = await ledger.readEvents('wf-1', 0, 2);
-    expect(first.map((e) => e.data)).toEqual([{ i: 0 }, { i: 1 }]);
-    const second = await ledger.readEvents('wf-1', first[1]!.cursor, 2);
-    expect(second.map((e) => e.data)).toEqual([{ i: 2 }, { i: 3 }]);
-    const rest = await ledger.readEvents('wf-1', second[1]!.cursor);
-    expect(rest.map((e) => e.data)).toEqual([{ i: 4 }]);
-    expect(await ledger.readEvents('wf-1', rest[0]!.cursor)).toEqual([]);
-    expect(rest[0]).toMatchObject({ workflowId: 'wf-1', turn: 1, type: 'text' });
-    expect(typeof rest[0]!.at).toBe('string');
-  });
-
-  it('run lifecycle', async () => {
-    expect(await ledger.getRun('wf-1')).toBeUndefined();
-    await ledger.startRun(run);
-    expect(await ledger.getRun('wf-1')).toEqual({ ...run, status: 'running', result: null });
-    await ledger.startRun({ ...run, task: 'a retry must not overwrite' });
-    await ledger.setExternalSessionId('wf-1', 'sess-1');
-    await ledger.setRunStatus('wf-1', 'waiting_for_reply');
-    expect(await ledger.getRun('wf-1')).toMatchObject({ task: run.task, status: 'waiting_for_reply', externalSessionId: 'sess-1' });
-    await ledger.finishRun('wf-1', 'succeeded', { result: 'ok' });
-    expect(await ledger.getRun('wf-1')).toMatchObject({ status: 'succeeded', result: { result: 'ok' } });
-    await ledger.startRun({ ...run, workflowId: 'wf-child', parentWorkflowId: 'wf-1' });
-    expect((await ledger.getRun('wf-child'))?.parentWorkflowId).toBe('wf-1');
-  });
-
   it('data persists after reopening the file, and reopening does not re-migrate', async () => {
-    await ledger.startRun(run);
-    await ledger.recordPromptRun(promptRun());
+    await ledger.beginAttempt(attemptStart());
+    await ledger.recordUsage(usageRow());
+    await ledger.finishAttempt(attemptFinish());
     await ledger.appendEvent('wf-1', 1, 'text', 'hello');
     await ledger.close();
     await ledger.close(); // idempotent
@@ -164,7 +56,7 @@ describe('SqliteLedger', () => {
     expect((await ledger.getRun('wf-1'))?.task).toBe(run.task);
     expect(await ledger.listPromptRuns('wf-1')).toHaveLength(1);
     expect((await ledger.readEvents('wf-1', 0)).map((e) => e.data)).toEqual(['hello']);
-    expect(await ledger.recordPromptRun(promptRun())).toEqual({ inserted: false });
+    expect(await ledger.recordUsage(usageRow())).toEqual({ inserted: false });
   });
 
   it('refuses a file from a newer schema', async () => {
@@ -174,5 +66,71 @@ describe('SqliteLedger', () => {
     raw.close();
     expect(() => SqliteLedger.open(file)).toThrow(/newer than this code understands/);
     ledger = SqliteLedger.open(path.join(dir, 'other.db'));
+  });
+
+  it('a deleted ledger file is detected: writes are refused with LedgerMissing (not lost into the unlinked file), health says why', async () => {
+    rmSync(file);
+    const write = ledger.appendEvent('wf-1', 1, 'text', 'into the void?');
+    await expect(write).rejects.toBeInstanceOf(LedgerFaultError);
+    await expect(ledger.recordUsage(usageRow())).rejects.toMatchObject({ code: 'LedgerMissing', message: expect.stringContaining('was deleted') });
+    expect(await ledger.health()).toMatchObject({ ok: false, problem: expect.stringContaining('was deleted') });
+  });
+
+  it('a replaced ledger file is detected: LedgerReplaced', async () => {
+    renameSync(file, `${file}.old`);
+    writeFileSync(file, '');
+    await expect(ledger.recordUsage(usageRow())).rejects.toMatchObject({ code: 'LedgerReplaced' });
+    expect((await ledger.health()).problem).toMatch(/replaced by another file/);
+  });
+
+  it('read-only: SQLite refuses writes (LedgerReadOnly, health says so); writable again, they land', async () => {
+    ledger.setReadOnly(true);
+    await expect(ledger.beginAttempt(attemptStart())).rejects.toMatchObject({ code: 'LedgerReadOnly' });
+    expect((await ledger.health()).problem).toMatch(/read-only/);
+    expect(await ledger.listPromptRuns('wf-1')).toEqual([]); // reads still work
+    ledger.setReadOnly(false);
+    expect(await ledger.beginAttempt(attemptStart())).toEqual({ inserted: true });
+    expect(await ledger.health()).toMatchObject({ ok: true });
+  });
+
+  it('migrates a version-1 file: runs, prompt runs (as one call each), steps and events keep their data', async () => {
+    await ledger.close();
+    const old = path.join(dir, 'v1.db');
+    const raw = new Database(old);
+    raw.exec(`
+      CREATE TABLE vendors (id TEXT PRIMARY KEY, name TEXT NOT NULL, updated_at TEXT NOT NULL);
+      CREATE TABLE models (id TEXT PRIMARY KEY, vendor_id TEXT NOT NULL REFERENCES vendors(id), name TEXT NOT NULL, updated_at TEXT NOT NULL);
+      CREATE TABLE prompts (id TEXT PRIMARY KEY, name TEXT NOT NULL, text TEXT NOT NULL, updated_at TEXT NOT NULL);
+      CREATE TABLE runs (workflow_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, agent TEXT NOT NULL, harness TEXT NOT NULL, tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL, task TEXT NOT NULL, parent_workflow_id TEXT, status TEXT NOT NULL, result_json TEXT, external_session_id TEXT,
+        started_at TEXT NOT NULL, finished_at TEXT);
+      CREATE INDEX runs_parent ON runs(parent_workflow_id);
+      CREATE TABLE prompt_runs (id INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, turn INTEGER NOT NULL, prompt_id TEXT NOT NULL,
+        model_id TEXT NOT NULL, vendor_id TEXT NOT NULL, reported_model TEXT, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
+        cache_read_tokens INTEGER NOT NULL, cache_write_tokens INTEGER NOT NULL, cost_usd REAL NOT NULL, cost_source TEXT NOT NULL,
+        external_session_id TEXT, resumed INTEGER NOT NULL, duration_ms INTEGER NOT NULL, input TEXT NOT NULL, output TEXT NOT NULL,
+        created_at TEXT NOT NULL, UNIQUE (workflow_id, turn));
+      CREATE TABLE run_steps (id INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, seq INTEGER NOT NULL, turn INTEGER NOT NULL,
+        type TEXT NOT NULL, payload_json TEXT NOT NULL, created_at TEXT NOT NULL, UNIQUE (workflow_id, seq));
+      CREATE TABLE events (cursor INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, turn INTEGER NOT NULL, type TEXT NOT NULL,
+        data_json TEXT NOT NULL, at TEXT NOT NULL);
+      INSERT INTO vendors VALUES ('demo', 'demo', 'x');
+      INSERT INTO models VALUES ('demo/demo-1', 'demo', 'demo-1', 'x');
+      INSERT INTO prompts VALUES ('agent:demo', 'demo', 'p', 'x');
+      INSERT INTO runs VALUES ('old', 'r-old', 'demo', 'demo', 't', 'u', 'task', NULL, 'succeeded', '{}', 's-1', 'x', 'y');
+      INSERT INTO prompt_runs VALUES (1, 'old', 1, 'agent:demo', 'demo/demo-1', 'demo', NULL, 100, 10, 5, 1, 0.25, 'harness', 's-1', 0, 10, 'in', 'out', 'x');
+      INSERT INTO run_steps VALUES (1, 'old', 1, 1, 'step:success', '"ok"', 'x');
+      INSERT INTO events VALUES (7, 'old', 1, 'usage', '{}', 'x');
+    `);
+    raw.pragma('user_version = 1');
+    raw.close();
+    ledger = SqliteLedger.open(old);
+    expect(ledger.schemaVersion).toBe(LEDGER_SCHEMA_VERSION);
+    expect(await ledger.getRun('old')).toMatchObject({ runId: 'r-old', status: 'succeeded', externalSessionId: 's-1' });
+    const [row] = await ledger.listPromptRuns('old');
+    expect(row).toMatchObject({ runId: 'r-old', turn: 1, attempt: 1, status: 'succeeded', outputUsed: true, costUsd: 0.25, costSource: 'harness', calls: 1 });
+    expect(row!.usage).toEqual({ input: 100, output: 10, cacheRead: 5, cacheWrite: 1 });
+    expect(await ledger.listSteps('old')).toEqual([{ workflowId: 'old', runId: 'r-old', seq: 1, turn: 1, type: 'step:success', payload: 'ok' }]);
+    expect((await ledger.readEvents('old', 0))[0]).toMatchObject({ cursor: 7, runId: 'r-old' });
   });
 });

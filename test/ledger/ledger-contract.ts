@@ -1,0 +1,267 @@
+/**
+ * The Ledger contract as one test suite, run against every implementation (SQLite here; PostgreSQL reuses it):
+ * `ledgerContract('SqliteLedger', () => open a fresh, empty ledger)`.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  UnresolvedAccountingError,
+  type AttemptFinish,
+  type AttemptStart,
+  type CatalogEntries,
+  type Ledger,
+  type RunRecord,
+  type UsageRecord,
+} from '../../src/ledger/index.js';
+
+export const catalog: CatalogEntries = {
+  vendors: [{ id: 'demo', name: 'demo' }],
+  models: [{ id: 'demo/demo-1', vendorId: 'demo', name: 'demo-1' }],
+  prompts: [{ id: 'agent:demo', name: 'demo', text: 'You are a demo.' }],
+};
+
+export const run: RunRecord = { workflowId: 'wf-1', runId: 'r-1', agent: 'demo', harness: 'demo', tenantId: 't', userId: 'u', task: 'write hello.txt' };
+
+export function attemptStart(overrides: Partial<AttemptStart> = {}): AttemptStart {
+  return {
+    workflowId: 'wf-1',
+    runId: 'r-1',
+    attemptId: 'x:1:1',
+    turn: 1,
+    attempt: 1,
+    promptId: 'agent:demo',
+    modelId: 'demo/demo-1',
+    vendorId: 'demo',
+    priced: true,
+    input: 'task',
+    ...overrides,
+  };
+}
+
+export function usageRow(overrides: Partial<UsageRecord> = {}): UsageRecord {
+  return { workflowId: 'wf-1', runId: 'r-1', attemptId: 'x:1:1', turn: 1, call: 1, usage: { input: 100, output: 20, cacheRead: 5, cacheWrite: 7 }, priceUsd: 0.01, ...overrides };
+}
+
+export function attemptFinish(overrides: Partial<AttemptFinish> = {}): AttemptFinish {
+  return {
+    workflowId: 'wf-1',
+    runId: 'r-1',
+    attemptId: 'x:1:1',
+    status: 'succeeded',
+    outputUsed: true,
+    output: '{"step":"success","result":"ok"}',
+    resumed: false,
+    durationMs: 1500,
+    ...overrides,
+  };
+}
+
+export interface LedgerUnderTest {
+  readonly ledger: Ledger;
+  readonly close: () => Promise<void>;
+}
+
+export function ledgerContract(name: string, open: () => Promise<LedgerUnderTest>): void {
+  describe(`${name}: the Ledger contract`, () => {
+    let under: LedgerUnderTest;
+    let ledger: Ledger;
+
+    beforeEach(async () => {
+      under = await open();
+      ledger = under.ledger;
+      await ledger.syncCatalog(catalog);
+      await ledger.startRun(run);
+    });
+    afterEach(async () => {
+      await under.close();
+    });
+
+    it('a turn attempt: begin, one row per model call as it streams, finish; every write is idempotent', async () => {
+      expect(await ledger.beginAttempt(attemptStart())).toEqual({ inserted: true });
+      expect(await ledger.beginAttempt(attemptStart({ input: 'changed' }))).toEqual({ inserted: false });
+      expect(await ledger.recordUsage(usageRow())).toEqual({ inserted: true });
+      expect(await ledger.recordUsage(usageRow({ usage: { input: 999 } }))).toEqual({ inserted: false });
+      expect(await ledger.recordUsage(usageRow({ call: 2, usage: { input: 50, output: 10, reasoning: 30 }, priceUsd: 0.02, harnessCostUsd: 0.0301 }))).toEqual({ inserted: true });
+      expect(await ledger.finishAttempt(attemptFinish({ reportedModel: 'demo-1-2025', externalSessionId: 's-9', resumed: true }))).toEqual({ updated: true });
+      expect(await ledger.finishAttempt(attemptFinish({ status: 'failed', outputUsed: false }))).toEqual({ updated: false });
+      const [row] = await ledger.listPromptRuns('wf-1');
+      expect(row).toMatchObject({
+        workflowId: 'wf-1',
+        runId: 'r-1',
+        turn: 1,
+        attempt: 1,
+        attemptId: 'x:1:1',
+        status: 'succeeded',
+        outputUsed: true,
+        reportedModel: 'demo-1-2025',
+        externalSessionId: 's-9',
+        resumed: true,
+        calls: 2,
+        input: 'task',
+        output: '{"step":"success","result":"ok"}',
+        costSource: 'price-table',
+        harnessCostUsd: 0.0301,
+        costMismatch: false,
+        costBlind: false,
+      });
+      expect(row!.usage).toEqual({ input: 150, output: 30, cacheRead: 5, cacheWrite: 7, reasoning: 30 });
+      expect(row!.costUsd).toBeCloseTo(0.03, 10);
+    });
+
+    it('unknown counts stay unknown (never zero), and make the cost blind when nothing else prices them', async () => {
+      await ledger.beginAttempt(attemptStart({ priced: false }));
+      await ledger.recordUsage(usageRow({ usage: { input: 10 }, priceUsd: undefined }));
+      await ledger.recordUsage(usageRow({ call: 2, usage: {}, priceUsd: undefined }));
+      await ledger.finishAttempt(attemptFinish());
+      const [row] = await ledger.listPromptRuns('wf-1');
+      expect(row!.usage.output).toBeUndefined();
+      expect(row!.usage.input).toBe(10);
+      expect(row).toMatchObject({ costBlind: true, costSource: 'unknown', calls: 2 });
+    });
+
+    it('one cost authority: the price table counts, the harness figure is kept beside it, a mismatch shows', async () => {
+      await ledger.beginAttempt(attemptStart());
+      await ledger.recordUsage(usageRow({ priceUsd: 0.01, harnessCostUsd: 0.5 }));
+      await ledger.finishAttempt(attemptFinish());
+      const [row] = await ledger.listPromptRuns('wf-1');
+      expect(row).toMatchObject({ costUsd: 0.01, costSource: 'price-table', harnessCostUsd: 0.5, priceUsd: 0.01, costMismatch: true });
+      // Without a price table the harness's figure counts.
+      await ledger.beginAttempt(attemptStart({ attemptId: 'y:1:1', turn: 2, priced: false }));
+      await ledger.recordUsage(usageRow({ attemptId: 'y:1:1', turn: 2, priceUsd: undefined, harnessCostUsd: 0.2 }));
+      await ledger.finishAttempt(attemptFinish({ attemptId: 'y:1:1' }));
+      expect((await ledger.listPromptRuns('wf-1'))[1]).toMatchObject({ costUsd: 0.2, costSource: 'harness', costMismatch: false, costBlind: false });
+    });
+
+    it('a harness that ran a turn and reported no usage is cost-blind, even with a price table', async () => {
+      await ledger.beginAttempt(attemptStart());
+      await ledger.finishAttempt(attemptFinish({ usageMissing: true }));
+      expect((await ledger.listPromptRuns('wf-1'))[0]).toMatchObject({ costBlind: true, costSource: 'unknown', calls: 0 });
+    });
+
+    it('run totals sum every call of every attempt: failed and lost attempts too; unused ones are named', async () => {
+      // Turn 1, attempt 1: two calls, then the worker dies (never finished).
+      await ledger.beginAttempt(attemptStart({ attemptId: 'e:5:1' }));
+      await ledger.recordUsage(usageRow({ attemptId: 'e:5:1', usage: { input: 1000, output: 100 }, priceUsd: 0.1 }));
+      await ledger.recordUsage(usageRow({ attemptId: 'e:5:1', call: 2, usage: { input: 2000, output: 200 }, priceUsd: 0.2 }));
+      // Attempt 2 fails after one call.
+      await ledger.beginAttempt(attemptStart({ attemptId: 'e:5:2', attempt: 2 }));
+      await ledger.recordUsage(usageRow({ attemptId: 'e:5:2', usage: { input: 500, output: 50 }, priceUsd: 0.05 }));
+      await ledger.finishAttempt(attemptFinish({ attemptId: 'e:5:2', status: 'failed', outputUsed: false, output: '', error: 'vendor 500' }));
+      // Attempt 3 succeeds.
+      await ledger.beginAttempt(attemptStart({ attemptId: 'e:5:3', attempt: 3 }));
+      await ledger.recordUsage(usageRow({ attemptId: 'e:5:3', usage: { input: 300, output: 30, cacheRead: 700 }, priceUsd: 0.03 }));
+      await ledger.finishAttempt(attemptFinish({ attemptId: 'e:5:3' }));
+
+      const rows = await ledger.listPromptRuns('wf-1');
+      expect(rows.map((r) => [r.attempt, r.status, r.outputUsed])).toEqual([
+        [1, 'lost', false],
+        [2, 'failed', false],
+        [3, 'succeeded', true],
+      ]);
+      const totals = await ledger.runTotals('wf-1');
+      expect(totals.usage).toEqual({ input: 3800, output: 380, cacheRead: 700 });
+      expect(totals).toMatchObject({ calls: 4, attempts: 3, unusedAttempts: 2, costSource: 'price-table', costBlind: false });
+      expect(totals.costUsd).toBeCloseTo(0.38, 10);
+      expect(totals.unusedUsage).toEqual({ input: 3500, output: 350 });
+      expect((await ledger.runTotals('wf-1', undefined, { turn: 2 })).calls).toBe(0);
+    });
+
+    it('a later attempt of a turn marks an earlier one as not used (its result was lost)', async () => {
+      await ledger.beginAttempt(attemptStart({ attemptId: 'e:5:1' }));
+      await ledger.finishAttempt(attemptFinish({ attemptId: 'e:5:1' }));
+      await ledger.beginAttempt(attemptStart({ attemptId: 'e:5:2', attempt: 2 }));
+      await ledger.finishAttempt(attemptFinish({ attemptId: 'e:5:2' }));
+      expect((await ledger.listPromptRuns('wf-1')).map((r) => r.outputUsed)).toEqual([false, true]);
+    });
+
+    it('rejects unresolved ids with a message naming which id, before any row is written', async () => {
+      await expect(ledger.beginAttempt(attemptStart({ modelId: 'x' }))).rejects.toBeInstanceOf(UnresolvedAccountingError);
+      await expect(ledger.beginAttempt(attemptStart({ modelId: 'x', turn: 3 }))).rejects.toThrow(
+        "prompt run for wf-1 turn 3: model id 'x' is not in the catalog — add it to the harness entry",
+      );
+      await expect(ledger.beginAttempt(attemptStart({ promptId: 'agent:nope' }))).rejects.toThrow(/prompt id 'agent:nope' is not in the catalog/);
+      await expect(ledger.beginAttempt(attemptStart({ vendorId: 'acme' }))).rejects.toThrow(
+        "model id 'demo/demo-1' belongs to vendor 'demo', not 'acme' — fix the harness entry; prompt run for wf-1 turn 1: vendor id 'acme' is not in the catalog",
+      );
+      expect(await ledger.listPromptRuns('wf-1')).toEqual([]);
+    });
+
+    it('catalog sync is an upsert', async () => {
+      await ledger.syncCatalog({ ...catalog, prompts: [{ id: 'agent:demo', name: 'demo', text: 'v2' }] });
+      await ledger.syncCatalog(catalog);
+      expect(await ledger.beginAttempt(attemptStart())).toEqual({ inserted: true });
+    });
+
+    it('two runs under one workflow id never mix: rows are keyed by (workflowId, runId)', async () => {
+      await ledger.beginAttempt(attemptStart());
+      await ledger.recordUsage(usageRow());
+      await ledger.finishAttempt(attemptFinish());
+      await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'step:success', payload: 'first' });
+      await ledger.finishRun('wf-1', 'succeeded', { result: 'first' });
+      // The same workflow id again (a reused id): a second run row, its own attempts, steps and totals.
+      expect(await ledger.startRun({ ...run, runId: 'r-2', task: 'second' })).toEqual({ created: true });
+      expect(await ledger.startRun({ ...run, runId: 'r-2', task: 'second again' })).toEqual({ created: false });
+      await ledger.beginAttempt(attemptStart({ runId: 'r-2' }));
+      await ledger.recordUsage(usageRow({ runId: 'r-2', usage: { input: 1, output: 1 } }));
+      await ledger.finishAttempt(attemptFinish({ runId: 'r-2' }));
+      await ledger.recordStep({ workflowId: 'wf-1', runId: 'r-2', seq: 1, turn: 1, type: 'step:success', payload: 'second' });
+      expect((await ledger.listRuns('wf-1')).map((r) => [r.runId, r.task, r.status])).toEqual([
+        ['r-1', 'write hello.txt', 'succeeded'],
+        ['r-2', 'second', 'running'],
+      ]);
+      expect(await ledger.getRun('wf-1')).toMatchObject({ runId: 'r-2', task: 'second' });
+      expect(await ledger.getRun('wf-1', 'r-1')).toMatchObject({ runId: 'r-1', status: 'succeeded' });
+      expect((await ledger.runTotals('wf-1', 'r-1')).usage).toEqual({ input: 100, output: 20, cacheRead: 5, cacheWrite: 7 });
+      expect((await ledger.runTotals('wf-1', 'r-2')).usage).toEqual({ input: 1, output: 1 });
+      expect((await ledger.listSteps('wf-1', 'r-1')).map((s) => s.payload)).toEqual(['first']);
+      expect((await ledger.listSteps('wf-1')).map((s) => s.payload)).toEqual(['second']);
+      expect((await ledger.listOpenRuns()).map((r) => r.runId)).toEqual(['r-2']);
+    });
+
+    it('run steps are idempotent by (workflowId, runId, seq)', async () => {
+      await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 1 } });
+      await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 'changed' } });
+      await ledger.recordStep({ workflowId: 'wf-1', seq: 2, turn: 2, type: 'success', payload: 'done' });
+      await ledger.recordStep({ workflowId: 'wf-2', seq: 1, turn: 1, type: 'chat', payload: null });
+      expect(await ledger.listSteps('wf-1')).toEqual([
+        { workflowId: 'wf-1', runId: 'r-1', seq: 1, turn: 1, type: 'actions', payload: { a: 1 } },
+        { workflowId: 'wf-1', runId: 'r-1', seq: 2, turn: 2, type: 'success', payload: 'done' },
+      ]);
+    });
+
+    it('events page by cursor, per workflow', async () => {
+      const cursors: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        cursors.push(await ledger.appendEvent('wf-1', 1, 'text', { i }));
+        await ledger.appendEvent('wf-other', 1, 'text', { i });
+      }
+      expect([...cursors].sort((a, b) => a - b)).toEqual(cursors);
+      const first = await ledger.readEvents('wf-1', 0, 2);
+      expect(first.map((e) => e.data)).toEqual([{ i: 0 }, { i: 1 }]);
+      const second = await ledger.readEvents('wf-1', first[1]!.cursor, 2);
+      expect(second.map((e) => e.data)).toEqual([{ i: 2 }, { i: 3 }]);
+      const rest = await ledger.readEvents('wf-1', second[1]!.cursor);
+      expect(rest.map((e) => e.data)).toEqual([{ i: 4 }]);
+      expect(await ledger.readEvents('wf-1', rest[0]!.cursor)).toEqual([]);
+      expect(rest[0]).toMatchObject({ workflowId: 'wf-1', runId: 'r-1', turn: 1, type: 'text' });
+      expect(typeof rest[0]!.at).toBe('string');
+    });
+
+    it('run lifecycle', async () => {
+      expect(await ledger.getRun('wf-none')).toBeUndefined();
+      expect(await ledger.getRun('wf-1')).toMatchObject({ ...run, status: 'running', result: null });
+      await ledger.startRun({ ...run, task: 'a retry must not overwrite' });
+      await ledger.setExternalSessionId('wf-1', 'sess-1');
+      await ledger.setRunStatus('wf-1', 'waiting_for_reply');
+      expect(await ledger.getRun('wf-1')).toMatchObject({ task: run.task, status: 'waiting_for_reply', externalSessionId: 'sess-1' });
+      await ledger.finishRun('wf-1', 'succeeded', { result: 'ok' });
+      expect(await ledger.getRun('wf-1')).toMatchObject({ status: 'succeeded', result: { result: 'ok' } });
+      expect((await ledger.getRun('wf-1'))?.finishedAt).toBeTruthy();
+      await ledger.startRun({ ...run, workflowId: 'wf-child', runId: 'r-c', parentWorkflowId: 'wf-1' });
+      expect((await ledger.getRun('wf-child'))?.parentWorkflowId).toBe('wf-1');
+    });
+
+    it('reports itself healthy', async () => {
+      expect(await ledger.health()).toMatchObject({ ok: true });
+    });
+  });
+}
