@@ -44,6 +44,8 @@ export interface ActivityDeps {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Heartbeat at least this often while a turn runs (ms). */
   readonly heartbeatIntervalMs?: number;
+  /** How long a cancelled turn still waits for an unwritable ledger before giving its rows up to the log (ms). */
+  readonly cancelledAccountingGraceMs?: number;
 }
 
 const defaultCapabilities: Capabilities = {
@@ -215,14 +217,29 @@ export function createActivities(deps: ActivityDeps) {
         if (err) ctx.log.warn('ledger write failed; retrying', { workflowId: input.workflowId, turn: input.turn, error: err.message });
       };
       const events = new ProgressEvents(deps.ledger, where, { onFault: ledgerState });
-      const accounting = new TurnAccounting(deps.ledger, { ...where, attempt: info.attempt, attemptId }, { prices: harness.prices, budget: input.budget, onFault: ledgerState });
+      const accounting = new TurnAccounting(
+        deps.ledger,
+        { ...where, attempt: info.attempt, attemptId },
+        {
+          prices: harness.prices,
+          budget: input.budget,
+          onFault: ledgerState,
+          onAbandoned: (row, reason) => ctx.log.error('ledger row NOT written (enter it by hand once the ledger is back)', { row, reason }),
+        },
+      );
       const beat = () => heartbeat({ ...progress });
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
       const started = Date.now();
       let handle: SandboxHandle | undefined;
       const adapter = deps.adapters.create(spec.driverClass);
       const stopTurn = new AbortController();
-      const onCancel = () => stopTurn.abort(ctx.cancellationSignal.reason);
+      // Accounting waits for the ledger; only a cancelled attempt stops waiting, after a grace period, so a
+      // cancellation always completes.
+      let giveUp: NodeJS.Timeout | undefined;
+      const onCancel = () => {
+        stopTurn.abort(ctx.cancellationSignal.reason);
+        giveUp = setTimeout(() => accounting.stop('the attempt was cancelled and the ledger stayed unwritable'), deps.cancelledAccountingGraceMs ?? 10_000);
+      };
       ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
       const spendOf = (usageMissing = false) => {
         const spend = accounting.spend(usageMissing);
@@ -261,6 +278,7 @@ export function createActivities(deps: ActivityDeps) {
           );
         } catch (err) {
           if (err instanceof UnresolvedAccountingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.AccountingUnresolved);
+          if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason ?? err;
           throw err;
         }
         adapter.applyPermissionPolicy(spec.permissions);
@@ -345,6 +363,7 @@ export function createActivities(deps: ActivityDeps) {
         throw err;
       } finally {
         ctx.cancellationSignal.removeEventListener('abort', onCancel);
+        clearTimeout(giveUp);
         clearInterval(timer);
         await adapter.end().catch(() => undefined);
         await handle?.release().catch(() => undefined);

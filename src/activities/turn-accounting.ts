@@ -53,6 +53,8 @@ export class RetryingWriter {
       readonly maxDelayMs?: number;
       /** Called when a write starts failing (with the error) and when writes land again (undefined). */
       readonly onFault?: (err: Error | undefined) => void;
+      /** Called for each write given up by `stop`, with what it would have written (for the operator's log). */
+      readonly onAbandoned?: (row: unknown, reason: string) => void;
     },
   ) {}
 
@@ -67,9 +69,9 @@ export class RetryingWriter {
   }
 
   /** Queues a write; the promise settles when it landed (or failed permanently, or the queue was abandoned). */
-  enqueue(write: () => Promise<unknown>): Promise<void> {
+  enqueue(write: () => Promise<unknown>, row?: unknown): Promise<void> {
     this.waiting += 1;
-    const run = this.tail.then(() => this.attempt(write));
+    const run = this.tail.then(() => this.attempt(write, row));
     this.tail = run.then(
       () => undefined,
       () => undefined,
@@ -100,10 +102,14 @@ export class RetryingWriter {
     this.abandon.abort(new Error(reason));
   }
 
-  private async attempt(write: () => Promise<unknown>): Promise<void> {
+  private async attempt(write: () => Promise<unknown>, row: unknown): Promise<void> {
     let delay = this.options.initialDelayMs ?? 100;
     for (;;) {
-      if (this.abandon.signal.aborted) throw this.abandon.signal.reason as Error;
+      if (this.abandon.signal.aborted) {
+        const reason = this.abandon.signal.reason as Error;
+        if (row !== undefined) this.options.onAbandoned?.(row, reason.message);
+        throw reason;
+      }
       try {
         await write();
         if (this.lastFault) {
@@ -217,9 +223,11 @@ export class TurnAccounting {
       readonly prices?: Prices;
       readonly budget?: TurnBudget;
       readonly onFault?: (err: Error | undefined) => void;
+      /** A row given up (only by `stop`): logged, so an operator can still enter it. */
+      readonly onAbandoned?: (row: unknown, reason: string) => void;
     } = {},
   ) {
-    this.writer = new RetryingWriter({ isPermanent: (err) => !isRetryable(err), onFault: options.onFault });
+    this.writer = new RetryingWriter({ isPermanent: (err) => !isRetryable(err), onFault: options.onFault, onAbandoned: options.onAbandoned });
   }
 
   /** `begin` succeeded: the attempt has a prompt run to close. */
@@ -236,7 +244,8 @@ export class TurnAccounting {
    * budget this turn was given.
    */
   async begin(start: Omit<AttemptStart, keyof AttemptIdentity | 'priced'>, sameScheduling?: (attemptId: string) => boolean): Promise<void> {
-    await this.writer.enqueue(() => this.ledger.beginAttempt({ ...start, ...this.id, priced: this.options.prices !== undefined }));
+    const row = { ...start, ...this.id, priced: this.options.prices !== undefined };
+    await this.writer.enqueue(() => this.ledger.beginAttempt(row), row);
     this.begun = true;
     if (sameScheduling && this.options.budget) {
       await this.writer.enqueue(async () => {
@@ -257,7 +266,7 @@ export class TurnAccounting {
     this.calls.push(call);
     if (!usageKnown(event.usage)) this.unknownCalls += 1;
     const row = { ...this.id, call: this.calls.length, ...call };
-    void this.writer.enqueue(() => this.ledger.recordUsage(row)).catch(() => undefined);
+    void this.writer.enqueue(() => this.ledger.recordUsage(row), row).catch(() => undefined);
     return this.crossed();
   }
 
@@ -284,11 +293,15 @@ export class TurnAccounting {
 
   /** Closes the attempt and waits until every row of it landed in the ledger (retrying faults meanwhile). */
   async finish(finish: Omit<AttemptFinish, keyof AttemptIdentity>): Promise<void> {
-    await this.writer.enqueue(() => this.ledger.finishAttempt({ ...finish, ...this.id }));
+    const row = { ...finish, ...this.id };
+    await this.writer.enqueue(() => this.ledger.finishAttempt(row), row);
     await this.writer.drain();
   }
 
-  /** Gives up on writes still waiting (the worker is shutting down). */
+  /**
+   * Gives up on writes still waiting: only when the attempt was cancelled and the ledger stayed unwritable for the
+   * grace period after it. Each row given up goes to `onAbandoned` (the worker's log).
+   */
   stop(reason: string): void {
     this.writer.stop(reason);
   }

@@ -4,13 +4,19 @@
 //   node scripted-harness.mjs --scripts DIR
 //
 // Turn 1: the prompt contains `script:NAME`; a new session is stored in <workspace>/.scripted/sessions/<id>.json.
-// Later turns resume by the request's sessionId. Unknown session and no `script:` → an error line.
+// Later turns resume by the request's sessionId; with `fork: true` in the request they continue a COPY of it under a
+// new id (the original stays as it was). Like a real CLI, every prompt is appended to the session's `prompts` as soon
+// as the turn starts, so a failed attempt that resumed in place leaves its prompt behind.
+// Unknown session and no `script:` → an error line.
 // Script file: { "turns": [step, ...] }. A step's fields are applied in THIS order:
 //   failUntilAttempt N  exit 1 ("transient failure") until the Nth run of this step: runs 1..N-1 fail, run N goes on
 //   failTimes K         fail the first K runs of this step the same way (for operator-retry tests)
 //   model               reported in the session line (printed next, for every turn)
 //   activity            an activity line
-//   usage               a usage line ({input, output, cacheRead, cacheWrite, costUsd})
+//   usage               a usage line ({input, output, cacheRead, cacheWrite, reasoning, costUsd})
+//   calls               [{usage, sleepMs, exit}] model calls: each sleeps, then is "served" (appended to
+//                       .scripted/served.jsonl, the vendor's bill) and reported as a usage line; `exit: N` exits right
+//                       after that call without a terminal line (a crash after a good call)
 //   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
@@ -23,7 +29,7 @@
 // Past the last step → error line "script exhausted".
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -66,12 +72,13 @@ function shouldFail(dir, session, kind, failing) {
 
 function openSession(dir, request) {
   const known = request.sessionId ? readJson(path.join(dir, 'sessions', `${path.basename(request.sessionId)}.json`)) : undefined;
+  if (known && request.fork) return { session: { ...known, id: randomUUID(), forkedFrom: known.id }, resumed: true };
   if (known) return { session: known, resumed: true };
   // Like a real CLI: asked to resume a session it does not know, it refuses rather than starting fresh.
   if (request.sessionId) return { error: `unknown session ${request.sessionId}` };
   const name = /script:([A-Za-z0-9_.-]+)/.exec(request.prompt)?.[1];
   if (!name) return { error: request.sessionId ? `unknown session ${request.sessionId}` : 'no script:NAME in the prompt and no session to resume' };
-  return { session: { id: randomUUID(), script: name, position: 0 }, resumed: false };
+  return { session: { id: randomUUID(), script: name, position: 0, prompts: [] }, resumed: false };
 }
 
 function startSleeper(dir, ms) {
@@ -92,6 +99,9 @@ async function main() {
   const script = JSON.parse(readFileSync(path.join(scriptsDir, `${session.script}.json`), 'utf8'));
   const step = script.turns[session.position];
   const save = () => writeFile(path.join(dir, 'sessions', `${session.id}.json`), JSON.stringify(session));
+  // The prompt enters the session at once, as a CLI writes the user message before calling the model.
+  session.prompts = [...(session.prompts ?? []), request.prompt];
+  save();
   if (!step) {
     save();
     emit({ type: 'session', id: session.id, resumed, model: request.model ?? 'scripted' });
@@ -105,6 +115,16 @@ async function main() {
   emit({ type: 'session', id: session.id, resumed, model: step.model ?? request.model ?? 'scripted' });
   if (step.activity) emit({ type: 'activity', description: step.activity });
   if (step.usage) emit({ type: 'usage', ...step.usage });
+  for (const call of step.calls ?? []) {
+    if (call.sleepMs) await sleep(call.sleepMs);
+    appendFileSync(path.join(dir, 'served.jsonl'), `${JSON.stringify({ session: session.id, turn: request.turn, usage: call.usage })}\n`);
+    emit({ type: 'usage', ...call.usage });
+    if (call.exit !== undefined) {
+      process.stderr.write('crashed after a model call\n');
+      process.stdout.write('', () => process.exit(call.exit));
+      return;
+    }
+  }
   if (step.sleepMs) await startSleeper(dir, step.sleepMs);
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
   session.position += 1;
