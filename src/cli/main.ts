@@ -327,7 +327,8 @@ main(process.argv.slice(2)).then(
       err(`${(e as Error).message}\n\n${usage}`);
       process.exit(ExitCodes.usage);
     }
-    const code = (e as { exitCode?: number }).exitCode ?? (e instanceof Error && e.name === 'CatalogError' ? ExitCodes.usage : 1);
+    const usageError = e instanceof Error && (e.name === 'CatalogError' || e.name === 'RunIdTakenError');
+    const code = (e as { exitCode?: number }).exitCode ?? (usageError ? ExitCodes.usage : 1);
     err(`durable-harness: ${e instanceof Error ? e.message : String(e)}`);
     process.exit(code);
   },

@@ -80,6 +80,22 @@ describe('durable-harness run', () => {
 });
 
 describe('bad input', () => {
+  it('a run id that exists (running or ended) is refused with exit 2, and the first run keeps its one ledger row', async () => {
+    const id = testWorkflowId('cli-reuse');
+    expect((await cli(['run', 'scripted', book.write('cli-once', [{ usage: { input: 5, output: 1 }, ...ok('first') }]), '--id', id])).code).toBe(0);
+    const again = await cli(['run', 'scripted', book.write('cli-twice', [ok('second')]), '--id', id]);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toMatch(new RegExp(`run id "${id}" is already taken by a completed run; run ids are never reused`));
+    const running = testWorkflowId('cli-reuse-open');
+    await cli(['run', 'scripted', book.write('cli-open', [{ sleepMs: 20_000, ...ok() }]), '--detach', '--id', running]);
+    const clash = await cli(['run', 'scripted', book.write('cli-clash', [ok()]), '--id', running]);
+    expect(clash.code).toBe(2);
+    expect(clash.stderr).toMatch(/already taken by a running run/);
+    await cli(['cancel', running]);
+    expect(await w.ledger.listRuns(id)).toHaveLength(1);
+    expect((await w.ledger.listPromptRuns(id)).map((r) => r.output)).toEqual([expect.stringContaining('first')]);
+  });
+
   it('an unknown command or missing argument exits 2 with usage', async () => {
     expect((await cli(['frobnicate'])).code).toBe(2);
     const missing = await cli(['run', 'scripted']);
