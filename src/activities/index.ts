@@ -29,7 +29,7 @@ import type {
 } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
-import { ProgressEvents, TurnAccounting, type BudgetCrossing, type TurnBudget } from './turn-accounting.js';
+import { isRetryable, ProgressEvents, TurnAccounting, type BudgetCrossing, type TurnBudget } from './turn-accounting.js';
 
 /** Everything the activities need, injected by the worker (or a test). */
 export interface ActivityDeps {
@@ -78,7 +78,7 @@ export function createActivities(deps: ActivityDeps) {
   const rules = (catalog: Catalog, agent: string) => memo(derivedFor(catalog).rules, agent, () => envelopeRulesFor(catalog, agent, deps.actions));
   const syncCatalog = (catalog: Catalog) => {
     const d = derivedFor(catalog);
-    d.synced ??= deps.ledger.syncCatalog(catalogEntries(catalog, deps.actions)).catch((err: unknown) => {
+    d.synced ??= waitForLedger(() => deps.ledger.syncCatalog(catalogEntries(catalog, deps.actions))).catch((err: unknown) => {
       d.synced = undefined; // a failed sync is tried again by the next run
       throw err;
     });
@@ -162,7 +162,7 @@ export function createActivities(deps: ActivityDeps) {
     }): Promise<SandboxRef> {
       const { spec } = input;
       await syncCatalog(deps.catalog());
-      await deps.ledger.startRun({
+      await waitForLedger(() => deps.ledger.startRun({
         workflowId: input.workflowId,
         runId: input.runId,
         agent: spec.agent,
@@ -171,7 +171,7 @@ export function createActivities(deps: ActivityDeps) {
         userId: input.identity.userId,
         task: input.task,
         parentWorkflowId: input.parentWorkflowId,
-      });
+      }));
       return sandboxCall(() =>
         provider(spec.sandbox.provider).start({ workflowId: input.workflowId, runId: input.runId, agent: spec.agent, identity: input.identity, spec: spec.sandbox }),
       );
@@ -384,13 +384,13 @@ export function createActivities(deps: ActivityDeps) {
     /** Validates the envelope: the step and per-action problems, or exact feedback for the harness. */
     async validateStep(input: { workflowId: string; turn: number; seq: number; text: string; spec: AgentSpec }): Promise<StepValidation> {
       const parsed = parseEnvelope(input.text, rules(deps.catalog(), input.spec.agent));
-      await deps.ledger.recordStep({
+      await waitForLedger(() => deps.ledger.recordStep({
         workflowId: input.workflowId,
         seq: input.seq,
         turn: input.turn,
         type: parsed.ok ? `step:${parsed.step.step}` : 'malformed-envelope',
         payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem },
-      });
+      }));
       if (!parsed.ok) return { ok: false, problem: parsed.problem, feedback: formatFeedback(parsed.problem) };
       const problems: (string | undefined)[] = parsed.step.step === 'actions' ? parsed.step.actions.map(() => undefined) : [];
       for (const e of parsed.actionErrors) if (e.kind !== 'unknown-sub-agent') problems[e.index] = e.problem;
@@ -424,17 +424,46 @@ export function createActivities(deps: ActivityDeps) {
           }
         }
       }
-      await deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type: `action:${input.call.name}`, payload: { call: input.call, outcome } });
+      await waitForLedger(() =>
+        deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type: `action:${input.call.name}`, payload: { call: input.call, outcome } }),
+      );
       return outcome;
     },
 
     /** Compensation: releases the sandbox and closes the ledger row. Idempotent; runs on every exit path. */
     async endSession(input: { workflowId: string; spec: AgentSpec; sandbox?: SandboxRef; status: RunOutcome; result: AgentRunResult }): Promise<void> {
       if (input.sandbox) await sandboxCall(() => provider(input.spec.sandbox.provider).end(input.sandbox!));
-      await deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason });
-      await deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result);
+      await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason }));
+      await waitForLedger(() => deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result));
     },
   };
+}
+
+/**
+ * A ledger write from a short activity: ledger faults (read-only, deleted file, I/O) are retried with backoff
+ * inside the activity until shortly before its timeout, then the activity fails retryably (and Temporal tries it
+ * again) — rows wait for the ledger instead of being dropped.
+ */
+async function waitForLedger<T>(write: () => Promise<T>): Promise<T> {
+  let context: Context | undefined;
+  try {
+    context = Context.current();
+  } catch {
+    context = undefined; // called outside an activity (e.g. the memoised catalog sync): no deadline to respect
+  }
+  const info = context?.info;
+  const deadline = info ? info.currentAttemptScheduledTimestampMs + info.startToCloseTimeoutMs - 2000 : Date.now() + 60_000;
+  let delay = 100;
+  for (;;) {
+    try {
+      return await write();
+    } catch (err) {
+      if (!isRetryable(err) || Date.now() + delay > deadline || context?.cancellationSignal.aborted) throw err;
+      context?.log.warn('ledger write failed; retrying', { error: (err as Error).message });
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 2000);
+    }
+  }
 }
 
 function describeEvent(event: HarnessEvent, redact: (s: string) => string): string {

@@ -14,6 +14,7 @@ import { createWorker, reapClosedRunContainers } from '../worker.js';
 import type { AgentRunResult } from '../workflows/types.js';
 import { startEmbeddedTemporal } from './embedded-temporal.js';
 import { describeResult, followRun, progressLine } from './follow.js';
+import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
 import { ExitCodes, resolveSettings, type Settings } from './settings.js';
 
 const usage = `durable-harness — run coding-agent CLIs as durable Temporal workflows
@@ -264,9 +265,13 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'status': {
       const [id] = need(rest, 1, 'RUN_ID');
-      return withClient(flags, async (client) => {
-        const status = await getAgentRun(client, id!).status();
-        out(flags.json ? JSON.stringify(status, null, 2) : progressLine(status));
+      return withClient(flags, async (client, s) => {
+        const run = getAgentRun(client, id!);
+        const status = await run.status();
+        const ledger = openLedgerIfPresent(s);
+        const books = await ledgerStatus(run, ledger).finally(() => ledger?.close());
+        if (flags.json) out(JSON.stringify({ ...status, ledger: books }, null, 2));
+        else for (const line of [progressLine(status), ...ledgerStatusLines(books)]) out(line);
         if (status.state === 'awaiting_operator') return ExitCodes.awaitingOperator;
         return status.state in ExitCodes ? ExitCodes[status.state as keyof typeof ExitCodes] : 0;
       });
