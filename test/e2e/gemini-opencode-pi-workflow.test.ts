@@ -137,8 +137,8 @@ describe.each(clis)('$name through the agentRun workflow (real binary, fake vend
     const rows = await w.ledger.listPromptRuns(workflowId);
     expect(rows.map((r) => r.turn)).toEqual([1, 2]);
     expect(rows.map((r) => r.resumed)).toEqual([false, true]);
-    expect(rows[0]!.usage).toEqual({ input: 1100, output: 50, cacheRead: 1000, cacheWrite: 0 });
-    expect(rows[1]!.usage).toEqual({ input: 40, output: 12, cacheRead: 1200, cacheWrite: 0 });
+    expect(rows[0]!.usage).toMatchObject({ input: 1100, output: 50, cacheRead: 1000 });
+    expect(rows[1]!.usage).toMatchObject({ input: 40, output: 12, cacheRead: 1200 });
     expect(rows[0]!.externalSessionId).toBeTruthy();
     // A forking CLI continues turn 1's session in a branch of it: a new id that carried the history (see below).
     if (cli.forks) expect(rows[1]!.externalSessionId).not.toBe(rows[0]!.externalSessionId);

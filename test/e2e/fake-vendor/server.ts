@@ -72,6 +72,8 @@ export interface FakeVendor {
   script(...replies: ScriptedReply[]): void;
   /** Replies not yet consumed. */
   remaining(): number;
+  /** Drops the replies not yet consumed (after a test that stopped a CLI mid-script). */
+  clearScript(): void;
   close(): Promise<void>;
 }
 
@@ -136,6 +138,7 @@ export async function startFakeVendor(options: FakeVendorOptions): Promise<FakeV
     served,
     script: (...replies) => void queue.push(...replies),
     remaining: () => queue.length,
+    clearScript: () => void queue.splice(0, queue.length),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
