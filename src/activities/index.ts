@@ -208,7 +208,7 @@ export function createActivities(deps: ActivityDeps) {
       const redact = createRedactor(credentials.secrets);
       // One attempt of one scheduling of this turn: Temporal retries, operator retries and fresh-session replays
       // each get their own id, so their rows never collide and none is counted twice.
-      const scheduling = `${info.workflowExecution?.runId ?? input.runId}:${info.activityId}`;
+      const scheduling = `${info.workflowExecution?.runId ?? input.runId}:${info.activityId}:${input.turn}`;
       const attemptId = `${scheduling}:${info.attempt}`;
       const where = { workflowId: input.workflowId, runId: input.runId, turn: input.turn };
       const progress = { turn: input.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, costUsd: 0, events: 0, ledger: 'ok' };

@@ -76,7 +76,7 @@ describe('runTurn accounting', () => {
     expect(outcome.costUsd).toBeCloseTo(0.0036, 10);
     expect(beats).toContainEqual(expect.objectContaining({ tokens: 1100 }));
     const [row] = await sqlite.listPromptRuns('calls');
-    expect(row).toMatchObject({ turn: 1, attempt: 1, status: 'succeeded', outputUsed: true, calls: 2, usage: { input: 3000, output: 300 }, attemptId: expect.stringMatching(/:7:1$/) });
+    expect(row).toMatchObject({ turn: 1, attempt: 1, status: 'succeeded', outputUsed: true, calls: 2, usage: { input: 3000, output: 300 }, attemptId: expect.stringMatching(/:7:1:1$/) });
   });
 
   it("a failed attempt's calls stay in the books, in the failure's details and in the run's totals", async () => {
