@@ -217,6 +217,7 @@ export function createActivities(deps: ActivityDeps) {
         if (err) ctx.log.warn('ledger write failed; retrying', { workflowId: input.workflowId, turn: input.turn, error: err.message });
       };
       const events = new ProgressEvents(deps.ledger, where, { onFault: ledgerState });
+      const adapter = deps.adapters.create(spec.driverClass);
       const accounting = new TurnAccounting(
         deps.ledger,
         { ...where, attempt: info.attempt, attemptId },
@@ -225,13 +226,14 @@ export function createActivities(deps: ActivityDeps) {
           budget: input.budget,
           onFault: ledgerState,
           onAbandoned: (row, reason) => ctx.log.error('ledger row NOT written (enter it by hand once the ledger is back)', { row, reason }),
+          // Durable: the harness may forget it (it re-reports what was never acknowledged).
+          onRecorded: (ack) => void adapter.acknowledgeUsage?.(ack).catch(() => undefined),
         },
       );
       const beat = () => heartbeat({ ...progress });
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
       const started = Date.now();
       let handle: SandboxHandle | undefined;
-      const adapter = deps.adapters.create(spec.driverClass);
       const stopTurn = new AbortController();
       // Accounting waits for the ledger; only a cancelled attempt stops waiting, after a grace period, so a
       // cancellation always completes.
@@ -301,11 +303,14 @@ export function createActivities(deps: ActivityDeps) {
         });
         beat();
         let crossing: BudgetCrossing | undefined;
-        const turn = await collectTurn(adapter.runTurn({ prompt: input.prompt, turn: input.turn, signal: stopTurn.signal }), (event) => {
+        const turn = await collectTurn(adapter.runTurn({ prompt: input.prompt, turn: input.turn, attemptId, signal: stopTurn.signal }), (event) => {
           progress.events += 1;
           progress.lastEvent = describeEvent(event, redact);
           if (event.type === 'usage') {
-            const crossed = accounting.recordUsage({ usage: event.usage, ...(event.costUsd !== undefined ? { costUsd: event.costUsd } : {}) });
+            const cost = event.costUsd !== undefined ? { costUsd: event.costUsd } : {};
+            const crossed = event.recovered
+              ? accounting.recordRecovered({ usage: event.usage, ...cost, recovered: event.recovered })
+              : accounting.recordUsage({ usage: event.usage, ...cost, ...(event.call !== undefined ? { call: event.call } : {}) });
             const spend = accounting.spend();
             progress.tokens = totalTokens(spend.usage);
             progress.costUsd = spend.costUsd;
@@ -433,6 +438,10 @@ export function createActivities(deps: ActivityDeps) {
     /** Compensation: releases the sandbox and closes the ledger row. Idempotent; runs on every exit path. */
     async endSession(input: { workflowId: string; spec: AgentSpec; sandbox?: SandboxRef; status: RunOutcome; result: AgentRunResult }): Promise<void> {
       if (input.sandbox) await sandboxCall(() => provider(input.spec.sandbox.provider).end(input.sandbox!));
+      // Its effect happens once: a re-run (a retried attempt, a replayed workflow task after a crash) finds the run
+      // already closed and writes nothing again.
+      const run = await deps.ledger.getRun(input.workflowId);
+      if (run?.finishedAt !== undefined) return;
       await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason }));
       await waitForLedger(() => deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result));
     },

@@ -7,7 +7,7 @@
 import type { Usage } from '../adapters/types.js';
 import type { Prices } from '../catalog/schema.js';
 import { attemptCost } from '../ledger/cost.js';
-import { LedgerFaultError, type AttemptFinish, type AttemptStart, type CostView, type Ledger } from '../ledger/types.js';
+import { LedgerFaultError, type AttemptFinish, type AttemptStart, type CostView, type Ledger, type UsageRecord } from '../ledger/types.js';
 import { addUsage, noUsage, priceUsage, totalTokens, usageKnown } from '../workflows/usage.js';
 
 /** The run's budget left when the workflow scheduled this turn (after everything it has counted so far). */
@@ -215,6 +215,7 @@ export class TurnAccounting {
   private unknownCalls = 0;
   /** What earlier attempts of this scheduling spent (the workflow's budget did not know about them). */
   private earlier: { tokens: number; costUsd: number } = { tokens: 0, costUsd: 0 };
+  private sameScheduling: ((attemptId: string) => boolean) | undefined;
 
   constructor(
     private readonly ledger: Ledger,
@@ -225,6 +226,8 @@ export class TurnAccounting {
       readonly onFault?: (err: Error | undefined) => void;
       /** A row given up (only by `stop`): logged, so an operator can still enter it. */
       readonly onAbandoned?: (row: unknown, reason: string) => void;
+      /** A usage row is durable (written, or already there): the harness may be told (`usage-ack`). */
+      readonly onRecorded?: (ack: { attemptId: string; call: number }) => void;
     } = {},
   ) {
     this.writer = new RetryingWriter({ isPermanent: (err) => !isRetryable(err), onFault: options.onFault, onAbandoned: options.onAbandoned });
@@ -247,6 +250,7 @@ export class TurnAccounting {
     const row = { ...start, ...this.id, priced: this.options.prices !== undefined };
     await this.writer.enqueue(() => this.ledger.beginAttempt(row), row);
     this.begun = true;
+    this.sameScheduling = sameScheduling;
     if (sameScheduling && this.options.budget) {
       await this.writer.enqueue(async () => {
         const rows = await this.ledger.listPromptRuns(this.id.workflowId, this.id.runId);
@@ -260,14 +264,49 @@ export class TurnAccounting {
    * Records one usage event (the function the turn calls per event): queues its ledger row and returns the budget
    * it crossed, if any. Never throws and never waits: the row is written (and retried) in order, in the background.
    */
-  recordUsage(event: { usage: Usage; costUsd?: number }): BudgetCrossing | undefined {
-    const priceUsd = this.options.prices ? priceUsage(this.options.prices, event.usage) : undefined;
-    const call = { usage: event.usage, ...(priceUsd !== undefined ? { priceUsd } : {}), ...(event.costUsd !== undefined ? { harnessCostUsd: event.costUsd } : {}) };
+  recordUsage(event: { usage: Usage; costUsd?: number; call?: number }): BudgetCrossing | undefined {
+    const call = this.priced(event);
     this.calls.push(call);
     if (!usageKnown(event.usage)) this.unknownCalls += 1;
-    const row = { ...this.id, call: this.calls.length, ...call };
-    void this.writer.enqueue(() => this.ledger.recordUsage(row), row).catch(() => undefined);
+    // The harness's own call number when it gives one, so a re-report of this call lands on the same row.
+    this.write({ ...this.id, call: event.call ?? this.calls.length, ...call });
     return this.crossed();
+  }
+
+  /**
+   * Records a call of an EARLIER attempt that its harness re-reported (its worker died before recording it): booked
+   * to that attempt, idempotently, and counted against this scheduling's budget when it belongs to it.
+   */
+  recordRecovered(event: { usage: Usage; costUsd?: number; recovered: { attemptId: string; turn: number; call: number } }): BudgetCrossing | undefined {
+    const call = this.priced(event);
+    const { attemptId, turn, call: number } = event.recovered;
+    // Counted against this scheduling's budget only if it was really missing (the ledger row is new): calls already
+    // recorded are in `earlier` since `begin`.
+    const count = this.sameScheduling?.(attemptId)
+      ? () => {
+          this.earlier = { tokens: this.earlier.tokens + totalTokens(event.usage), costUsd: this.earlier.costUsd + (call.priceUsd ?? call.harnessCostUsd ?? 0) };
+        }
+      : undefined;
+    this.write({ workflowId: this.id.workflowId, runId: this.id.runId, attemptId, turn, call: number, ...call }, count);
+    return this.crossed();
+  }
+
+  private priced(event: { usage: Usage; costUsd?: number }): { usage: Usage; priceUsd?: number; harnessCostUsd?: number } {
+    const priceUsd = this.options.prices ? priceUsage(this.options.prices, event.usage) : undefined;
+    return { usage: event.usage, ...(priceUsd !== undefined ? { priceUsd } : {}), ...(event.costUsd !== undefined ? { harnessCostUsd: event.costUsd } : {}) };
+  }
+
+  private write(row: UsageRecord, onInserted?: () => void): void {
+    let inserted = false;
+    void this.writer
+      .enqueue(async () => {
+        inserted = (await this.ledger.recordUsage(row)).inserted;
+      }, row)
+      .then(() => {
+        if (inserted) onInserted?.();
+        this.options.onRecorded?.({ attemptId: row.attemptId, call: row.call });
+      })
+      .catch(() => undefined);
   }
 
   /** What the attempt has spent so far, priced by the one cost rule. */

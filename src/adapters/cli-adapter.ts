@@ -57,6 +57,8 @@ export interface LineState {
   readonly resumeSessionId: string | undefined;
   /** The turn forks `resumeSessionId`: a session event with another id is the branch, and counts as resumed. */
   readonly fork: boolean;
+  /** The ledger id of this attempt, when the runtime gave one. */
+  readonly attemptId: string | undefined;
   /** Free space for a subclass's mapper to carry facts between lines of one turn. */
   readonly scratch: Record<string, unknown>;
 }
@@ -174,6 +176,11 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     );
   }
 
+  /** Hook: the stdin line (without newline) that acknowledges a recorded usage event; `undefined` = none. */
+  protected formatUsageAck(_ack: { attemptId: string; call: number }): string | undefined {
+    return undefined;
+  }
+
   /** Hook: the stdin line (without newline) that answers a permission request; `undefined` = no hooks. */
   protected formatResponse(_requestId: string, _decision: { allow: boolean; message?: string }): string | undefined {
     return undefined;
@@ -221,6 +228,12 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     if (line !== undefined) this.current?.write(`${line}\n`);
   }
 
+  /** Writes the formatted acknowledgement to the running process's stdin; a no-op without one or a running turn. */
+  async acknowledgeUsage(ack: { attemptId: string; call: number }): Promise<void> {
+    const line = this.formatUsageAck(ack);
+    if (line !== undefined) this.current?.write(`${line}\n`);
+  }
+
   async end(): Promise<void> {
     if (this.ended) return;
     this.ended = true;
@@ -256,7 +269,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     const resumeSessionId = this.sessionId !== undefined && !this.unknownSessions.has(this.sessionId) ? this.sessionId : undefined;
     const fork = resumeSessionId !== undefined && this.forksSessions(config);
     const ctx: TurnContext = { config, systemPrompt: this.systemPrompt, posture: this.posture, resumeSessionId, fork };
-    const state: LineState = { turn: input.turn, resumeSessionId: ctx.resumeSessionId, fork, scratch: {} };
+    const state: LineState = { turn: input.turn, resumeSessionId: ctx.resumeSessionId, fork, attemptId: input.attemptId, scratch: {} };
 
     let proc: ExecProcess;
     let command: TurnCommand;

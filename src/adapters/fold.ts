@@ -21,6 +21,8 @@ export interface TurnResult {
   readonly usageEvents: number;
   /** Usage events that said tokens were spent without saying how many: the turn's true usage is unknown. */
   readonly unknownUsageEvents: number;
+  /** Re-reported calls of earlier attempts (not part of this turn's usage; the ledger books them to their attempt). */
+  readonly recoveredEvents: number;
   /** Sum of the harness's own costs; absent when the harness reported none. */
   readonly costUsd?: number;
   readonly sessionId?: string;
@@ -35,7 +37,7 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** Folds a turn's events (in order) into a `TurnResult`. */
 export function foldTurn(events: Iterable<HarnessEvent>): TurnResult {
-  const result: Mutable<TurnResult> = { usage: noUsage, usageEvents: 0, unknownUsageEvents: 0, resumed: false, activities: [], eventCount: 0 };
+  const result: Mutable<TurnResult> = { usage: noUsage, usageEvents: 0, unknownUsageEvents: 0, recoveredEvents: 0, resumed: false, activities: [], eventCount: 0 };
   const activities: string[] = [];
   for (const event of events) {
     result.eventCount += 1;
@@ -48,6 +50,10 @@ export function foldTurn(events: Iterable<HarnessEvent>): TurnResult {
 function applyEvent(result: Mutable<TurnResult>, activities: string[], event: HarnessEvent): void {
   switch (event.type) {
     case 'usage':
+      if (event.recovered) {
+        result.recoveredEvents += 1;
+        return;
+      }
       result.usage = addUsage(result.usage, event.usage);
       result.usageEvents += 1;
       if (!usageKnown(event.usage)) result.unknownUsageEvents += 1;

@@ -11,8 +11,9 @@
  * are in `total_tokens` (measured: 200 in, 9 out, 100 thoughts → total 309), so reasoning = total − input_tokens −
  * output_tokens. Stats cover every model call of the turn and arrive only with `result` (no per-call usage: a
  * mid-turn budget stop can overshoot by one turn). No cost is reported.
- * Stats that are all zero although the model answered (Gemini's loop detection stops a turn before its usage is
- * recorded) say nothing: the usage is reported unknown, never as zero tokens.
+ * Loop detection stops a turn in the middle of a model call whose usage Gemini never records (measured: 5 calls
+ * served, 4 in the stats): the adapter adds one call of unknown usage, so the turn's cost is blind rather than
+ * silently short. Stats that are all zero although the model answered say nothing at all: unknown, never zero.
  * Retries: Gemini has no session fork, so a retried attempt resumes the session as the failed one left it. A
  * vendor error before any answer leaves no trace in it (measured: one copy of the prompt after a retry); a failure
  * after a tool call or a killed process can leave the prompt twice (see docs/accounting.md).
@@ -79,6 +80,8 @@ interface Scratch {
   text?: string;
   /** The model answered this turn (text or a tool call): zero stats cannot be true. */
   answered?: boolean;
+  /** Loop detection stopped the turn mid-call: that call's usage is missing from the stats. */
+  loop?: boolean;
 }
 
 /**
@@ -181,8 +184,11 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       }
       case 'error': {
         const v = value as z.infer<typeof warningLine>;
-        // Loop detection stops the turn (its result then has all-zero stats although the model was called).
-        if (/loop detected/i.test(v.message ?? '')) scratch.answered = true;
+        // Loop detection stops the turn mid-call: that call never reaches the stats.
+        if (/loop detected/i.test(v.message ?? '')) {
+          scratch.answered = true;
+          scratch.loop = true;
+        }
         return { type: 'activity', description: `gemini ${v.severity ?? 'error'}: ${v.message ?? ''}` };
       }
       case 'result':
@@ -195,9 +201,11 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
   private result(value: z.infer<typeof resultLine>, scratch: Scratch): HarnessEvent[] {
     const events: HarnessEvent[] = [];
     if (value.stats) {
-      // All-zero stats after the model answered (loop detection) are not a count: the usage is unknown.
+      // All-zero stats after the model answered are not a count: the usage is unknown.
       const usage = allZero(value.stats) && scratch.answered ? noUsage : geminiUsage(value.stats);
       events.push({ type: 'usage', usage });
+      // The call loop detection cut off: spent, and not in the stats.
+      if (scratch.loop && usage !== noUsage) events.push({ type: 'usage', usage: noUsage });
       // The models that actually answered (routing may differ from the requested one).
       const used = Object.keys(value.stats.models ?? {});
       if (used.length === 1 && scratch.sessionId) events.push({ type: 'session', sessionId: scratch.sessionId, model: used[0] });

@@ -15,6 +15,7 @@ import {
   sessionLine,
   textLine,
   turnRequest,
+  usageAck,
   usageLine,
 } from './stdio-json-protocol.js';
 import { usageOf } from '../workflows/usage.js';
@@ -84,6 +85,7 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
       systemPrompt: this.capabilities.systemPrompt ? (ctx.systemPrompt ?? null) : null,
       sessionId: ctx.resumeSessionId ?? null,
       ...(ctx.fork ? { fork: true as const } : {}),
+      ...(input.attemptId ? { attempt: input.attemptId } : {}),
       model: ctx.config.model ?? null,
       workspace: ctx.config.workspacePath,
       permissions: ctx.posture,
@@ -95,11 +97,15 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
     };
   }
 
+  protected override formatUsageAck(ack: { attemptId: string; call: number }): string {
+    return JSON.stringify(usageAck.parse({ type: 'usage-ack', attempt: ack.attemptId, call: ack.call }));
+  }
+
   protected override formatResponse(requestId: string, decision: { allow: boolean; message?: string }): string {
     return JSON.stringify(permissionResponse.parse({ type: 'permission-response', id: requestId, ...decision }));
   }
 
-  protected override mapLine(line: string, _state: LineState): Mapped {
+  protected override mapLine(line: string, state: LineState): Mapped {
     const json = parseJson(line);
     const typed = otherLine.safeParse(json);
     if (!typed.success) return { type: 'unknown', raw: line };
@@ -119,7 +125,7 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
         return parsed.success ? { type: 'permission-request', id: parsed.data.id, tool: parsed.data.tool, input: parsed.data.input } : { type: 'unknown', raw: line };
       }
       case 'usage':
-        return this.mapUsage(json, line);
+        return this.mapUsage(json, line, state);
       case 'complete':
         return this.mapComplete(json, line);
       case 'error': {
@@ -142,7 +148,7 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
   }
 
   /** A usage line the runtime cannot read exactly ends the turn: tokens must never silently count as nothing. */
-  private mapUsage(json: unknown, line: string): Mapped {
+  private mapUsage(json: unknown, line: string, state: LineState): Mapped {
     const parsed = usageLine.safeParse(json);
     if (!parsed.success) {
       const problems = parsed.error.issues.map((i) => (i.code === 'unrecognized_keys' ? `unknown field(s) ${i.keys.join(', ')}` : `${i.path.join('.')}: ${i.message}`));
@@ -150,7 +156,13 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
     }
     const u = parsed.data;
     const usage = usageOf({ input: u.input, output: u.output, cacheRead: u.cacheRead, cacheWrite: u.cacheWrite, reasoning: u.reasoning });
-    return u.costUsd == null ? { type: 'usage', usage } : { type: 'usage', usage, costUsd: u.costUsd };
+    const cost = u.costUsd == null ? {} : { costUsd: u.costUsd };
+    // A call of an earlier attempt, re-reported because its acknowledgement never came.
+    if (u.attempt && u.attempt !== state.attemptId) {
+      if (u.call == null || u.turn == null) return this.malformedTerminal(line, 'usage', 'a re-reported call needs its attempt, turn and call');
+      return { type: 'usage', usage, ...cost, recovered: { attemptId: u.attempt, turn: u.turn, call: u.call } };
+    }
+    return { type: 'usage', usage, ...cost, ...(u.call != null ? { call: u.call } : {}) };
   }
 
   private mapComplete(json: unknown, line: string): Mapped {

@@ -30,6 +30,11 @@ export const usageLine = z.strictObject({
   cacheWrite: count.nullish(),
   reasoning: count.nullish(),
   costUsd: count.nullish(),
+  /** The harness's number for this call within its attempt (1, 2, …): makes a re-report idempotent. */
+  call: z.number().int().positive().nullish(),
+  /** Re-reports only: the attempt (from its request's `attempt`) and turn the call belongs to. */
+  attempt: z.string().min(1).nullish(),
+  turn: z.number().int().positive().nullish(),
 });
 export const completeLine = z.object({
   type: z.literal('complete'),
@@ -75,11 +80,21 @@ export const turnRequest = z.strictObject({
   sessionId: z.string().nullable(),
   /** Only when true: continue `sessionId` in a NEW session branched from it, leaving it as it was. */
   fork: z.literal(true).optional(),
+  /** The ledger id of this attempt: usage lines the harness re-reports later carry it (see `usage-ack`). */
+  attempt: z.string().optional(),
   model: z.string().nullable(),
   workspace: z.string(),
   permissions: z.enum(['strict', 'auto', 'dangerous']),
 });
 export type TurnRequest = z.infer<typeof turnRequest>;
+
+/** Runtime → harness: a usage line is durable in the ledger; the harness need never re-report it. */
+export const usageAck = z.strictObject({
+  type: z.literal('usage-ack'),
+  attempt: z.string(),
+  call: z.number().int().positive(),
+});
+export type UsageAck = z.infer<typeof usageAck>;
 
 /** Runtime → harness: the answer to a `permission` line. */
 export const permissionResponse = z.strictObject({

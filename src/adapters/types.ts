@@ -78,6 +78,8 @@ export interface TurnInput {
   readonly prompt: string;
   /** 1-based turn number within the run. */
   readonly turn: number;
+  /** The ledger id of this turn attempt, for harnesses that acknowledge usage (stdio-JSON `usage-ack`). */
+  readonly attemptId?: string;
   readonly signal?: AbortSignal;
 }
 
@@ -103,7 +105,18 @@ export type HarnessEvent =
    * and the harness's own cost for them when it gives one. An all-`undefined` usage says "tokens were spent and
    * the harness did not say how many".
    */
-  | { readonly type: 'usage'; readonly usage: Usage; readonly costUsd?: number }
+  | {
+      readonly type: 'usage';
+      readonly usage: Usage;
+      readonly costUsd?: number;
+      /** The harness's own number for this call within its attempt (stdio-JSON `call`), used as the ledger's. */
+      readonly call?: number;
+      /**
+       * A call of an EARLIER attempt whose usage the runtime never acknowledged (its worker died before recording
+       * it), re-reported by the harness's next process: recorded under that attempt, at most once.
+       */
+      readonly recovered?: { readonly attemptId: string; readonly turn: number; readonly call: number };
+    }
   /** The harness's session identity, whether it resumed, and the model it says it used. */
   | { readonly type: 'session'; readonly sessionId: string; readonly resumed?: boolean; readonly model?: string }
   /** Terminal: the turn ended; `text` holds the raw envelope text. */
@@ -135,6 +148,11 @@ export interface HarnessAdapter {
   runTurn(input: TurnInput): AsyncIterable<HarnessEvent>;
   /** Answers a permission request; a no-op for adapters without hooks. */
   respond(requestId: string, decision: { allow: boolean; message?: string }): Promise<void>;
+  /**
+   * Tells the harness a usage event is durable in the ledger (stdio-JSON `usage-ack`), so it never re-reports it;
+   * optional, a no-op for harnesses without acknowledgements.
+   */
+  acknowledgeUsage?(ack: { attemptId: string; call: number }): Promise<void>;
   /** Whether the last turn really continued the previous session. */
   readonly resumed: boolean;
   /** The model the harness reported for the last turn, if it reports one. */

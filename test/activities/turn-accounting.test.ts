@@ -3,7 +3,7 @@
  * per model call as they stream, failed attempts in the books, the one cost rule, mid-turn budget stops, and ledger
  * faults that lose nothing and never kill a healthy harness.
  */
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -15,6 +15,7 @@ import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { SqliteLedger, type Ledger } from '../../src/ledger/index.js';
 import { defaultDeps } from '../../src/worker.js';
 import type { TurnOutcome } from '../../src/workflows/types.js';
+import { totalTokens } from '../../src/workflows/usage.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot } from '../support/worker.js';
 
@@ -91,6 +92,29 @@ describe('runTurn accounting', () => {
     const served = servedIn(sandbox).reduce((n, s) => n + s.usage.input + s.usage.output, 0);
     expect((await sqlite.runTotals('crash')).usage).toEqual({ input: 4300, output: 730 });
     expect(served).toBe(5030);
+  });
+
+  it('exactly once across a lost line: a call served but never read (its worker died) is re-reported by the next attempt and booked to its own attempt', async () => {
+    const { activities, sqlite } = setup();
+    const { spec, sandbox } = await begin(activities, 'unread');
+    // Attempt 1 serves two calls; the second's line never reaches the runtime (as when the worker dies just then).
+    const task = book.write('unread', [{ calls: [call(1000, 100), call(2000, 200, { unread: true })] }]);
+    const input = { workflowId: 'unread', runId: 'r-1', turn: 1, spec, sandbox, prompt: task };
+    await runTurn(activities, input, 1).done.catch(() => undefined);
+    expect((await sqlite.runTotals('unread')).usage).toEqual({ input: 1000, output: 100 });
+    // Attempt 2's harness process re-reports the unacknowledged call first, then does its own work.
+    writeFileSync(path.join(book.dir, 'unread.json'), JSON.stringify({ turns: [{ calls: [call(10, 1)], ...ok() }] }));
+    const outcome = await runTurn(activities, input, 2).done;
+    expect(outcome).toMatchObject({ ok: true, usage: { input: 10, output: 1 } });
+    const rows = await sqlite.listPromptRuns('unread');
+    expect(rows.map((r) => [r.attempt, r.status, r.calls, r.usage])).toEqual([
+      [1, 'failed', 2, { input: 3000, output: 300 }],
+      [2, 'succeeded', 1, { input: 10, output: 1 }],
+    ]);
+    const served = servedIn(sandbox).reduce((n, s) => n + s.usage.input + s.usage.output, 0);
+    expect(totalTokens((await sqlite.runTotals('unread')).usage)).toBe(served);
+    // Re-reports of calls the ledger already had (their acknowledgement was lost) add nothing.
+    expect((await sqlite.runTotals('unread')).calls).toBe(3);
   });
 
   it('one cost authority: the price table prices the turn, the harness figure is kept beside it, the mismatch shows', async () => {

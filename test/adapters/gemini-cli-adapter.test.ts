@@ -63,6 +63,21 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
     expect(foldTurn(events).usage).toEqual({ input: 4000, output: 700, cacheRead: 0, reasoning: 0 });
   });
 
+  it('loop detection: the call it cut off is missing from the stats, so one call of unknown usage is added', async () => {
+    const adapter = new GeminiCliAdapter();
+    await startWith(adapter, [fixtureRun(cli, 'loop')], options);
+    const events = await collect(adapter);
+    const lines = fixtureLines(cli, 'loop');
+    expect(lines.some((l) => l.type === 'error' && /Loop detected/.test(String(l.message)))).toBe(true);
+    const toolCalls = lines.filter((l) => l.type === 'tool_use').length;
+    const stats = lines.find((l) => l.type === 'result')?.stats as { input_tokens: number; tool_calls: number };
+    // Recorded: 5 calls served (100 in each), the stats count one fewer.
+    expect(stats.input_tokens).toBe(100 * toolCalls);
+    const usage = events.filter((e) => e.type === 'usage').map((e) => (e as { usage: unknown }).usage);
+    expect(usage).toEqual([{ input: 100 * toolCalls, output: 10 * toolCalls, cacheRead: 0, reasoning: 0 }, {}]);
+    expect(foldTurn(events).unknownUsageEvents).toBe(1);
+  });
+
   it('all-zero stats after the model answered (loop detection) are unknown usage, not zero tokens', async () => {
     const lines = fixtureRun(cli, 'tool-call').lines!.slice(0, -1);
     const zero = { total_tokens: 0, input_tokens: 0, output_tokens: 0, cached: 0, input: 0, duration_ms: 5, tool_calls: 1, models: {} };

@@ -187,6 +187,29 @@ describe('StdioJsonAdapter', () => {
     expect(result).toMatchObject({ sessionId: 's-new', resumed: true });
   });
 
+  it('exactly-once usage: the request names the attempt; a call number is kept; a re-report of an earlier attempt is marked recovered; acks go to stdin', async () => {
+    const { adapter, executor } = await started([
+      {
+        lines: [
+          line({ type: 'usage', input: 5, output: 1, attempt: 'old:1:1:1', turn: 1, call: 2 }),
+          line({ type: 'usage', input: 10, output: 2, call: 1 }),
+        ],
+        hang: true,
+      },
+    ]);
+    const iterator = adapter.runTurn({ prompt: 'x', turn: 2, attemptId: 'new:2:2:1' })[Symbol.asyncIterator]();
+    expect((await iterator.next()).value).toEqual({ type: 'usage', usage: { input: 5, output: 1 }, recovered: { attemptId: 'old:1:1:1', turn: 1, call: 2 } });
+    expect(JSON.parse(executor.requests[0]!.stdin!)).toMatchObject({ attempt: 'new:2:2:1' });
+    expect((await iterator.next()).value).toEqual({ type: 'usage', usage: { input: 10, output: 2 }, call: 1 });
+    await adapter.acknowledgeUsage({ attemptId: 'new:2:2:1', call: 1 });
+    expect(executor.processes[0]!.written).toEqual([`${JSON.stringify({ type: 'usage-ack', attempt: 'new:2:2:1', call: 1 })}\n`]);
+    await adapter.end();
+    // A re-report without its turn and call cannot be booked: a protocol error.
+    const bad = await started([{ lines: [line({ type: 'usage', input: 5, attempt: 'old:1:1:1' })] }]);
+    const result = await collectTurn(bad.adapter.runTurn({ prompt: 'x', turn: 2, attemptId: 'new' }));
+    expect(result.error).toMatchObject({ code: 'protocol-error', message: expect.stringContaining('needs its attempt, turn and call') });
+  });
+
   it('writes permission answers to the running process stdin', async () => {
     const { adapter, executor } = await started([{ lines: [line({ type: 'permission', id: 'p1', tool: 'bash', input: { cmd: 'ls' } })], hang: true }]);
     const iterator = adapter.runTurn({ prompt: 'x', turn: 1 })[Symbol.asyncIterator]();

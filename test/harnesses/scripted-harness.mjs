@@ -14,9 +14,12 @@
 //   model               reported in the session line (printed next, for every turn)
 //   activity            an activity line
 //   usage               a usage line ({input, output, cacheRead, cacheWrite, reasoning, costUsd})
-//   calls               [{usage, sleepMs, exit}] model calls: each sleeps, then is "served" (appended to
+//   calls               [{usage, sleepMs, exit, unread}] model calls: each sleeps, then is "served" (appended to
 //                       .scripted/served.jsonl, the vendor's bill) and reported as a usage line; `exit: N` exits right
-//                       after that call without a terminal line (a crash after a good call)
+//                       after that call without a terminal line (a crash after a good call); `unread: true` serves it
+//                       but its line never reaches the runtime, as when the worker dies just then (then exits 1)
+// With the request's `attempt`, served calls stay in .scripted/unacked.json until the runtime's `usage-ack`; the
+// next process re-reports what is left first (exactly-once usage across worker crashes).
 //   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
@@ -39,15 +42,34 @@ const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
 const finish = (line) => process.stdout.write(`${JSON.stringify(line)}\n`, () => process.exit(0));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function readRequest() {
-  const rl = createInterface({ input: process.stdin });
-  for await (const line of rl) {
-    if (line.trim() === '') continue;
-    rl.close();
-    return JSON.parse(line);
-  }
-  throw new Error('no request line on stdin');
+/**
+ * Reads stdin as lines for the whole process: the first is the turn request; later ones are the runtime's
+ * `usage-ack` lines. When stdin closes the runtime is gone: stop, serve nothing more.
+ */
+let runtimeGone = false;
+const acked = [];
+function readRequest() {
+  return new Promise((resolve, reject) => {
+    let request;
+    const rl = createInterface({ input: process.stdin });
+    rl.on('line', (line) => {
+      if (line.trim() === '') return;
+      const value = JSON.parse(line);
+      if (request === undefined) {
+        request = value;
+        resolve(value);
+      } else if (value.type === 'usage-ack') {
+        acked.push(value);
+        onAck?.(value);
+      }
+    });
+    rl.on('close', () => {
+      runtimeGone = true;
+      if (request === undefined) reject(new Error('no request line on stdin'));
+    });
+  });
 }
+let onAck;
 
 function writeFile(file, text) {
   mkdirSync(path.dirname(file), { recursive: true });
@@ -90,9 +112,34 @@ function startSleeper(dir, ms) {
   return sleep(ms);
 }
 
+/**
+ * Exactly-once usage: every call served is kept in .scripted/unacked.json until the runtime acknowledges it; the
+ * next process re-reports what is left (with its attempt, turn and call), which the runtime books idempotently.
+ */
+function unackedStore(dir, request) {
+  const file = path.join(dir, 'unacked.json');
+  const entries = readJson(file) ?? {};
+  const save = () => writeFile(file, JSON.stringify(entries));
+  const forget = (ack) => {
+    if (delete entries[`${ack.attempt}#${ack.call}`]) save();
+  };
+  onAck = forget;
+  for (const ack of acked) forget(ack);
+  return {
+    /** Calls of earlier attempts nobody acknowledged. */
+    pending: () => Object.values(entries).filter((e) => e.attempt !== request.attempt),
+    add: (entry) => {
+      entries[`${entry.attempt}#${entry.call}`] = entry;
+      save();
+    },
+  };
+}
+
 async function main() {
   const request = await readRequest();
   const dir = path.join(request.workspace, '.scripted');
+  const unacked = request.attempt ? unackedStore(dir, request) : undefined;
+  for (const entry of unacked?.pending() ?? []) emit({ type: 'usage', ...entry.usage, attempt: entry.attempt, turn: entry.turn, call: entry.call });
   const opened = openSession(dir, request);
   if (opened.error) return finish({ type: 'error', code: request.sessionId ? 'resume-failed' : 'protocol-error', message: opened.error });
   const { session, resumed } = opened;
@@ -115,10 +162,16 @@ async function main() {
   emit({ type: 'session', id: session.id, resumed, model: step.model ?? request.model ?? 'scripted' });
   if (step.activity) emit({ type: 'activity', description: step.activity });
   if (step.usage) emit({ type: 'usage', ...step.usage });
+  let served = 0;
   for (const call of step.calls ?? []) {
     if (call.sleepMs) await sleep(call.sleepMs);
+    // A model call whose runtime died meanwhile is never made (a CLI killed with its worker).
+    if (runtimeGone) process.exit(0);
+    served += 1;
+    unacked?.add({ attempt: request.attempt, turn: request.turn, call: served, usage: call.usage });
     appendFileSync(path.join(dir, 'served.jsonl'), `${JSON.stringify({ session: session.id, turn: request.turn, usage: call.usage })}\n`);
-    emit({ type: 'usage', ...call.usage });
+    if (call.unread) process.exit(1);
+    emit({ type: 'usage', ...call.usage, ...(unacked ? { call: served } : {}) });
     if (call.exit !== undefined) {
       process.stderr.write('crashed after a model call\n');
       process.stdout.write('', () => process.exit(call.exit));
