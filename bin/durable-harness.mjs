@@ -1,6 +1,13 @@
 #!/usr/bin/env node
-// Runs the TypeScript command line directly (no build step): tsx compiles on load.
-import { register } from 'tsx/esm/api';
+// The durable-harness command. An installed package runs the compiled JavaScript in dist/ with plain node; a
+// checkout (src/ present) runs the TypeScript sources through tsx, so development needs no build step.
+import { existsSync } from 'node:fs';
 
-register();
-await import('../src/cli/main.ts');
+const source = new URL('../src/cli/main.ts', import.meta.url);
+if (existsSync(source)) {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import(source.href);
+} else {
+  await import('../dist/cli/main.js');
+}

@@ -13,6 +13,8 @@ export const FailureTypes = {
   SandboxImageMissing: 'SandboxImageMissing',
   SandboxContainerGone: 'SandboxContainerGone',
   TurnFailed: 'TurnFailed',
+  /** `strict` (or permission rules) on a harness that cannot ask before a tool runs, without `advisory: true`. */
+  PermissionHooksMissing: 'PermissionHooksMissing',
 } as const;
 
 export type FailureType = (typeof FailureTypes)[keyof typeof FailureTypes];

@@ -9,12 +9,15 @@ import { UnknownDriverError } from '../adapters/registry.js';
 import { collectTurn } from '../adapters/fold.js';
 import type { Capabilities, HarnessEvent } from '../adapters/types.js';
 import type { Catalog } from '../catalog/schema.js';
-import { agentSystemPrompt, allowedActionsOf, catalogEntries, envelopeRulesFor, findAgent, findHarness } from '../catalog/index.js';
+import { agentSystemPrompt, allowedActionsOf, catalogEntries, envelopeRulesFor, findAgent, findHarness, promptWithContract } from '../catalog/index.js';
 import { resolveCredentials, createRedactor, type CredentialStore } from '../credentials/index.js';
 import { formatFeedback, parseEnvelope, type EnvelopeRules } from '../envelope/index.js';
 import type { ActionCall } from '../envelope/types.js';
 import type { Ledger, RunStatus } from '../ledger/types.js';
 import { UnresolvedAccountingError } from '../ledger/types.js';
+import { createPermissionGate, ledgerApprovalBroker, policyFor, policyIsInteractive } from '../permissions/index.js';
+import type { ApprovalBroker } from '../permissions/index.js';
+import type { ApprovalRecord } from '../ledger/types.js';
 import { killStaleProcessGroup } from '../sandbox/pidfile.js';
 import type { RunIdentity, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
 import type {
@@ -46,6 +49,11 @@ export interface ActivityDeps {
   readonly heartbeatIntervalMs?: number;
   /** How long a cancelled turn still waits for an unwritable ledger before giving its rows up to the log (ms). */
   readonly cancelledAccountingGraceMs?: number;
+  /** Who answers permission requests the policy leaves open (default: the ledger, polled every `approvalPollMs`). */
+  readonly approvals?: ApprovalBroker;
+  readonly approvalPollMs?: number;
+  /** Told when a request becomes pending (e.g. to show it on the workflow); errors are logged, never fatal. */
+  readonly onPendingApproval?: (record: ApprovalRecord) => Promise<void>;
 }
 
 const defaultCapabilities: Capabilities = {
@@ -116,7 +124,21 @@ export function createActivities(deps: ActivityDeps) {
         FailureTypes.SandboxPolicyRefused,
       );
     }
+    // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
+    permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env }), FailureTypes.CredentialMissing);
     const adapterCaps = deps.adapters.create(harness.driverClass).capabilities;
+    const capabilities: Capabilities = { ...defaultCapabilities, ...adapterCaps, ...(harness.capabilities ?? {}) };
+    const permissionPolicy = agent.permissions;
+    const gated = policyIsInteractive(permissionPolicy);
+    if (gated && !capabilities.permissionHooks && !permissionPolicy.advisory) {
+      const what = permissionPolicy.posture === 'strict' ? 'permission posture "strict"' : 'permission rules';
+      throw ApplicationFailure.nonRetryable(
+        `Agent "${agent.name}" has ${what}, but harness "${harness.name}" (${harness.driverClass}) cannot ask before a tool runs ` +
+          '(no permission hooks), so it could not be enforced. Use a harness with permission hooks, use "auto" without rules, ' +
+          'or set permissions.advisory: true for this agent to run it with the posture reported as not enforced.',
+        FailureTypes.PermissionHooksMissing,
+      );
+    }
     const g = agent.guardrails;
     return {
       agent: agent.name,
@@ -125,8 +147,10 @@ export function createActivities(deps: ActivityDeps) {
       vendor: harness.vendor,
       model: harness.model,
       promptId: `agent:${agent.name}`,
-      capabilities: { ...defaultCapabilities, ...adapterCaps, ...(harness.capabilities ?? {}) },
-      permissions: agent.permissions,
+      capabilities,
+      permissions: permissionPolicy.posture,
+      permissionPolicy,
+      permissionsEnforced: !gated || capabilities.permissionHooks,
       sandbox: { provider: agent.sandbox.provider, workspaceScope: agent.sandbox.workspaceScope, networkPolicy: agent.sandbox.networkPolicy, options: agent.sandbox.options },
       guardrails: {
         maxIterations: Math.min(g.maxIterations, budget?.maxIterations ?? Infinity),
@@ -172,6 +196,24 @@ export function createActivities(deps: ActivityDeps) {
         task: input.task,
         parentWorkflowId: input.parentWorkflowId,
       }));
+      // What the posture becomes on this harness, for operators reading the run's record.
+      const policy = spec.permissionPolicy ?? policyFor(spec.permissions);
+      const report = deps.adapters.has(spec.driverClass) ? deps.adapters.create(spec.driverClass).applyPermissionPolicy(spec.permissions) : undefined;
+      await waitForLedger(() =>
+        deps.ledger.appendEvent(
+          input.workflowId,
+          0,
+          'permissions',
+          {
+            posture: policy.posture,
+            rules: { allow: policy.allow.length, deny: policy.deny.length, ask: policy.ask.length },
+            gated: policyIsInteractive(policy),
+            enforced: spec.permissionsEnforced ?? true,
+            note: spec.permissionsEnforced === false ? `advisory: harness "${spec.harness}" cannot ask before a tool runs` : report?.note,
+          },
+          input.runId,
+        ),
+      );
       return sandboxCall(() =>
         provider(spec.sandbox.provider).start({ workflowId: input.workflowId, runId: input.runId, agent: spec.agent, identity: input.identity, spec: spec.sandbox }),
       );
@@ -211,7 +253,15 @@ export function createActivities(deps: ActivityDeps) {
       const scheduling = `${info.workflowExecution?.runId ?? input.runId}:${info.activityId}:${input.turn}`;
       const attemptId = `${scheduling}:${info.attempt}`;
       const where = { workflowId: input.workflowId, runId: input.runId, turn: input.turn };
-      const progress = { turn: input.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, costUsd: 0, events: 0, ledger: 'ok' };
+      const progress: { turn: number; attempt: number; lastEvent: string; tokens: number; costUsd: number; events: number; ledger: string; pendingApproval?: string } = {
+        turn: input.turn,
+        attempt: info.attempt,
+        lastEvent: 'starting',
+        tokens: 0,
+        costUsd: 0,
+        events: 0,
+        ledger: 'ok',
+      };
       const ledgerState = (err: Error | undefined) => {
         progress.ledger = err ? `waiting for the ledger: ${err.message}` : 'ok';
         if (err) ctx.log.warn('ledger write failed; retrying', { workflowId: input.workflowId, turn: input.turn, error: err.message });
@@ -232,6 +282,30 @@ export function createActivities(deps: ActivityDeps) {
       );
       const beat = () => heartbeat({ ...progress });
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
+      const gate = createPermissionGate({
+        ledger: deps.ledger,
+        workflowId: input.workflowId,
+        runId: input.runId,
+        turn: input.turn,
+        policy: spec.permissionPolicy ?? policyFor(spec.permissions),
+        workspace: input.sandbox.workspacePath,
+        broker:
+          deps.approvals ??
+          ledgerApprovalBroker({
+            ledger: deps.ledger,
+            pollMs: deps.approvalPollMs,
+            onPending: (record) => deps.onPendingApproval?.(record).catch((err: unknown) => ctx.log.warn('onPendingApproval failed', { error: String(err) })),
+          }),
+        redact,
+        onAsk: (request, approvalId) => {
+          progress.pendingApproval = approvalId;
+          progress.lastEvent = redact(`waiting for approval ${approvalId}: ${request.title}`).slice(0, 200);
+          beat();
+        },
+        onDecision: () => {
+          delete progress.pendingApproval;
+        },
+      });
       const started = Date.now();
       let handle: SandboxHandle | undefined;
       const stopTurn = new AbortController();
@@ -284,7 +358,10 @@ export function createActivities(deps: ActivityDeps) {
           throw err;
         }
         adapter.applyPermissionPolicy(spec.permissions);
-        adapter.setSystemPrompt(systemPrompt(catalog, spec.agent));
+        // A harness without a system prompt gets the contract in its input instead (on a fresh session).
+        const contract = systemPrompt(catalog, spec.agent);
+        if (spec.capabilities.systemPrompt) adapter.setSystemPrompt(contract);
+        const prompt = spec.capabilities.systemPrompt || input.resumeSessionId !== undefined ? input.prompt : promptWithContract(contract, input.prompt);
         await adapter.start({
           runId: input.workflowId,
           harnessName: harness.name,
@@ -303,7 +380,7 @@ export function createActivities(deps: ActivityDeps) {
         });
         beat();
         let crossing: BudgetCrossing | undefined;
-        const turn = await collectTurn(adapter.runTurn({ prompt: input.prompt, turn: input.turn, attemptId, signal: stopTurn.signal }), (event) => {
+        const turn = await collectTurn(adapter.runTurn({ prompt, turn: input.turn, attemptId, signal: stopTurn.signal, gate }), (event) => {
           progress.events += 1;
           progress.lastEvent = describeEvent(event, redact);
           if (event.type === 'usage') {
@@ -344,6 +421,9 @@ export function createActivities(deps: ActivityDeps) {
           await finish({ ...base, status: 'failed', outputUsed: false, output: '', error: message, durationMs: durationMs() });
           throw turnFailure(turn.error, redact, spendOf());
         }
+        // Requests of this turn still pending came from an earlier attempt whose harness no longer asks them.
+        // Nobody waits for them and the run's end expires them anyway, so this never holds up the turn.
+        events.write(() => deps.ledger.expireApprovals(input.workflowId, 'turn ended without asking it again', input.turn, input.runId));
         // A turn that ran and reported no usage at all spent tokens nobody counted: its cost is blind.
         const usageMissing = turn.usageEvents === 0;
         const text = redact(turn.text ?? '');
@@ -443,6 +523,7 @@ export function createActivities(deps: ActivityDeps) {
       const run = await deps.ledger.getRun(input.workflowId);
       if (run?.finishedAt !== undefined) return;
       await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason }));
+      await waitForLedger(() => deps.ledger.expireApprovals(input.workflowId, `run ${input.status}`));
       await waitForLedger(() => deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result));
     },
   };
@@ -486,7 +567,9 @@ function describeEvent(event: HarnessEvent, redact: (s: string) => string): stri
     case 'session':
       return `session ${event.sessionId}`;
     case 'permission-request':
-      return `asks permission for ${event.tool}`;
+      return redact(`asks permission: ${event.tool} ${event.title}`).slice(0, 200);
+    case 'permission-decision':
+      return redact(`${event.decision === 'allow' ? 'allowed' : 'denied'} ${event.tool} (${event.decidedBy})`).slice(0, 200);
     case 'turn-complete':
       return 'turn complete';
     case 'session-error':

@@ -20,12 +20,23 @@
  * was; a retried attempt forks ID again, so the prompt of a failed attempt is never fed twice
  * (`settings.forkSessions: false` resumes in place). An unknown id ends with a `result` whose `errors` say
  * "No conversation found with session ID" (exit 1).
+ *
+ * Two-way mode (when the turn's permission gate can deny or ask): `-p --input-format stream-json
+ * --permission-mode default --permission-prompt-tool stdio` (with the same `--include-partial-messages`, resume
+ * and fork flags), the prompt as a `user` line on stdin after an `initialize` control request, stdin kept open.
+ * Before a tool that needs permission (edits, Bash; not the read-only tools) claude sends `control_request`
+ * `can_use_tool` (`tool_name`, `input`, `tool_use_id`) and waits; the answer is a `control_response`
+ * `{behavior: "allow", updatedInput}` (edits are native) or `{behavior: "deny", message}` (the model sees the
+ * message and the turn goes on). Output is otherwise the same stream-json as the one-way mode, ending with
+ * `result`; closing stdin then ends the process.
  */
 import { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
 import { harnessHome, numberSetting, parseJsonLine, stringSetting, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import { addUsage, noUsage, subtractUsage, totalTokens, usageKnown, usageOf } from '../workflows/usage.js';
+import type { PermissionRequest } from '../permissions/types.js';
+import type { WireAnswer } from './cli-adapter.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
@@ -38,8 +49,8 @@ export const claudeCodeCapabilities: Capabilities = {
   // `--json-schema` exists but is not wired: the envelope goes through the feedback loop.
   structuredOutput: false,
   usageReporting: true,
-  // The two-way `--permission-prompt-tool stdio` mode exists but this adapter does not drive it yet.
-  permissionHooks: false,
+  // Two-way mode `--permission-prompt-tool stdio` (test/e2e/permissions-live.test.ts proves it on the real binary).
+  permissionHooks: true,
   modelSelection: true,
   systemPrompt: true,
 };
@@ -109,9 +120,14 @@ const streamEventLine = z.object({
     z.object({ type: z.string() }),
   ]),
 });
+const controlRequestLine = z.object({
+  type: z.literal('control_request'),
+  request_id: z.string(),
+  request: z.object({ subtype: z.string(), tool_name: z.string().nullish(), input: z.unknown().nullish(), tool_use_id: z.string().nullish(), description: z.string().nullish() }).loose(),
+});
 const otherLine = z.object({ type: z.string(), subtype: z.string().nullish() });
 /** Every line Claude Code prints in stream-json mode; unknown types fall through to the catch-all. */
-export const claudeLine = z.union([initLine, retryLine, streamEventLine, assistantLine, userLine, resultLine, otherLine]);
+export const claudeLine = z.union([initLine, retryLine, streamEventLine, assistantLine, userLine, resultLine, controlRequestLine, otherLine]);
 export type ClaudeLine = z.infer<typeof claudeLine>;
 
 /**
@@ -128,6 +144,28 @@ export function claudeBaseUrl(url: string): string {
 }
 
 const noConversation = /No conversation found with session ID/i;
+
+const editTools = new Set(['Write', 'Edit', 'MultiEdit', 'NotebookEdit']);
+const readTools = new Set(['Read', 'Glob', 'Grep', 'LS', 'NotebookRead']);
+
+/** A `can_use_tool` request in the runtime's vocabulary. */
+export function claudePermissionRequest(requestId: string, tool: string, input: unknown, description?: string | null): PermissionRequest {
+  const fields = (input ?? {}) as Record<string, unknown>;
+  const text = (key: string): string | undefined => (typeof fields[key] === 'string' ? (fields[key] as string) : undefined);
+  const file = text('file_path') ?? text('notebook_path') ?? text('path');
+  const kind = tool === 'Bash' ? 'command' : editTools.has(tool) ? 'edit' : readTools.has(tool) ? 'read' : 'other';
+  const command = kind === 'command' ? text('command') : undefined;
+  return {
+    id: requestId,
+    tool,
+    kind,
+    input: input ?? {},
+    title: command ?? (file !== undefined ? `${tool} ${file}` : (description ?? tool)),
+    ...(command !== undefined ? { command } : {}),
+    ...(file !== undefined ? { paths: [file] } : {}),
+    options: { edit: 'native', denyMessage: true },
+  };
+}
 
 interface Scratch {
   sessionId?: string;
@@ -158,14 +196,15 @@ export class ClaudeCode extends CliHarnessAdapter {
           posture,
           enforced: true,
           note:
-            '--permission-mode default: in -p mode nobody can answer a prompt, so every tool that would ask (edits, ' +
-            'shell commands) is DENIED and the turn continues; read-only tools run. Nothing is asked for approval.',
+            'Two-way mode (--permission-prompt-tool stdio): every edit and shell command is decided by the permission gate ' +
+            '(the policy, then an operator) before it runs, edited input included; read-only tools run unasked. Without a ' +
+            'gate: --permission-mode default, where every tool that would ask is DENIED.',
         };
       case 'auto':
         return {
           posture,
           enforced: true,
-          note: '--permission-mode acceptEdits: file edits in the workspace are accepted; shell commands that would ask are denied.',
+          note: '--permission-mode acceptEdits: file edits in the workspace are accepted; shell commands that would ask are denied. With permission rules: the two-way mode, as for strict.',
         };
       case 'dangerous':
         return {
@@ -178,8 +217,12 @@ export class ClaudeCode extends CliHarnessAdapter {
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const home = this.home ?? harnessHome(ctx.config, 'claude');
-    const argv = [ctx.config.executable, ...ctx.config.baseArgs, '-p', input.prompt, '--output-format', 'stream-json', '--verbose', '--include-partial-messages'];
-    if (ctx.posture === 'dangerous') argv.push('--dangerously-skip-permissions');
+    // Two-way: the prompt goes on stdin (after the initialize request), so it never enters argv either.
+    const argv = ctx.twoWay
+      ? [ctx.config.executable, ...ctx.config.baseArgs, '-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose', '--include-partial-messages']
+      : [ctx.config.executable, ...ctx.config.baseArgs, '-p', input.prompt, '--output-format', 'stream-json', '--verbose', '--include-partial-messages'];
+    if (ctx.twoWay) argv.push('--permission-mode', 'default', '--permission-prompt-tool', 'stdio');
+    else if (ctx.posture === 'dangerous') argv.push('--dangerously-skip-permissions');
     else argv.push('--permission-mode', permissionModes[ctx.posture]);
     if (ctx.config.model) argv.push('--model', ctx.config.model);
     // Every turn: the system prompt is per invocation, it is not stored with the session.
@@ -195,8 +238,20 @@ export class ClaudeCode extends CliHarnessAdapter {
     const maxRetries = numberSetting(ctx.config, 'maxRetries');
     if (maxRetries !== undefined) env.CLAUDE_CODE_MAX_RETRIES = String(maxRetries);
     // Claude refuses --dangerously-skip-permissions as root unless told it is in a sandbox.
-    if (ctx.posture === 'dangerous') env.IS_SANDBOX = '1';
-    return { argv, env };
+    if (ctx.posture === 'dangerous' && !ctx.twoWay) env.IS_SANDBOX = '1';
+    if (!ctx.twoWay) return { argv, env };
+    const stdin = [
+      { type: 'control_request', request_id: 'durable-harness-init', request: { subtype: 'initialize' } },
+      { type: 'user', message: { role: 'user', content: input.prompt }, parent_tool_use_id: null, session_id: '' },
+    ];
+    return { argv, env, stdin: stdin.map((l) => `${JSON.stringify(l)}\n`).join(''), keepStdinOpen: true };
+  }
+
+  protected override answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
+    const response = answer.allow
+      ? { behavior: 'allow', updatedInput: answer.editedInput ?? request.input }
+      : { behavior: 'deny', message: answer.message ?? 'Denied.' };
+    state.send(JSON.stringify({ type: 'control_response', response: { subtype: 'success', request_id: request.id, response } }));
   }
 
   protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
@@ -223,6 +278,10 @@ export class ClaudeCode extends CliHarnessAdapter {
         return { type: 'activity', description: 'tool result' };
       case 'result':
         return this.result(value as z.infer<typeof resultLine>, state);
+      case 'control_request':
+        return this.controlRequest(value as z.infer<typeof controlRequestLine>, state);
+      case 'control_response':
+        return undefined; // the answer to our `initialize`
       default:
         return { type: 'unknown', raw: line };
     }
@@ -250,6 +309,16 @@ export class ClaudeCode extends CliHarnessAdapter {
     const call = scratch.call;
     scratch.call = undefined;
     return call && usageKnown(call) ? [{ type: 'usage', usage: call }] : [];
+  }
+
+  private controlRequest(value: z.infer<typeof controlRequestLine>, state: LineState): HarnessEvent | undefined {
+    const { request } = value;
+    if (request.subtype === 'can_use_tool' && request.tool_name) {
+      return { type: 'permission-request', ...claudePermissionRequest(value.request_id, request.tool_name, request.input, request.description) };
+    }
+    // Nothing else was registered (no hooks, no SDK MCP servers): say so rather than leave claude waiting.
+    state.send(JSON.stringify({ type: 'control_response', response: { subtype: 'error', request_id: value.request_id, error: `durable-harness does not handle ${request.subtype}` } }));
+    return { type: 'activity', description: `claude control request ${request.subtype} refused` };
   }
 
   private assistant(value: z.infer<typeof assistantLine>, scratch: Scratch): HarnessEvent[] {

@@ -6,10 +6,14 @@
  * one terminal event per turn, last. A subclass supplies only how to build a turn's command (`buildTurn`) and
  * how to map one output line to events (`mapLine`), plus optional hooks.
  *
- * Two-way protocols: the process's stdin can stay open for the whole turn (`keepStdinOpen`), and `respond()`
- * writes the line `formatResponse()` returns to it. The process stays alive while it waits for the answer, for
- * as long as the turn timeout allows.
+ * Two-way protocols: the process's stdin can stay open for the whole turn (`keepStdinOpen`); `mapLine` can write
+ * to it (`state.send`) to drive a JSON-RPC conversation, and a `permission-request` event it returns is decided by
+ * the turn's gate while the process waits: the turn timeout is paused for the wait (the approval has its own
+ * timeout), cancellation still ends it, and `answerPermission` writes the answer. What the CLI's protocol cannot
+ * carry (a denial's reason, an edited input it cannot take) is kept as a note for a follow-up prompt
+ * (`takeFollowUp`). Without a gate the request is only emitted and `respond()` answers it.
  */
+import type { PermissionAnswer, PermissionRequest } from '../permissions/types.js';
 import type { ExecProcess } from '../sandbox/types.js';
 import type {
   Capabilities,
@@ -49,6 +53,8 @@ export interface TurnContext {
    * attempt then forks the same state again instead of resuming what the failed attempt appended.
    */
   readonly fork: boolean;
+  /** The turn has an interactive permission gate: use the two-way mode, where the CLI asks before tools run. */
+  readonly twoWay: boolean;
 }
 
 /** Per-turn state handed to `mapLine`. */
@@ -61,7 +67,25 @@ export interface LineState {
   readonly attemptId: string | undefined;
   /** Free space for a subclass's mapper to carry facts between lines of one turn. */
   readonly scratch: Record<string, unknown>;
+  /** Writes one line (a newline is added) to the process's stdin: for two-way protocols. */
+  readonly send: (line: string) => void;
+  /** Permission outcomes the CLI's protocol could not show the model; `takeFollowUp` turns them into a prompt. */
+  readonly notes: string[];
+  /** Follow-up prompts sent so far in this turn. */
+  followUps: number;
 }
+
+/** The answer as the CLI's protocol gets it: an emulated edit arrives as a denial (with a note). */
+export interface WireAnswer {
+  readonly allow: boolean;
+  readonly message?: string;
+  /** Only when the CLI takes edits natively. */
+  readonly editedInput?: unknown;
+  readonly scope: PermissionAnswer['scope'];
+}
+
+/** At most this many follow-up prompts per turn, so a model that keeps asking for denied tools cannot loop. */
+const maxFollowUps = 3;
 
 /** How long a process may keep running after its terminal line before it is killed. */
 const defaultExitGraceMs = 3000;
@@ -73,6 +97,9 @@ interface TurnStop {
   reason: StopReason | undefined;
   readonly promise: Promise<StopReason>;
   readonly stop: (reason: StopReason) => void;
+  /** Stops the timeout clock (a permission wait has its own timeout); `resume` restarts it with what was left. */
+  readonly pause: () => void;
+  readonly resume: () => void;
   readonly dispose: () => void;
 }
 const stopped = Symbol('stopped');
@@ -109,6 +136,8 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   protected exitGraceMs = defaultExitGraceMs;
 
   private current: ExecProcess | undefined;
+  /** Requests emitted without a gate, waiting for `respond()`. */
+  private readonly unanswered = new Map<string, { request: PermissionRequest; state: LineState }>();
   private stopCurrent: ((reason: StopReason) => void) | undefined;
   private ended = false;
   private sessionId: string | undefined;
@@ -182,8 +211,34 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   }
 
   /** Hook: the stdin line (without newline) that answers a permission request; `undefined` = no hooks. */
-  protected formatResponse(_requestId: string, _decision: { allow: boolean; message?: string }): string | undefined {
+  protected formatResponse(_requestId: string, _decision: { allow: boolean; message?: string; editedInput?: unknown }): string | undefined {
     return undefined;
+  }
+
+  /** Hook: writes the answer to a permission request in the CLI's protocol. The default writes `formatResponse`. */
+  protected answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
+    const line = this.formatResponse(request.id, {
+      allow: answer.allow,
+      ...(answer.message !== undefined ? { message: answer.message } : {}),
+      ...(answer.editedInput !== undefined ? { editedInput: answer.editedInput } : {}),
+    });
+    if (line !== undefined) state.send(line);
+  }
+
+  /**
+   * For a subclass at the point where its CLI ended the prompt: the follow-up prompt that tells the model what
+   * its tools could not (a denial's reason, an edit to ask again with), or `undefined` when there is none (or
+   * the turn already had its share). Consumes the notes.
+   */
+  protected takeFollowUp(state: LineState): string | undefined {
+    if (state.notes.length === 0 || state.followUps >= maxFollowUps) return undefined;
+    const notes = state.notes.splice(0);
+    state.followUps += 1;
+    return [
+      'Permission decisions on your last tool requests (durable-harness):',
+      ...notes.map((n) => `- ${n}`),
+      'Continue the task with this in mind, and end with your JSON envelope as before.',
+    ].join('\n');
   }
 
   /** Hook: what the posture becomes. The default is honest for adapters that translate nothing. */
@@ -222,8 +277,14 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     await this.prepare(config);
   }
 
-  /** Writes the formatted answer to the running process's stdin; a no-op without hooks or a running turn. */
-  async respond(requestId: string, decision: { allow: boolean; message?: string }): Promise<void> {
+  /** Answers a request emitted without a gate; a no-op without hooks or a running turn. */
+  async respond(requestId: string, decision: { allow: boolean; message?: string; editedInput?: unknown }): Promise<void> {
+    const pending = this.unanswered.get(requestId);
+    if (pending) {
+      this.unanswered.delete(requestId);
+      this.answerPermission(pending.request, { ...decision, scope: 'once' }, pending.state);
+      return;
+    }
     const line = this.formatResponse(requestId, decision);
     if (line !== undefined) this.current?.write(`${line}\n`);
   }
@@ -268,8 +329,19 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     this.lastModel = undefined;
     const resumeSessionId = this.sessionId !== undefined && !this.unknownSessions.has(this.sessionId) ? this.sessionId : undefined;
     const fork = resumeSessionId !== undefined && this.forksSessions(config);
-    const ctx: TurnContext = { config, systemPrompt: this.systemPrompt, posture: this.posture, resumeSessionId, fork };
-    const state: LineState = { turn: input.turn, resumeSessionId: ctx.resumeSessionId, fork, attemptId: input.attemptId, scratch: {} };
+    const twoWay = input.gate?.interactive === true && this.capabilities.permissionHooks;
+    const ctx: TurnContext = { config, systemPrompt: this.systemPrompt, posture: this.posture, resumeSessionId, fork, twoWay };
+    const io: { proc?: ExecProcess } = {};
+    const state: LineState = {
+      turn: input.turn,
+      resumeSessionId: ctx.resumeSessionId,
+      fork,
+      attemptId: input.attemptId,
+      scratch: {},
+      send: (line) => io.proc?.write(`${line}\n`),
+      notes: [],
+      followUps: 0,
+    };
 
     let proc: ExecProcess;
     let command: TurnCommand;
@@ -287,11 +359,13 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       return;
     }
     this.current = proc;
+    io.proc = proc;
     const stop = this.watchStop(input, config.turnTimeoutMs);
     this.stopCurrent = stop.stop;
     try {
-      yield* this.drive(proc, command, state, stop);
+      yield* this.drive(proc, command, state, stop, input);
     } finally {
+      this.unanswered.clear();
       stop.dispose();
       if (this.current === proc) {
         this.current = undefined;
@@ -302,7 +376,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   }
 
   /** Reads lines until a terminal event, the end of output, or a stop; then yields the one terminal event. */
-  private async *drive(proc: ExecProcess, command: TurnCommand, state: LineState, stop: TurnStop): AsyncGenerator<HarnessEvent> {
+  private async *drive(proc: ExecProcess, command: TurnCommand, state: LineState, stop: TurnStop, input: TurnInput): AsyncGenerator<HarnessEvent> {
     const lines = proc.lines[Symbol.asyncIterator]();
     const stopWins = stop.promise.then((reason) => ({ [stopped]: reason }) as const);
     let terminal: TerminalEvent | undefined;
@@ -322,9 +396,27 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
           break;
         }
         yield this.track(event, state);
+        if (event.type !== 'permission-request') continue;
+        const { type: _type, ...request } = event;
+        if (!input.gate) {
+          this.unanswered.set(request.id, { request, state });
+          continue;
+        }
+        const decided = await this.decidePermission(request, input.gate, proc, stop);
+        if (decided === undefined) {
+          // Stopped while waiting: the tool never got an answer, so it never ran.
+          const stoppedTerminal = await this.stopped(proc, stop.reason ?? 'cancelled');
+          yield* this.safeUnreported(state);
+          yield stoppedTerminal;
+          return;
+        }
+        if (decided === 'exited') continue; // the process died while waiting; its exit is reported below
+        yield this.deliver(request, decided, state);
       }
     }
     if (terminal) {
+      // The two-way modes are servers: closing stdin is how they are told to save and exit.
+      if (command.keepStdinOpen) proc.closeStdin?.();
       // Let the harness finish saving its session before the process is killed in `finally`.
       await Promise.race([proc.exit, stop.promise, delay(this.exitGraceMs)]);
       yield terminal;
@@ -340,6 +432,61 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     const terminalEvent = this.exitWithoutTerminal(command, exit.code, exit.signal, proc.stderrTail(), state);
     yield* this.safeUnreported(state);
     yield terminalEvent;
+  }
+
+  /** Waits for the gate with the turn clock paused; `undefined` when the turn was stopped meanwhile. */
+  private async decidePermission(
+    request: PermissionRequest,
+    gate: NonNullable<TurnInput['gate']>,
+    proc: ExecProcess,
+    stop: TurnStop,
+  ): Promise<PermissionAnswer | 'exited' | undefined> {
+    const waiting = new AbortController();
+    stop.pause();
+    try {
+      const outcome = await Promise.race([
+        gate.decide(request, waiting.signal).then((answer) => ({ answer })),
+        stop.promise.then(() => 'stopped' as const),
+        proc.exit.then(() => 'exited' as const),
+      ]);
+      if (outcome === 'stopped' || stop.reason) return undefined;
+      if (outcome === 'exited') return 'exited';
+      return outcome.answer;
+    } catch {
+      return stop.reason ? undefined : { decision: 'deny', scope: 'once', decidedBy: 'error', message: 'The permission check failed; denied.' };
+    } finally {
+      waiting.abort(new Error('permission wait over'));
+      stop.resume();
+    }
+  }
+
+  /** Writes the answer in the CLI's protocol; what it cannot carry becomes a note for a follow-up prompt. */
+  private deliver(request: PermissionRequest, answer: PermissionAnswer, state: LineState): HarnessEvent {
+    const edited = answer.decision === 'allow' && answer.editedInput !== undefined;
+    let wire: WireAnswer;
+    if (edited && request.options.edit !== 'native') {
+      // Emulated edit: the original never runs; the model is told the edit, and exactly that input is pre-approved.
+      const note = `The operator changed your ${request.tool} request "${request.title}". Ask again with exactly this input: ${JSON.stringify(answer.editedInput)}`;
+      wire = { allow: false, message: note, scope: 'once' };
+      state.notes.push(note);
+    } else if (answer.decision === 'deny') {
+      const message = answer.message ?? `Denied (${answer.decidedBy}).`;
+      wire = { allow: false, message, scope: answer.scope };
+      if (!request.options.denyMessage) state.notes.push(`Your ${request.tool} request "${request.title}" was denied: ${message}`);
+    } else {
+      wire = { allow: true, scope: answer.scope, ...(edited ? { editedInput: answer.editedInput } : {}) };
+    }
+    this.answerPermission(request, wire, state);
+    return {
+      type: 'permission-decision',
+      id: request.id,
+      tool: request.tool,
+      decision: answer.decision,
+      decidedBy: answer.decidedBy,
+      ...(answer.approvalId !== undefined ? { approvalId: answer.approvalId } : {}),
+      edited,
+      ...(answer.message !== undefined ? { message: answer.message } : {}),
+    };
   }
 
   private async stopped(proc: ExecProcess, reason: StopReason): Promise<TerminalEvent> {
@@ -411,6 +558,13 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     const promise = new Promise<StopReason>((r) => {
       resolve = r;
     });
+    let remaining = timeoutMs;
+    let startedAt = Date.now();
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (): void => {
+      startedAt = Date.now();
+      timer = setTimeout(() => turnStop.stop('timeout'), remaining);
+    };
     const turnStop: TurnStop = {
       reason: undefined,
       promise,
@@ -418,12 +572,22 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
         turnStop.reason ??= reason; // the first reason counts; it is read synchronously by `drive`
         resolve(turnStop.reason);
       },
+      pause: () => {
+        if (timer === undefined) return;
+        clearTimeout(timer);
+        timer = undefined;
+        remaining = Math.max(0, remaining - (Date.now() - startedAt));
+      },
+      resume: () => {
+        if (timer === undefined && !turnStop.reason) arm();
+      },
       dispose: () => {
         clearTimeout(timer);
+        timer = undefined;
         input.signal?.removeEventListener('abort', onAbort);
       },
     };
-    const timer = setTimeout(() => turnStop.stop('timeout'), timeoutMs);
+    arm();
     const onAbort = (): void => turnStop.stop('cancelled');
     input.signal?.addEventListener('abort', onAbort, { once: true });
     return turnStop;

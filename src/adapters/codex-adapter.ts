@@ -27,11 +27,16 @@
  * reads the thread's last total there, so the calls a failed attempt made are still counted.
  * Model: codex does not print it in the JSONL (only in its rollout file); `reportedModel` stays undefined.
  * No cost is reported.
+ *
+ * Two-way mode (when the turn's permission gate can deny or ask): `codex app-server`, see codex-app-server.ts.
+ * There usage comes per model call (`thread/tokenUsage/updated` → `last`), and the thread's model is reported.
  */
 import { readdirSync, readFileSync, type Dirent } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
+import type { PermissionRequest } from '../permissions/types.js';
+import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
+import { CodexAppServer, type TokenBreakdown, type TwoWayHost } from './codex-app-server.js';
 import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import { subtractUsage, usageOf } from '../workflows/usage.js';
@@ -47,8 +52,8 @@ export const codexCapabilities: Capabilities = {
   // `--output-schema` exists but is not wired: the envelope goes through the feedback loop.
   structuredOutput: false,
   usageReporting: true,
-  // `exec` never asks (approval policy forced to never); only `codex app-server` can.
-  permissionHooks: false,
+  // `exec` never asks; the two-way mode `codex app-server` does (test/e2e/permissions-live.test.ts).
+  permissionHooks: true,
   modelSelection: true,
   systemPrompt: true,
 };
@@ -165,6 +170,21 @@ export class Codex extends CliHarnessAdapter {
   protected override readonly sessionNoun = 'thread';
   protected override readonly unknownSessionPattern = unknownThread;
   private home: HarnessHome | undefined;
+  private readonly appServer = new CodexAppServer();
+  /** The current turn runs `codex app-server` (two-way) rather than `codex exec --json`. */
+  private twoWayTurn = false;
+  private readonly host: TwoWayHost = {
+    resumeFailed: (state, detail) => this.resumeFailed(state, detail),
+    takeFollowUp: (state) => this.takeFollowUp(state),
+    usage: (b: TokenBreakdown) =>
+      codexUsage({
+        input_tokens: b.inputTokens,
+        cached_input_tokens: b.cachedInputTokens,
+        cache_write_input_tokens: b.cacheWriteInputTokens,
+        output_tokens: b.outputTokens,
+        reasoning_output_tokens: b.reasoningOutputTokens,
+      }),
+  };
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'codex');
@@ -177,15 +197,29 @@ export class Codex extends CliHarnessAdapter {
     const mode = sandboxModes[posture];
     const note =
       posture === 'strict'
-        ? `sandbox_mode=${mode}, approval_policy=never: commands run in codex's read-only sandbox and nothing is asked; writes fail.`
+        ? 'Two-way mode (codex app-server, approvalPolicy untrusted, sandbox workspace-write): every command codex does not ' +
+          'consider safe and every file change is decided by the permission gate (the policy, then an operator) before it ' +
+          "runs; codex's own safe read-only commands run unasked; an edited command is emulated (refused, the model is told, " +
+          `exactly the edit is pre-approved). Without a gate: sandbox_mode=${mode}, approval_policy=never, writes fail.`
         : posture === 'auto'
-          ? `sandbox_mode=${mode}, approval_policy=never: commands may write inside the workspace only; nothing is asked.`
+          ? `sandbox_mode=${mode}, approval_policy=never: commands may write inside the workspace only; nothing is asked. With permission rules: the two-way mode, as for strict.`
           : `sandbox_mode=${mode}, approval_policy=never: codex's own sandbox is off; only the outer sandbox limits it.`;
     return { posture, enforced: true, note };
   }
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const home = this.home ?? harnessHome(ctx.config, 'codex');
+    this.twoWayTurn = ctx.twoWay;
+    if (ctx.twoWay) {
+      const stdin = this.appServer.begin({
+        prompt: input.prompt,
+        cwd: ctx.config.workspacePath,
+        ...(ctx.resumeSessionId ? { threadId: ctx.resumeSessionId } : {}),
+        ...(ctx.config.model ? { model: ctx.config.model } : {}),
+        ...(ctx.systemPrompt !== undefined ? { developerInstructions: ctx.systemPrompt } : {}),
+      });
+      return { argv: [ctx.config.executable, ...ctx.config.baseArgs, 'app-server'], env: { CODEX_HOME: home.sandbox }, stdin, keepStdinOpen: true };
+    }
     const resume = ctx.resumeSessionId;
     const options = ['--json', '--skip-git-repo-check', '-c', `sandbox_mode=${tomlString(sandboxModes[ctx.posture])}`, '-c', 'approval_policy="never"'];
     if (ctx.config.model) options.push('-m', ctx.config.model);
@@ -197,7 +231,12 @@ export class Codex extends CliHarnessAdapter {
     return { argv, env: { CODEX_HOME: home.sandbox } };
   }
 
+  protected override answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
+    this.appServer.answer(request, answer, state);
+  }
+
   protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
+    if (this.twoWayTurn) return this.appServer.map(line, state, this.host);
     const parsed = codexLine.safeParse(parseJsonLine(line));
     if (!parsed.success) return { type: 'unknown', raw: line };
     const scratch = state.scratch as Scratch;

@@ -19,10 +19,19 @@
  * after a tool call or a killed process can leave the prompt twice (see docs/accounting.md).
  * System prompt: Gemini has no flag; `GEMINI_SYSTEM_MD=<file>` REPLACES its built-in prompt, so the file holds
  * a minimal base plus the runtime's prompt.
+ *
+ * Two-way mode (when the turn's permission gate can deny or ask): `gemini --acp --approval-mode default`, the
+ * Agent Client Protocol (acp-client.ts). Gemini asks before shell commands and edits (not reads); its usage is
+ * only the prompt's `_meta.quota.token_count` (input INCLUDES cached tokens there, with no split), and its
+ * model `_meta.quota.model_usage[].model`. `session/load` works, except that 0.61.0 overwrites the session's
+ * chat file when it is loaded in the same minute it was written (see `keepChatFiles`).
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, renameSync } from 'node:fs';
+import path from 'node:path';
 import { z } from 'zod';
-import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
+import type { PermissionRequest } from '../permissions/types.js';
+import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
+import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
 import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import { noUsage, usageOf } from '../workflows/usage.js';
@@ -36,8 +45,8 @@ export const geminiCliCapabilities: Capabilities = {
   sessionResume: true,
   structuredOutput: false,
   usageReporting: true,
-  // Only the ACP mode can ask for approval; headless mode cannot.
-  permissionHooks: false,
+  // Headless mode cannot ask; the two-way ACP mode does (test/e2e/permissions-live.test.ts).
+  permissionHooks: true,
   modelSelection: true,
   systemPrompt: true,
 };
@@ -84,6 +93,26 @@ interface Scratch {
   loop?: boolean;
 }
 
+const quota = z.object({
+  token_count: z.object({ input_tokens: z.number().nullish(), output_tokens: z.number().nullish() }).nullish(),
+  model_usage: z.array(z.object({ model: z.string() }).loose()).nullish(),
+});
+
+/**
+ * Usage of one ACP prompt from `_meta.quota`: the only usage gemini's ACP mode reports. Its input count includes
+ * cached tokens and there is no split, so cached reads are counted as input here (priced as input: an upper
+ * bound) and the cache fields are unknown, not zero; so are thinking tokens, which the quota does not break out.
+ */
+export function geminiPromptUsage(result: PromptResult, sessionId: string): HarnessEvent[] {
+  const parsed = quota.safeParse(result._meta?.quota);
+  if (!parsed.success || !parsed.data.token_count) return [];
+  const { input_tokens, output_tokens } = parsed.data.token_count;
+  const events: HarnessEvent[] = [{ type: 'usage', usage: usageOf({ input: input_tokens, output: output_tokens }) }];
+  const models = parsed.data.model_usage ?? [];
+  if (models.length === 1) events.push({ type: 'session', sessionId, model: models[0]!.model });
+  return events;
+}
+
 /**
  * Usage from `result.stats`, normalised: input without cached tokens, reasoning = total − input − output (the
  * thinking tokens Gemini leaves out of `output_tokens`). Gemini has no cache-write count: unknown, not zero.
@@ -105,6 +134,35 @@ function allZero(s: z.infer<typeof stats>): boolean {
   return !s.total_tokens && !s.input_tokens && !s.output_tokens && !s.cached;
 }
 
+/**
+ * Gemini 0.61.0 names a session's chat file after the minute it starts (`session-YYYY-MM-DDTHH-MM-<id8>.jsonl`)
+ * and, when `session/load` runs in that same minute, starts a fresh recording in the very same file before
+ * reading it, which wipes the conversation ("No previous sessions found"). Renaming the session's files to a
+ * name it never generates keeps them: gemini finds them by content (session id), not by name.
+ */
+export function keepChatFiles(geminiHome: string, sessionId: string): void {
+  const short = sessionId.slice(0, 8);
+  const generated = new RegExp(`^session-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-${short.replace(/[^\w-]/g, '')}\\.jsonl$`);
+  let projects: string[];
+  try {
+    projects = readdirSync(path.join(geminiHome, '.gemini', 'tmp'));
+  } catch {
+    return;
+  }
+  for (const project of projects) {
+    const chats = path.join(geminiHome, '.gemini', 'tmp', project, 'chats');
+    let files: string[];
+    try {
+      files = readdirSync(chats);
+    } catch {
+      continue;
+    }
+    for (const file of files) {
+      if (generated.test(file)) renameSync(path.join(chats, file), path.join(chats, file.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl')));
+    }
+  }
+}
+
 /** Adapter for Gemini CLI. */
 export class GeminiCliAdapter extends CliHarnessAdapter {
   readonly driverClass = geminiCliDriverClass;
@@ -112,6 +170,14 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
   protected override readonly harnessLabel = 'Gemini CLI';
   protected override readonly unknownSessionPattern = /Error resuming session|Invalid session identifier/;
   private home: HarnessHome | undefined;
+  private readonly acp = new AcpClient();
+  private twoWayTurn = false;
+  private readonly host: AcpHost = {
+    label: 'Gemini CLI',
+    resumeFailed: (state, detail) => this.resumeFailed(state, detail),
+    takeFollowUp: (state) => this.takeFollowUp(state),
+    promptUsage: (result, sessionId) => geminiPromptUsage(result, sessionId),
+  };
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'gemini');
@@ -129,17 +195,29 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
   protected override permissionReport(posture: PermissionPosture): PermissionReport {
     const mode = approvalModes[posture];
     if (posture === 'strict') {
-      return { posture, enforced: true, note: `--approval-mode ${mode}: headless Gemini cannot ask, so tools that need approval are not offered (read-only).` };
+      return {
+        posture,
+        enforced: true,
+        note:
+          'Two-way mode (gemini --acp, --approval-mode default): every shell command and edit is decided by the permission ' +
+          'gate (the policy, then an operator) before it runs; reads run unasked; an edit or a denial reason reaches the ' +
+          `model as a follow-up prompt. Without a gate: --approval-mode ${mode}, tools that need approval are not offered.`,
+      };
     }
-    return { posture, enforced: true, note: `--approval-mode ${mode}` };
+    return { posture, enforced: true, note: `--approval-mode ${mode}${posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : ''}` };
   }
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const home = this.home ?? harnessHome(ctx.config, 'gemini');
-    const argv = [ctx.config.executable, ...ctx.config.baseArgs, '-p', '', '--output-format', 'stream-json', '--skip-trust'];
-    argv.push('--approval-mode', approvalModes[ctx.posture]);
+    this.twoWayTurn = ctx.twoWay;
+    const argv = ctx.twoWay
+      ? [ctx.config.executable, ...ctx.config.baseArgs, '--acp', '--skip-trust']
+      : [ctx.config.executable, ...ctx.config.baseArgs, '-p', '', '--output-format', 'stream-json', '--skip-trust'];
+    // Two-way: "default" is the mode that asks before shell commands and edits.
+    argv.push('--approval-mode', ctx.twoWay ? 'default' : approvalModes[ctx.posture]);
     if (ctx.config.model) argv.push('-m', ctx.config.model);
-    if (ctx.resumeSessionId) argv.push('--resume', ctx.resumeSessionId);
+    // Two-way: the session is loaded over ACP (session/load), not by flag.
+    if (ctx.resumeSessionId && !ctx.twoWay) argv.push('--resume', ctx.resumeSessionId);
     // TMPDIR: Gemini writes its error reports to the temp directory; keep them in the run's home.
     const env: Record<string, string> = { HOME: home.sandbox, TMPDIR: homePath(home, 'tmp').sandbox };
     if (ctx.config.baseUrl) env.GOOGLE_GEMINI_BASE_URL = ctx.config.baseUrl;
@@ -151,10 +229,18 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
     }
     const apiKeyEnv = stringSetting(ctx.config, 'apiKeyEnv');
     if (apiKeyEnv && ctx.config.env[apiKeyEnv] !== undefined) env.GEMINI_API_KEY = ctx.config.env[apiKeyEnv];
-    return { argv, stdin: input.prompt, env };
+    if (!ctx.twoWay) return { argv, stdin: input.prompt, env };
+    if (ctx.resumeSessionId) keepChatFiles(home.host, ctx.resumeSessionId);
+    const stdin = this.acp.begin({ prompt: input.prompt, cwd: ctx.config.workspacePath, ...(ctx.resumeSessionId ? { sessionId: ctx.resumeSessionId } : {}) });
+    return { argv, stdin, env, keepStdinOpen: true };
+  }
+
+  protected override answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
+    this.acp.answer(request, answer, state);
   }
 
   protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
+    if (this.twoWayTurn) return this.acp.map(line, state, this.host);
     const parsed = geminiLine.safeParse(parseJsonLine(line));
     if (!parsed.success) return { type: 'unknown', raw: line };
     const scratch = state.scratch as Scratch;

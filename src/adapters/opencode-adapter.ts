@@ -17,9 +17,19 @@
  * Model: the JSON output never names the model, so `reportedModel` stays undefined.
  * Resume: `--session ID --fork` continues the session in a NEW one branched from it, leaving ID as it was, so a
  * retried attempt never feeds its prompt twice (`settings.forkSessions: false` resumes in place).
+ *
+ * Two-way mode (when the turn's permission gate can deny or ask): `opencode acp`, the Agent Client Protocol
+ * (acp-client.ts), with `permission` set to "ask" for edit, bash, webfetch and external directories. A denial
+ * ends OpenCode's prompt, so the model hears about it in a follow-up prompt. The prompt's ACP `usage` covers
+ * only its LAST model call (measured: three calls of 100/200/300 input reported 300), so the turn's usage is
+ * read from OpenCode's own session store (`<home>/data/opencode/opencode.db`, table `message`: one row per
+ * model call with `tokens`, `cost`, `modelID`), which also gives the model.
  */
+import Database from 'better-sqlite3';
 import { z } from 'zod';
-import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
+import type { PermissionRequest } from '../permissions/types.js';
+import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
+import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
 import { harnessHome, homePath, numberSetting, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import { usageOf } from '../workflows/usage.js';
@@ -34,8 +44,8 @@ export const openCodeCapabilities: Capabilities = {
   sessionFork: true,
   structuredOutput: false,
   usageReporting: true,
-  // `opencode acp` / `serve` can ask; `run` cannot.
-  permissionHooks: false,
+  // `run` cannot ask; the two-way mode `opencode acp` does (test/e2e/permissions-live.test.ts).
+  permissionHooks: true,
   modelSelection: true,
   systemPrompt: true,
 };
@@ -54,6 +64,30 @@ const permissions = {
   auto: { edit: 'allow', bash: 'allow', webfetch: 'deny', external_directory: 'deny' },
   dangerous: { edit: 'allow', bash: 'allow', webfetch: 'allow', external_directory: 'allow' },
 } as const satisfies Record<PermissionPosture, Record<string, string>>;
+
+/** Two-way mode: every tool OpenCode gates asks (and the runtime's gate answers). */
+const askEverything = { edit: 'ask', bash: 'ask', webfetch: 'ask', external_directory: 'ask' } as const;
+
+const storedMessage = z.object({
+  role: z.string(),
+  modelID: z.string().nullish(),
+  cost: z.number().nullish(),
+  tokens: z.object({ input: z.number().nullish(), output: z.number().nullish(), reasoning: z.number().nullish(), cache: z.object({ read: z.number().nullish(), write: z.number().nullish() }).nullish() }).nullish(),
+});
+
+/** The assistant messages (one per model call) OpenCode stored for a session since `since` (epoch ms). */
+export function readOpenCodeMessages(dbFile: string, sessionId: string, since: number): z.infer<typeof storedMessage>[] {
+  const db = new Database(dbFile, { readonly: true, fileMustExist: true });
+  try {
+    const rows = db.prepare('SELECT data FROM message WHERE session_id = ? AND time_created >= ? ORDER BY time_created').all(sessionId, since) as { data: string }[];
+    return rows.flatMap((row) => {
+      const parsed = storedMessage.safeParse(JSON.parse(row.data));
+      return parsed.success && parsed.data.role === 'assistant' ? [parsed.data] : [];
+    });
+  } finally {
+    db.close();
+  }
+}
 
 const base = { sessionID: z.string().nullish() };
 const stepStartLine = z.object({ type: z.literal('step_start'), ...base });
@@ -116,6 +150,14 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
   private home: HarnessHome | undefined;
   /** OpenCode prices a custom model at 0 unless the catalog gave prices: only then is its cost meaningful. */
   private reportsCost = false;
+  private readonly acp = new AcpClient();
+  private twoWayTurn = false;
+  private readonly host: AcpHost = {
+    label: 'OpenCode',
+    resumeFailed: (state, detail) => this.resumeFailed(state, detail),
+    takeFollowUp: (state) => this.takeFollowUp(state),
+    promptUsage: (result, sessionId, startedAt) => this.promptUsage(result, sessionId, startedAt),
+  };
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'opencode');
@@ -128,7 +170,18 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
   protected override permissionReport(posture: PermissionPosture): PermissionReport {
     if (this.config) this.writeConfig(this.config);
     const rules = Object.entries(permissions[posture]).map(([k, v]) => `${k}:${v}`).join(', ');
-    return { posture, enforced: true, note: `opencode.json permission {${rules}}; denied tools are never run (run mode cannot ask).` };
+    if (posture === 'strict') {
+      return {
+        posture,
+        enforced: true,
+        note:
+          'Two-way mode (opencode acp, permission "ask" for edit, bash, webfetch, external_directory): each is decided by the ' +
+          "permission gate (the policy, then an operator) before it runs; a denial ends OpenCode's prompt and the model " +
+          `hears why in a follow-up prompt; edits are emulated. Without a gate: permission {${rules}}, denied tools never run.`,
+      };
+    }
+    const rulesNote = posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : '';
+    return { posture, enforced: true, note: `opencode.json permission {${rules}}; denied tools are never run (run mode cannot ask)${rulesNote}.` };
   }
 
   override setSystemPrompt(text: string): void {
@@ -142,13 +195,15 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
     return config.baseUrl ? `${stringSetting(config, 'providerId') ?? openCodeProviderId}/${config.model}` : config.model;
   }
 
-  private writeConfig(config: HarnessSessionConfig): void {
+  private writeConfig(config: HarnessSessionConfig, twoWay = false): void {
     const home = this.home ?? harnessHome(config, 'opencode');
     const doc: Record<string, unknown> = {
       $schema: 'https://opencode.ai/config.json',
       autoupdate: false,
       share: 'disabled',
-      permission: permissions[this.posture],
+      permission: twoWay ? askEverything : permissions[this.posture],
+      // `acp` has no --title: without this a new session makes a title model call whose tokens OpenCode never reports.
+      ...(twoWay ? { agent: { title: { disable: true } } } : {}),
     };
     const price = priceOf(config);
     if (config.baseUrl && config.model) {
@@ -179,13 +234,23 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const home = this.home ?? harnessHome(ctx.config, 'opencode');
+    this.twoWayTurn = ctx.twoWay;
+    if (ctx.twoWay) {
+      this.writeConfig(ctx.config, true);
+      const stdin = this.acp.begin({ prompt: input.prompt, cwd: ctx.config.workspacePath, ...(ctx.resumeSessionId ? { sessionId: ctx.resumeSessionId } : {}) });
+      return { argv: [ctx.config.executable, ...ctx.config.baseArgs, 'acp'], env: this.environment(home), stdin, keepStdinOpen: true };
+    }
     const argv = [ctx.config.executable, ...ctx.config.baseArgs, 'run', '--format', 'json'];
     const model = this.modelArg(ctx.config);
     if (model) argv.push('-m', model);
     // A given title skips OpenCode's title-generation model call, whose tokens it never reports.
     if (ctx.resumeSessionId) argv.push('--session', ctx.resumeSessionId, ...(ctx.fork ? ['--fork'] : []));
     else argv.push('--title', `durable-harness ${ctx.config.runId}`);
-    const env: Record<string, string> = {
+    return { argv, stdin: input.prompt, env: this.environment(home) };
+  }
+
+  private environment(home: HarnessHome): Record<string, string> {
+    return {
       HOME: home.sandbox,
       XDG_CONFIG_HOME: `${home.sandbox}/config`,
       XDG_DATA_HOME: `${home.sandbox}/data`,
@@ -197,10 +262,41 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
       // OpenCode installs its plugin package from the npm registry on every start; offline, it uses what it has.
       npm_config_offline: 'true',
     };
-    return { argv, stdin: input.prompt, env };
+  }
+
+  protected override answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
+    this.acp.answer(request, answer, state);
+  }
+
+  /** One prompt's usage from OpenCode's store (every model call); the ACP result's own usage is only the last. */
+  private promptUsage(result: PromptResult, sessionId: string, startedAt: number): HarnessEvent[] {
+    let messages: ReturnType<typeof readOpenCodeMessages>;
+    try {
+      messages = this.home ? readOpenCodeMessages(homePath(this.home, 'data', 'opencode', 'opencode.db').host, sessionId, startedAt) : [];
+    } catch {
+      messages = [];
+    }
+    if (messages.length === 0) {
+      const u = result.usage;
+      if (!u) return [];
+      // The store could not be read: the ACP figure undercounts multi-call prompts, and says so.
+      return [
+        { type: 'activity', description: 'OpenCode usage from its ACP result (last model call only): its session store was not readable' },
+        { type: 'usage', usage: usageOf({ input: u.inputTokens, output: u.outputTokens, cacheRead: u.cachedReadTokens, cacheWrite: u.cachedWriteTokens }) },
+      ];
+    }
+    const events: HarnessEvent[] = messages.flatMap((m): HarnessEvent[] => {
+      if (!m.tokens) return [];
+      const cost = this.reportsCost && m.cost != null ? { costUsd: m.cost } : {};
+      return [{ type: 'usage', usage: openCodeUsage(m.tokens), ...cost }];
+    });
+    const model = messages.at(-1)?.modelID;
+    if (model) events.push({ type: 'session', sessionId, model });
+    return events;
   }
 
   protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
+    if (this.twoWayTurn) return this.acp.map(line, state, this.host);
     const parsed = openCodeLine.safeParse(parseJsonLine(line));
     if (!parsed.success) return { type: 'unknown', raw: line };
     const scratch = state.scratch as Scratch;

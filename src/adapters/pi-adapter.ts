@@ -17,9 +17,14 @@
  * Model: `message.model` of the assistant messages.
  * Resume: `--fork ID` continues the session in a NEW session file branched from it, leaving ID as it was, so a
  * retried attempt never feeds its prompt twice (`settings.forkSessions: false` uses `--session ID`, in place).
+ *
+ * Two-way mode (when the turn's permission gate can deny or ask): `pi --mode rpc` with a gate extension that asks
+ * before every tool call (pi-rpc.ts); the session id comes from `get_state`, the rest of the output is the same.
  */
 import { z } from 'zod';
-import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
+import type { PermissionRequest } from '../permissions/types.js';
+import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
+import { answerPiRequest, mapPiRpcLine, piGateExtension, piRpcStdin } from './pi-rpc.js';
 import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import { usageOf } from '../workflows/usage.js';
@@ -34,8 +39,8 @@ export const piCapabilities: Capabilities = {
   sessionFork: true,
   structuredOutput: false,
   usageReporting: true,
-  // Only an extension in RPC mode can ask; print mode cannot.
-  permissionHooks: false,
+  // Print mode cannot ask; RPC mode with the gate extension does (test/e2e/permissions-live.test.ts).
+  permissionHooks: true,
   modelSelection: true,
   systemPrompt: true,
 };
@@ -95,6 +100,7 @@ export class PiAdapter extends CliHarnessAdapter {
   protected override readonly unknownSessionPattern = /No session found matching/;
   private home: HarnessHome | undefined;
   private reportsCost = false;
+  private twoWayTurn = false;
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'pi');
@@ -124,17 +130,21 @@ export class PiAdapter extends CliHarnessAdapter {
     if (posture === 'strict') {
       return {
         posture,
-        enforced: false,
-        note: `pi has no approval mechanism in print mode; strict is approximated with the read-only tool set --tools ${piReadOnlyTools}.`,
+        enforced: true,
+        note:
+          'Two-way mode (pi --mode rpc with the durable-harness gate extension): EVERY tool call, reads included, is decided ' +
+          'by the permission gate (the policy allows reads inside the workspace by itself, then an operator) before it ' +
+          `runs, edited input included. Without a gate (print mode has no approvals): only --tools ${piReadOnlyTools}, not enforced.`,
       };
     }
-    return { posture, enforced: true, note: 'pi runs its tools without asking.' };
+    return { posture, enforced: true, note: `pi runs its tools without asking${posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : ''}.` };
   }
 
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const home = this.home ?? harnessHome(ctx.config, 'pi');
     const agentDir = homePath(home, 'agent');
-    const argv = [ctx.config.executable, ...ctx.config.baseArgs, '-p', '--mode', 'json'];
+    this.twoWayTurn = ctx.twoWay;
+    const argv = ctx.twoWay ? [ctx.config.executable, ...ctx.config.baseArgs, '--mode', 'rpc'] : [ctx.config.executable, ...ctx.config.baseArgs, '-p', '--mode', 'json'];
     if (ctx.config.model) {
       if (ctx.config.baseUrl) argv.push('--provider', stringSetting(ctx.config, 'providerId') ?? piProviderId);
       argv.push('--model', ctx.config.model);
@@ -147,12 +157,27 @@ export class PiAdapter extends CliHarnessAdapter {
       writeHomeFile(file, `${ctx.systemPrompt}\n`);
       argv.push('--append-system-prompt', file.sandbox);
     }
-    if (ctx.posture === 'strict') argv.push('--tools', piReadOnlyTools);
+    if (ctx.posture === 'strict' && !ctx.twoWay) argv.push('--tools', piReadOnlyTools);
     const env: Record<string, string> = { HOME: home.sandbox, PI_CODING_AGENT_DIR: agentDir.sandbox, PI_OFFLINE: '1', PI_TELEMETRY: '0' };
-    return { argv, stdin: input.prompt, env };
+    if (!ctx.twoWay) return { argv, stdin: input.prompt, env };
+    const extension = homePath(home, 'durable-harness-gate.js');
+    writeHomeFile(extension, piGateExtension);
+    argv.push('-e', extension.sandbox);
+    return { argv, stdin: piRpcStdin(input.prompt), env, keepStdinOpen: true };
+  }
+
+  protected override answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
+    answerPiRequest(request, answer, state);
   }
 
   protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
+    if (this.twoWayTurn) {
+      const rpc = mapPiRpcLine(parseJsonLine(line), state);
+      if (rpc !== 'agent-event') {
+        if (!Array.isArray(rpc) && rpc.type === 'session') (state.scratch as Scratch).sessionId = rpc.sessionId;
+        return rpc;
+      }
+    }
     const parsed = piLine.safeParse(parseJsonLine(line));
     if (!parsed.success) return { type: 'unknown', raw: line };
     const scratch = state.scratch as Scratch;

@@ -3,6 +3,7 @@
  * (docs/stdio-json.md) runs without adapter code. One process per turn; one request line on stdin, kept open
  * for permission answers; one JSON object per stdout line back.
  */
+import type { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
 import {
   activityLine,
@@ -41,6 +42,38 @@ export interface StdioJsonAdapterOptions {
 }
 
 type Mapped = HarnessEvent | HarnessEvent[] | undefined;
+
+const commandTools = /^(bash|shell|sh|exec|run|command|terminal)/i;
+const editTools = /^(write|edit|patch|create|delete|move|apply)/i;
+const readTools = /^(read|cat|view|ls|list|glob|grep|find|search)/i;
+
+function stringField(input: unknown, ...keys: string[]): string | undefined {
+  if (input === null || typeof input !== 'object') return undefined;
+  for (const key of keys) {
+    const value = (input as Record<string, unknown>)[key];
+    if (typeof value === 'string' && value.length > 0) return value;
+  }
+  return undefined;
+}
+
+/** A `permission` line as the runtime's request; what the harness leaves out is inferred from the tool and input. */
+function permissionRequestOf(p: z.infer<typeof permissionLine>): HarnessEvent {
+  const kind = p.kind ?? (commandTools.test(p.tool) ? 'command' : editTools.test(p.tool) ? 'edit' : readTools.test(p.tool) ? 'read' : 'other');
+  const command = p.command ?? (kind === 'command' ? stringField(p.input, 'command', 'cmd') : undefined);
+  const filePath = stringField(p.input, 'path', 'file_path', 'filePath');
+  const paths = p.paths ?? (filePath !== undefined ? [filePath] : undefined);
+  return {
+    type: 'permission-request',
+    id: p.id,
+    tool: p.tool,
+    kind,
+    input: p.input ?? null,
+    title: p.title ?? command ?? (filePath !== undefined ? `${p.tool} ${filePath}` : p.tool),
+    ...(command !== undefined ? { command } : {}),
+    ...(paths ? { paths } : {}),
+    options: { edit: p.editable ? 'native' : 'emulated', denyMessage: true },
+  };
+}
 
 function knownErrorCode(code: string | null | undefined): SessionErrorCode {
   return (errorCodes as readonly string[]).includes(code ?? '') ? (code as SessionErrorCode) : 'vendor-error';
@@ -101,8 +134,9 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
     return JSON.stringify(usageAck.parse({ type: 'usage-ack', attempt: ack.attemptId, call: ack.call }));
   }
 
-  protected override formatResponse(requestId: string, decision: { allow: boolean; message?: string }): string {
-    return JSON.stringify(permissionResponse.parse({ type: 'permission-response', id: requestId, ...decision }));
+  protected override formatResponse(requestId: string, decision: { allow: boolean; message?: string; editedInput?: unknown }): string {
+    const { editedInput, ...rest } = decision;
+    return JSON.stringify(permissionResponse.parse({ type: 'permission-response', id: requestId, ...rest, ...(editedInput !== undefined ? { input: editedInput } : {}) }));
   }
 
   protected override mapLine(line: string, state: LineState): Mapped {
@@ -122,7 +156,7 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
       }
       case 'permission': {
         const parsed = permissionLine.safeParse(json);
-        return parsed.success ? { type: 'permission-request', id: parsed.data.id, tool: parsed.data.tool, input: parsed.data.input } : { type: 'unknown', raw: line };
+        return parsed.success ? permissionRequestOf(parsed.data) : { type: 'unknown', raw: line };
       }
       case 'usage':
         return this.mapUsage(json, line, state);

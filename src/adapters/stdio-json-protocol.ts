@@ -17,6 +17,16 @@ export const permissionLine = z.object({
   id: z.string().min(1),
   tool: z.string(),
   input: z.unknown().optional(),
+  /** What the tool does; guessed from the tool name when absent. */
+  kind: z.enum(['command', 'edit', 'read', 'other']).nullish(),
+  /** One line for the operator; defaults to the command or the tool name. */
+  title: z.string().nullish(),
+  /** The shell command (kind `command`); defaults to `input.command` / `input.cmd` when that is a string. */
+  command: z.string().nullish(),
+  /** Files the tool touches; defaults to `input.path` / `input.file_path` / `input.filePath`. */
+  paths: z.array(z.string()).nullish(),
+  /** The harness runs the `input` of an allowing answer instead of its own (so edits can be native). */
+  editable: z.boolean().nullish(),
 });
 /**
  * Strict, unlike the other lines: a misspelt count (`input_tokens`, `outputTokens`) would otherwise vanish and the
@@ -102,5 +112,7 @@ export const permissionResponse = z.strictObject({
   id: z.string(),
   allow: z.boolean(),
   message: z.string().optional(),
+  /** The edited input to run instead (only to harnesses that said `editable: true`). */
+  input: z.unknown().optional(),
 });
 export type PermissionResponse = z.infer<typeof permissionResponse>;

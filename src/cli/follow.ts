@@ -1,32 +1,72 @@
-/** Follows a run until it ends: one progress line per change, from the status query and the ledger's events. */
+/**
+ * Follows a run: one progress report per change (status query + the ledger's activity events), until the run ends,
+ * needs a human, or no worker answers.
+ */
 import type { AgentRunHandle } from '../client/index.js';
 import type { Ledger } from '../ledger/types.js';
-import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
+import type { AgentRunResult, RunState, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
+import { escapeControl } from './escape.js';
+
+/** States in which the run waits for a person: an operator decision or a reply. */
+export const humanStates: ReadonlySet<RunState> = new Set(['awaiting_operator', 'waiting_for_reply']);
+
+export type FollowEnd =
+  | { readonly kind: 'ended'; readonly result: AgentRunResult }
+  | { readonly kind: 'needs-human'; readonly status: RunStatusView }
+  | { readonly kind: 'no-worker'; readonly silentForMs: number };
 
 export interface FollowOptions {
   readonly ledger?: Ledger;
+  /** How often to sample the status (default 300 ms). */
   readonly intervalMs?: number;
-  readonly write: (line: string) => void;
+  /** Keep following while the run waits for a human (default: return `needs-human`). */
+  readonly wait?: boolean;
+  /** Called when the state, counters or what the harness does change. */
+  readonly onProgress: (status: RunStatusView, doing: string | undefined) => void;
+  /** With `wait`: called once each time the run starts waiting for a human. */
+  readonly onNeedsHuman?: (status: RunStatusView) => void;
+  /** The status query's own deadline (default 3 s); it needs a worker to answer. */
+  readonly queryTimeoutMs?: number;
+  /** Give up with `no-worker` when no status answer came for this long while the run is open (default 8 s). */
+  readonly noWorkerAfterMs?: number;
 }
 
-/** One line: iteration, tokens, cost, state and what the harness is doing. */
+/** One line: turn, tokens, cost, state and what the harness is doing. Run-supplied text is escaped. */
 export function progressLine(status: RunStatusView, doing?: string): string {
   const tokens = status.totalTokens.toLocaleString('en-US');
-  const cost = status.costBlind ? 'cost unknown' : `$${status.costUsd.toFixed(4)}`;
-  const what = doing && status.state === 'running' ? ` · ${doing}` : '';
-  return `turn ${status.iteration} · ${tokens} tok · ${cost} · ${status.state}: ${status.detail}${what}`;
+  const cost = status.costBlind ? 'cost unknown' : formatUsd(status.costUsd);
+  const what = doing && status.state === 'running' ? ` · ${escapeControl(doing)}` : '';
+  return `turn ${status.iteration} · ${tokens} tok · ${cost} · ${status.state}: ${escapeControl(status.detail)}${what}`;
 }
 
-export async function followRun(run: AgentRunHandle, options: FollowOptions): Promise<AgentRunResult> {
-  let done = false;
-  const result = run.result().finally(() => {
-    done = true;
-  });
-  let last = '';
+/** `$0.0023`: four decimals for people; results and JSON carry micro-dollars. */
+export function formatUsd(usd: number | undefined): string {
+  return usd === undefined || !Number.isFinite(usd) ? '' : `$${usd.toFixed(4)}`;
+}
+
+export async function followRun(run: AgentRunHandle, options: FollowOptions): Promise<FollowEnd> {
+  // Set from the result's callbacks (declared this way so the checks below are not narrowed away).
+  let ended = undefined as AgentRunResult | undefined;
+  let failed = undefined as { error: unknown } | undefined;
+  const result = run.result().then(
+    (r) => {
+      ended = r;
+    },
+    (error: unknown) => {
+      failed = { error };
+    },
+  );
+  const interval = options.intervalMs ?? 300;
+  const noWorkerAfterMs = options.noWorkerAfterMs ?? 8000;
+  let lastKey = '';
   let cursor = 0;
   let doing: string | undefined;
-  while (!done) {
+  let lastAnswer = Date.now();
+  let waitingForHuman = false;
+  for (;;) {
+    if (ended) return { kind: 'ended', result: ended };
+    if (failed) throw failed.error;
     try {
       if (options.ledger) {
         for (const event of await options.ledger.readEvents(run.workflowId, cursor, 200)) {
@@ -34,23 +74,34 @@ export async function followRun(run: AgentRunHandle, options: FollowOptions): Pr
           if (event.type === 'activity') doing = String((event.data as { description?: unknown }).description ?? '');
         }
       }
-      const line = progressLine(await run.status(), doing);
-      if (line !== last) {
-        options.write(line);
-        last = line;
+      const status = await run.status({ timeoutMs: options.queryTimeoutMs ?? 3000 });
+      lastAnswer = Date.now();
+      const key = progressLine(status, doing);
+      if (key !== lastKey) {
+        lastKey = key;
+        options.onProgress(status, status.state === 'running' ? doing : undefined);
+      }
+      if (humanStates.has(status.state)) {
+        if (!options.wait) return { kind: 'needs-human', status };
+        if (!waitingForHuman) options.onNeedsHuman?.(status);
+        waitingForHuman = true;
+      } else {
+        waitingForHuman = false;
       }
     } catch {
-      // The run may not have started its first workflow task yet; try again shortly.
+      // Before its first workflow task the run cannot answer yet; without a worker it never will.
+      const silentForMs = Date.now() - lastAnswer;
+      if (silentForMs >= noWorkerAfterMs && !ended && !failed) return { kind: 'no-worker', silentForMs };
     }
-    await Promise.race([result.then(() => undefined, () => undefined), new Promise((r) => setTimeout(r, options.intervalMs ?? 300))]);
+    await Promise.race([result, new Promise((r) => setTimeout(r, interval))]);
   }
-  return result;
 }
 
-/** Human summary of a finished run. */
+/** Human summary of a finished run; run-supplied text is escaped (its newlines kept as lines). */
 export function describeResult(result: AgentRunResult): string {
-  const head = `${result.status} after ${result.iterations} turn(s) · ${totalTokens(result.usage).toLocaleString('en-US')} tokens · $${result.costUsd.toFixed(4)}`;
-  if (result.status === 'succeeded') return `${head}\n${result.result ?? ''}`;
+  const head = `${result.status} after ${result.iterations} turn(s) · ${totalTokens(result.usage).toLocaleString('en-US')} tokens · ${formatUsd(result.costUsd)}`;
+  const text = (s: string | undefined) => (s ?? '').split('\n').map(escapeControl).join('\n');
+  if (result.status === 'succeeded') return `${head}\n${text(result.result)}`;
   const why = [result.failureType, result.guardrail && `guardrail ${result.guardrail}`].filter(Boolean).join(', ');
-  return `${head}\n${why ? `(${why}) ` : ''}${result.reason ?? ''}`;
+  return `${head}\n${why ? `(${why}) ` : ''}${text(result.reason)}`;
 }

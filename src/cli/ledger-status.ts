@@ -3,7 +3,7 @@
  * harness's own cost beside the price table's (a mismatch shown), and whether the ledger can be written — from the
  * ledger itself and from the in-flight turn's heartbeat, which says when a worker is waiting on it.
  */
-import { defaultPayloadConverter } from '@temporalio/common';
+import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow/index.js';
 import type { AgentRunHandle } from '../client/index.js';
 import type { Ledger, RunTotals } from '../ledger/types.js';
 import { totalTokens } from '../workflows/usage.js';
@@ -20,9 +20,10 @@ async function problemFromHeartbeat(run: AgentRunHandle): Promise<string | undef
   try {
     const description = await run.handle.describe();
     for (const activity of description.raw.pendingActivities ?? []) {
-      const payload = activity.heartbeatDetails?.payloads?.[0];
-      if (!payload) continue;
-      const details = defaultPayloadConverter.fromPayload<{ ledger?: unknown }>(payload);
+      const payloads = activity.heartbeatDetails?.payloads;
+      if (!payloads?.length) continue;
+      // Through the client's converter: with payload encryption on, heartbeat details are encrypted too.
+      const details = await decodeFromPayloadsAtIndex<{ ledger?: unknown } | undefined>(run.handle.client.options.loadedDataConverter, 0, payloads);
       if (typeof details?.ledger === 'string' && details.ledger !== 'ok') return details.ledger;
     }
   } catch {

@@ -1,6 +1,8 @@
 /** Where the command line connects and keeps its data: flags, then environment, then embedded defaults. */
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SqliteLedger, openLedger, type Ledger } from '../ledger/index.js';
 import { defaultNamespace, defaultTaskQueue, defaultTemporalAddress } from '../worker-defaults.js';
 
 export interface Settings {
@@ -29,13 +31,9 @@ export function resolveSettings(
   };
 }
 
-/** Exit codes: how the run ended, or why the command could not run. */
-export const ExitCodes = {
-  succeeded: 0,
-  usage: 2,
-  unavailable: 3,
-  failed: 10,
-  stopped: 11,
-  cancelled: 12,
-  awaitingOperator: 13,
-} as const;
+/** The local ledger, when this machine has one (it adds what the harness is doing to progress lines). */
+export function openLedgerIfPresent(s: Pick<Settings, 'dataDir'>): Ledger | undefined {
+  if (process.env.DATABASE_URL?.trim()) return openLedger(process.env, s.dataDir);
+  const file = path.join(s.dataDir, 'ledger.sqlite');
+  return existsSync(file) ? SqliteLedger.open(file) : undefined;
+}

@@ -1,9 +1,11 @@
 /** A typed client for services: start agent runs and operate them (status, cancel, retry, reply). */
 import { randomUUID } from 'node:crypto';
-import { WorkflowExecutionAlreadyStartedError, WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { WorkflowIdReusePolicy } from '@temporalio/common';
+import { Client, WorkflowExecutionAlreadyStartedError, WorkflowUpdateFailedError, type ConnectionLike, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowIdReusePolicy, type DataConverter } from '@temporalio/common';
+import { dataConverterFromEnvironment } from '../codec/keys.js';
 import { z } from 'zod';
 import { defaultTaskQueue } from '../worker-defaults.js';
+import { roundUsd } from '../workflows/money.js';
 import type { agentRun } from '../workflows/agent-run.js';
 import { abandonSignal, cancelSignal, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
 import { agentAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
@@ -56,12 +58,20 @@ export class AgentRunHandle {
     return this.handle.workflowId;
   }
 
-  status(): Promise<RunStatusView> {
-    return this.handle.query(statusQuery);
+  /**
+   * The run's state, counters, usage and cost (rounded to micro-dollars). Needs a worker to answer; with
+   * `timeoutMs` it fails after that long instead of waiting for the server's own deadline.
+   */
+  async status(options: { timeoutMs?: number } = {}): Promise<RunStatusView> {
+    const query = () => this.handle.query(statusQuery);
+    const view = options.timeoutMs ? await this.handle.client.withDeadline(Date.now() + options.timeoutMs, query) : await query();
+    return { ...view, costUsd: roundUsd(view.costUsd) };
   }
 
-  result(): Promise<AgentRunResult> {
-    return this.handle.result();
+  /** Waits for the run to end; cost is rounded to micro-dollars. */
+  async result(): Promise<AgentRunResult> {
+    const result = await this.handle.result();
+    return { ...result, costUsd: roundUsd(result.costUsd) };
   }
 
   /** Cancels the run: the in-flight turn is killed, the session ended, the result says `cancelled`. */
@@ -74,9 +84,14 @@ export class AgentRunHandle {
     return rejectedWithReason(this.handle.executeUpdate(retryTurnUpdate));
   }
 
-  /** Ends an `awaiting_operator` run as failed. */
-  abandon(reason?: string): Promise<void> {
-    return this.handle.signal(abandonSignal, reason);
+  /** Ends an `awaiting_operator` run as failed; rejected (RunRejectedError) when the run is in any other state. */
+  async abandon(reason?: string): Promise<void> {
+    // The abandon signal is ignored in any other state: check first, so a caller is never told it worked when it did not.
+    const { state } = await this.status();
+    if (state !== 'awaiting_operator') {
+      throw new RunRejectedError(`run is ${state}, not awaiting_operator: nothing to abandon${state === 'running' || state === 'waiting_for_reply' ? ' (to stop it, cancel it)' : ''}`);
+    }
+    await this.handle.signal(abandonSignal, reason);
   }
 
   /** Answers a `chat` step; rejected unless the run waits for a reply. */
@@ -98,6 +113,21 @@ async function rejectedWithReason<T>(update: Promise<T>): Promise<T> {
     if (err instanceof WorkflowUpdateFailedError) throw new RunRejectedError(err.cause?.message ?? err.message, { cause: err });
     throw err;
   }
+}
+
+/**
+ * A Temporal client for agent runs whose payload encoding (encryption) matches the workers': keys come from `env`
+ * (DURABLE_HARNESS_PAYLOAD_KEYS) unless `dataConverter` is given.
+ */
+export function createAgentClient(
+  connection: ConnectionLike,
+  options: { namespace?: string; env?: Readonly<Record<string, string | undefined>>; dataConverter?: DataConverter } = {},
+): Client {
+  return new Client({
+    connection,
+    namespace: options.namespace ?? 'default',
+    dataConverter: options.dataConverter ?? dataConverterFromEnvironment(options.env ?? process.env),
+  });
 }
 
 /** Starts an agent run and returns its handle. */

@@ -88,7 +88,7 @@ export interface ResolvedCredentials {
 
 export interface ResolveCredentialsInput {
   readonly agent: Pick<AgentConfig, 'name' | 'credentials'>;
-  readonly harness: Pick<HarnessConfig, 'name' | 'driverClass' | 'apiKeyEnv'>;
+  readonly harness: Pick<HarnessConfig, 'name' | 'driverClass' | 'apiKeyEnv'> & { readonly env?: Readonly<Record<string, string>> };
   readonly store?: CredentialStore;
   /** The server's environment (usually process.env). */
   readonly env?: Readonly<Record<string, string | undefined>>;
@@ -144,6 +144,22 @@ export function resolveCredentials(input: ResolveCredentialsInput): ResolvedCred
           `${input.harness.apiKeyEnv} from the server variable ${variable} (vendor-key fallback)`,
       );
     }
+  }
+
+  // A harness that names its key variable cannot work without it: say which grant to add now, instead of
+  // starting it keyless and failing every attempt.
+  const keyEnv = input.harness.apiKeyEnv;
+  if (keyEnv && !present(env[keyEnv]) && !present(input.harness.env?.[keyEnv])) {
+    const grant = `credentials: [{ env: ${keyEnv}, from: <NAME> }]`;
+    const where = `where <NAME> is a key in the credential store or a server environment variable`;
+    throw new CredentialMissingError(
+      grants.length > 0
+        ? `harness "${input.harness.name}" takes its key from ${keyEnv} (apiKeyEnv), but agent "${input.agent.name}" has no grant for ${keyEnv}; ` +
+            `add ${grant} to agent "${input.agent.name}" in the catalog, ${where}`
+        : `harness "${input.harness.name}" takes its key from ${keyEnv} (apiKeyEnv), but agent "${input.agent.name}" has no credential grants ` +
+            `and the vendor-key fallback ${vendorFallbackVariable(input.harness.driverClass)} is not set on the worker; ` +
+            `add ${grant} to agent "${input.agent.name}" in the catalog (${where}), or set ${vendorFallbackVariable(input.harness.driverClass)}`,
+    );
   }
 
   return { env, secrets: [...new Set(Object.values(env))], sources };

@@ -2,19 +2,33 @@
 import { mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import type { Usage } from '../adapters/types.js';
-import { addUsage, noUsage, usageOf } from '../workflows/usage.js';
-import { attemptCost, totalsOf } from './cost.js';
+import { unresolvedAccounting } from './accounting.js';
+import { totalsOf } from './cost.js';
+import {
+  approvalColumns,
+  approvalFromRow,
+  decisionColumns,
+  eventFromRow,
+  promptRunsFromRows,
+  runFromRow,
+  stepFromRow,
+  toJson,
+  usageColumns,
+  type Row,
+} from './rows.js';
 import {
   LedgerFaultError,
   UnresolvedAccountingError,
+  type ApprovalDecisionInput,
+  type ApprovalRecord,
+  type ApprovalStatus,
   type AttemptFinish,
   type AttemptStart,
-  type AttemptStatus,
   type CatalogEntries,
   type Ledger,
   type LedgerEvent,
   type LedgerHealth,
+  type NewApproval,
   type PromptRunRecord,
   type RunRecord,
   type RunStatus,
@@ -102,7 +116,32 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX events_by_run ON events(workflow_id, cursor);
   `,
-  // 2: rows keyed by (workflow_id, run_id) so a reused workflow id never mixes two runs; one prompt run per turn
+  // 2: permission requests and decisions (issue 12).
+  `
+  CREATE TABLE approvals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    title TEXT NOT NULL,
+    input_json TEXT NOT NULL,
+    command TEXT,
+    paths_json TEXT,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied', 'expired')),
+    requested_at TEXT NOT NULL,
+    expires_at TEXT,
+    decided_by TEXT,
+    decided_at TEXT,
+    edited_input_json TEXT,
+    scope TEXT CHECK (scope IS NULL OR scope IN ('once', 'session')),
+    message TEXT,
+    UNIQUE (workflow_id, request_id)
+  );
+  CREATE INDEX approvals_by_status ON approvals(status, id);
+  `,
+  // 3: rows keyed by (workflow_id, run_id) so a reused workflow id never mixes two runs; one prompt run per turn
   // ATTEMPT and one row per model call (nullable counts: unknown is not zero). Version-1 prompt runs become
   // attempt "v1:<turn>" with one call carrying their totals.
   `
@@ -205,6 +244,39 @@ const MIGRATIONS: readonly string[] = [
 
   ALTER TABLE events ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
   UPDATE events SET run_id = COALESCE((SELECT r.run_id FROM runs r WHERE r.workflow_id = events.workflow_id), '');
+
+  -- Approvals too: a decision of one run must never answer another run's request with the same id.
+  CREATE TABLE approvals_v3 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    title TEXT NOT NULL,
+    input_json TEXT NOT NULL,
+    command TEXT,
+    paths_json TEXT,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied', 'expired')),
+    requested_at TEXT NOT NULL,
+    expires_at TEXT,
+    decided_by TEXT,
+    decided_at TEXT,
+    edited_input_json TEXT,
+    scope TEXT CHECK (scope IS NULL OR scope IN ('once', 'session')),
+    message TEXT,
+    UNIQUE (workflow_id, run_id, request_id)
+  );
+  INSERT INTO approvals_v3 (id, workflow_id, run_id, request_id, turn, tool, kind, title, input_json, command, paths_json,
+      status, requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
+    SELECT a.id, a.workflow_id, COALESCE((SELECT r.run_id FROM runs r WHERE r.workflow_id = a.workflow_id ORDER BY r.rowid DESC LIMIT 1), ''),
+      a.request_id, a.turn, a.tool, a.kind, a.title, a.input_json, a.command, a.paths_json, a.status, a.requested_at,
+      a.expires_at, a.decided_by, a.decided_at, a.edited_input_json, a.scope, a.message
+    FROM approvals a;
+  DROP TABLE approvals;
+  ALTER TABLE approvals_v3 RENAME TO approvals;
+  CREATE INDEX approvals_by_status ON approvals(status, id);
   `,
 ];
 
@@ -215,97 +287,8 @@ export const LEDGER_SCHEMA_VERSION = MIGRATIONS.length;
 const DEFAULT_EVENT_PAGE = 100;
 const MAX_EVENT_PAGE = 1000;
 
-interface RunRow {
-  workflow_id: string;
-  run_id: string;
-  agent: string;
-  harness: string;
-  tenant_id: string;
-  user_id: string;
-  task: string;
-  parent_workflow_id: string | null;
-  status: RunStatus;
-  result_json: string | null;
-  external_session_id: string | null;
-  started_at: string;
-  finished_at: string | null;
-}
-
-interface AttemptRow {
-  workflow_id: string;
-  run_id: string;
-  turn: number;
-  attempt: number;
-  attempt_id: string;
-  status: AttemptStatus;
-  output_used: number;
-  priced: number;
-  usage_missing: number;
-  prompt_id: string;
-  model_id: string;
-  vendor_id: string;
-  reported_model: string | null;
-  external_session_id: string | null;
-  resumed: number;
-  duration_ms: number;
-  input: string;
-  output: string;
-  error: string | null;
-}
-
-interface CallRow {
-  attempt_id: string;
-  input_tokens: number | null;
-  output_tokens: number | null;
-  cache_read_tokens: number | null;
-  cache_write_tokens: number | null;
-  reasoning_tokens: number | null;
-  price_usd: number | null;
-  harness_cost_usd: number | null;
-}
-
-interface StepRow {
-  workflow_id: string;
-  run_id: string;
-  seq: number;
-  turn: number;
-  type: string;
-  payload_json: string;
-}
-
-interface EventRow {
-  cursor: number;
-  workflow_id: string;
-  run_id: string;
-  turn: number;
-  type: string;
-  data_json: string;
-  at: string;
-}
-
 function now(): string {
   return new Date().toISOString();
-}
-
-function toJson(value: unknown): string {
-  return JSON.stringify(value ?? null);
-}
-
-function fromJson(text: string | null): unknown {
-  return text === null ? null : (JSON.parse(text) as unknown);
-}
-
-const orNull = (n: number | undefined): number | null => n ?? null;
-const orUndefined = <T>(v: T | null): T | undefined => (v === null ? undefined : v);
-
-function callUsage(row: CallRow): Usage {
-  return usageOf({
-    input: row.input_tokens,
-    output: row.output_tokens,
-    cacheRead: row.cache_read_tokens,
-    cacheWrite: row.cache_write_tokens,
-    reasoning: row.reasoning_tokens,
-  });
 }
 
 function migrate(db: Database.Database): void {
@@ -391,6 +374,27 @@ function prepareStatements(db: Database.Database) {
       `INSERT INTO events (workflow_id, run_id, turn, type, data_json, at) VALUES (@workflowId, @runId, @turn, @type, @data, @at)`,
     ),
     readEvents: db.prepare(`SELECT * FROM events WHERE workflow_id = ? AND cursor > ? ORDER BY cursor LIMIT ?`),
+    insertApproval: db.prepare(
+      `INSERT INTO approvals (workflow_id, run_id, request_id, turn, tool, kind, title, input_json, command, paths_json, status,
+         requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
+       VALUES (@workflowId, @runId, @requestId, @turn, @tool, @kind, @title, @input, @command, @paths, @status,
+         @at, @expiresAt, @decidedBy, @decidedAt, @editedInput, @scope, @message)
+       ON CONFLICT(workflow_id, run_id, request_id) DO NOTHING`,
+    ),
+    decideApproval: db.prepare(
+      `UPDATE approvals SET status = @status, decided_by = @decidedBy, decided_at = @at, edited_input_json = @editedInput,
+         scope = @scope, message = @message
+       WHERE workflow_id = @workflowId AND run_id = @runId AND request_id = @requestId AND status = 'pending'`,
+    ),
+    getApproval: db.prepare(`SELECT * FROM approvals WHERE workflow_id = ? AND run_id = ? AND request_id = ?`),
+    listApprovals: db.prepare(
+      `SELECT * FROM approvals WHERE (@workflowId IS NULL OR (workflow_id = @workflowId AND run_id = @runId)) AND (@status IS NULL OR status = @status)
+       ORDER BY id LIMIT @limit`,
+    ),
+    expireApprovals: db.prepare(
+      `UPDATE approvals SET status = 'expired', decided_by = @reason, decided_at = @at
+       WHERE workflow_id = @workflowId AND run_id = @runId AND status = 'pending' AND (@turn IS NULL OR turn = @turn)`,
+    ),
   };
 }
 
@@ -582,58 +586,26 @@ export class SqliteLedger implements Ledger {
     this.write(() => this.stmts.setSession.run({ workflowId, runId: this.runOf(workflowId, runId), sessionId }));
   }
 
-  private runView(row: RunRow): RunView {
-    return {
-      workflowId: row.workflow_id,
-      runId: row.run_id,
-      agent: row.agent,
-      harness: row.harness,
-      tenantId: row.tenant_id,
-      userId: row.user_id,
-      task: row.task,
-      ...(row.parent_workflow_id !== null ? { parentWorkflowId: row.parent_workflow_id } : {}),
-      status: row.status,
-      result: fromJson(row.result_json),
-      ...(row.external_session_id !== null ? { externalSessionId: row.external_session_id } : {}),
-      startedAt: row.started_at,
-      ...(row.finished_at !== null ? { finishedAt: row.finished_at } : {}),
-    };
-  }
-
   async getRun(workflowId: string, runId?: string): Promise<RunView | undefined> {
-    const row = this.stmts.getRun.get(workflowId, this.runOf(workflowId, runId)) as RunRow | undefined;
-    return row ? this.runView(row) : undefined;
+    const row = this.stmts.getRun.get(workflowId, this.runOf(workflowId, runId)) as Row | undefined;
+    return row ? runFromRow(row) : undefined;
   }
 
   async listRuns(workflowId: string): Promise<RunView[]> {
-    return (this.stmts.listRuns.all(workflowId) as RunRow[]).map((r) => this.runView(r));
+    return (this.stmts.listRuns.all(workflowId) as Row[]).map(runFromRow);
   }
 
   async listOpenRuns(limit = 100): Promise<RunView[]> {
-    return (this.stmts.listOpenRuns.all(Math.max(1, Math.floor(limit))) as RunRow[]).map((r) => this.runView(r));
+    return (this.stmts.listOpenRuns.all(Math.max(1, Math.floor(limit))) as Row[]).map(runFromRow);
   }
 
   /** Names every id of `row` that does not resolve, so the operator knows which catalog entry to fix. */
   private unresolved(row: AttemptStart): string[] {
-    const problems: string[] = [];
-    const where = `prompt run for ${row.workflowId} turn ${row.turn}`;
-    if (this.stmts.promptExists.get(row.promptId) === undefined) {
-      problems.push(
-        `${where}: prompt id '${row.promptId}' is not in the catalog — sync the catalog so the agent's prompt is recorded`,
-      );
-    }
-    const modelVendor = this.stmts.modelVendor.get(row.modelId) as string | undefined;
-    if (modelVendor === undefined) {
-      problems.push(`${where}: model id '${row.modelId}' is not in the catalog — add it to the harness entry`);
-    } else if (modelVendor !== row.vendorId) {
-      problems.push(
-        `${where}: model id '${row.modelId}' belongs to vendor '${modelVendor}', not '${row.vendorId}' — fix the harness entry`,
-      );
-    }
-    if (this.stmts.vendorExists.get(row.vendorId) === undefined) {
-      problems.push(`${where}: vendor id '${row.vendorId}' is not in the catalog — add it to the harness entry`);
-    }
-    return problems;
+    return unresolvedAccounting(row, {
+      promptExists: this.stmts.promptExists.get(row.promptId) !== undefined,
+      modelVendor: this.stmts.modelVendor.get(row.modelId) as string | undefined,
+      vendorExists: this.stmts.vendorExists.get(row.vendorId) !== undefined,
+    });
   }
 
   async beginAttempt(start: AttemptStart): Promise<{ inserted: boolean }> {
@@ -669,13 +641,9 @@ export class SqliteLedger implements Ledger {
         attemptId: row.attemptId,
         turn: row.turn,
         call: row.call,
-        input: orNull(u.input),
-        output: orNull(u.output),
-        cacheRead: orNull(u.cacheRead),
-        cacheWrite: orNull(u.cacheWrite),
-        reasoning: orNull(u.reasoning),
-        priceUsd: orNull(row.priceUsd),
-        harnessCostUsd: orNull(row.harnessCostUsd),
+        ...usageColumns(u),
+        priceUsd: row.priceUsd ?? null,
+        harnessCostUsd: row.harnessCostUsd ?? null,
         at: now(),
       }),
     );
@@ -705,41 +673,7 @@ export class SqliteLedger implements Ledger {
 
   /** Attempts and their calls, folded into prompt-run views. */
   private promptRuns(workflowId: string, runId: string): PromptRunRecord[] {
-    const calls = new Map<string, CallRow[]>();
-    for (const c of this.stmts.listCalls.all(workflowId, runId) as CallRow[]) {
-      const list = calls.get(c.attempt_id);
-      if (list) list.push(c);
-      else calls.set(c.attempt_id, [c]);
-    }
-    return (this.stmts.listAttempts.all(workflowId, runId) as AttemptRow[]).map((a) => {
-      const own = calls.get(a.attempt_id) ?? [];
-      const cost = attemptCost(
-        own.map((c) => ({ priceUsd: orUndefined(c.price_usd), harnessCostUsd: orUndefined(c.harness_cost_usd) })),
-        { priced: a.priced === 1, usageMissing: a.usage_missing === 1 },
-      );
-      return {
-        workflowId: a.workflow_id,
-        runId: a.run_id,
-        turn: a.turn,
-        attempt: a.attempt,
-        attemptId: a.attempt_id,
-        status: a.status,
-        outputUsed: a.output_used === 1,
-        promptId: a.prompt_id,
-        modelId: a.model_id,
-        vendorId: a.vendor_id,
-        ...(a.reported_model !== null ? { reportedModel: a.reported_model } : {}),
-        usage: own.reduce((sum, c) => addUsage(sum, callUsage(c)), noUsage),
-        calls: own.length,
-        ...cost,
-        ...(a.external_session_id !== null ? { externalSessionId: a.external_session_id } : {}),
-        resumed: a.resumed === 1,
-        durationMs: a.duration_ms,
-        input: a.input,
-        output: a.output,
-        ...(a.error !== null ? { error: a.error } : {}),
-      };
-    });
+    return promptRunsFromRows(this.stmts.listAttempts.all(workflowId, runId) as Row[], this.stmts.listCalls.all(workflowId, runId) as Row[]);
   }
 
   async listPromptRuns(workflowId: string, runId?: string): Promise<PromptRunRecord[]> {
@@ -766,15 +700,7 @@ export class SqliteLedger implements Ledger {
   }
 
   async listSteps(workflowId: string, runId?: string): Promise<RunStepRecord[]> {
-    const rows = this.stmts.listSteps.all(workflowId, this.runOf(workflowId, runId)) as StepRow[];
-    return rows.map((r) => ({
-      workflowId: r.workflow_id,
-      runId: r.run_id,
-      seq: r.seq,
-      turn: r.turn,
-      type: r.type,
-      payload: fromJson(r.payload_json),
-    }));
+    return (this.stmts.listSteps.all(workflowId, this.runOf(workflowId, runId)) as Row[]).map(stepFromRow);
   }
 
   async appendEvent(workflowId: string, turn: number, type: string, data: unknown, runId?: string): Promise<number> {
@@ -786,16 +712,41 @@ export class SqliteLedger implements Ledger {
 
   async readEvents(workflowId: string, afterCursor: number, limit = DEFAULT_EVENT_PAGE): Promise<LedgerEvent[]> {
     const page = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(limit)));
-    const rows = this.stmts.readEvents.all(workflowId, afterCursor, page) as EventRow[];
-    return rows.map((r) => ({
-      cursor: r.cursor,
-      workflowId: r.workflow_id,
-      runId: r.run_id,
-      turn: r.turn,
-      type: r.type,
-      data: fromJson(r.data_json),
-      at: r.at,
-    }));
+    return (this.stmts.readEvents.all(workflowId, afterCursor, page) as Row[]).map(eventFromRow);
+  }
+
+  async requestApproval(request: NewApproval): Promise<{ record: ApprovalRecord; created: boolean }> {
+    const at = now();
+    const runId = this.runOf(request.workflowId, request.runId);
+    const columns = approvalColumns(request, runId);
+    const info = this.write(() => this.stmts.insertApproval.run({ ...columns, at, decidedAt: columns.status === 'pending' ? null : at }));
+    const record = await this.getApproval(request.workflowId, request.requestId, runId);
+    return { record: record!, created: info.changes > 0 };
+  }
+
+  async decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput, runId?: string): Promise<ApprovalRecord | undefined> {
+    const run = this.runOf(workflowId, runId);
+    this.write(() =>
+      this.stmts.decideApproval.run({ workflowId, runId: run, requestId, ...decisionColumns(decision), at: now() }),
+    );
+    return this.getApproval(workflowId, requestId, run);
+  }
+
+  async getApproval(workflowId: string, requestId: string, runId?: string): Promise<ApprovalRecord | undefined> {
+    const row = this.stmts.getApproval.get(workflowId, this.runOf(workflowId, runId), requestId) as Row | undefined;
+    return row ? approvalFromRow(row) : undefined;
+  }
+
+  async listApprovals(filter: { workflowId?: string; runId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
+    const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
+    const runId = filter.workflowId !== undefined ? this.runOf(filter.workflowId, filter.runId) : null;
+    const rows = this.stmts.listApprovals.all({ workflowId: filter.workflowId ?? null, runId, status: filter.status ?? null, limit }) as Row[];
+    return rows.map(approvalFromRow);
+  }
+
+  async expireApprovals(workflowId: string, reason: string, turn?: number, runId?: string): Promise<number> {
+    const run = this.runOf(workflowId, runId);
+    return this.write(() => this.stmts.expireApprovals.run({ workflowId, runId: run, reason, turn: turn ?? null, at: now() }).changes);
   }
 
   /** Closes the database; calling it again does nothing. */

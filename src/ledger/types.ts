@@ -181,6 +181,78 @@ export interface LedgerEvent {
   readonly at: string;
 }
 
+export type ApprovalStatus = 'pending' | 'allowed' | 'denied' | 'expired';
+
+/** A permission request of a run and what became of it: every decision, by a rule or a person, is one row. */
+export interface ApprovalRecord {
+  readonly workflowId: string;
+  /** The run of `workflowId` it belongs to: a decision never answers another run's request. */
+  readonly runId: string;
+  /** Durable within the run (`t<turn>-<hash of tool and input>[-n]`): a retried attempt asking again finds it. */
+  readonly requestId: string;
+  readonly turn: number;
+  readonly tool: string;
+  readonly kind: string;
+  readonly title: string;
+  readonly input: unknown;
+  readonly command?: string;
+  readonly paths?: readonly string[];
+  readonly status: ApprovalStatus;
+  /** ISO time of the first ask. */
+  readonly requestedAt: string;
+  /** When a pending request is denied by timeout (ISO). */
+  readonly expiresAt?: string;
+  /** Who or which rule decided: `policy:deny[0] command:rm *`, `operator:alice`, `timeout`, … */
+  readonly decidedBy?: string;
+  readonly decidedAt?: string;
+  readonly editedInput?: unknown;
+  readonly scope?: 'once' | 'session';
+  readonly message?: string;
+}
+
+/** A new request: pending (for a human), or already decided (by the policy or a grant). */
+export interface NewApproval {
+  readonly workflowId: string;
+  /** The run (its first execution run id); absent or unknown to the ledger = the latest run of `workflowId`. */
+  readonly runId?: string;
+  readonly requestId: string;
+  readonly turn: number;
+  readonly tool: string;
+  readonly kind: string;
+  readonly title: string;
+  readonly input: unknown;
+  readonly command?: string;
+  readonly paths?: readonly string[];
+  readonly expiresAt?: string;
+  readonly decision?: ApprovalDecisionInput;
+}
+
+/** A decision on a pending request. */
+export interface ApprovalDecisionInput {
+  readonly status: 'allowed' | 'denied';
+  readonly decidedBy: string;
+  readonly editedInput?: unknown;
+  readonly scope?: 'once' | 'session';
+  readonly message?: string;
+}
+
+/**
+ * Durable permission requests and decisions; the turn activity polls it while the harness waits. Rows are keyed by
+ * (workflowId, runId, requestId); a method without `runId` (or with one the ledger does not know) addresses the
+ * latest run of `workflowId`, so a reused workflow id never finds another run's decisions.
+ */
+export interface ApprovalLedger {
+  /** Records the request; if the run already has one with this id (a retried attempt), returns that one unchanged. */
+  requestApproval(request: NewApproval): Promise<{ record: ApprovalRecord; created: boolean }>;
+  /** Decides a pending request; the first decision wins and later ones return the row as it stands. */
+  decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput, runId?: string): Promise<ApprovalRecord | undefined>;
+  getApproval(workflowId: string, requestId: string, runId?: string): Promise<ApprovalRecord | undefined>;
+  /** Oldest first; `status` filters, `workflowId` (and `runId`) narrows to one run. */
+  listApprovals(filter?: { workflowId?: string; runId?: string; status?: ApprovalStatus; limit?: number }): Promise<ApprovalRecord[]>;
+  /** Marks a run's still-pending requests (of one turn, if given) `expired`: nobody waits for them; returns how many. */
+  expireApprovals(workflowId: string, reason: string, turn?: number, runId?: string): Promise<number>;
+}
+
 /** Whether the ledger can take writes; `problem` says what is wrong and how to fix it. */
 export interface LedgerHealth {
   readonly ok: boolean;
@@ -209,7 +281,7 @@ export class LedgerFaultError extends Error {
   }
 }
 
-export interface Ledger {
+export interface Ledger extends ApprovalLedger {
   /** Upserts vendors, models and prompts so prompt runs can reference them. */
   syncCatalog(entries: CatalogEntries): Promise<void>;
   /** Creates the run row for (workflowId, runId), or leaves an existing one as it is. */

@@ -101,6 +101,7 @@ export class DockerProcess implements ExecProcess {
   private readonly started: Promise<StartedExec | undefined>;
   private stream: Duplex | undefined;
   private pendingWrites: string[] = [];
+  private closeAfterStart = false;
   private exited = false;
   private killRequested = false;
   private killing: Promise<void> | undefined;
@@ -141,6 +142,17 @@ export class DockerProcess implements ExecProcess {
     }
     if (stream.destroyed || !stream.writable || stream.writableEnded) return;
     stream.write(text);
+  }
+
+  /** Ends stdin (after anything queued); the process sees end of input, its output still flows. */
+  closeStdin(): void {
+    if (this.exited) return;
+    const stream = this.stream;
+    if (!stream) {
+      this.closeAfterStart = true;
+      return;
+    }
+    if (!stream.destroyed && !stream.writableEnded) stream.end();
   }
 
   /** Kills the process group inside the container: SIGTERM, SIGKILL after the grace. Resolves after exit. */
@@ -199,7 +211,7 @@ export class DockerProcess implements ExecProcess {
       if (request.stdin !== undefined) started.stream.write(request.stdin);
       for (const text of this.pendingWrites) started.stream.write(text);
       // end() half-closes the hijacked connection: the engine closes the process's stdin, output still flows.
-      if (!request.keepStdinOpen) started.stream.end();
+      if (!request.keepStdinOpen || this.closeAfterStart) started.stream.end();
     }
     const ended = Promise.all([ended$(stdout), ended$(stderr)]);
     void ended.then(() => this.onStreamEnd(started));

@@ -96,6 +96,12 @@ export class LocalProcess implements ExecProcess {
     stdin.write(text);
   }
 
+  /** Ends stdin: the process sees end of input. A no-op when stdin was not opened or is already closed. */
+  closeStdin(): void {
+    const stdin = this.child?.stdin;
+    if (stdin && !stdin.destroyed && !stdin.writableEnded) stdin.end();
+  }
+
   /** SIGTERM to the process group, SIGKILL after the grace period if any of it lives; resolves after exit. */
   kill(): Promise<void> {
     this.killing ??= this.killGroup();

@@ -64,6 +64,8 @@ export interface ExecProcess {
   stderrTail(): string;
   /** Writes to stdin (for two-way protocols). */
   write(text: string): void;
+  /** Closes stdin (end of input for a two-way protocol); a no-op when it is not open. */
+  closeStdin?(): void;
   /** Kills the whole process tree: SIGTERM, then SIGKILL after the grace period. Idempotent. */
   kill(): Promise<void>;
   /** OS pid on the executing host, where known. */

@@ -1,6 +1,7 @@
 /** Inputs, results and views of an agent run: shared by the workflow, the activities and the client. */
 import type { Capabilities, PermissionPosture, Usage } from '../adapters/types.js';
 import type { NextStep } from '../envelope/types.js';
+import type { PermissionPolicy } from '../permissions/policy.js';
 import type { RunIdentity, SandboxRef, SandboxSpec } from '../sandbox/types.js';
 
 /** Budget a parent hands to a sub-agent: what it has left. */
@@ -83,6 +84,13 @@ export interface AgentSpec {
   readonly promptId: string;
   readonly capabilities: Capabilities;
   readonly permissions: PermissionPosture;
+  /** The agent's permission policy (posture + rules); absent in specs frozen before policies existed. */
+  readonly permissionPolicy?: PermissionPolicy;
+  /**
+   * Whether the policy is really enforced: false only when the catalog accepted it as advisory on a harness that
+   * cannot ask before a tool runs (`permissions.advisory: true`). Status and ledger show it.
+   */
+  readonly permissionsEnforced?: boolean;
   readonly sandbox: SandboxSpec;
   readonly guardrails: { maxIterations: number; maxTokens: number; maxCostUsd: number; maxWallTimeMs: number };
   readonly actions: readonly { name: string; maxExecutionsPerRun?: number }[];

@@ -181,7 +181,11 @@ describe('runTurn accounting', () => {
     const { activities, sqlite } = setup((ledger) =>
       new Proxy(ledger, {
         get(target, prop, receiver) {
-          if (prop === 'appendEvent') return async () => Promise.reject(Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' }));
+          // The turn's progress events fail; the run's own records (startSession's permission report, turn 0) land.
+          if (prop === 'appendEvent') {
+            return async (workflowId: string, turn: number, type: string, data: unknown, runId?: string) =>
+              turn >= 1 ? Promise.reject(Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' })) : target.appendEvent(workflowId, turn, type, data, runId);
+          }
           const value = Reflect.get(target, prop, receiver) as unknown;
           return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
         },

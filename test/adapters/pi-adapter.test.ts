@@ -93,9 +93,9 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
     }
   });
 
-  it('strict is flagged as not enforced and narrowed to read-only tools', async () => {
+  it('strict is enforced by the gate in RPC mode; a turn without a gate is narrowed to read-only tools', async () => {
     const adapter = new PiAdapter();
-    expect(adapter.applyPermissionPolicy('strict')).toMatchObject({ posture: 'strict', enforced: false });
+    expect(adapter.applyPermissionPolicy('strict')).toMatchObject({ posture: 'strict', enforced: true, note: expect.stringContaining('not enforced') as unknown });
     const { executor } = await startWith(adapter, [fixtureRun(cli, 'plain')], { ...options, posture: 'strict' });
     await collect(adapter);
     expect(executor.requests[0]?.argv.slice(-2)).toEqual(['--tools', 'read,grep,find,ls']);

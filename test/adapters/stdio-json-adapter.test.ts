@@ -3,6 +3,7 @@ import { collectTurn, foldTurn } from '../../src/adapters/fold.js';
 import { defaultAdapterRegistry, UnknownDriverError } from '../../src/adapters/registry.js';
 import { StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
 import type { HarnessEvent, HarnessSessionConfig } from '../../src/adapters/types.js';
+import type { PermissionAnswer, PermissionGate, PermissionRequest } from '../../src/permissions/types.js';
 import { FakeExecutor, line, type FakeRun } from './fake-executor.js';
 
 function config(executor: FakeExecutor, extra: Partial<HarnessSessionConfig> = {}): HarnessSessionConfig {
@@ -214,13 +215,81 @@ describe('StdioJsonAdapter', () => {
     const { adapter, executor } = await started([{ lines: [line({ type: 'permission', id: 'p1', tool: 'bash', input: { cmd: 'ls' } })], hang: true }]);
     const iterator = adapter.runTurn({ prompt: 'x', turn: 1 })[Symbol.asyncIterator]();
     const first = await iterator.next();
-    expect(first.value).toEqual({ type: 'permission-request', id: 'p1', tool: 'bash', input: { cmd: 'ls' } });
+    expect(first.value).toEqual({
+      type: 'permission-request', id: 'p1', tool: 'bash', kind: 'command', input: { cmd: 'ls' }, title: 'ls', command: 'ls',
+      options: { edit: 'emulated', denyMessage: true },
+    });
     await adapter.respond('p1', { allow: false, message: 'not now' });
     expect(executor.processes[0]!.written).toEqual([`${JSON.stringify({ type: 'permission-response', id: 'p1', allow: false, message: 'not now' })}\n`]);
     await adapter.end();
     const rest = await iterator.next();
     expect(rest.value).toMatchObject({ type: 'session-error', code: 'cancelled' });
     expect((await iterator.next()).done).toBe(true);
+  });
+});
+
+describe('StdioJsonAdapter with a permission gate', () => {
+  const gate = (answer: Omit<PermissionAnswer, 'scope'>, delayMs = 0): PermissionGate & { asked: PermissionRequest[] } => {
+    const asked: PermissionRequest[] = [];
+    return {
+      interactive: true,
+      asked,
+      decide: async (request, signal) => {
+        asked.push(request);
+        await new Promise((resolve, reject) => {
+          const timer = setTimeout(resolve, delayMs);
+          signal?.addEventListener('abort', () => (clearTimeout(timer), reject(new Error('aborted'))), { once: true });
+        });
+        return { scope: 'once', ...answer };
+      },
+    };
+  };
+  const asking = (extra: Record<string, unknown> = {}) => [
+    { lines: [line({ type: 'session', id: 's' }), line({ type: 'permission', id: 'p1', tool: 'bash', input: { command: 'touch a' }, ...extra })], hang: true },
+  ];
+
+  it('an editable harness gets the edited input in its answer', async () => {
+    const { adapter, executor } = await started(asking({ editable: true }));
+    const g = gate({ decision: 'allow', editedInput: { command: 'touch b' }, decidedBy: 'operator:x' });
+    const it = adapter.runTurn({ prompt: 'x', turn: 1, gate: g })[Symbol.asyncIterator]();
+    const seen: HarnessEvent[] = [];
+    while (seen.at(-1)?.type !== 'permission-decision') seen.push((await it.next()).value as HarnessEvent);
+    expect(g.asked[0]).toMatchObject({ tool: 'bash', kind: 'command', command: 'touch a', options: { edit: 'native' } });
+    expect(seen.at(-1)).toMatchObject({ type: 'permission-decision', decision: 'allow', edited: true, decidedBy: 'operator:x' });
+    expect(executor.processes[0]!.written).toEqual([`${JSON.stringify({ type: 'permission-response', id: 'p1', allow: true, input: { command: 'touch b' } })}\n`]);
+    await adapter.end();
+  });
+
+  it('a harness that cannot take edits is refused, with the edit in the message (it may ask again with it)', async () => {
+    const { adapter, executor } = await started(asking());
+    const it = adapter.runTurn({ prompt: 'x', turn: 1, gate: gate({ decision: 'allow', editedInput: { command: 'touch b' }, decidedBy: 'operator:x' }) })[Symbol.asyncIterator]();
+    while (((await it.next()).value as HarnessEvent).type !== 'permission-decision');
+    const answer = JSON.parse(executor.processes[0]!.written[0]!) as { allow: boolean; message: string };
+    expect(answer.allow).toBe(false);
+    expect(answer.message).toContain('{"command":"touch b"}');
+    await adapter.end();
+  });
+
+  it('the turn timeout does not run while a decision is awaited', async () => {
+    const { adapter, executor } = await started(
+      // The process stays alive (like a harness waiting for its answer) for much longer than the turn timeout.
+      [{ lines: [line({ type: 'permission', id: 'p1', tool: 'bash', input: { command: 'ls' } }), line({ type: 'complete', text: envelope })], hang: true }],
+      { turnTimeoutMs: 200 },
+    );
+    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1, gate: gate({ decision: 'allow', decidedBy: 'operator:x' }, 600) }));
+    expect(list.at(-1)).toEqual({ type: 'turn-complete', text: envelope });
+    expect(executor.processes[0]!.written).toHaveLength(1);
+  });
+
+  it('cancelling during the wait ends the turn as cancelled and answers nothing', async () => {
+    const { adapter, executor } = await started(asking());
+    const controller = new AbortController();
+    const done = events(adapter.runTurn({ prompt: 'x', turn: 1, signal: controller.signal, gate: gate({ decision: 'allow', decidedBy: 'operator:x' }, 60_000) }));
+    await new Promise((r) => setTimeout(r, 50));
+    controller.abort();
+    const list = await done;
+    expect(list.at(-1)).toMatchObject({ type: 'session-error', code: 'cancelled' });
+    expect(executor.processes[0]!.written).toEqual([]);
   });
 });
 

@@ -1,34 +1,44 @@
-/** The durable-harness command against the real dev server: run with progress, exit codes, operations, bad input. */
-import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+/** The durable-harness command against the real dev server: what a script or an operator sees, and its exit codes. */
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
+import { exitCodeTable } from '../../src/cli/exit-codes.js';
 import { findTemporalCli } from '../../src/temporal/cli-path.js';
+import { spawnCli, type CliOutcome, type CliProcess } from '../support/cli.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
-const bin = path.join(repoRoot, 'bin', 'durable-harness.mjs');
 const book = scriptBook();
 let w: TestWorker;
 
-function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args, '--address', inject('temporalAddress'), '--task-queue', w.taskQueue, '--data', w.dataDir], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
+/** Starts the command with this file's worker settings; `connection: false` leaves them out. */
+function spawnWith(args: string[], options: { taskQueue?: string; connection?: boolean } = {}): CliProcess {
+  const connection = options.connection === false ? [] : ['--address', inject('temporalAddress'), '--task-queue', options.taskQueue ?? w.taskQueue, '--data', w.dataDir];
+  return spawnCli([...args, ...connection]);
 }
 
+const cli = (args: string[], options?: { taskQueue?: string; connection?: boolean }) => spawnWith(args, options).outcome;
+
+/** Runs a command exactly as the CLI printed it (`durable-harness …`), through this checkout's bin. */
+function runPrinted(line: string): Promise<CliOutcome> {
+  const words = [...line.matchAll(/'((?:[^']|'\\'')*)'|(\S+)/g)].map((m) => (m[1] !== undefined ? m[1].replace(/'\\''/g, "'") : m[2]!));
+  expect(words[0]).toBe('durable-harness');
+  return cli(words.slice(1), { connection: false });
+}
+
+const jsonLines = (stdout: string) => stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+
 beforeAll(async () => {
-  w = await startTestWorker({ catalog: scriptedCatalog(book, { agents: [{ name: 'stingy', harness: 'scripted', actions: ['echo'], guardrails: { maxIterations: 1 } }] }) });
+  w = await startTestWorker({
+    catalog: scriptedCatalog(book, {
+      agents: [
+        { name: 'stingy', harness: 'scripted', actions: ['echo'], guardrails: { maxIterations: 1 } },
+        { name: 'fragile', harness: 'scripted', turnAttempts: 1, operatorTimeoutMs: 120_000 },
+      ],
+    }),
+  });
 });
 afterAll(() => w?.close());
 
@@ -44,11 +54,18 @@ describe('durable-harness run', () => {
     expect(stdout).toMatch(/^all done$/m);
   });
 
-  it('says how the run ended in its exit code and --json result', async () => {
-    const task = book.write('cli-stop', [{ envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'x' } }] } }]);
+  it('--json streams JSON lines: started, progress, and the result with cost in micro-dollars; the exit code says how it ended', async () => {
+    // 0.3 of a token price per turn makes float noise (0.1 + 0.2) likely without rounding.
+    const task = book.write('cli-stop', [{ usage: { input: 100, output: 100, cacheRead: 100 }, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'x' } }] } }]);
     const { code, stdout } = await cli(['run', 'stingy', task, '--json']);
     expect(code).toBe(11);
-    expect(JSON.parse(stdout)).toMatchObject({ status: 'stopped', guardrail: 'iterations' });
+    const lines = jsonLines(stdout);
+    expect(lines[0]).toMatchObject({ type: 'started', workflowId: expect.stringMatching(/^run-stingy-/) });
+    expect(lines.some((l) => l.type === 'progress' && l.state === 'running')).toBe(true);
+    const result = lines.at(-1)!;
+    expect(result).toMatchObject({ type: 'result', status: 'stopped', guardrail: 'iterations' });
+    expect(result.costUsd).toBe(0.00035); // 100×1 + 100×2 + 100×0.5 per million, rounded to micro-dollars
+    for (const l of lines) if (typeof l.costUsd === 'number') expect(String(l.costUsd)).toMatch(/^\d+(\.\d{1,6})?$/);
   });
 
   it('--detach prints the id; status, cancel and the cancelled exit code work on it', async () => {
@@ -61,6 +78,9 @@ describe('durable-harness run', () => {
     const result = await w.client.workflow.getHandle(id).result();
     expect(result).toMatchObject({ status: 'cancelled', reason: 'from the cli' });
     expect((await cli(['status', id])).code).toBe(12);
+    const late = await cli(['cancel', id]);
+    expect(late.code).toBe(5);
+    expect(late.stderr).toMatch(/has already ended \(COMPLETED\)/);
   });
 
   it('status shows the books: attempts, tokens, the price-table cost and the harness figure beside it, a mismatch', async () => {
@@ -89,19 +109,154 @@ describe('durable-harness run', () => {
     expect((await w.ledger.runTotals(id)).usage).toEqual({ input: 7, output: 1 });
   });
 
-  it('rejects a reply to a run that is not waiting for one, or has ended, with the reason', async () => {
-    const id = testWorkflowId('cli-reply');
+  it('a run that needs an operator exits 13 and prints the exact retry and abandon commands; the printed commands work', async () => {
+    const task = book.write('cli-fragile', [{ failTimes: 1, ...ok('fixed on retry') }]);
+    const id = testWorkflowId('cli-op');
+    const first = await cli(['run', 'fragile', task, '--id', id]);
+    expect(first.code).toBe(13);
+    expect(first.stdout).toMatch(new RegExp(`^run ${id} awaits an operator: .*transient failure`, 'm'));
+    const retry = /^ {2}retry the turn: {2}(durable-harness retry .*)$/m.exec(first.stdout)?.[1];
+    const abandon = /^ {2}or give up: {6}(durable-harness abandon .*)$/m.exec(first.stdout)?.[1];
+    expect(retry).toBe(`durable-harness retry ${id} --address ${inject('temporalAddress')}`);
+    expect(abandon).toBe(`durable-harness abandon ${id} --reason why --address ${inject('temporalAddress')}`);
+    const status = await cli(['status', id]);
+    expect(status.code).toBe(13);
+    expect(status.stdout).toContain(retry);
+    const retried = await runPrinted(retry!);
+    expect(retried).toMatchObject({ code: 0, stdout: 'retrying the failed turn\n' });
+    expect(await w.client.workflow.getHandle(id).result()).toMatchObject({ status: 'succeeded', result: 'fixed on retry' });
+
+    const doomed = testWorkflowId('cli-abandon');
+    const second = await cli(['run', 'fragile', book.write('cli-doomed', [{ failTimes: 5, ...ok() }]), '--id', doomed]);
+    expect(second.code).toBe(13);
+    const giveUp = /^ {2}or give up: {6}(durable-harness abandon .*)$/m.exec(second.stdout)![1]!;
+    expect(await runPrinted(giveUp)).toMatchObject({ code: 0, stdout: `abandoned ${doomed}: it ends as failed\n` });
+    expect(await w.client.workflow.getHandle(doomed).result()).toMatchObject({ status: 'failed', failureType: 'Abandoned', reason: expect.stringMatching(/^why \(after: /) });
+  });
+
+  it('a run waiting for a reply exits 14 with the reply command; --wait keeps following until it ends', async () => {
+    const task = book.write('cli-chat', [{ envelope: { step: 'chat', message: 'Which branch?' } }, ok('used main')]);
+    const id = testWorkflowId('cli-chat');
+    const asked = await cli(['run', 'scripted', task, '--id', id]);
+    expect(asked.code).toBe(14);
+    expect(asked.stdout).toMatch(new RegExp(`^run ${id} waits for a reply to: Which branch\\?$`, 'm'));
+    expect(asked.stdout).toContain(`  answer it:  durable-harness reply ${id} 'your answer' --address ${inject('temporalAddress')}`);
+
+    const id2 = testWorkflowId('cli-chat-wait');
+    const waiting = spawnWith(['run', 'scripted', book.write('cli-chat2', [{ envelope: { step: 'chat', message: 'Which branch?' } }, ok('used main')]), '--id', id2, '--wait', '--json']);
+    await expect.poll(() => waiting.stdoutSoFar(), { timeout: 15_000 }).toMatch(/"type":"needs-human"/);
+    const needs = jsonLines(waiting.stdoutSoFar()).find((l) => l.type === 'needs-human')!;
+    expect(needs).toMatchObject({ state: 'waiting_for_reply', commands: [`durable-harness reply ${id2} 'your answer' --address ${inject('temporalAddress')}`] });
+    expect(await cli(['reply', id2, 'main'])).toMatchObject({ code: 0, stdout: 'reply accepted\n' });
+    const done = await waiting.outcome;
+    expect(done.code).toBe(0);
+    expect(jsonLines(done.stdout).at(-1)).toMatchObject({ type: 'result', status: 'succeeded', result: 'used main' });
+    await cli(['reply', id, 'main']);
+  });
+
+  it('operator commands the run state rejects exit 5 with the reason; nothing is claimed', async () => {
+    const id = testWorkflowId('cli-reject');
     await cli(['run', 'scripted', book.write('cli-busy', [{ sleepMs: 20_000, ...ok() }]), '--detach', '--id', id]);
     await expect.poll(async () => JSON.parse((await cli(['status', id, '--json'])).stdout).state, { timeout: 15_000 }).toBe('running');
-    const busy = await cli(['reply', id, 'hello']);
-    expect(busy.code).toBe(1);
-    expect(busy.stderr).toMatch(/run is running, not waiting for a reply/);
+    const reply = await cli(['reply', id, 'hello']);
+    expect(reply).toMatchObject({ code: 5, stdout: '' });
+    expect(reply.stderr).toMatch(/run is running, not waiting for a reply/);
+    const abandon = await cli(['abandon', id]);
+    expect(abandon).toMatchObject({ code: 5, stdout: '' });
+    expect(abandon.stderr).toMatch(/run is running, not awaiting_operator: nothing to abandon \(to stop it, cancel it\)/);
+    const retry = await cli(['retry', id]);
+    expect(retry.code).toBe(5);
+    expect(retry.stderr).toMatch(/not awaiting_operator: nothing to retry/);
     await cli(['cancel', id]);
     await w.client.workflow.getHandle(id).result();
     const ended = await cli(['reply', id, 'hello']);
-    expect(ended.code).toBe(1);
+    expect(ended.code).toBe(5);
     expect(ended.stderr).toMatch(/has already ended \(COMPLETED\)/);
-    expect((await cli(['status', 'no-such-run'])).stderr).toMatch(/no run with id no-such-run/);
+    const missing = await cli(['status', 'no-such-run']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/no run with id no-such-run/);
+  });
+
+  it('an unknown agent exits 2 (configuration), naming it', async () => {
+    const { code, stdout } = await cli(['run', 'nobody', 'do things']);
+    expect(code).toBe(2);
+    expect(stdout).toMatch(/^failed after 0 turn\(s\)/m);
+    expect(stdout).toMatch(/\(UnknownAgent\) .*nobody/);
+  });
+
+  it('Ctrl-C while following stops quickly and quietly; the run goes on', async () => {
+    const id = testWorkflowId('cli-sigint');
+    const following = spawnWith(['run', 'scripted', book.write('cli-sigint', [{ sleepMs: 5000, ...ok('went on') }]), '--id', id]);
+    await expect.poll(() => following.stdoutSoFar(), { timeout: 15_000 }).toMatch(/sleeping/);
+    const sent = Date.now();
+    following.kill('SIGINT');
+    const { code, stderr } = await following.outcome;
+    expect(Date.now() - sent).toBeLessThan(1500);
+    expect(code).toBe(130);
+    expect(stderr.trim()).toBe(`stopped following ${id}; the run goes on: durable-harness status ${id}`);
+    expect(await w.client.workflow.getHandle(id).result()).toMatchObject({ status: 'succeeded', result: 'went on' });
+  });
+
+  it('escapes control characters the run supplies', async () => {
+    const { code, stdout } = await cli(['run', 'scripted', book.write('cli-esc', [ok('done \u001b[2J\u202eevil')])]);
+    expect(code).toBe(0);
+    expect(stdout).toContain('done \\x1b[2J\\u202eevil');
+    expect(stdout).not.toContain('\u001b');
+  });
+});
+
+describe('durable-harness list', () => {
+  it('prints a header and aligned rows, filtered by tenant, agent and status, with a cost column', async () => {
+    const tenant = `t-${Date.now().toString(36)}`;
+    const okId = testWorkflowId('list-ok');
+    const stopId = testWorkflowId('list-stop');
+    await cli(['run', 'scripted', book.write('list-ok', [{ usage: { input: 1000, output: 100 }, ...ok() }]), '--tenant', tenant, '--id', okId]);
+    await cli(['run', 'stingy', book.write('list-stop', [{ envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'x' } }] } }]), '--tenant', tenant, '--id', stopId]);
+    const table = async (...args: string[]) => (await cli(['list', '--tenant', tenant, ...args])).stdout.trimEnd().split('\n');
+    await expect.poll(async () => (await table()).length, { timeout: 15_000 }).toBe(3);
+    const lines = await table();
+    expect(lines[0]).toMatch(/^RUN ID +STATUS +AGENT +HARNESS +TENANT +COST +STARTED$/);
+    const okLine = lines.find((l) => l.startsWith(okId))!;
+    expect(okLine).toMatch(new RegExp(`^${okId} +succeeded +scripted +scripted +${tenant} +\\$0\\.0012 +\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ$`));
+    expect(lines.find((l) => l.startsWith(stopId))).toMatch(/ stopped +stingy /);
+    // Columns line up: STATUS starts at the same place on every line.
+    expect(new Set(lines.map((l) => l.indexOf(l.split(/ {2,}/)[1]!))).size).toBe(1);
+
+    const stoppedOnly = await table('--status', 'stopped');
+    expect(stoppedOnly.slice(1).map((l) => l.split(/ +/)[0])).toEqual([stopId]);
+    const byAgent = await table('--agent', 'scripted');
+    expect(byAgent.slice(1).map((l) => l.split(/ +/)[0])).toEqual([okId]);
+    const json = JSON.parse((await cli(['list', '--tenant', tenant, '--status', 'succeeded', '--json'])).stdout);
+    expect(json).toEqual([expect.objectContaining({ workflowId: okId, status: 'succeeded', agent: 'scripted', tenant, costUsd: 0.0012 })]);
+  });
+
+  it('rejects bad filters with exit 2', async () => {
+    const bad = await cli(['list', '--status', 'happy']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--status must be one of starting, running, .*cancelled; got "happy"/);
+    expect((await cli(['list', '--limit', '0'])).code).toBe(2);
+    expect((await cli(['list', '--tenant', "x' OR '1'='1"])).code).toBe(2);
+  });
+});
+
+describe('no worker', () => {
+  it('run refuses within seconds when no worker polls the task queue, and starts nothing', async () => {
+    const queue = `nobody-${Date.now().toString(36)}`;
+    const { code, stderr, ms } = await cli(['run', 'scripted', 'anything', '--id', testWorkflowId('nobody')], { taskQueue: queue });
+    expect(code).toBe(4);
+    expect(ms).toBeLessThan(10_000);
+    expect(stderr).toMatch(new RegExp(`nothing started: no worker polls task queue "${queue}" in namespace "default"`));
+    expect(stderr).toMatch(/durable-harness worker/);
+  });
+
+  it('run exits 4 within seconds when the worker that polled the queue is gone', async () => {
+    const gone = await startTestWorker({ catalog: scriptedCatalog(book) });
+    await gone.stopWorker();
+    const { code, stderr, ms } = await cli(['run', 'scripted', book.write('gone', [ok()]), '--id', testWorkflowId('gone')], { taskQueue: gone.taskQueue });
+    await gone.close();
+    expect(code).toBe(4);
+    expect(ms).toBeLessThan(20_000);
+    expect(stderr).toMatch(/got no answer for \d+ s: no worker polls task queue/);
   });
 });
 
@@ -122,20 +277,16 @@ describe('bad input', () => {
     expect((await w.ledger.listPromptRuns(id)).map((r) => r.output)).toEqual([expect.stringContaining('first')]);
   });
 
-  it('an unknown command or missing argument exits 2 with usage', async () => {
+  it('an unknown command, option or missing argument exits 2 with usage', async () => {
     expect((await cli(['frobnicate'])).code).toBe(2);
+    expect((await cli(['run', 'scripted', 'x', '--frobnicate'])).code).toBe(2);
     const missing = await cli(['run', 'scripted']);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/missing AGENT and TASK/);
   });
 
   it('an unreachable Temporal exits 3 and says how to start one', async () => {
-    const child = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const p = spawn(process.execPath, [bin, 'status', 'x', '--address', '127.0.0.1:1'], { stdio: ['ignore', 'ignore', 'pipe'] });
-      let stderr = '';
-      p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      p.on('exit', (code) => resolve({ code, stderr }));
-    });
+    const child = await cli(['status', 'x', '--address', '127.0.0.1:1'], { connection: false });
     expect(child.code).toBe(3);
     expect(child.stderr).toMatch(/cannot reach Temporal at 127\.0\.0\.1:1.*durable-harness dev/);
   });
@@ -144,15 +295,22 @@ describe('bad input', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-bad-'));
     const file = path.join(dir, 'catalog.yaml');
     writeFileSync(file, 'agents:\n  - name: a\n    harness: nope\n    guardrails: { maxCostUsd: lots }\n');
-    const p = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const c = spawn(process.execPath, [bin, 'worker', '--catalog', file, '--address', inject('temporalAddress'), '--task-queue', `bad-${path.basename(dir)}`], { stdio: ['ignore', 'ignore', 'pipe'] });
-      let stderr = '';
-      c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      c.on('exit', (code) => resolve({ code, stderr }));
-    });
+    const p = await cli(['worker', '--catalog', file, '--address', inject('temporalAddress'), '--task-queue', `bad-${path.basename(dir)}`], { connection: false });
     expect(p.code).toBe(2);
     expect(p.stderr).toContain(file);
     expect(p.stderr).toMatch(/agents\[0\]\.guardrails\.maxCostUsd/);
+  });
+});
+
+describe('exit codes', () => {
+  it('--help and README.md carry the same table of exit codes', async () => {
+    const help = await cli(['--help'], { connection: false });
+    expect(help.code).toBe(0);
+    const readme = readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
+    for (const [code, what] of exitCodeTable) {
+      expect(help.stdout).toContain(`${String(code).padStart(3)}  ${what}`);
+      expect(readme).toContain(`| ${code} | ${what} |`);
+    }
   });
 });
 

@@ -42,7 +42,7 @@ describe('resolveCredentials', () => {
   it('a grant with `from` reads that name from the server env', () => {
     const result = resolveCredentials({
       agent: { name: 'a', credentials: [{ env: 'OPENAI_API_KEY', from: 'TEAM_OPENAI_KEY' }] },
-      harness,
+      harness: { name: 'codex', driverClass: 'Codex', apiKeyEnv: 'OPENAI_API_KEY' },
       env: { TEAM_OPENAI_KEY: 'sk-team', OPENAI_API_KEY: 'not-this' },
     });
     expect(result.env).toEqual({ OPENAI_API_KEY: 'sk-team' });
@@ -61,9 +61,8 @@ describe('resolveCredentials', () => {
     expect(warnings[0]).not.toContain(secret);
   });
 
-  it('no grants, no fallback value, or no apiKeyEnv: nothing', () => {
+  it('no grants and no apiKeyEnv: nothing', () => {
     const { log, warnings } = recorder();
-    expect(resolveCredentials({ agent: { name: 'a', credentials: [] }, harness, env: {}, log }).env).toEqual({});
     expect(
       resolveCredentials({
         agent: { name: 'a', credentials: [] },
@@ -73,6 +72,22 @@ describe('resolveCredentials', () => {
       }).env,
     ).toEqual({});
     expect(warnings).toEqual([]);
+  });
+
+  it('a harness whose apiKeyEnv cannot be resolved fails at once, naming the grant to add', () => {
+    const keyless = () => resolveCredentials({ agent: { name: 'coder', credentials: [] }, harness, env: {} });
+    expect(keyless).toThrow(CredentialMissingError);
+    expect(keyless).toThrow(
+      'harness "claude" takes its key from ANTHROPIC_API_KEY (apiKeyEnv), but agent "coder" has no credential grants and the vendor-key fallback ' +
+        'AI_VENDOR_API_KEY__CLAUDECODE is not set on the worker; add credentials: [{ env: ANTHROPIC_API_KEY, from: <NAME> }] to agent "coder" in the catalog ' +
+        '(where <NAME> is a key in the credential store or a server environment variable), or set AI_VENDOR_API_KEY__CLAUDECODE',
+    );
+    // Grants for other variables do not cover the key.
+    const otherGrant = () =>
+      resolveCredentials({ agent: { name: 'coder', credentials: [{ env: 'GITHUB_TOKEN', from: 'GH' }] }, harness, env: { GH: 'gh-value' } });
+    expect(otherGrant).toThrow(/agent "coder" has no grant for ANTHROPIC_API_KEY; add credentials: \[\{ env: ANTHROPIC_API_KEY, from: <NAME> \}\] to agent "coder"/);
+    // A key set as non-secret harness env (e.g. a local proxy's dummy key) counts as resolved.
+    expect(resolveCredentials({ agent: { name: 'coder', credentials: [] }, harness: { ...harness, env: { ANTHROPIC_API_KEY: 'dummy' } }, env: {} }).env).toEqual({});
   });
 
   it('a missing grant throws a clear error', () => {

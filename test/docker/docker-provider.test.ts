@@ -177,6 +177,11 @@ describe('DockerExecutor', () => {
     proc.write('two\n');
     expect((await it.next()).value).toBe('got two');
     expect(await proc.exit).toEqual({ code: 0, signal: null });
+    // closeStdin ends the input of a two-way server (queued writes first), so it can save and exit.
+    const server = handle.executor.exec({ argv: ['sh', '-c', 'cat; echo "stdin ended"'], keepStdinOpen: true });
+    server.write('early\n');
+    server.closeStdin?.();
+    expect((await collect(server)).lines).toEqual(['early', 'stdin ended']);
   });
 
   it('puts secrets in the process environment only: not in Config.Env, not in argv', async () => {

@@ -3,6 +3,7 @@
 //
 //   node scripted-harness.mjs --scripts DIR
 //
+// Every turn's request is kept in <workspace>/.scripted/last-request.json (for tests of what the runtime sends).
 // Turn 1: the prompt contains `script:NAME`; a new session is stored in <workspace>/.scripted/sessions/<id>.json.
 // Later turns resume by the request's sessionId; with `fork: true` in the request they continue a COPY of it under a
 // new id (the original stays as it was). Like a real CLI, every prompt is appended to the session's `prompts` as soon
@@ -23,6 +24,10 @@
 //   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
+//   permissions         [{tool, input, kind?, editable?}]: for each, a permission line (id p1, p2 ...), then waits
+//                       for its permission-response; allowed: runs it (input.command with /bin/sh -c, or writes
+//                       input.content to input.path; the response's input instead when editable) and prints a
+//                       text line "permission p1: allowed"; denied: "permission p1: denied MESSAGE".
 //   crash               {exitCode, stderr}: prints stderr and exits with no terminal line
 //   error               {message, code}: terminal error line
 //   raw                 string printed as the complete text (malformed envelopes); ${env:NAME} is substituted
@@ -30,7 +35,7 @@
 // A step with none of crash/error/raw/envelope exits 0 without a terminal line.
 // Run counters live in .scripted/counters/<script>.<step>.<kind> so they survive a failed first turn.
 // Past the last step → error line "script exhausted".
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -44,32 +49,65 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Reads stdin as lines for the whole process: the first is the turn request; later ones are the runtime's
- * `usage-ack` lines. When stdin closes the runtime is gone: stop, serve nothing more.
+ * `usage-ack` lines (kept in `acked`) and permission answers (read with `nextLine`). When stdin closes the runtime
+ * is gone: stop, serve nothing more.
  */
 let runtimeGone = false;
 const acked = [];
-function readRequest() {
-  return new Promise((resolve, reject) => {
-    let request;
-    const rl = createInterface({ input: process.stdin });
-    rl.on('line', (line) => {
-      if (line.trim() === '') return;
-      const value = JSON.parse(line);
-      if (request === undefined) {
-        request = value;
-        resolve(value);
-      } else if (value.type === 'usage-ack') {
-        acked.push(value);
-        onAck?.(value);
-      }
-    });
-    rl.on('close', () => {
-      runtimeGone = true;
-      if (request === undefined) reject(new Error('no request line on stdin'));
-    });
-  });
-}
 let onAck;
+const queued = [];
+let waiting;
+const stdinLines = createInterface({ input: process.stdin });
+stdinLines.on('line', (line) => {
+  if (line.trim() === '') return;
+  const value = JSON.parse(line);
+  if (value.type === 'usage-ack') {
+    acked.push(value);
+    onAck?.(value);
+  } else if (waiting) {
+    const resolve = waiting;
+    waiting = undefined;
+    resolve(value);
+  } else queued.push(value);
+});
+stdinLines.on('close', () => {
+  runtimeGone = true;
+  const resolve = waiting;
+  waiting = undefined;
+  resolve?.(undefined);
+});
+
+/** The next non-empty stdin line as JSON (acknowledgements aside); `undefined` once stdin is closed. */
+function nextLine() {
+  if (queued.length > 0) return Promise.resolve(queued.shift());
+  if (runtimeGone) return Promise.resolve(undefined);
+  return new Promise((resolve) => (waiting = resolve));
+}
+
+async function readRequest() {
+  const request = await nextLine();
+  if (!request) throw new Error('no request line on stdin');
+  return request;
+}
+
+/** Asks for each tool use and does what an allowing answer says, like a harness with real tools. */
+async function askPermissions(asks, workspace) {
+  for (const [i, ask] of asks.entries()) {
+    const id = `p${i + 1}`;
+    emit({ type: 'permission', id, tool: ask.tool, input: ask.input, ...(ask.kind ? { kind: ask.kind } : {}), ...(ask.editable ? { editable: true } : {}) });
+    let answer;
+    do answer = await nextLine();
+    while (answer && !(answer.type === 'permission-response' && answer.id === id));
+    if (!answer?.allow) {
+      emit({ type: 'text', text: `permission ${id}: denied ${answer?.message ?? '(no answer)'}` });
+      continue;
+    }
+    const input = ask.editable && answer.input ? answer.input : ask.input;
+    if (typeof input.command === 'string') spawnSync('/bin/sh', ['-c', input.command], { cwd: workspace, stdio: 'ignore' });
+    else if (typeof input.path === 'string') writeFile(path.join(workspace, input.path), String(input.content ?? ''));
+    emit({ type: 'text', text: `permission ${id}: allowed` });
+  }
+}
 
 function writeFile(file, text) {
   mkdirSync(path.dirname(file), { recursive: true });
@@ -138,6 +176,7 @@ function unackedStore(dir, request) {
 async function main() {
   const request = await readRequest();
   const dir = path.join(request.workspace, '.scripted');
+  writeFile(path.join(dir, 'last-request.json'), JSON.stringify(request));
   const unacked = request.attempt ? unackedStore(dir, request) : undefined;
   for (const entry of unacked?.pending() ?? []) emit({ type: 'usage', ...entry.usage, attempt: entry.attempt, turn: entry.turn, call: entry.call });
   const opened = openSession(dir, request);
@@ -180,6 +219,7 @@ async function main() {
   }
   if (step.sleepMs) await startSleeper(dir, step.sleepMs);
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
+  if (step.permissions) await askPermissions(step.permissions, request.workspace);
   session.position += 1;
   save(); // before any terminal line, so the next turn resumes after this step
   if (step.crash) {

@@ -1,6 +1,6 @@
 /**
- * The Ledger contract as one test suite, run against every implementation (SQLite here; PostgreSQL reuses it):
- * `ledgerContract('SqliteLedger', () => open a fresh, empty ledger)`.
+ * The Ledger contract, run against every implementation (SQLite and PostgreSQL): each test file calls
+ * describeLedgerContract with a factory for a fresh, empty ledger.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -57,22 +57,29 @@ export function attemptFinish(overrides: Partial<AttemptFinish> = {}): AttemptFi
 
 export interface LedgerUnderTest {
   readonly ledger: Ledger;
-  readonly close: () => Promise<void>;
+  /** Another handle on the same store (a second worker, or the same one after a restart). */
+  open(): Promise<Ledger>;
+  /** Removes the store after the test. */
+  cleanup(): Promise<void>;
 }
 
-export function ledgerContract(name: string, open: () => Promise<LedgerUnderTest>): void {
-  describe(`${name}: the Ledger contract`, () => {
-    let under: LedgerUnderTest;
+export function describeLedgerContract(name: string, make: () => Promise<LedgerUnderTest>): void {
+  describe(`${name} keeps the Ledger contract`, () => {
+    let store: LedgerUnderTest;
     let ledger: Ledger;
+    const others: Ledger[] = [];
 
     beforeEach(async () => {
-      under = await open();
-      ledger = under.ledger;
+      store = await make();
+      ledger = store.ledger;
       await ledger.syncCatalog(catalog);
       await ledger.startRun(run);
     });
+
     afterEach(async () => {
-      await under.close();
+      for (const other of others.splice(0)) await other.close();
+      await ledger.close();
+      await store.cleanup();
     });
 
     it('a turn attempt: begin, one row per model call as it streams, finish; every write is idempotent', async () => {
@@ -258,6 +265,92 @@ export function ledgerContract(name: string, open: () => Promise<LedgerUnderTest
       expect((await ledger.getRun('wf-1'))?.finishedAt).toBeTruthy();
       await ledger.startRun({ ...run, workflowId: 'wf-child', runId: 'r-c', parentWorkflowId: 'wf-1' });
       expect((await ledger.getRun('wf-child'))?.parentWorkflowId).toBe('wf-1');
+    });
+
+    it('data persists across handles, and a closed handle closes once', async () => {
+      await ledger.beginAttempt(attemptStart());
+      await ledger.recordUsage(usageRow());
+      await ledger.finishAttempt(attemptFinish());
+      await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'success', payload: { result: 'ok' } });
+      await ledger.appendEvent('wf-1', 1, 'text', 'hello');
+      await ledger.close();
+      await ledger.close(); // idempotent
+      ledger = await store.open();
+      expect((await ledger.getRun('wf-1'))?.task).toBe(run.task);
+      expect(await ledger.listPromptRuns('wf-1')).toHaveLength(1);
+      expect(await ledger.listSteps('wf-1')).toHaveLength(1);
+      expect((await ledger.readEvents('wf-1', 0)).map((e) => e.data)).toEqual(['hello']);
+      expect(await ledger.recordUsage(usageRow())).toEqual({ inserted: false });
+      expect(await ledger.beginAttempt(attemptStart())).toEqual({ inserted: false });
+    });
+
+    it('two workers on one store: a retried call is counted once, a racing attempt opens once, events keep one order', async () => {
+      const second = await store.open();
+      others.push(second);
+      await Promise.all([ledger.startRun({ ...run, runId: 'r-race' }), second.startRun({ ...run, runId: 'r-race', task: 'the loser of the race' })]);
+      const opened = await Promise.all([...Array(4).keys()].map((i) => (i % 2 ? second : ledger).beginAttempt(attemptStart({ runId: 'r-race' }))));
+      expect(opened.filter((o) => o.inserted)).toHaveLength(1);
+      const calls = await Promise.all([...Array(6).keys()].map((i) => (i % 2 ? second : ledger).recordUsage(usageRow({ runId: 'r-race', usage: { input: i } }))));
+      expect(calls.filter((c) => c.inserted)).toHaveLength(1);
+      const finished = await Promise.all([ledger.finishAttempt(attemptFinish({ runId: 'r-race' })), second.finishAttempt(attemptFinish({ runId: 'r-race', status: 'failed' }))]);
+      expect(finished.filter((f) => f.updated)).toHaveLength(1);
+      expect((await second.runTotals('wf-1', 'r-race')).calls).toBe(1);
+      const cursors = await Promise.all([...Array(20).keys()].map((i) => (i % 2 ? second : ledger).appendEvent('wf-1', 1, 'text', { i })));
+      expect(new Set(cursors).size).toBe(20);
+      const events = await ledger.readEvents('wf-1', 0, 1000);
+      expect(events.map((e) => e.cursor)).toEqual([...cursors].sort((a, b) => a - b));
+      // Both started the run at once: one row, the same for both, whichever won.
+      const [a, b] = [await ledger.getRun('wf-1', 'r-race'), await second.getRun('wf-1', 'r-race')];
+      expect([run.task, 'the loser of the race']).toContain(a?.task);
+      expect(b).toEqual(a);
+    });
+
+    it('stores text and JSON exactly: unicode, quotes, large values, nested payloads, NULL for unknown counts', async () => {
+      const text = `naïve “quotes” 'single' \\backslash\\ emoji 🚀 tab\tnewline\n${'x'.repeat(200_000)}`;
+      await ledger.startRun({ ...run, runId: 'r-text', task: text });
+      expect((await ledger.getRun('wf-1', 'r-text'))?.task).toBe(text);
+      const payload = { nested: { list: [1, 2.5, -3, null, true, 'ü'], empty: {} }, big: 2 ** 53 - 1 };
+      await ledger.recordStep({ workflowId: 'wf-1', runId: 'r-text', seq: 1, turn: 1, type: 'actions', payload });
+      expect((await ledger.listSteps('wf-1', 'r-text'))[0]!.payload).toEqual(payload);
+      await ledger.beginAttempt(attemptStart({ runId: 'r-text', input: text }));
+      await ledger.recordUsage(usageRow({ runId: 'r-text', usage: { input: 3_000_000_000, output: 1, reasoning: 0 }, priceUsd: 0.000001, harnessCostUsd: 12345.678901 }));
+      await ledger.finishAttempt(attemptFinish({ runId: 'r-text', output: text, error: text }));
+      const [row] = await ledger.listPromptRuns('wf-1', 'r-text');
+      expect(row!.input).toBe(text);
+      expect(row!.output).toBe(text);
+      expect(row!.error).toBe(text);
+      expect(row!.usage).toEqual({ input: 3_000_000_000, output: 1, reasoning: 0 });
+      expect(row!.harnessCostUsd).toBe(12345.678901);
+      expect(row!.priceUsd).toBe(0.000001);
+    });
+
+    it('lists open runs for reconciliation, oldest first, bounded', async () => {
+      await ledger.startRun({ ...run, workflowId: 'wf-2', runId: 'r-2' });
+      await ledger.startRun({ ...run, workflowId: 'wf-3', runId: 'r-3' });
+      await ledger.finishRun('wf-2', 'cancelled', null);
+      expect((await ledger.listOpenRuns()).map((r) => r.workflowId)).toEqual(['wf-1', 'wf-3']);
+      expect((await ledger.listOpenRuns(1)).map((r) => r.workflowId)).toEqual(['wf-1']);
+    });
+
+    it('approvals belong to one run: a reused workflow id never finds the requests, decisions or grants of another run', async () => {
+      const ask = { workflowId: 'wf-1', requestId: 't1-abc', turn: 1, tool: 'Bash', kind: 'command', title: 'ls', input: { command: 'ls' }, command: 'ls' };
+      const first = await ledger.requestApproval({ ...ask, decision: { status: 'allowed', decidedBy: 'operator:alice', scope: 'session' } });
+      expect(first.record).toMatchObject({ runId: 'r-1', status: 'allowed' });
+      await ledger.requestApproval({ ...ask, requestId: 't1-def' });
+      await ledger.finishRun('wf-1', 'succeeded', null);
+      await ledger.startRun({ ...run, runId: 'r-2' });
+      expect(await ledger.getApproval('wf-1', 't1-abc')).toBeUndefined();
+      expect(await ledger.listApprovals({ workflowId: 'wf-1', status: 'allowed' })).toEqual([]);
+      expect(await ledger.getApproval('wf-1', 't1-abc', 'r-1')).toMatchObject({ runId: 'r-1', status: 'allowed' });
+      const again = await ledger.requestApproval({ ...ask, runId: 'r-2' });
+      expect(again).toMatchObject({ created: true, record: { runId: 'r-2', status: 'pending' } });
+      expect(await ledger.decideApproval('wf-1', 't1-def', { status: 'denied', decidedBy: 'x' })).toBeUndefined();
+      expect(await ledger.expireApprovals('wf-1', 'run ended')).toBe(1);
+      expect((await ledger.listApprovals({ workflowId: 'wf-1', runId: 'r-1' })).map((a) => [a.requestId, a.status])).toEqual([
+        ['t1-abc', 'allowed'],
+        ['t1-def', 'pending'],
+      ]);
+      expect((await ledger.listApprovals({ workflowId: 'wf-1' })).map((a) => [a.requestId, a.status])).toEqual([['t1-abc', 'expired']]);
     });
 
     it('reports itself healthy', async () => {

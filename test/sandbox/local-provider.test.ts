@@ -176,6 +176,15 @@ describe('LocalExecutor', () => {
     expect((await proc.exit).code).toBe(0);
   });
 
+  it('closes stdin on request: a server that reads until end of input then exits', async () => {
+    const proc = executor.exec({ argv: ['sh', '-c', 'cat; echo "stdin ended"'], stdin: 'one\n', keepStdinOpen: true });
+    const iterator = proc.lines[Symbol.asyncIterator]();
+    expect((await iterator.next()).value).toBe('one');
+    proc.closeStdin?.();
+    expect((await iterator.next()).value).toBe('stdin ended');
+    expect(await proc.exit).toEqual({ code: 0, signal: null });
+  });
+
   it('reports a missing binary without throwing', async () => {
     const proc = executor.exec({ argv: ['definitely-not-installed-xyz', '--version'] });
     expect(await proc.exit).toEqual({ code: null, signal: null });

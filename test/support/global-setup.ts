@@ -14,6 +14,8 @@ import { workflowsPath } from '../../src/worker.js';
 declare module 'vitest' {
   export interface ProvidedContext {
     temporalAddress: string;
+    /** The dev server's Web UI (test/ui drives a real browser through it). */
+    temporalUiUrl: string;
     workflowBundlePath: string;
   }
 }
@@ -25,13 +27,14 @@ export async function setup(project: TestProject): Promise<void> {
   if (!cli) throw new Error(`The tests need a real Temporal dev server and found no Temporal CLI. ${temporalCliInstallHint}`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-test-'));
   const [started, bundle] = await Promise.all([
-    startDevServer({ cliPath: cli.path, logFile: path.join(dir, 'temporal.log') }),
+    startDevServer({ cliPath: cli.path, logFile: path.join(dir, 'temporal.log'), ui: true }),
     bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } as never }),
   ]);
   server = started;
   const bundlePath = path.join(dir, 'workflow-bundle.js');
   writeFileSync(bundlePath, bundle.code);
   project.provide('temporalAddress', server.address);
+  project.provide('temporalUiUrl', server.uiUrl!);
   project.provide('workflowBundlePath', bundlePath);
 }
 

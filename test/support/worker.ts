@@ -17,6 +17,7 @@ import { SqliteLedger } from '../../src/ledger/index.js';
 import type { SandboxProvider } from '../../src/sandbox/types.js';
 import { createWorker } from '../../src/worker.js';
 import type { Worker } from '@temporalio/worker';
+import type { DataConverter } from '@temporalio/common';
 
 let runtimeInstalled = false;
 function quietRuntime(): void {
@@ -42,6 +43,8 @@ export interface TestWorkerOptions {
   /** Reuse an existing data dir (a second worker for the same runs). */
   readonly dataDir?: string;
   readonly taskQueue?: string;
+  /** Payload encoding for the worker and the client (e.g. encryption). */
+  readonly dataConverter?: DataConverter;
 }
 
 export interface TestWorker {
@@ -79,10 +82,11 @@ export async function startTestWorker(options: TestWorkerOptions): Promise<TestW
     adapters: options.adapters,
     actions: options.actions,
     workflowBundle: { codePath: inject('workflowBundlePath') },
+    dataConverter: options.dataConverter,
   });
   const running = worker.run();
   const connection = await Connection.connect({ address });
-  const client = new Client({ connection });
+  const client = new Client({ connection, dataConverter: options.dataConverter });
   let stopped = false;
   const stopWorker = async () => {
     if (stopped) return;

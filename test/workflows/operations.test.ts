@@ -13,6 +13,7 @@ const catalog = scriptedCatalog(book, {
     { name: 'asleep', driverClass: 'StdioJson', executable: 'node', active: false, vendor: 'testvendor', model: 'm' },
     { name: 'nowhere', driverClass: 'StdioJson', executable: '/opt/nowhere/harness', active: true, vendor: 'testvendor', model: 'm' },
     { name: 'alien', driverClass: 'MartianCli', executable: 'node', active: true, vendor: 'testvendor', model: 'm' },
+    { name: 'keyed', driverClass: 'StdioJson', executable: 'node', active: true, vendor: 'testvendor', model: 'm', apiKeyEnv: 'SCRIPTED_API_KEY' },
   ],
   agents: [
     { name: 'patient', harness: 'scripted', turnAttempts: 2, operatorTimeoutMs: 60_000 },
@@ -23,6 +24,7 @@ const catalog = scriptedCatalog(book, {
     { name: 'isolated', harness: 'scripted', sandbox: { provider: 'local', networkPolicy: 'none' } },
     { name: 'granted', harness: 'scripted', credentials: [{ env: 'SCRIPTED_API_KEY', from: 'SERVER_SECRET_FOR_TESTS' }] },
     { name: 'ungranted', harness: 'scripted', credentials: [{ env: 'SCRIPTED_API_KEY', from: 'NOT_SET_ANYWHERE' }] },
+    { name: 'keyless', harness: 'keyed' },
   ],
 });
 const secret = 'sk-test-0123456789-super-secret-value';
@@ -184,6 +186,8 @@ describe('bad configuration and input fail clearly, without retrying', () => {
     ['martian', 'UnknownDriver', /MartianCli.*Registered: .*StdioJson/],
     ['isolated', 'SandboxPolicyRefused', /cannot enforce network policy "none"/],
     ['ungranted', 'CredentialMissing', /SCRIPTED_API_KEY.*NOT_SET_ANYWHERE/],
+    // A harness that names its key variable fails at resolution, naming the grant to add (not 3 keyless attempts).
+    ['keyless', 'CredentialMissing', /harness "keyed" takes its key from SCRIPTED_API_KEY.*add credentials: \[\{ env: SCRIPTED_API_KEY, from: <NAME> \}\] to agent "keyless"/],
   ];
   for (const [agent, type, message] of cases) {
     it(`${agent} → ${type}`, async () => {

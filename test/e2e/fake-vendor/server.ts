@@ -7,12 +7,21 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+/** A tool call the scripted model makes: JSON arguments, or (`freeform`) a raw text input for grammar tools. */
+export interface ScriptedToolCall {
+  readonly id?: string;
+  readonly name: string;
+  readonly input: Record<string, unknown>;
+  /** Send as a freeform (custom) tool call with this raw input, where the protocol has them (OpenAI Responses). */
+  readonly freeform?: string;
+}
+
 /** One scripted model reply: text and/or tool calls, with the usage to report, or an error. */
 export interface ScriptedReply {
   /** Only requests this predicate accepts consume the reply (e.g. skip a CLI's title-generation call). */
   readonly match?: (request: RecordedRequest) => boolean;
   readonly text?: string;
-  readonly toolCalls?: readonly { readonly id?: string; readonly name: string; readonly input: Record<string, unknown> }[];
+  readonly toolCalls?: readonly ScriptedToolCall[];
   /**
    * Usage to report, normalised: `input` without cached tokens, `output` without `reasoning` (thinking tokens).
    * Each protocol writes it in its own wire shape (some fold reasoning into output, some report it apart).

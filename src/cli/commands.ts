@@ -1,0 +1,447 @@
+/** The `durable-harness` commands: parse, dispatch, and map every outcome to a documented exit code. */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import {
+  Client,
+  Connection,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  isGrpcDeadlineError,
+  isGrpcServiceError,
+} from '@temporalio/client';
+import { CatalogError } from '../catalog/index.js';
+import { InvalidRunInputError, RunIdTakenError, RunRejectedError, createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
+import { PayloadKeyConfigError, dataConverterFromEnvironment, payloadCodecFromEnvironment, startCodecServer } from '../codec/index.js';
+import { LedgerConfigError } from '../ledger/index.js';
+import { ObservabilityConfigError } from '../observability/index.js';
+import { taskQueuePollers } from '../temporal/task-queue.js';
+import { CatalogMismatchError } from '../worker.js';
+import { roundUsd } from '../workflows/money.js';
+import type { AgentRunResult, RunState, RunStatusView } from '../workflows/types.js';
+import { totalTokens } from '../workflows/usage.js';
+import { devCommand, workerCommand } from './dev.js';
+import { escapeControl } from './escape.js';
+import { CliError, ExitCodes, exitCodeForResult, exitCodeForState, exitCodeTable, type ExitCode } from './exit-codes.js';
+import { describeResult, followRun, humanStates, progressLine } from './follow.js';
+import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
+import { formatTable, listRuns, listStatuses, type ListFilters } from './list.js';
+import { openLedgerIfPresent, resolveSettings, type Settings } from './settings.js';
+
+const usage = `durable-harness — run coding-agent CLIs as durable Temporal workflows
+
+Usage:
+  durable-harness dev [--demo] [--exit] [--port 7233] [--ui-port 8233]
+                                      embedded Temporal dev server (state in <data>/temporal.db) + Web UI + worker;
+                                      --demo starts the demo agent and follows it; --exit stops when it ends
+  durable-harness worker              a worker on the task queue
+  durable-harness run AGENT TASK [--wait] [--detach] [--json] [--id ID] [--tenant T] [--user U]
+                                      start a run and follow it until it ends or needs a person
+                                      (--wait: keep following while it waits; --json: JSON lines)
+  durable-harness status RUN_ID [--json]
+  durable-harness list [--status S] [--agent A] [--tenant T] [--limit 20] [--json]
+  durable-harness cancel RUN_ID [--reason TEXT]
+  durable-harness retry RUN_ID        run the failed turn of an awaiting_operator run again
+  durable-harness abandon RUN_ID [--reason TEXT]
+                                      end an awaiting_operator run as failed
+  durable-harness reply RUN_ID TEXT   answer a run that waits for a reply
+  durable-harness codec-server [--codec-port 8234] [--cors-origin URL]...
+                                      decode/encode encrypted payloads for the Web UI (keys from the environment)
+
+Common options (or environment):
+  --address HOST:PORT   TEMPORAL_ADDRESS            (default 127.0.0.1:7233)
+  --namespace NAME      TEMPORAL_NAMESPACE          (default "default")
+  --task-queue NAME     DURABLE_HARNESS_TASK_QUEUE  (default "durable-harness")
+  --catalog FILE        DURABLE_HARNESS_CATALOG     (default config/default.yaml)
+  --data DIR            DURABLE_HARNESS_DATA        (default .data)
+
+Encrypted payloads (off unless keys are set; workers, clients and the codec server need the same keys):
+  DURABLE_HARNESS_PAYLOAD_KEYS="ID:BASE64KEY,..."   or DURABLE_HARNESS_PAYLOAD_KEYS_FILE=FILE
+  DURABLE_HARNESS_PAYLOAD_KEY_ID=ID                  the key new payloads use (default: the first listed)
+  \`dev\` then also starts the codec server (--codec-port, default 8234) and wires the Web UI to it.
+
+Telemetry (off unless set; dev and worker): see docs/observability.md
+  OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT   OTLP/HTTP traces (run, turn, activity spans)
+  DURABLE_HARNESS_PROMETHEUS_ADDRESS=HOST:PORT                      Prometheus /metrics (or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
+
+Exit codes:
+${exitCodeTable.map(([code, what]) => `  ${String(code).padStart(3)}  ${what}`).join('\n')}`;
+
+const options = {
+  address: { type: 'string' },
+  namespace: { type: 'string' },
+  'task-queue': { type: 'string' },
+  catalog: { type: 'string' },
+  data: { type: 'string' },
+  demo: { type: 'boolean' },
+  exit: { type: 'boolean' },
+  port: { type: 'string' },
+  'ui-port': { type: 'string' },
+  detach: { type: 'boolean' },
+  wait: { type: 'boolean' },
+  json: { type: 'boolean' },
+  id: { type: 'string' },
+  tenant: { type: 'string' },
+  user: { type: 'string' },
+  agent: { type: 'string' },
+  status: { type: 'string' },
+  reason: { type: 'string' },
+  limit: { type: 'string' },
+  'codec-port': { type: 'string' },
+  'cors-origin': { type: 'string', multiple: true },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export type Flags = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>['values'];
+
+/** How long an operator command waits for a worker to take it. */
+const operatorTimeoutMs = 10_000;
+
+const out = (line: string) => process.stdout.write(`${line}\n`);
+const err = (line: string) => process.stderr.write(`${line}\n`);
+const jsonLine = (value: unknown) => out(JSON.stringify(value));
+
+function usageError(message: string): CliError {
+  return new CliError(`${message}\n\n${usage}`, ExitCodes.usage);
+}
+
+function unreachable(s: Settings, e: unknown): CliError {
+  return new CliError(
+    `cannot reach Temporal at ${s.address} (${(e as Error).message.split('\n')[0]}). Start one with \`durable-harness dev\`, or set TEMPORAL_ADDRESS.`,
+    ExitCodes.unavailable,
+  );
+}
+
+async function connectClient(s: Settings): Promise<{ client: Client; connection: Connection }> {
+  // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
+  const dataConverter = dataConverterFromEnvironment();
+  try {
+    const connection = await Connection.connect({ address: s.address, connectTimeout: 5000 });
+    return { client: createAgentClient(connection, { namespace: s.namespace, dataConverter }), connection };
+  } catch (e) {
+    throw unreachable(s, e);
+  }
+}
+
+/** Shell-quotes one argument for a command the user can paste. */
+function shellQuote(arg: string): string {
+  return /^[A-Za-z0-9._:/=@%+,-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The exact commands that answer a run waiting for a person, with the connection flags this command was given. */
+export function answerCommands(status: Pick<RunStatusView, 'state'>, workflowId: string, flags: Flags): string[] {
+  const tail = [
+    ...(flags.address ? ['--address', flags.address] : []),
+    ...(flags.namespace ? ['--namespace', flags.namespace] : []),
+  ];
+  const command = (...args: string[]) => ['durable-harness', ...args, ...tail].map(shellQuote).join(' ');
+  if (status.state === 'awaiting_operator') return [command('retry', workflowId), command('abandon', workflowId, '--reason', 'why')];
+  if (status.state === 'waiting_for_reply') return [command('reply', workflowId, 'your answer')];
+  return [];
+}
+
+function needsHumanText(status: RunStatusView, workflowId: string, flags: Flags): string {
+  const [first, second] = answerCommands(status, workflowId, flags);
+  if (status.state === 'waiting_for_reply') {
+    return `run ${workflowId} waits for a reply to: ${escapeControl(status.pendingQuestion ?? status.detail)}\n  answer it:  ${first}`;
+  }
+  return `run ${workflowId} awaits an operator: ${escapeControl(status.lastError ?? status.detail)}\n  retry the turn:  ${first}\n  or give up:      ${second}`;
+}
+
+function progressJson(workflowId: string, status: RunStatusView, doing: string | undefined) {
+  return {
+    type: 'progress',
+    workflowId,
+    state: status.state,
+    iteration: status.iteration,
+    totalTokens: status.totalTokens,
+    costUsd: roundUsd(status.costUsd),
+    costBlind: status.costBlind,
+    detail: status.detail,
+    ...(doing ? { doing } : {}),
+  };
+}
+
+function noWorkerMessage(s: Settings, what: string): string {
+  return (
+    `${what}: no worker polls task queue "${s.taskQueue}" in namespace "${s.namespace}" at ${s.address}. ` +
+    'Start one (`durable-harness worker`, or `durable-harness dev` for a local stack), or check --task-queue / DURABLE_HARNESS_TASK_QUEUE.'
+  );
+}
+
+/** Refuses to start a run nobody would pick up. */
+async function requireWorker(connection: Connection, s: Settings): Promise<void> {
+  const pollers = await taskQueuePollers(connection.workflowService, s.namespace, s.taskQueue);
+  if (!pollers.some((p) => p.kinds.includes('workflow'))) throw new CliError(noWorkerMessage(s, 'nothing started'), ExitCodes.noWorker);
+}
+
+async function followToEnd(run: AgentRunHandle, s: Settings, flags: Flags): Promise<ExitCode> {
+  const ledger = openLedgerIfPresent(s);
+  const stop = () => {
+    err(`\nstopped following ${run.workflowId}; the run goes on: durable-harness status ${shellQuote(run.workflowId)}`);
+    process.exit(ExitCodes.interrupted);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    const end = await followRun(run, {
+      ledger,
+      wait: flags.wait,
+      onProgress: (status, doing) => (flags.json ? jsonLine(progressJson(run.workflowId, status, doing)) : out(progressLine(status, doing))),
+      onNeedsHuman: (status) =>
+        flags.json
+          ? jsonLine({ type: 'needs-human', workflowId: run.workflowId, state: status.state, detail: status.detail, commands: answerCommands(status, run.workflowId, flags) })
+          : out(needsHumanText(status, run.workflowId, flags)),
+    });
+    switch (end.kind) {
+      case 'ended':
+        if (flags.json) jsonLine({ type: 'result', ...end.result });
+        else out(describeResult(end.result));
+        return exitCodeForResult(end.result);
+      case 'needs-human': {
+        const commands = answerCommands(end.status, run.workflowId, flags);
+        if (flags.json) jsonLine({ type: 'needs-human', workflowId: run.workflowId, state: end.status.state, detail: end.status.detail, commands });
+        else out(needsHumanText(end.status, run.workflowId, flags));
+        return exitCodeForState(end.status.state);
+      }
+      default:
+        throw new CliError(
+          `${noWorkerMessage(s, `run ${run.workflowId} got no answer for ${Math.round(end.silentForMs / 1000)} s`)} The run goes on when a worker takes it.`,
+          ExitCodes.noWorker,
+        );
+    }
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+    await ledger?.close();
+  }
+}
+
+/** A status view for a run that has ended, from its result in history: needs no worker. */
+function viewFromResult(result: AgentRunResult, agent: string): RunStatusView {
+  return {
+    state: result.status,
+    agent,
+    iteration: result.iterations,
+    usage: result.usage,
+    totalTokens: totalTokens(result.usage),
+    costUsd: roundUsd(result.costUsd),
+    costBlind: false,
+    detail: result.reason ?? result.result?.slice(0, 120) ?? result.status,
+    ...(result.failureType ? { lastError: `${result.failureType}: ${result.reason ?? ''}` } : {}),
+    externalSessionId: result.externalSessionId,
+    malformedInARow: 0,
+    actionCounts: {},
+  };
+}
+
+/** Temporal's own status of a run that ended without a result (terminated, timed out), as an exit code. */
+function exitCodeForClosed(temporalStatus: string): ExitCode {
+  return temporalStatus === 'CANCELLED' ? ExitCodes.cancelled : ExitCodes.failed;
+}
+
+async function statusCommand(client: Client, s: Settings, flags: Flags, id: string): Promise<ExitCode> {
+  const run = getAgentRun(client, id);
+  const description = await run.handle.describe();
+  let view: RunStatusView | undefined;
+  try {
+    view = await run.status({ timeoutMs: 3000 });
+  } catch (e) {
+    if (e instanceof WorkflowNotFoundError) throw e;
+  }
+  // The books: the ledger's totals over every attempt (failed ones included) and whether it can be written.
+  const ledger = openLedgerIfPresent(s);
+  const books = await ledgerStatus(run, ledger).finally(() => ledger?.close());
+  if (!view && description.status.name !== 'RUNNING') {
+    // Ended: the result is in history, no worker needed.
+    const agent = String(description.searchAttributes?.DurableHarnessAgent?.[0] ?? '');
+    try {
+      view = viewFromResult(await run.result(), agent);
+    } catch (e) {
+      const message = `run ${id} ended ${description.status.name}: ${escapeControl(((e as Error).cause as Error | undefined)?.message ?? (e as Error).message)}`;
+      if (flags.json) jsonLine({ workflowId: id, temporalStatus: description.status.name, message, ledger: books });
+      else for (const line of [message, ...ledgerStatusLines(books)]) out(line);
+      return exitCodeForClosed(description.status.name);
+    }
+  }
+  if (!view) {
+    const status = String(description.searchAttributes?.DurableHarnessStatus?.[0] ?? 'unknown');
+    const problem = books.problem ? ` (ledger NOT WRITABLE: ${books.problem})` : '';
+    throw new CliError(noWorkerMessage(s, `run ${id} is open (DurableHarnessStatus ${status}) but no worker answered its status query within 3 s${problem}`), ExitCodes.noWorker);
+  }
+  if (flags.json) out(JSON.stringify({ ...view, ledger: books }, null, 2));
+  else {
+    out(progressLine(view));
+    for (const line of ledgerStatusLines(books)) out(line);
+    if (humanStates.has(view.state)) out(needsHumanText(view, id, flags));
+  }
+  return exitCodeForState(view.state);
+}
+
+/** Runs an operator command with a deadline, so a run without a worker does not hang the command. */
+async function operate<T>(client: Client, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await client.withDeadline(Date.now() + operatorTimeoutMs, fn);
+  } catch (e) {
+    if (isGrpcDeadlineError(e)) {
+      throw new CliError(`no worker took the command within ${operatorTimeoutMs / 1000} s: is a worker polling the run's task queue?`, ExitCodes.noWorker);
+    }
+    throw e;
+  }
+}
+
+async function withClient(flags: Flags, fn: (client: Client, s: Settings, connection: Connection) => Promise<ExitCode>): Promise<ExitCode> {
+  const s = resolveSettings(flags);
+  const { client, connection } = await connectClient(s);
+  try {
+    return await fn(client, s, connection);
+  } catch (e) {
+    if (e instanceof WorkflowNotFoundError && e.workflowId) {
+      // Signals and updates to a closed run also land here: say which it is.
+      const status = await client.workflow.getHandle(e.workflowId).describe().then((d) => d.status.name, () => undefined);
+      if (status) throw new CliError(`run ${e.workflowId} has already ended (${status}); it takes no more commands`, ExitCodes.rejected);
+      throw new CliError(`no run with id ${e.workflowId} in namespace ${s.namespace}`, ExitCodes.usage);
+    }
+    if (isGrpcServiceError(e) && e.code === 14) throw unreachable(s, e);
+    throw e;
+  } finally {
+    await connection.close();
+  }
+}
+
+function need(positionals: string[], count: number, what: string): string[] {
+  if (positionals.length < count) throw usageError(`missing ${what}`);
+  return positionals;
+}
+
+function listFilters(flags: Flags): ListFilters {
+  const limit = Number(flags.limit ?? 20);
+  if (!Number.isInteger(limit) || limit < 1) throw usageError(`--limit must be a positive whole number, got "${flags.limit}"`);
+  if (flags.status && !listStatuses.includes(flags.status as RunState)) throw usageError(`--status must be one of ${listStatuses.join(', ')}; got "${flags.status}"`);
+  return { limit, status: flags.status as ListFilters['status'], agent: flags.agent, tenant: flags.tenant };
+}
+
+export async function main(argv: string[]): Promise<ExitCode> {
+  let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
+  try {
+    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  } catch (e) {
+    throw usageError((e as Error).message);
+  }
+  const { values: flags, positionals } = parsed;
+  const [command, ...rest] = positionals;
+  if (flags.help || !command) {
+    (command || flags.help ? out : err)(usage);
+    return command || flags.help ? ExitCodes.succeeded : ExitCodes.usage;
+  }
+  switch (command) {
+    case 'dev':
+      return devCommand(flags, resolveSettings(flags));
+    case 'worker':
+      return workerCommand(resolveSettings(flags));
+    case 'codec-server':
+      return codecServerCommand(flags);
+    case 'run': {
+      const [agent, ...taskWords] = need(rest, 2, 'AGENT and TASK: durable-harness run AGENT TASK');
+      return withClient(flags, async (client, s, connection) => {
+        await requireWorker(connection, s);
+        const run = await startAgentRun(client, {
+          agent: agent!,
+          task: taskWords.join(' '),
+          identity: { tenantId: flags.tenant ?? 'local', userId: flags.user ?? os.userInfo().username },
+          workflowId: flags.id,
+          taskQueue: s.taskQueue,
+        });
+        if (flags.detach) {
+          out(flags.json ? JSON.stringify({ workflowId: run.workflowId }) : run.workflowId);
+          return ExitCodes.succeeded;
+        }
+        if (flags.json) jsonLine({ type: 'started', workflowId: run.workflowId });
+        else out(`started ${run.workflowId}`);
+        return followToEnd(run, s, flags);
+      });
+    }
+    case 'status': {
+      const [id] = need(rest, 1, 'RUN_ID');
+      return withClient(flags, (client, s) => statusCommand(client, s, flags, id!));
+    }
+    case 'list':
+      return withClient(flags, async (client) => {
+        const filters = listFilters(flags);
+        const rows = await listRuns(client, filters);
+        if (flags.json) out(JSON.stringify(rows, null, 2));
+        else for (const line of formatTable(rows)) out(line);
+        return ExitCodes.succeeded;
+      });
+    case 'cancel': {
+      const [id] = need(rest, 1, 'RUN_ID');
+      return withClient(flags, async (client) => {
+        await operate(client, () => getAgentRun(client, id!).cancel(flags.reason));
+        out(`cancel requested for ${id}`);
+        return ExitCodes.succeeded;
+      });
+    }
+    case 'retry': {
+      const [id] = need(rest, 1, 'RUN_ID');
+      return withClient(flags, async (client) => {
+        out(await operate(client, () => getAgentRun(client, id!).retryTurn()));
+        return ExitCodes.succeeded;
+      });
+    }
+    case 'abandon': {
+      const [id] = need(rest, 1, 'RUN_ID');
+      return withClient(flags, async (client) => {
+        await operate(client, () => getAgentRun(client, id!).abandon(flags.reason));
+        out(`abandoned ${id}: it ends as failed`);
+        return ExitCodes.succeeded;
+      });
+    }
+    case 'reply': {
+      const [id, ...words] = need(rest, 2, 'RUN_ID and TEXT');
+      return withClient(flags, async (client) => {
+        out(await operate(client, () => getAgentRun(client, id!).reply(words.join(' '))));
+        return ExitCodes.succeeded;
+      });
+    }
+    default:
+      throw usageError(`unknown command "${command}"`);
+  }
+}
+
+async function codecServerCommand(flags: Flags): Promise<ExitCode> {
+  const codec = payloadCodecFromEnvironment();
+  if (!codec) throw usageError('no payload keys: set DURABLE_HARNESS_PAYLOAD_KEYS (ID:BASE64KEY,...) or DURABLE_HARNESS_PAYLOAD_KEYS_FILE');
+  const server = await startCodecServer({
+    codec,
+    host: process.env.DURABLE_HARNESS_CODEC_HOST ?? '127.0.0.1',
+    port: Number(flags['codec-port'] ?? process.env.DURABLE_HARNESS_CODEC_PORT ?? 8234),
+    corsOrigins: flags['cors-origin'] ?? (process.env.DURABLE_HARNESS_CODEC_CORS_ORIGINS ?? 'http://127.0.0.1:8233,http://localhost:8233').split(',').map((o) => o.trim()).filter(Boolean),
+    log: err,
+  });
+  out(`codec server at ${server.url} (keys ${codec.keyIds.join(', ')}; new payloads use ${codec.currentKeyId})`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await server.close();
+  return ExitCodes.succeeded;
+}
+
+/** The exit code and message for anything `main` throws: every known error has its documented code. */
+export function exitFor(e: unknown): { code: ExitCode; message: string } {
+  const message = e instanceof Error ? e.message : String(e);
+  if (e instanceof CliError) return { code: e.exitCode, message };
+  if (
+    e instanceof CatalogError ||
+    e instanceof CatalogMismatchError ||
+    e instanceof InvalidRunInputError ||
+    e instanceof RunIdTakenError ||
+    e instanceof PayloadKeyConfigError ||
+    e instanceof ObservabilityConfigError ||
+    e instanceof LedgerConfigError
+  ) {
+    return { code: ExitCodes.usage, message };
+  }
+  if (e instanceof WorkflowExecutionAlreadyStartedError) return { code: ExitCodes.usage, message: `a run with id ${e.workflowId} already exists; choose another --id` };
+  if (e instanceof RunRejectedError) return { code: ExitCodes.rejected, message };
+  return { code: ExitCodes.internal, message: e instanceof Error && e.stack ? e.stack : message };
+}

@@ -1,0 +1,238 @@
+/**
+ * `durable-harness dev` (embedded Temporal + Web UI + worker) and `durable-harness worker`: long-running processes
+ * that log like an operator wants to read them and stop cleanly — Temporal server included — on SIGINT and SIGTERM.
+ */
+import { statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Runtime } from '@temporalio/worker';
+import { payloadCodecFromEnvironment, dataConverterFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
+import { describeLedger } from '../ledger/index.js';
+import { observabilityFromEnvironment, startTracing, type WorkerTracing } from '../observability/index.js';
+import { loadCatalog, type Catalog } from '../catalog/index.js';
+import { createAgentClient, startAgentRun } from '../client/index.js';
+import { ensureSearchAttributes } from '../temporal/search-attributes.js';
+import { createWorker, reapClosedRunContainers } from '../worker.js';
+import { roundUsd } from '../workflows/money.js';
+import type { AgentRunResult } from '../workflows/types.js';
+import { startEmbeddedTemporal } from './embedded-temporal.js';
+import { CliError, ExitCodes, exitCodeForResult, type ExitCode } from './exit-codes.js';
+import { describeResult, followRun, progressLine } from './follow.js';
+import { OperatorLog } from './operator-log.js';
+import { openLedgerIfPresent, type Settings } from './settings.js';
+
+const out = (line: string) => process.stdout.write(`${line}\n`);
+const err = (line: string) => process.stderr.write(`${line}\n`);
+
+/** The catalog, reloaded when its file changes; a broken edit keeps the last good catalog and says why. */
+function catalogSource(file: string): () => Catalog {
+  let current = loadCatalog(file);
+  let mtime = statSync(file).mtimeMs;
+  return () => {
+    const now = statSync(file).mtimeMs;
+    if (now !== mtime) {
+      mtime = now;
+      try {
+        current = loadCatalog(file);
+      } catch (e) {
+        err(`catalog change ignored: ${(e as Error).message}`);
+      }
+    }
+    return current;
+  };
+}
+
+/**
+ * Installs the operator log as the Temporal runtime's logger. The runtime's own signal handling is off: these
+ * commands stop in their own order (worker, connections, then the Temporal server).
+ */
+function installRuntime(metrics: ReturnType<typeof observabilityFromEnvironment>['metrics']): { setClient(client: Client): void } {
+  let client: Client | undefined;
+  Runtime.install({
+    shutdownSignals: [],
+    ...(metrics ? { telemetryOptions: { metrics } } : {}),
+    logger: new OperatorLog({
+      write: out,
+      describeEnd: async (workflowId, runId) => {
+        if (!client) return 'ended';
+        const result = (await client.workflow.getHandle(workflowId, runId).result()) as AgentRunResult;
+        return describeResult({ ...result, costUsd: roundUsd(result.costUsd) }).split('\n')[0]!;
+      },
+    }),
+  });
+  return { setClient: (c) => (client = c) };
+}
+
+/** Calls `stop` once on the first SIGINT/SIGTERM; a second signal exits at once. */
+function onStopSignal(stop: (signal: NodeJS.Signals) => Promise<void>): () => void {
+  let stopping = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (stopping) process.exit(ExitCodes.interrupted);
+    stopping = true;
+    void stop(signal);
+  };
+  process.on('SIGINT', handler);
+  process.on('SIGTERM', handler);
+  return () => {
+    process.off('SIGINT', handler);
+    process.off('SIGTERM', handler);
+  };
+}
+
+async function connectNative(address: string): Promise<NativeConnection> {
+  try {
+    return await NativeConnection.connect({ address });
+  } catch (e) {
+    throw new CliError(
+      `cannot reach Temporal at ${address} (${(e as Error).message.split('\n')[0]}). Start one with \`durable-harness dev\`, or set TEMPORAL_ADDRESS.`,
+      ExitCodes.unavailable,
+    );
+  }
+}
+
+/** The SDK runtime (operator log; Prometheus/OTLP metrics when configured) and tracing when configured. */
+function startTelemetry(): { runtime: ReturnType<typeof installRuntime>; tracing?: WorkerTracing } {
+  const config = observabilityFromEnvironment();
+  const runtime = installRuntime(config.metrics);
+  if (config.metrics && 'prometheus' in config.metrics) out(`Prometheus metrics at http://${config.metrics.prometheus.bindAddress}/metrics`);
+  if (!config.tracing) return { runtime };
+  out(`tracing to ${config.tracing.url} as ${config.tracing.serviceName}`);
+  return { runtime, tracing: startTracing(config.tracing) };
+}
+
+/** Worker, client and search attributes on one server; `close` undoes all of it, quietly. */
+async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string } = {}) {
+  // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
+  const dataConverter = dataConverterFromEnvironment();
+  const { runtime, tracing } = startTelemetry();
+  const native = await connectNative(address);
+  const connection = await Connection.connect({ address, connectTimeout: 5000 });
+  const client = createAgentClient(connection, { namespace: s.namespace, dataConverter });
+  runtime.setClient(client);
+  await ensureSearchAttributes(connection, s.namespace);
+  const { worker, deps } = await createWorker({
+    connection: native,
+    namespace: s.namespace,
+    taskQueue: s.taskQueue,
+    catalog: catalogSource(s.catalogFile),
+    dataDir: s.dataDir,
+    shutdownGraceTime: options.shutdownGraceTime,
+    tracing,
+  });
+  const removed = await reapClosedRunContainers(deps, client);
+  if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
+  out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
+  const running = worker.run();
+  return {
+    client,
+    worker,
+    running,
+    async close() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.catch(() => undefined);
+      await connection.close().catch(() => undefined);
+      await native.close().catch(() => undefined);
+      await tracing?.shutdown();
+    },
+  };
+}
+
+export async function devCommand(
+  flags: { demo?: boolean; exit?: boolean; json?: boolean; port?: string; 'ui-port'?: string; 'codec-port'?: string; 'cors-origin'?: string[] },
+  s: Settings,
+): Promise<ExitCode> {
+  loadCatalog(s.catalogFile); // fail before starting anything if the catalog is broken
+  const port = (flag: string | undefined, fallback: number, name: string) => {
+    const n = flag === undefined ? fallback : Number(flag);
+    if (!Number.isInteger(n) || n < 1 || n > 65535) throw new CliError(`--${name} must be a TCP port number, got "${flag}"`, ExitCodes.usage);
+    return n;
+  };
+  const uiPort = port(flags['ui-port'], 8233, 'ui-port');
+  // Encrypted payloads: the Web UI shows them decoded through a codec server holding the same keys.
+  const codec = payloadCodecFromEnvironment();
+  let codecServer: CodecServer | undefined;
+  if (codec) {
+    codecServer = await startCodecServer({
+      codec,
+      port: port(flags['codec-port'], 8234, 'codec-port'),
+      corsOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`, ...(flags['cors-origin'] ?? [])],
+      log: err,
+    });
+    out(`payloads encrypted (key ${codec.currentKeyId}); codec server for the Web UI at ${codecServer.url}`);
+  }
+  const temporal = await startEmbeddedTemporal({
+    dataDir: s.dataDir,
+    port: port(flags.port, 7233, 'port'),
+    uiPort,
+    namespace: s.namespace,
+    uiCodecEndpoint: codecServer?.url,
+    log: out,
+  });
+  let served: Awaited<ReturnType<typeof serve>> | undefined;
+  let code: ExitCode = ExitCodes.succeeded;
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      await served?.close();
+      await temporal.stop();
+      await codecServer?.close();
+    })());
+  const removeHandlers = onStopSignal(async (signal) => {
+    out(`${signal === 'SIGINT' ? '\n' : ''}stopping: worker, then the Temporal server`);
+    await stop();
+    process.exit(code);
+  });
+  try {
+    // A turn still running at Ctrl-C is interrupted after a second; the run retries it when dev is back.
+    served = await serve({ ...s, address: temporal.address }, temporal.address, { shutdownGraceTime: '1s' });
+    out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
+    if (flags.demo) {
+      const run = await startAgentRun(served.client, {
+        agent: 'demo',
+        task: 'Look around this workspace and write what you find into NOTES.md.',
+        identity: { tenantId: 'local', userId: os.userInfo().username },
+        taskQueue: s.taskQueue,
+      });
+      out(`started demo run ${run.workflowId}`);
+      const link = temporal.uiUrl && `${temporal.uiUrl}/namespaces/${s.namespace}/workflows/${run.workflowId}`;
+      if (link) out(`watch it: ${link}`);
+      const ledger = openLedgerIfPresent(s);
+      try {
+        const end = await followRun(run, { ledger, wait: true, onProgress: (status, doing) => out(progressLine(status, doing)) });
+        if (end.kind === 'ended') {
+          out(describeResult(end.result));
+          code = exitCodeForResult(end.result);
+        }
+      } finally {
+        await ledger?.close();
+      }
+      if (link) out(`history: ${link}`);
+    }
+    const interactive = process.stdin.isTTY && !process.env.CI;
+    if (flags.exit || (flags.demo && !interactive)) return code;
+    out('ready; press Ctrl-C to stop');
+    await served.running;
+    return code;
+  } finally {
+    removeHandlers();
+    await stop();
+  }
+}
+
+export async function workerCommand(s: Settings): Promise<ExitCode> {
+  loadCatalog(s.catalogFile);
+  const served = await serve(s, s.address);
+  out(`worker polling task queue "${s.taskQueue}" at ${s.address}`);
+  const removeHandlers = onStopSignal(async () => {
+    out('stopping the worker');
+    await served.close();
+  });
+  try {
+    await served.running;
+  } finally {
+    removeHandlers();
+    await served.close();
+  }
+  return ExitCodes.succeeded;
+}

@@ -1,0 +1,101 @@
+/**
+ * The command line's exit codes: one table, documented in README.md ("Exit codes") and in `--help`.
+ * Scripts branch on these; never exit with a code that is not listed here.
+ */
+import type { AgentRunResult, RunState } from '../workflows/types.js';
+
+export const ExitCodes = {
+  /** The run succeeded, or the command did what it was asked. */
+  succeeded: 0,
+  /** An unexpected error: a bug in durable-harness (the message says what happened). */
+  internal: 1,
+  /** Bad usage or configuration: unknown command or flag, missing argument, broken catalog, unknown agent or run. */
+  usage: 2,
+  /** Temporal is unreachable at the configured address. */
+  unavailable: 3,
+  /** No worker polls the task queue (or none picks up the run's tasks). */
+  noWorker: 4,
+  /** The run's state rejects this operator command (the reason is printed), or the run has already ended. */
+  rejected: 5,
+  /** The run failed. */
+  failed: 10,
+  /** The run was stopped by a guardrail (iterations, tokens, cost, wall time). */
+  stopped: 11,
+  /** The run was cancelled. */
+  cancelled: 12,
+  /** The run awaits an operator: `retry` or `abandon` it. */
+  awaitingOperator: 13,
+  /** The run waits for a reply to its question: `reply` to it. */
+  waitingForReply: 14,
+  /** Interrupted (Ctrl-C) while following a run; the run itself goes on. */
+  interrupted: 130,
+} as const;
+
+export type ExitCode = (typeof ExitCodes)[keyof typeof ExitCodes];
+
+/** The table printed by `--help` and copied into README.md. */
+export const exitCodeTable: readonly (readonly [ExitCode, string])[] = [
+  [ExitCodes.succeeded, 'the run succeeded, or the command did what it was asked'],
+  [ExitCodes.internal, 'an unexpected error (a bug: please report it with the message)'],
+  [ExitCodes.usage, 'bad usage or configuration: unknown command/flag, missing argument, broken catalog, unknown agent, harness or run id, a run id already taken, a missing credential'],
+  [ExitCodes.unavailable, 'Temporal is unreachable'],
+  [ExitCodes.noWorker, 'no worker polls the task queue, or none picks up the run'],
+  [ExitCodes.rejected, "the run's state rejects the command (reason printed), or the run has already ended"],
+  [ExitCodes.failed, 'the run failed'],
+  [ExitCodes.stopped, 'the run was stopped by a guardrail'],
+  [ExitCodes.cancelled, 'the run was cancelled'],
+  [ExitCodes.awaitingOperator, 'the run awaits an operator: retry or abandon it (the command is printed)'],
+  [ExitCodes.waitingForReply, 'the run waits for a reply (the command is printed)'],
+  [ExitCodes.interrupted, 'interrupted while following; the run goes on'],
+];
+
+/**
+ * Failures an operator fixes in the catalog or the worker's setup, not in the run: `run` exits 2 for them,
+ * like any other configuration error.
+ */
+export const configFailureTypes: ReadonlySet<string> = new Set([
+  'UnknownAgent',
+  'UnknownHarness',
+  'InactiveHarness',
+  'UnknownDriver',
+  'CredentialMissing',
+  'SandboxProviderUnknown',
+  'SandboxPolicyRefused',
+  'HarnessBinaryMissing',
+  'SandboxImageMissing',
+]);
+
+/** How a finished run maps to an exit code. */
+export function exitCodeForResult(result: Pick<AgentRunResult, 'status' | 'failureType'>): ExitCode {
+  if (result.status === 'failed' && result.failureType && configFailureTypes.has(result.failureType)) return ExitCodes.usage;
+  return ExitCodes[result.status];
+}
+
+/** How a run's current state maps to an exit code (`status`); a run still working is 0. */
+export function exitCodeForState(state: RunState): ExitCode {
+  switch (state) {
+    case 'awaiting_operator':
+      return ExitCodes.awaitingOperator;
+    case 'waiting_for_reply':
+      return ExitCodes.waitingForReply;
+    case 'failed':
+    case 'stopped':
+    case 'cancelled':
+    case 'succeeded':
+      return ExitCodes[state];
+    default:
+      return ExitCodes.succeeded;
+  }
+}
+
+/** An error that carries the exit code the command line ends with. */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+  constructor(
+    message: string,
+    readonly exitCode: ExitCode,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}

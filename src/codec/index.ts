@@ -1,0 +1,3 @@
+export * from './aes-gcm-codec.js';
+export * from './keys.js';
+export * from './codec-server.js';

@@ -1,0 +1,5 @@
+export * from './config.js';
+export * from './attributes.js';
+export * from './runtime.js';
+export * from './tracing.js';
+export * from './turn-telemetry.js';

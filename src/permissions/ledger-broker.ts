@@ -1,0 +1,84 @@
+/**
+ * The approval broker over the run ledger: a request the policy leaves open becomes a pending row; whoever
+ * decides (a workflow update's activity, `durable-harness approve|deny`, a test) writes the decision into that
+ * row; the turn activity polls it while it heartbeats and the harness waits. The timeout counts from the FIRST
+ * ask, so a retried attempt does not restart it, and it is settled in the ledger too (first decision wins).
+ */
+import type { ApprovalLedger, ApprovalRecord } from '../ledger/types.js';
+import type { ApprovalBroker, PendingApproval, PermissionAnswer } from './types.js';
+
+export interface LedgerApprovalBrokerOptions {
+  readonly ledger: ApprovalLedger;
+  /** How often the row is read while waiting (ms). */
+  readonly pollMs?: number;
+  /** Called once when a request becomes pending (not when a retried attempt finds it pending already). */
+  readonly onPending?: (record: ApprovalRecord) => void | Promise<void>;
+  /** Clock, for tests. */
+  readonly now?: () => number;
+}
+
+/** The answer a decided row stands for. */
+export function answerOf(record: ApprovalRecord): PermissionAnswer | undefined {
+  if (record.status === 'pending') return undefined;
+  const allowed = record.status === 'allowed';
+  return {
+    decision: allowed ? 'allow' : 'deny',
+    scope: record.scope ?? 'once',
+    ...(allowed && record.editedInput !== undefined ? { editedInput: record.editedInput } : {}),
+    ...(record.message !== undefined ? { message: record.message } : {}),
+    decidedBy: record.decidedBy ?? record.status,
+    approvalId: record.requestId,
+  };
+}
+
+/** Creates the ledger-backed broker. */
+export function ledgerApprovalBroker(options: LedgerApprovalBrokerOptions): ApprovalBroker {
+  const { ledger } = options;
+  const pollMs = options.pollMs ?? 500;
+  const now = options.now ?? Date.now;
+  return {
+    async ask(request: PendingApproval, signal?: AbortSignal): Promise<PermissionAnswer> {
+      const expiresAt = new Date(now() + request.timeoutMs).toISOString();
+      const { record, created } = await ledger.requestApproval({ ...request, expiresAt });
+      if (created) await options.onPending?.(record);
+      let current: ApprovalRecord | undefined = record;
+      for (;;) {
+        if (!current) throw new Error(`approval ${request.requestId} of ${request.workflowId} disappeared from the ledger`);
+        const answer = answerOf(current);
+        if (answer) return answer;
+        const deadline = Date.parse(current.expiresAt ?? expiresAt);
+        if (now() >= deadline) {
+          const within = request.timeoutMs < 1000 ? `${request.timeoutMs} ms` : `${Math.round(request.timeoutMs / 1000)} s`;
+          current = await ledger.decideApproval(
+            request.workflowId,
+            request.requestId,
+            {
+              status: 'denied',
+              decidedBy: 'timeout',
+              message: `Nobody approved this within ${within}, so it was denied. Do not retry it; continue without it or explain in your envelope.`,
+            },
+            record.runId,
+          );
+          continue;
+        }
+        await sleep(Math.min(pollMs, Math.max(1, deadline - now())), signal);
+        current = await ledger.getApproval(request.workflowId, request.requestId, record.runId);
+      }
+    },
+  };
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason ?? new Error('aborted'));
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason ?? new Error('aborted'));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

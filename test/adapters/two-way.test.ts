@@ -1,0 +1,176 @@
+/**
+ * The five CLI adapters' two-way (permission) modes over conversations recorded from the real pinned binaries
+ * (test/fixtures/<cli>/two-way/, recorded by test/fixtures/record-two-way.ts). The replay only prints a line
+ * once the adapter has written what the CLI had received by then, so every answer must really be written.
+ */
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { HarnessAdapter, HarnessEvent } from '../../src/adapters/types.js';
+import type { PermissionAnswer } from '../../src/permissions/types.js';
+import { addUsage, noUsage } from '../../src/workflows/usage.js';
+import { cliNames, type CliName } from '../e2e/fake-vendor/tool-calls.js';
+import { cliProfiles, missingSessionIds, ScriptedGate } from '../e2e/support/two-way.js';
+import { ReplayExecutor, twoWayFixture, type TwoWayFixture } from './two-way-replay.js';
+
+const systemPrompt = 'End every turn with one JSON object: the next-step envelope.';
+
+interface Replayed {
+  readonly events: HarnessEvent[];
+  readonly gate: ScriptedGate;
+  readonly written: string[];
+  readonly expectedWrites: string[];
+  readonly fixture: TwoWayFixture;
+  readonly adapter: HarnessAdapter;
+  readonly executor: ReplayExecutor;
+}
+
+async function replay(cli: CliName, name: string, resumeSessionId?: string): Promise<Replayed> {
+  const fixture = twoWayFixture(cli, name);
+  const workspace = mkdtempSync(path.join(os.tmpdir(), `dh-two-way-${cli}-`));
+  const executor = new ReplayExecutor([fixture]);
+  const profile = cliProfiles[cli];
+  const adapter = profile.create();
+  adapter.applyPermissionPolicy('strict');
+  adapter.setSystemPrompt(systemPrompt);
+  await adapter.start({
+    runId: `two-way-${cli}`,
+    harnessName: cli,
+    executable: `/opt/${cli}/bin/${cli}`,
+    baseArgs: [],
+    model: profile.model,
+    workspacePath: workspace,
+    hostWorkspacePath: workspace,
+    env: { [profile.keyEnv]: 'sk-test' },
+    executor,
+    baseUrl: 'http://127.0.0.1:9/v1',
+    turnTimeoutMs: 20_000,
+    ...(profile.settings ? { settings: profile.settings } : {}),
+    ...(resumeSessionId ? { resumeSessionId } : {}),
+  });
+  const gate = new ScriptedGate(fixture.meta.gate.answers as unknown as PermissionAnswer[]);
+  const events: HarnessEvent[] = [];
+  for await (const event of adapter.runTurn({ prompt: promptOf(name), turn: resumeSessionId ? 2 : 1, gate })) events.push(event);
+  await adapter.end();
+  // Paths the adapter writes come from its own config (this workspace) or echo the CLI's lines (the recorded one).
+  const normal = (line: string) => line.replaceAll(fixture.meta.workspace, '$WORKSPACE').replaceAll(workspace, '$WORKSPACE');
+  return { events, gate, written: executor.processes[0]!.written.map(normal), expectedWrites: fixture.writes.map((w) => normal(w.line)), fixture, adapter, executor };
+}
+
+function promptOf(name: string): string {
+  return { allow: 'Run touch ran.txt, then write out.txt.', deny: 'Run touch ran.txt, then write out.txt.', edit: 'Run touch ran.txt.', resume: 'Finish.', 'resume-missing': 'Continue.', error: 'This will fail.' }[name]!;
+}
+
+const of = <T extends HarnessEvent['type']>(events: HarnessEvent[], type: T) => events.filter((e): e is Extract<HarnessEvent, { type: T }> => e.type === type);
+/** Input, output and cache reads over the turn's usage events (unknown fields stay undefined). */
+const usageSum = (events: readonly Extract<HarnessEvent, { type: 'usage' }>[]) => {
+  const u = events.reduce((sum, e) => addUsage(sum, e.usage), noUsage);
+  return { input: u.input, output: u.output, cacheRead: u.cacheRead };
+};
+const terminal = (events: HarnessEvent[]) => events.at(-1)!;
+
+describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded from the real binary)', ({ cli }) => {
+  const profile = cliProfiles[cli];
+
+  it('allowed: asks for the shell command and the file write, writes each answer, and reports session, usage and the envelope', async () => {
+    const r = await replay(cli, 'allow');
+    expect(r.written).toEqual(r.expectedWrites);
+    expect(r.executor.requests[0]!.keepStdinOpen).toBe(true);
+    const asked = r.gate.asked;
+    expect(asked.map((a) => a.kind)).toEqual(['command', 'edit']);
+    expect(asked[0]!.command).toBe('touch ran.txt');
+    expect(asked[1]!.paths?.some((p) => p.endsWith('out.txt'))).toBe(true);
+    expect(of(r.events, 'permission-decision').map((d) => d.decision)).toEqual(['allow', 'allow']);
+    expect(terminal(r.events)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"done"}' });
+    expect(r.adapter.externalSessionId).toBe((r.fixture.meta.events.find((e) => e.type === 'session') as { sessionId: string }).sessionId);
+    // What the real binary did: both tools ran.
+    expect(r.fixture.meta.files).toMatchObject({ 'ran.txt': true, 'out.txt': true });
+    if (cli === 'opencode') {
+      // The ACP result only has the last call; the store (read live, not replayable) has all three.
+      expect(usageSum(of(r.events, 'usage'))).toEqual({ input: 300, output: 30, cacheRead: undefined }); // no cache count there: unknown
+      expect(of(r.events, 'activity').some((a) => /session store was not readable/.test(a.description))).toBe(true);
+    } else {
+      // Three model calls: 100+200+300 input (gemini counts the 20 cached tokens as input: it has no split, so its
+      // cache reads are unknown, not zero).
+      expect(usageSum(of(r.events, 'usage'))).toEqual(cli === 'gemini' ? { input: 620, output: 60, cacheRead: undefined } : { input: 600, output: 60, cacheRead: 20 });
+    }
+    if (cli !== 'opencode') expect(r.adapter.reportedModel).toBe(profile.model);
+  });
+
+  it('resumed: the second turn continues the same session in the two-way mode', async () => {
+    const first = twoWayFixture(cli, 'allow').meta.events.find((e) => e.type === 'session') as { sessionId: string };
+    const r = await replay(cli, 'resume', first.sessionId);
+    expect(r.written).toEqual(r.expectedWrites);
+    expect(terminal(r.events)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"resumed"}' });
+    expect(r.adapter.externalSessionId).toBe(first.sessionId);
+    expect(r.adapter.resumed).toBe(true);
+    if (cli !== 'opencode') expect(usageSum(of(r.events, 'usage'))).toEqual(cli === 'gemini' ? { input: 650, output: 5, cacheRead: undefined } : { input: 50, output: 5, cacheRead: 600 });
+  });
+
+  it('denied: neither tool runs, and the model learns why (natively or in a follow-up prompt)', async () => {
+    const r = await replay(cli, 'deny');
+    expect(r.written).toEqual(r.expectedWrites);
+    expect(of(r.events, 'permission-decision').map((d) => [d.decision, d.message])).toEqual([
+      ['deny', 'The operator said no.'],
+      ['deny', 'The operator said no.'],
+    ]);
+    expect(r.fixture.meta.files).toEqual({ 'ran.txt': false, 'edited.txt': false, 'out.txt': false });
+    const followUps = r.written.filter((l) => l.includes('Permission decisions on your last tool requests'));
+    if (profile.nativeDenyMessage) {
+      expect(followUps).toEqual([]);
+      expect(r.written.some((l) => l.includes('The operator said no.'))).toBe(true);
+    } else {
+      expect(followUps.length).toBeGreaterThan(0);
+      expect(followUps.join('\n')).toContain('was denied: The operator said no.');
+    }
+    expect(terminal(r.events).type).toBe('turn-complete');
+  });
+
+  it('edited: the edited command runs instead of the asked one', async () => {
+    const r = await replay(cli, 'edit');
+    expect(r.written).toEqual(r.expectedWrites);
+    expect(r.fixture.meta.files).toEqual({ 'ran.txt': false, 'edited.txt': true, 'out.txt': false });
+    expect(of(r.events, 'permission-decision')[0]).toMatchObject({ decision: 'allow', edited: true });
+    if (profile.nativeEdit) {
+      // The CLI takes the edited input in its answer.
+      expect(r.gate.asked.map((a) => a.command)).toEqual(['touch ran.txt']);
+      expect(r.written.some((l) => l.includes('touch edited.txt'))).toBe(true);
+    } else {
+      // Emulated: the original is refused, the model is told the edit, asks again with it, and that is allowed.
+      expect(r.gate.asked.map((a) => a.command)).toEqual(['touch ran.txt', 'touch edited.txt']);
+      expect(r.written.find((l) => l.includes('Permission decisions on your last tool requests'))).toContain('touch edited.txt');
+    }
+    expect(terminal(r.events)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"edited ran"}' });
+  });
+
+  it('a session the CLI does not know ends the turn with resume-failed, and the next turn would start fresh', async () => {
+    const r = await replay(cli, 'resume-missing', missingSessionIds[cli]);
+    expect(r.written).toEqual(r.expectedWrites);
+    expect(terminal(r.events)).toMatchObject({ type: 'session-error', code: 'resume-failed' });
+    expect((terminal(r.events) as { message: string }).message).toContain(missingSessionIds[cli]);
+  });
+
+  it('a vendor error ends the turn with one session-error', async () => {
+    const r = await replay(cli, 'error');
+    expect(r.written).toEqual(r.expectedWrites);
+    const last = terminal(r.events);
+    expect(last).toMatchObject({ type: 'session-error', code: 'vendor-error' });
+    expect((last as { message: string }).message).toMatch(/API key not valid/);
+    expect(r.events.filter((e) => e.type === 'turn-complete' || e.type === 'session-error')).toHaveLength(1);
+  });
+});
+
+describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it was written)', () => {
+  it("renames only the names gemini would generate again for that session, so loading finds the kept file", async () => {
+    const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const { mkdirSync, readdirSync, writeFileSync } = await import('node:fs');
+    const home = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-home-'));
+    const chats = path.join(home, '.gemini', 'tmp', 'ws', 'chats');
+    mkdirSync(chats, { recursive: true });
+    for (const f of ['session-2026-12-01T03-06-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl', 'session-2026-12-01T03-02-kept-b545a306.jsonl']) writeFileSync(path.join(chats, f), '{}\n');
+    keepChatFiles(home, 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    expect(readdirSync(chats).sort()).toEqual(['session-2026-12-01T03-02-kept-b545a306.jsonl', 'session-2026-12-01T03-06-kept-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl']);
+    keepChatFiles(path.join(home, 'nowhere'), 'b545a306'); // no gemini home yet: nothing to do
+  });
+});

@@ -1,0 +1,47 @@
+/**
+ * The compose topology, as an operator relies on it (CI also runs `docker-compose config -q`): Temporal on
+ * PostgreSQL, the UI wired to the codec server, a separate ledger database, and a worker service that scales.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { repoRoot } from '../support/worker.js';
+
+interface Service {
+  image?: string;
+  command?: string[];
+  environment?: Record<string, string | null>;
+  ports?: string[];
+  depends_on?: Record<string, { condition: string }>;
+  deploy?: { replicas?: string | number };
+  container_name?: string;
+}
+const compose = parse(readFileSync(path.join(repoRoot, 'docker-compose.yml'), 'utf8'), { merge: true }) as { services: Record<string, Service> };
+const { services } = compose;
+
+it('runs Temporal on PostgreSQL, the UI, the codec server, the ledger database and the workers', () => {
+  expect(Object.keys(services)).toEqual(expect.arrayContaining(['postgresql', 'temporal', 'temporal-ui', 'codec-server', 'ledger-postgres', 'worker']));
+  expect(services.temporal!.environment!.DB).toBe('postgres12');
+  expect(services['ledger-postgres']!.image).toMatch(/^postgres:/);
+});
+
+it('the workers share the ledger database and scale without clashing', () => {
+  const worker = services.worker!;
+  expect(worker.environment!.DATABASE_URL).toMatch(/^postgres:\/\/[^@]+@ledger-postgres:5432\/ledger$/);
+  expect(worker.depends_on!['ledger-postgres']).toEqual({ condition: 'service_healthy' });
+  expect(worker.container_name).toBeUndefined();
+  expect(worker.ports ?? []).toEqual([]);
+  expect(String(worker.deploy?.replicas)).toMatch(/WORKER_REPLICAS/);
+  expect(worker.environment!.DURABLE_HARNESS_PROMETHEUS_ADDRESS).toBe('0.0.0.0:9464');
+});
+
+it('the UI decodes through the codec server, which holds the same keys as the workers', () => {
+  const ui = services['temporal-ui']!.environment!;
+  const codec = services['codec-server']!;
+  expect(ui.TEMPORAL_CODEC_ENDPOINT).toMatch(/DURABLE_HARNESS_CODEC_PUBLIC_URL/);
+  expect(codec.command).toEqual(['npx', 'tsx', 'src/cli/main.ts', 'codec-server']);
+  expect(codec.environment!.DURABLE_HARNESS_PAYLOAD_KEYS).toBe(services.worker!.environment!.DURABLE_HARNESS_PAYLOAD_KEYS);
+  expect(codec.environment!.DURABLE_HARNESS_CODEC_CORS_ORIGINS).toMatch(/http:\/\/localhost:8080/);
+  expect(codec.ports).toEqual(['127.0.0.1:8234:8234']);
+});

@@ -1,0 +1,209 @@
+/**
+ * Permission hooks against the REAL pinned CLIs: each one's two-way mode, the runtime's permission gate (the
+ * agent's `strict` policy, then the ledger-backed approval broker) and an operator who answers through the
+ * ledger, as `durable-harness approve|deny` does. The fake vendor's model asks for a shell command
+ * (`touch ran.txt`) and a file write (out.txt). What a user checks: the files in the workspace and the ledger.
+ * A missing binary or strace fails, never skips.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { collectTurn } from '../../src/adapters/fold.js';
+import type { HarnessEvent } from '../../src/adapters/types.js';
+import { SqliteLedger } from '../../src/ledger/index.js';
+import type { ApprovalRecord } from '../../src/ledger/types.js';
+import { agentPermissionsSchema, createPermissionGate, decidePendingApproval, ledgerApprovalBroker, type OperatorDecision } from '../../src/permissions/index.js';
+import { LocalExecutor } from '../../src/sandbox/local-executor.js';
+import { cliNames, forCli, startVendorForCli, type CliName } from './fake-vendor/tool-calls.js';
+import { cliBinary, expectInstalled } from './support/clis.js';
+import { expectStrace, inetConnects, readStraceLogs, straceBin, straceConnectArgs } from './support/network.js';
+import { cliProfiles, cliSessionConfig, permissionReplies } from './support/two-way.js';
+
+const repo = path.resolve(import.meta.dirname, '../..');
+// Not under /tmp: codex's sandbox helper breaks when CODEX_HOME is there.
+const liveRoot = path.join(repo, '.data/permissions-live');
+afterAll(() => process.env.KEEP_LIVE || rmSync(liveRoot, { recursive: true, force: true }));
+
+const secret = 'sk-live-permissions-not-a-real-key';
+const prompt = 'Run touch ran.txt, then write out.txt, then finish.';
+
+function freshWorkspace(name: string): string {
+  const workspace = path.join(liveRoot, `${name}-${process.pid}-${Date.now()}`);
+  mkdirSync(workspace, { recursive: true });
+  writeFileSync(path.join(workspace, 'notes.txt'), 'The secret word is PELICAN.\n');
+  return workspace;
+}
+
+/** Answers the run's pending requests from the ledger, the way the `approve`/`deny` commands do. */
+function operator(ledger: SqliteLedger, workflowId: string, decide: (row: ApprovalRecord) => OperatorDecision | undefined) {
+  let running = true;
+  const seen: ApprovalRecord[] = [];
+  const loop = (async () => {
+    while (running) {
+      for (const row of await ledger.listApprovals({ workflowId, status: 'pending' })) {
+        const decision = decide(row);
+        if (!decision) continue;
+        seen.push(row);
+        await decidePendingApproval(ledger, workflowId, row.requestId, decision);
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  return {
+    seen,
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+interface Live {
+  readonly workspace: string;
+  readonly events: HarnessEvent[];
+  readonly rows: ApprovalRecord[];
+  readonly turn: Awaited<ReturnType<typeof collectTurn>>;
+  readonly seen: ApprovalRecord[];
+  readonly connects?: string[];
+}
+
+async function live(
+  cli: CliName,
+  scenario: 'allow' | 'deny' | 'edit',
+  decide: (row: ApprovalRecord) => OperatorDecision | undefined,
+  options: { approvalTimeoutMs?: number; strace?: boolean } = {},
+): Promise<Live> {
+  const workspace = freshWorkspace(`${cli}-${scenario}`);
+  const ledger = SqliteLedger.open(':memory:');
+  const vendor = await startVendorForCli(cli);
+  const workflowId = `perm-${cli}-${scenario}-${Date.now()}`;
+  const straceLog = path.join(workspace, 'connect.strace');
+  const adapter = cliProfiles[cli].create();
+  const ops = operator(ledger, workflowId, decide);
+  try {
+    adapter.applyPermissionPolicy('strict');
+    adapter.setSystemPrompt('End every turn with one JSON next-step envelope.');
+    const wrap = options.strace ? [straceBin, ...straceConnectArgs(straceLog)] : [];
+    await adapter.start(cliSessionConfig(cli, workspace, vendor, new LocalExecutor({ workspacePath: workspace }), secret, { wrap }));
+    vendor.script(...forCli(cli, ...permissionReplies(cli, workspace, scenario)));
+    const policy = agentPermissionsSchema.parse({ posture: 'strict', approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000 });
+    const gate = createPermissionGate({ ledger, workflowId, turn: 1, policy, workspace, broker: ledgerApprovalBroker({ ledger, pollMs: 50 }) });
+    const events: HarnessEvent[] = [];
+    const turn = await collectTurn(adapter.runTurn({ prompt, turn: 1, gate }), (e) => void events.push(e));
+    expect(vendor.unexpected).toEqual([]);
+    expect(vendor.remaining(), 'the scripted model was not asked as often as the scenario expects').toBe(0);
+    return {
+      workspace,
+      events,
+      turn,
+      rows: await ledger.listApprovals({ workflowId }),
+      seen: ops.seen,
+      ...(options.strace ? { connects: inetConnects(readStraceLogs(straceLog)) } : {}),
+    };
+  } finally {
+    await ops.stop();
+    await adapter.end();
+    await vendor.close();
+    await ledger.close();
+  }
+}
+
+const has = (workspace: string, file: string) => existsSync(path.join(workspace, file));
+const groupAlive = (pgid: number): boolean => {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real binary, fake vendor)', ({ cli }) => {
+  it('has the pinned binary and strace (a missing one fails, never skips)', () => {
+    expectInstalled(cliBinary(cli));
+    expectStrace();
+  });
+
+  it('allowed by an operator: the command runs and the file is written; both decisions are in the ledger; only 127.0.0.1 is contacted', async () => {
+    const r = await live(cli, 'allow', () => ({ allow: true, by: 'operator:alice' }), { strace: true });
+    expect(r.turn.error).toBeUndefined();
+    expect(r.turn.text).toBe('{"step":"success","result":"done"}');
+    expect(has(r.workspace, 'ran.txt')).toBe(true);
+    expect(readFileSync(path.join(r.workspace, 'out.txt'), 'utf8').trimEnd()).toBe('hello');
+    expect(r.rows.map((row) => [row.kind, row.status, row.decidedBy])).toEqual([
+      ['command', 'allowed', 'operator:alice'],
+      ['edit', 'allowed', 'operator:alice'],
+    ]);
+    expect(r.rows[0]!.command).toBe('touch ran.txt');
+    expect(r.rows[1]!.paths?.some((p) => p.endsWith('out.txt'))).toBe(true);
+    for (const row of r.rows) expect(Date.parse(row.decidedAt!)).toBeGreaterThanOrEqual(Date.parse(row.requestedAt));
+    expect(r.turn.sessionId).toBeTruthy();
+    expect(r.turn.usage.output).toBe(60);
+    expect(r.connects!.length, 'strace saw no inet connect at all: the proof would be empty').toBeGreaterThan(0);
+    expect(r.connects!.filter((a) => a !== '127.0.0.1' && a !== '::1' && a !== '::ffff:127.0.0.1')).toEqual([]);
+  }, 120_000);
+
+  it('denied by an operator: the file is not there and the command left no trace; the model is told why', async () => {
+    const r = await live(cli, 'deny', () => ({ allow: false, by: 'operator:bob', message: 'Not in this workspace.' }));
+    expect(r.turn.error).toBeUndefined();
+    expect(has(r.workspace, 'ran.txt')).toBe(false);
+    expect(has(r.workspace, 'out.txt')).toBe(false);
+    expect(r.rows.map((row) => [row.kind, row.status, row.decidedBy, row.message])).toEqual([
+      ['command', 'denied', 'operator:bob', 'Not in this workspace.'],
+      ['edit', 'denied', 'operator:bob', 'Not in this workspace.'],
+    ]);
+    expect(r.events.filter((e) => e.type === 'permission-decision').map((e) => (e as { decision: string }).decision)).toEqual(['deny', 'deny']);
+  }, 120_000);
+
+  it('edited by an operator: the edited command runs and the asked one does not', async () => {
+    const r = await live(cli, 'edit', (row) => (row.command === 'touch ran.txt' ? { allow: true, by: 'operator:carol', edit: { command: 'touch edited.txt' } } : undefined));
+    expect(r.turn.error).toBeUndefined();
+    expect(r.turn.text).toBe('{"step":"success","result":"edited ran"}');
+    expect(has(r.workspace, 'edited.txt')).toBe(true);
+    expect(has(r.workspace, 'ran.txt')).toBe(false);
+    const [first, ...rest] = r.rows;
+    expect(first).toMatchObject({ command: 'touch ran.txt', status: 'allowed', decidedBy: 'operator:carol' });
+    expect((first!.editedInput as { command: string }).command).toBe('touch edited.txt');
+    if (cliProfiles[cli].nativeEdit) expect(rest).toEqual([]);
+    // Emulated: the model asks again with exactly the edit, which the operator already approved.
+    else expect(rest.map((row) => [row.command, row.status, row.decidedBy])).toEqual([['touch edited.txt', 'allowed', `edit-of:${first!.requestId}`]]);
+    expect(r.seen).toHaveLength(1);
+  }, 120_000);
+
+  it('the worker dies while the CLI waits for an answer: the CLI runs nothing and goes away', async () => {
+    const workspace = freshWorkspace(`${cli}-worker-death`);
+    const vendor = await startVendorForCli(cli);
+    try {
+      vendor.script(...forCli(cli, ...permissionReplies(cli, workspace, 'allow')));
+      const worker = spawn(process.execPath, ['--import', 'tsx', path.join(repo, 'test/e2e/support/two-way-worker.ts'), cli, workspace, vendor.url], { cwd: repo, stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      worker.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      const exit = await new Promise<{ code: number | null; signal: string | null }>((resolve) => worker.on('exit', (code, signal) => resolve({ code, signal })));
+      expect(out).toBe('asked\n');
+      expect(exit.signal).toBe('SIGKILL');
+      const pgid = Number(readFileSync(path.join(workspace, '.durable-harness', 'turn.pid'), 'utf8'));
+      // Its stdin gone, the CLI may still talk to the model, but it must neither run the tool nor stay around.
+      const deadline = Date.now() + 20_000;
+      while (groupAlive(pgid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(groupAlive(pgid), 'the orphaned CLI is still running (a retried attempt would kill it by its pidfile)').toBe(false);
+      expect(has(workspace, 'ran.txt')).toBe(false);
+      expect(has(workspace, 'out.txt')).toBe(false);
+    } finally {
+      await vendor.close();
+    }
+  }, 120_000);
+
+  it('a request nobody answers is denied when its approval timeout passes', async () => {
+    const started = Date.now();
+    const r = await live(cli, 'deny', () => undefined, { approvalTimeoutMs: 1500 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3000); // two requests, 1.5 s each
+    expect(has(r.workspace, 'ran.txt')).toBe(false);
+    expect(has(r.workspace, 'out.txt')).toBe(false);
+    expect(r.rows.map((row) => [row.status, row.decidedBy])).toEqual([
+      ['denied', 'timeout'],
+      ['denied', 'timeout'],
+    ]);
+    expect(r.rows[0]!.message).toMatch(/Nobody approved this within 2 s/);
+  }, 120_000);
+});

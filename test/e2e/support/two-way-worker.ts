@@ -1,0 +1,24 @@
+/**
+ * A stand-in worker process for the "worker dies while a permission request waits" test: it drives one
+ * two-way turn of a real CLI and SIGKILLs itself the moment the CLI asks, leaving the CLI without its parent.
+ *
+ *   node --import tsx test/e2e/support/two-way-worker.ts CLI WORKSPACE VENDOR_URL
+ */
+import { LocalExecutor } from '../../../src/sandbox/local-executor.js';
+import type { FakeVendor } from '../fake-vendor/server.js';
+import type { CliName } from '../fake-vendor/tool-calls.js';
+import { cliProfiles, cliSessionConfig } from './two-way.js';
+
+const [cli, workspace, vendorUrl] = process.argv.slice(2) as [CliName, string, string];
+const adapter = cliProfiles[cli].create();
+adapter.applyPermissionPolicy('strict');
+await adapter.start(cliSessionConfig(cli, workspace, { url: vendorUrl } as FakeVendor, new LocalExecutor({ workspacePath: workspace }), 'sk-worker-death'));
+const gate = {
+  interactive: true,
+  decide: () => {
+    process.stdout.write('asked\n', () => process.kill(process.pid, 'SIGKILL'));
+    return new Promise<never>(() => undefined);
+  },
+};
+for await (const _event of adapter.runTurn({ prompt: 'Run touch ran.txt, then write out.txt.', turn: 1, gate }));
+process.stdout.write('turn ended without dying\n');
