@@ -214,7 +214,7 @@ export class Codex extends CliHarnessAdapter {
       const stdin = this.appServer.begin({
         prompt: input.prompt,
         cwd: ctx.config.workspacePath,
-        ...(ctx.resumeSessionId ? { threadId: ctx.resumeSessionId } : {}),
+        ...(ctx.resumeSessionId ? { threadId: ctx.resumeSessionId, fork: ctx.fork } : {}),
         ...(ctx.config.model ? { model: ctx.config.model } : {}),
         ...(ctx.systemPrompt !== undefined ? { developerInstructions: ctx.systemPrompt } : {}),
       });

@@ -26,7 +26,7 @@
  * model `_meta.quota.model_usage[].model`. `session/load` works, except that 0.61.0 overwrites the session's
  * chat file when it is loaded in the same minute it was written (see `keepChatFiles`).
  */
-import { mkdirSync, readdirSync, renameSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
@@ -138,7 +138,9 @@ function allZero(s: z.infer<typeof stats>): boolean {
  * Gemini 0.61.0 names a session's chat file after the minute it starts (`session-YYYY-MM-DDTHH-MM-<id8>.jsonl`)
  * and, when `session/load` runs in that same minute, starts a fresh recording in the very same file before
  * reading it, which wipes the conversation ("No previous sessions found"). Renaming the session's files to a
- * name it never generates keeps them: gemini finds them by content (session id), not by name.
+ * name it never generates keeps them: gemini finds them by content (session id), not by name. A second load in the
+ * same minute (a retried attempt) finds the kept file already there: the shorter of the two is moved out of the
+ * chats instead of overwriting the conversation.
  */
 export function keepChatFiles(geminiHome: string, sessionId: string): void {
   const short = sessionId.slice(0, 8);
@@ -158,7 +160,20 @@ export function keepChatFiles(geminiHome: string, sessionId: string): void {
       continue;
     }
     for (const file of files) {
-      if (generated.test(file)) renameSync(path.join(chats, file), path.join(chats, file.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl')));
+      if (!generated.test(file)) continue;
+      const from = path.join(chats, file);
+      const kept = path.join(chats, file.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl'));
+      // A kept file of that minute exists when an earlier load in the same minute (a retried attempt) already
+      // wiped-and-rewrote: gemini appended the conversation to the kept file and left a fresh recording under the
+      // generated name. Never let the shorter one replace the longer: move it out of the chats (where gemini
+      // would find it by its session id), kept for inspection.
+      if (existsSync(kept) && statSync(kept).size >= statSync(from).size) {
+        const aside = path.join(geminiHome, '.gemini', 'tmp', project, 'superseded-chats');
+        mkdirSync(aside, { recursive: true });
+        renameSync(from, path.join(aside, `${Date.now()}-${file}`));
+        continue;
+      }
+      renameSync(from, kept);
     }
   }
 }

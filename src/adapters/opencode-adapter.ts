@@ -237,7 +237,7 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
     this.twoWayTurn = ctx.twoWay;
     if (ctx.twoWay) {
       this.writeConfig(ctx.config, true);
-      const stdin = this.acp.begin({ prompt: input.prompt, cwd: ctx.config.workspacePath, ...(ctx.resumeSessionId ? { sessionId: ctx.resumeSessionId } : {}) });
+      const stdin = this.acp.begin({ prompt: input.prompt, cwd: ctx.config.workspacePath, ...(ctx.resumeSessionId ? { sessionId: ctx.resumeSessionId, fork: ctx.fork } : {}) });
       return { argv: [ctx.config.executable, ...ctx.config.baseArgs, 'acp'], env: this.environment(home), stdin, keepStdinOpen: true };
     }
     const argv = [ctx.config.executable, ...ctx.config.baseArgs, 'run', '--format', 'json'];

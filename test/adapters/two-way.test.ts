@@ -98,12 +98,21 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
     if (cli !== 'opencode') expect(r.adapter.reportedModel).toBe(profile.model);
   });
 
-  it('resumed: the second turn continues the same session in the two-way mode', async () => {
+  it('resumed: the second turn continues the session in the two-way mode, in a fork where the CLI has one', async () => {
     const first = twoWayFixture(cli, 'allow').meta.events.find((e) => e.type === 'session') as { sessionId: string };
     const r = await replay(cli, 'resume', first.sessionId);
     expect(r.written).toEqual(r.expectedWrites);
     expect(terminal(r.events)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"resumed"}' });
-    expect(r.adapter.externalSessionId).toBe(first.sessionId);
+    if (cli === 'gemini') {
+      // No fork in gemini: the session itself continues (a retried attempt would find its prompt there).
+      expect(r.adapter.externalSessionId).toBe(first.sessionId);
+    } else {
+      // A branch with a new id (claude --fork-session, codex thread/fork, opencode session/fork, pi --fork); the
+      // original stays as it was for a retried attempt to fork again.
+      expect(r.adapter.externalSessionId).toBeDefined();
+      expect(r.adapter.externalSessionId).not.toBe(first.sessionId);
+      expect(r.written.join('\n') + r.executor.requests[0]!.argv.join(' ')).toMatch(/thread\/fork|session\/fork|--fork-session|--fork /);
+    }
     expect(r.adapter.resumed).toBe(true);
     if (cli !== 'opencode') expect(usageSum(of(r.events, 'usage'))).toEqual(cli === 'gemini' ? { input: 650, output: 5, cacheRead: undefined } : { input: 50, output: 5, cacheRead: 600 });
   });
@@ -172,5 +181,20 @@ describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it w
     keepChatFiles(home, 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
     expect(readdirSync(chats).sort()).toEqual(['session-2026-12-01T03-02-kept-b545a306.jsonl', 'session-2026-12-01T03-06-kept-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl']);
     keepChatFiles(path.join(home, 'nowhere'), 'b545a306'); // no gemini home yet: nothing to do
+  });
+
+  it("a second load in the same minute (a retried attempt) never lets gemini's fresh recording replace the kept conversation", async () => {
+    const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const { mkdirSync, readdirSync, readFileSync, writeFileSync } = await import('node:fs');
+    const home = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-home-'));
+    const chats = path.join(home, '.gemini', 'tmp', 'ws', 'chats');
+    mkdirSync(chats, { recursive: true });
+    // The first load kept the conversation (gemini appended the failed attempt to it) and left a fresh recording.
+    writeFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'the whole conversation\n'.repeat(20));
+    writeFileSync(path.join(chats, 'session-2026-12-01T03-06-b545a306.jsonl'), 'context only\n');
+    keepChatFiles(home, 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    expect(readdirSync(chats)).toEqual(['session-2026-12-01T03-06-kept-b545a306.jsonl']);
+    expect(readFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'utf8')).toContain('the whole conversation');
+    expect(readdirSync(path.join(home, '.gemini', 'tmp', 'ws', 'superseded-chats'))).toEqual([expect.stringMatching(/-session-2026-12-01T03-06-b545a306\.jsonl$/)]);
   });
 });

@@ -5,7 +5,8 @@
  * - a vendor fault after a good model call: the attempt fails, and the good call's tokens are in the ledger,
  *   exactly what the vendor served;
  * - a retried attempt resumes from the session state before the failed one: the turn's prompt reaches the model
- *   once (forking CLIs), and where the CLI cannot fork (Gemini) the test records what it does;
+ *   once (forking CLIs), in the JSON mode and in the two-way mode a permission gate selects; where the CLI cannot
+ *   fork (Gemini) the test records what it does;
  * - a token budget stops the turn: within one model call for CLIs that report usage per call (claude, opencode,
  *   pi), at the end of the turn for those that report it per turn (codex, gemini).
  * A missing binary is a FAILURE, never a skip.
@@ -109,7 +110,17 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
     const catalog = parseCatalog(
       {
         harnesses: [{ name: cli.name, active: true, baseUrl, turnTimeoutMs: 30_000, prices, ...cli.harness }],
-        agents: [{ name: 'agent', harness: cli.name, permissions: 'auto', credentials: [{ env: String(cli.harness.apiKeyEnv), from: 'FAKE_VENDOR_KEY' }] }],
+        agents: [
+          { name: 'agent', harness: cli.name, permissions: 'auto', credentials: [{ env: String(cli.harness.apiKeyEnv), from: 'FAKE_VENDOR_KEY' }] },
+          // strict: the turn has an interactive permission gate, so the adapter drives the CLI's two-way mode; the
+          // policy lets the test's one tool call (reading notes.txt, a command on codex) through without an operator.
+          {
+            name: 'strict-agent',
+            harness: cli.name,
+            permissions: { posture: 'strict', allow: ['read', 'command:cat notes.txt'] },
+            credentials: [{ env: String(cli.harness.apiKeyEnv), from: 'FAKE_VENDOR_KEY' }],
+          },
+        ],
       },
       'accounting-live',
       { baseDir: repoRoot },
@@ -123,8 +134,8 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
     await vendor?.close();
   });
 
-  async function session(workflowId: string) {
-    const spec = await activities.resolveAgent({ agent: 'agent' });
+  async function session(workflowId: string, agent = 'agent') {
+    const spec = await activities.resolveAgent({ agent });
     const env = new MockActivityEnvironment({ attempt: 1 }, quiet);
     const sandbox = (await env.run(activities.startSession, { workflowId, runId: 'r-1', spec, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<
       ReturnType<typeof activities.startSession>
@@ -152,9 +163,12 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
     expect((await ledger.runTotals(workflowId)).costUsd).toBeCloseTo((4000 * 3 + 700 * 15) / 1e6, 10);
   });
 
-  it('a retried attempt resumes from the session before the failed one: the prompt reaches the model once', { timeout: 90_000 }, async () => {
-    const workflowId = `retry-${cli.name}`;
-    const { spec, sandbox } = await session(workflowId);
+  it.each([
+    { mode: 'one-way (JSON) mode', agent: 'agent' },
+    { mode: 'two-way (permission) mode', agent: 'strict-agent' },
+  ])('a retried attempt resumes from the session before the failed one, in the $mode: the prompt reaches the model once', { timeout: 90_000 }, async ({ agent }) => {
+    const workflowId = `retry-${cli.name}-${agent}`;
+    const { spec, sandbox } = await session(workflowId, agent);
     script({ text: '{"step":"actions","actions":[]}', usage: { input: 300, output: 10 } });
     const first = await turn({ workflowId, runId: 'r-1', turn: 1, spec, sandbox, prompt: 'FIRST-PROMPT-1f2e' });
     expect(first).toMatchObject({ ok: true });
