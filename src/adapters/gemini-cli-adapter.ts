@@ -21,12 +21,13 @@
  * a minimal base plus the runtime's prompt.
  *
  * Two-way mode (when the turn's permission gate can deny or ask): `gemini --acp --approval-mode default`, the
- * Agent Client Protocol (acp-client.ts). Gemini asks before shell commands and edits (not reads); its usage is
- * only the prompt's `_meta.quota.token_count` (input INCLUDES cached tokens there, with no split), and its
- * model `_meta.quota.model_usage[].model`. `session/load` works, except that 0.61.0 overwrites the session's
+ * Agent Client Protocol (acp-client.ts). Gemini asks before shell commands and edits (not reads). The prompt's
+ * `_meta.quota.token_count` leaves out thinking tokens and has no cache split, so the turn's usage is read from
+ * gemini's own chat file (one `gemini` message per model call with `tokens` {input, output, cached, thoughts,
+ * tool} and `model`), the quota only as a fallback. `session/load` works, except that 0.61.0 overwrites the session's
  * chat file when it is loaded in the same minute it was written (see `keepChatFiles`).
  */
-import { existsSync, mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
@@ -99,9 +100,10 @@ const quota = z.object({
 });
 
 /**
- * Usage of one ACP prompt from `_meta.quota`: the only usage gemini's ACP mode reports. Its input count includes
- * cached tokens and there is no split, so cached reads are counted as input here (priced as input: an upper
- * bound) and the cache fields are unknown, not zero; so are thinking tokens, which the quota does not break out.
+ * Usage of one ACP prompt from `_meta.quota`, the only usage gemini's ACP mode reports itself. Its output count
+ * leaves out thinking tokens (measured: 200 in, 9 out, 100 thoughts served → quota 200 / 9) and its input count
+ * includes cached tokens with no split, so this is only the fallback when the session's chat file cannot be read:
+ * reasoning and the cache fields are unknown there, not zero.
  */
 export function geminiPromptUsage(result: PromptResult, sessionId: string): HarnessEvent[] {
   const parsed = quota.safeParse(result._meta?.quota);
@@ -111,6 +113,61 @@ export function geminiPromptUsage(result: PromptResult, sessionId: string): Harn
   const models = parsed.data.model_usage ?? [];
   if (models.length === 1) events.push({ type: 'session', sessionId, model: models[0]!.model });
   return events;
+}
+
+const chatMessage = z.object({
+  id: z.string(),
+  timestamp: z.string(),
+  type: z.string(),
+  model: z.string().nullish(),
+  tokens: z
+    .object({ input: z.number().nullish(), output: z.number().nullish(), cached: z.number().nullish(), thoughts: z.number().nullish(), tool: z.number().nullish() })
+    .nullish(),
+});
+
+/**
+ * The model calls gemini recorded for `sessionId` since `since` (epoch ms), from its chat files
+ * (`<home>/.gemini/tmp/<project>/chats/*.jsonl`): one `gemini` message per call with `tokens` {input (cached
+ * included), output, cached, thoughts, tool}, and the model. Every file of the session counts (a kept one and the
+ * one gemini records into); a message is taken once by its id.
+ */
+export function readGeminiChatCalls(geminiHome: string, sessionId: string, since: number): z.infer<typeof chatMessage>[] {
+  const calls = new Map<string, z.infer<typeof chatMessage>>();
+  let projects: string[];
+  try {
+    projects = readdirSync(path.join(geminiHome, '.gemini', 'tmp'));
+  } catch {
+    return [];
+  }
+  for (const project of projects) {
+    const chats = path.join(geminiHome, '.gemini', 'tmp', project, 'chats');
+    let files: string[];
+    try {
+      files = readdirSync(chats).filter((f) => f.endsWith('.jsonl'));
+    } catch {
+      continue;
+    }
+    for (const file of files) {
+      const lines = readFileSync(path.join(chats, file), 'utf8').split('\n');
+      const head = parseJsonLine(lines[0] ?? '') as { sessionId?: unknown } | undefined;
+      if (head?.sessionId !== sessionId) continue;
+      for (const line of lines) {
+        const m = chatMessage.safeParse(parseJsonLine(line));
+        if (m.success && m.data.type === 'gemini' && m.data.tokens && Date.parse(m.data.timestamp) >= since) calls.set(m.data.id, m.data);
+      }
+    }
+  }
+  return [...calls.values()].sort((a, b) => Date.parse(a.timestamp) - Date.parse(b.timestamp));
+}
+
+/** One recorded call's tokens, normalised: input without cached tokens (tool-use prompt tokens are input), thoughts as reasoning. */
+export function geminiChatUsage(t: NonNullable<z.infer<typeof chatMessage>['tokens']>): Usage {
+  return usageOf({
+    input: t.input == null ? undefined : Math.max(0, t.input - (t.cached ?? 0)) + (t.tool ?? 0),
+    output: t.output,
+    cacheRead: t.cached,
+    reasoning: t.thoughts,
+  });
 }
 
 /**
@@ -191,8 +248,30 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
     label: 'Gemini CLI',
     resumeFailed: (state, detail) => this.resumeFailed(state, detail),
     takeFollowUp: (state) => this.takeFollowUp(state),
-    promptUsage: (result, sessionId) => geminiPromptUsage(result, sessionId),
+    promptUsage: (result, sessionId, startedAt) => this.promptUsage(result, sessionId, startedAt),
   };
+
+  /**
+   * One ACP prompt's usage from gemini's chat file (per call, thinking tokens included); the ACP quota, which
+   * misses them, only when the file cannot be read.
+   */
+  private promptUsage(result: PromptResult, sessionId: string, startedAt: number): HarnessEvent[] {
+    let calls: ReturnType<typeof readGeminiChatCalls> = [];
+    try {
+      calls = this.home ? readGeminiChatCalls(this.home.host, sessionId, startedAt) : [];
+    } catch {
+      calls = [];
+    }
+    if (calls.length === 0) {
+      const fallback = geminiPromptUsage(result, sessionId);
+      if (fallback.length === 0) return fallback;
+      return [{ type: 'activity', description: "Gemini CLI usage from its ACP quota (thinking tokens unknown): its session's chat file was not readable" }, ...fallback];
+    }
+    const events: HarnessEvent[] = calls.map((c) => ({ type: 'usage', usage: geminiChatUsage(c.tokens!) }));
+    const model = calls.at(-1)?.model;
+    if (model) events.push({ type: 'session', sessionId, model });
+    return events;
+  }
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'gemini');

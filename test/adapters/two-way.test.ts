@@ -198,3 +198,28 @@ describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it w
     expect(readdirSync(path.join(home, '.gemini', 'tmp', 'ws', 'superseded-chats'))).toEqual([expect.stringMatching(/-session-2026-12-01T03-06-b545a306\.jsonl$/)]);
   });
 });
+
+describe("gemini's two-way usage comes from its chat file (the ACP quota misses thinking tokens)", () => {
+  it('reads the gemini messages of the session since the prompt started, once each, with thoughts as reasoning', async () => {
+    const { geminiChatUsage, readGeminiChatCalls } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    const home = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-chat-'));
+    const chats = path.join(home, '.gemini', 'tmp', 'ws', 'chats');
+    mkdirSync(chats, { recursive: true });
+    const msg = (id: string, at: string, tokens: Record<string, number>) => JSON.stringify({ id, timestamp: at, type: 'gemini', content: 'x', tokens, model: 'gemini-2.5-flash' });
+    const old = msg('m0', '2026-12-01T05:00:00.000Z', { input: 50, output: 1 });
+    const call1 = msg('m1', '2026-12-01T05:10:00.000Z', { input: 220, output: 9, cached: 20, thoughts: 100, tool: 0, total: 329 });
+    const call2 = msg('m2', '2026-12-01T05:10:01.000Z', { input: 300, output: 5, cached: 0, thoughts: 0, tool: 7 });
+    const head = (id: string) => JSON.stringify({ sessionId: id, kind: 'main' });
+    writeFileSync(path.join(chats, 'session-2026-12-01T05-00-kept-s1.jsonl'), [head('s1'), old, call1, '{"$set":{"lastUpdated":"x"}}', ''].join('\n'));
+    writeFileSync(path.join(chats, 'session-2026-12-01T05-10-s1.jsonl'), [head('s1'), call1, call2, ''].join('\n'));
+    writeFileSync(path.join(chats, 'session-2026-12-01T05-10-other.jsonl'), [head('other'), msg('o1', '2026-12-01T05:10:00.000Z', { input: 999, output: 9 }), ''].join('\n'));
+    const calls = readGeminiChatCalls(home, 's1', Date.parse('2026-12-01T05:05:00.000Z'));
+    expect(calls.map((c) => c.id)).toEqual(['m1', 'm2']);
+    expect(calls.map((c) => geminiChatUsage(c.tokens!))).toEqual([
+      { input: 200, output: 9, cacheRead: 20, reasoning: 100 },
+      { input: 307, output: 5, cacheRead: 0, reasoning: 0 },
+    ]);
+    expect(readGeminiChatCalls(path.join(home, 'nowhere'), 's1', 0)).toEqual([]);
+  });
+});

@@ -7,6 +7,7 @@
  * - a retried attempt resumes from the session state before the failed one: the turn's prompt reaches the model
  *   once (forking CLIs), in the JSON mode and in the two-way mode a permission gate selects; where the CLI cannot
  *   fork (Gemini) the test records what it does;
+ * - thinking tokens are counted as billed, in both modes (gemini's two-way quota misses them: its chat file has them);
  * - a token budget stops the turn: within one model call for CLIs that report usage per call (claude, opencode,
  *   pi), at the end of the turn for those that report it per turn (codex, gemini).
  * A missing binary is a FAILURE, never a skip.
@@ -22,7 +23,7 @@ import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { SqliteLedger } from '../../src/ledger/index.js';
 import { defaultDeps } from '../../src/worker.js';
 import type { TurnOutcome } from '../../src/workflows/types.js';
-import { addUsage, noUsage, usageOf } from '../../src/workflows/usage.js';
+import { addUsage, billedOutput, noUsage, totalTokens, usageOf } from '../../src/workflows/usage.js';
 import { profiles } from '../fixtures/record-more.js';
 import { repoRoot } from '../support/worker.js';
 import type { FakeVendor, RecordedRequest, ScriptedReply } from './fake-vendor/server.js';
@@ -147,6 +148,23 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
   const turn = (input: Parameters<typeof activities.runTurn>[0], attempt = 1, activityId = '1') =>
     new MockActivityEnvironment({ attempt, activityId }, quiet).run(activities.runTurn, input) as Promise<TurnOutcome>;
   const script = (...replies: ScriptedReply[]) => vendor.script(...replies.map((r) => ({ ...r, match: cli.match })));
+
+  it.each([
+    { mode: 'one-way (JSON) mode', agent: 'agent' },
+    { mode: 'two-way (permission) mode', agent: 'strict-agent' },
+  ])('thinking tokens are counted as billed, in the $mode', { timeout: 60_000 }, async ({ agent }) => {
+    const workflowId = `thinking-${cli.name}-${agent}`;
+    const { spec, sandbox } = await session(workflowId, agent);
+    const from = vendor.served.length;
+    script({ text: '{"step":"success","result":"ok"}', usage: { input: 200, output: 9, reasoning: 100 } });
+    const outcome = await turn({ workflowId, runId: 'r-1', turn: 1, spec, sandbox, prompt: 'Think, then answer.' });
+    expect(outcome).toMatchObject({ ok: true, costBlind: false });
+    // Served: 200 in, 9 out, 100 thinking (billed as output). Claude and pi fold thinking into output (109).
+    expect(servedSince(vendor, cli, from)).toMatchObject({ input: 200, output: 109 });
+    expect(totalTokens(outcome.usage)).toBe(309);
+    expect(billedOutput(outcome.usage)).toBe(109);
+    expect(totalTokens((await ledger.runTotals(workflowId)).usage)).toBe(309);
+  });
 
   it('a vendor fault after a good model call: the attempt fails and the good call is in the ledger, as served', { timeout: 60_000 }, async () => {
     const workflowId = `fault-${cli.name}`;
