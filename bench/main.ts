@@ -1,9 +1,10 @@
 /**
  * `npm run bench`: prints the project's figures on a local dev server.
  *   - orchestration overhead per turn and history size per turn (demo harness)
+ *   - history events and bytes per steady-state turn and for a 300-turn run (BENCH_HISTORY_TURNS)
  *   - Docker sandbox: container create+start, per-turn exec overhead, teardown (needs the engine and the image)
  *   - per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
- * Select parts with arguments: `npm run bench -- orchestration docker clis`.
+ * Select parts with arguments: `npm run bench -- orchestration history docker clis`.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -11,15 +12,21 @@ import { findTemporalCli, temporalCliInstallHint } from '../src/temporal/cli-pat
 import { startDevServer } from '../src/temporal/dev-server.js';
 import { benchClis, printClis } from './clis.js';
 import { benchDocker, printDocker } from './docker.js';
+import { benchHistory, printHistory } from './history.js';
 import { benchOrchestration, printOrchestration, quietRuntime } from './orchestration.js';
 
-const parts = new Set(process.argv.slice(2).length ? process.argv.slice(2) : ['orchestration', 'docker', 'clis']);
+const parts = new Set(process.argv.slice(2).length ? process.argv.slice(2) : ['orchestration', 'history', 'docker', 'clis']);
 const cli = findTemporalCli();
 if (!cli) throw new Error(`npm run bench needs the Temporal CLI. ${temporalCliInstallHint}`);
 quietRuntime();
 const server = await startDevServer({ cliPath: cli.path });
 try {
   if (parts.has('orchestration')) printOrchestration(await benchOrchestration({ temporalAddress: server.address, runs: Number(process.env.BENCH_RUNS ?? 15) }));
+
+  if (parts.has('history')) {
+    console.log('');
+    printHistory(await benchHistory({ temporalAddress: server.address, turns: Number(process.env.BENCH_HISTORY_TURNS ?? 300) }));
+  }
 
   if (parts.has('docker')) {
     const socket = process.env.DOCKER_HOST ?? (existsSync('/tmp/dockerd/docker.sock') ? 'unix:///tmp/dockerd/docker.sock' : undefined);

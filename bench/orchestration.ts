@@ -14,9 +14,8 @@ import { NativeConnection, Runtime, DefaultLogger, bundleWorkflowCode } from '@t
 import { createActivities } from '../src/activities/index.js';
 import { loadCatalog } from '../src/catalog/index.js';
 import { startAgentRun } from '../src/client/index.js';
-import { formatActionResults } from '../src/workflows/prompts.js';
+import { applyTurn, beginTurn, initialState, resolved, runResult, sessionStarted } from '../src/workflows/decide.js';
 import { createWorker, defaultDeps, workflowsPath } from '../src/worker.js';
-import type { ActionOutcome } from '../src/workflows/types.js';
 import { median } from './stats.js';
 
 export interface OrchestrationFigures {
@@ -37,40 +36,28 @@ export interface OrchestrationFigures {
 const catalogFile = path.join(import.meta.dirname, '..', 'config', 'default.yaml');
 const task = 'Look around this workspace and write what you find into NOTES.md.';
 
-/** The same loop the workflow runs, as plain function calls: runTurn → recordPromptRun → validateStep → actions. */
+/** The same loop the workflow runs, as plain calls: the same activities and the same pure decisions, no Temporal. */
 async function runInProcess(activities: ReturnType<typeof createActivities>, workflowId: string): Promise<number> {
-  const mock = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+  const mock = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'bench' } }, { logger: new DefaultLogger('ERROR') });
   const env = { run: <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A) => mock.run(fn, ...args) as Promise<R> };
-  const spec = await activities.resolveAgent({ agent: 'demo' });
-  const identity = { tenantId: 'bench', userId: 'bench' };
-  const sandbox = await env.run(activities.startSession, { workflowId, runId: 'bench', spec, identity, task });
-  let prompt = task;
-  let sessionId: string | undefined;
-  let seq = 0;
-  for (let turn = 1; turn <= spec.guardrails.maxIterations; turn++) {
-    const outcome = await env.run(activities.runTurn, { workflowId, runId: 'bench', turn, spec, sandbox, prompt, resumeSessionId: sessionId });
-    if (!outcome.ok) throw new Error(outcome.message);
-    sessionId = outcome.externalSessionId;
-    await activities.recordPromptRun({
-      workflowId, turn, promptId: spec.promptId, vendor: spec.vendor, model: spec.model, reportedModel: outcome.model, usage: outcome.usage,
-      costUsd: outcome.costUsd, costSource: outcome.costSource, externalSessionId: outcome.externalSessionId, resumed: outcome.resumed,
-      durationMs: outcome.durationMs, input: prompt, output: outcome.text,
-    });
-    const validation = await activities.validateStep({ workflowId, turn, seq: ++seq, text: outcome.text, spec });
-    if (!validation.ok) throw new Error(validation.problem);
-    const step = validation.step;
-    if (step.step === 'success' || step.step === 'failed') {
-      await env.run(activities.endSession, { workflowId, spec, sandbox, status: step.step === 'success' ? 'succeeded' : 'failed', result: { workflowId, status: 'succeeded', iterations: turn, usage: outcome.usage, costUsd: 0 } });
-      return turn;
+  const input = { agent: 'demo', task, identity: { tenantId: 'bench', userId: 'bench' } };
+  const policy = await activities.resolveAgent({ agent: 'demo' });
+  let state = resolved(initialState(input), policy, Date.now());
+  const started = await env.run(activities.startSession, { workflowId, runId: 'bench', specHash: policy.specHash, identity: input.identity, task });
+  state = sessionStarted(state, started.sandbox, started.task);
+  for (;;) {
+    const begun = beginTurn(state);
+    const result = await env.run(activities.runTurn, { ...begun.request, specHash: policy.specHash, sandbox: started.sandbox });
+    const applied = applyTurn(begun.state, result);
+    state = applied.state;
+    if (applied.decision.kind === 'end') {
+      const outcome = runResult(state, workflowId, applied.decision.ending);
+      await env.run(activities.endSession, { workflowId, sandbox: started.sandbox, releaseSandbox: true, status: outcome.status, result: outcome });
+      return state.iteration;
     }
-    if (step.step !== 'actions') throw new Error(`unexpected step ${step.step}`);
-    const outcomes: ActionOutcome[] = [];
-    for (const call of step.actions) {
-      outcomes.push(await env.run(activities.executeAction, { workflowId, agent: spec.agent, sandbox, call, seq: ++seq, turn }));
-    }
-    prompt = formatActionResults(step.actions, outcomes);
+    if (applied.decision.kind !== 'next') throw new Error(`unexpected decision ${applied.decision.kind}`);
+    if (state.iteration > policy.guardrails.maxIterations) throw new Error('demo run did not finish');
   }
-  throw new Error('demo run did not finish');
 }
 
 export async function benchOrchestration(opts: { temporalAddress: string; runs?: number; workflowBundlePath?: string }): Promise<OrchestrationFigures> {

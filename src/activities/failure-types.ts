@@ -13,6 +13,14 @@ export const FailureTypes = {
   SandboxImageMissing: 'SandboxImageMissing',
   SandboxContainerGone: 'SandboxContainerGone',
   TurnFailed: 'TurnFailed',
+  /** The harness forgot its session and then refused a fresh one. */
+  ResumeFailed: 'ResumeFailed',
+  /** A claim-checked text or frozen spec is missing from the blob store. */
+  BlobMissing: 'BlobMissing',
+  /** The ledger lacks a row the run recorded earlier (e.g. the envelope whose actions are to run). */
+  LedgerInconsistent: 'LedgerInconsistent',
+  /** `workspaceScope: parent` outside a sub-agent run. */
+  WorkspaceScopeInvalid: 'WorkspaceScopeInvalid',
   /** `strict` (or permission rules) on a harness that cannot ask before a tool runs, without `advisory: true`. */
   PermissionHooksMissing: 'PermissionHooksMissing',
 } as const;

@@ -1,48 +1,64 @@
 /**
  * The activities of `agentRun`, made by a factory that receives their dependencies.
- * Adapters and sandbox handles live only inside an activity; between activities a session is a `SandboxRef`.
+ * Adapters and sandbox handles live only inside an activity; between activities a session is a `SandboxRef`,
+ * the agent a frozen spec's hash, and large texts references into the blob store.
  */
 import { ApplicationFailure, Context, activityInfo, heartbeat } from '@temporalio/activity';
 import type { ActionRegistry } from '../actions/index.js';
 import type { AdapterRegistry } from '../adapters/registry.js';
 import { UnknownDriverError } from '../adapters/registry.js';
 import { collectTurn } from '../adapters/fold.js';
-import type { Capabilities, HarnessEvent } from '../adapters/types.js';
+import type { HarnessEvent } from '../adapters/types.js';
+import { BlobMissingError, LedgerBlobStore, claimCheck, isBlobRef, previewOf, resolveText, type BlobStore, type TextRef } from '../blobs/index.js';
 import type { Catalog } from '../catalog/schema.js';
-import { agentSystemPrompt, allowedActionsOf, catalogEntries, envelopeRulesFor, findAgent, findHarness, promptWithContract } from '../catalog/index.js';
+import { findAgent, findHarness, promptWithContract } from '../catalog/index.js';
 import { resolveCredentials, createRedactor, type CredentialStore } from '../credentials/index.js';
-import { formatFeedback, parseEnvelope, type EnvelopeRules } from '../envelope/index.js';
-import type { ActionCall } from '../envelope/types.js';
+import { formatFeedback, parseEnvelope } from '../envelope/index.js';
+import type { ActionCall, NextStep } from '../envelope/types.js';
 import type { Ledger, RunStatus } from '../ledger/types.js';
 import { UnresolvedAccountingError } from '../ledger/types.js';
-import { createPermissionGate, ledgerApprovalBroker, policyFor, policyIsInteractive } from '../permissions/index.js';
+import { createPermissionGate, ledgerApprovalBroker, policyIsInteractive } from '../permissions/index.js';
 import type { ApprovalBroker } from '../permissions/index.js';
 import type { ApprovalRecord } from '../ledger/types.js';
 import { killStaleProcessGroup } from '../sandbox/pidfile.js';
 import type { RunIdentity, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
+import { SpecStore, freezeSpec, policyOf, type FrozenSpec, type RunPolicy } from '../spec/index.js';
+import { formatActionResults, formatReplay, replyTooLargeProblem } from '../workflows/prompts.js';
 import type {
   ActionOutcome,
   AgentRunResult,
-  AgentSpec,
+  ConversationEntry,
   InheritedBudget,
   RunOutcome,
   StepValidation,
-  TurnOutcome,
+  StepView,
+  TurnRequest,
+  TurnResult,
   TurnSpend,
 } from '../workflows/types.js';
-import { totalTokens } from '../workflows/usage.js';
+import { expandSandbox } from '../workflows/types.js';
+import { addUsage, noUsage, totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
-import { isRetryable, ProgressEvents, TurnAccounting, type BudgetCrossing, type TurnBudget } from './turn-accounting.js';
+import { isRetryable, ProgressEvents, TurnAccounting, type BudgetCrossing } from './turn-accounting.js';
+
+/** Texts longer than this (characters) travel through workflow history by reference. */
+export const DEFAULT_INLINE_TEXT_LIMIT = 16 * 1024;
+/** How much of a refused (too large) reply the ledger keeps. */
+const KEPT_REPLY_CHARS = 64 * 1024;
 
 /** Everything the activities need, injected by the worker (or a test). */
 export interface ActivityDeps {
-  /** The current catalog; read at run start only, so a config change never breaks a running workflow's replay. */
+  /** The current catalog; read only when a run starts (its spec is frozen then). */
   readonly catalog: () => Catalog;
   readonly adapters: AdapterRegistry;
   readonly sandboxes: Readonly<Record<string, SandboxProvider>>;
   readonly ledger: Ledger;
   readonly actions: ActionRegistry;
   readonly credentials: CredentialStore;
+  /** Where large texts and frozen specs are kept (default: the ledger's blob table). */
+  readonly blobs?: BlobStore;
+  /** Texts longer than this travel through history by reference (default 16 KiB). */
+  readonly inlineTextLimit?: number;
   /** The server environment credentials may fall back to (default: process.env). */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Heartbeat at least this often while a turn runs (ms). */
@@ -56,42 +72,11 @@ export interface ActivityDeps {
   readonly onPendingApproval?: (record: ApprovalRecord) => Promise<void>;
 }
 
-const defaultCapabilities: Capabilities = {
-  sessionResume: false,
-  structuredOutput: false,
-  usageReporting: false,
-  permissionHooks: false,
-  modelSelection: false,
-  systemPrompt: false,
-};
-
 export function createActivities(deps: ActivityDeps) {
   const env = deps.env ?? process.env;
-
-  /**
-   * What each catalog version yields (system prompts, envelope rules, its ledger sync) is computed once, not per
-   * turn: the catalog object only changes when its file does.
-   */
-  const derived = new WeakMap<Catalog, { prompts: Map<string, string>; rules: Map<string, EnvelopeRules>; synced?: Promise<void> }>();
-  const derivedFor = (catalog: Catalog) => {
-    let d = derived.get(catalog);
-    if (!d) derived.set(catalog, (d = { prompts: new Map(), rules: new Map() }));
-    return d;
-  };
-  const memo = <T>(map: Map<string, T>, key: string, make: () => T): T => {
-    if (!map.has(key)) map.set(key, make());
-    return map.get(key)!;
-  };
-  const systemPrompt = (catalog: Catalog, agent: string) => memo(derivedFor(catalog).prompts, agent, () => agentSystemPrompt(catalog, agent, deps.actions));
-  const rules = (catalog: Catalog, agent: string) => memo(derivedFor(catalog).rules, agent, () => envelopeRulesFor(catalog, agent, deps.actions));
-  const syncCatalog = (catalog: Catalog) => {
-    const d = derivedFor(catalog);
-    d.synced ??= waitForLedger(() => deps.ledger.syncCatalog(catalogEntries(catalog, deps.actions))).catch((err: unknown) => {
-      d.synced = undefined; // a failed sync is tried again by the next run
-      throw err;
-    });
-    return d.synced;
-  };
+  const blobs = deps.blobs ?? new LedgerBlobStore(deps.ledger);
+  const specs = new SpecStore(blobs);
+  const inlineTextLimit = deps.inlineTextLimit ?? DEFAULT_INLINE_TEXT_LIMIT;
 
   function provider(name: string): SandboxProvider {
     const p = deps.sandboxes[name];
@@ -104,7 +89,13 @@ export function createActivities(deps: ActivityDeps) {
     return p;
   }
 
-  function specFor(agentName: string, budget?: InheritedBudget): AgentSpec {
+  const loadSpec = (hash: string) => blobCall(() => specs.load(hash));
+  const text = (ref: TextRef) => blobCall(() => resolveText(blobs, ref));
+  // Blob writes are ledger writes: an unwritable ledger makes them wait and retry, never fail the run.
+  const checked = (value: string) => waitForLedger(() => claimCheck(blobs, value, inlineTextLimit));
+
+  /** Checks what the catalog asks for against this worker, then freezes it. */
+  function freeze(agentName: string): FrozenSpec {
     const catalog = deps.catalog();
     const agent = permanent(() => findAgent(catalog, agentName), FailureTypes.UnknownAgent);
     const harness = permanent(() => findHarness(catalog, agent.harness), FailureTypes.UnknownHarness);
@@ -117,8 +108,7 @@ export function createActivities(deps: ActivityDeps) {
     if (!deps.adapters.has(harness.driverClass)) {
       throw ApplicationFailure.nonRetryable(new UnknownDriverError(harness.driverClass, deps.adapters.driverClasses()).message, FailureTypes.UnknownDriver);
     }
-    const policy = provider(agent.sandbox.provider).enforces(agent.sandbox.networkPolicy);
-    if (policy === 'refused') {
+    if (agent.sandbox.workspaceScope !== 'parent' && provider(agent.sandbox.provider).enforces(agent.sandbox.networkPolicy) === 'refused') {
       throw ApplicationFailure.nonRetryable(
         `Sandbox provider "${agent.sandbox.provider}" cannot enforce network policy "${agent.sandbox.networkPolicy}" for agent "${agent.name}". Use the docker provider, or choose another policy.`,
         FailureTypes.SandboxPolicyRefused,
@@ -126,12 +116,10 @@ export function createActivities(deps: ActivityDeps) {
     }
     // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
     permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env }), FailureTypes.CredentialMissing);
-    const adapterCaps = deps.adapters.create(harness.driverClass).capabilities;
-    const capabilities: Capabilities = { ...defaultCapabilities, ...adapterCaps, ...(harness.capabilities ?? {}) };
-    const permissionPolicy = agent.permissions;
-    const gated = policyIsInteractive(permissionPolicy);
-    if (gated && !capabilities.permissionHooks && !permissionPolicy.advisory) {
-      const what = permissionPolicy.posture === 'strict' ? 'permission posture "strict"' : 'permission rules';
+    const spec = permanent(() => freezeSpec(catalog, agentName, deps.actions, deps.adapters.create(harness.driverClass).capabilities), FailureTypes.UnknownAgent);
+    const policy = spec.agent.permissions;
+    if (!spec.agent.permissionsEnforced && !policy.advisory) {
+      const what = policy.posture === 'strict' ? 'permission posture "strict"' : 'permission rules';
       throw ApplicationFailure.nonRetryable(
         `Agent "${agent.name}" has ${what}, but harness "${harness.name}" (${harness.driverClass}) cannot ask before a tool runs ` +
           '(no permission hooks), so it could not be enforced. Use a harness with permission hooks, use "auto" without rules, ' +
@@ -139,66 +127,176 @@ export function createActivities(deps: ActivityDeps) {
         FailureTypes.PermissionHooksMissing,
       );
     }
-    const g = agent.guardrails;
-    return {
-      agent: agent.name,
-      harness: harness.name,
-      driverClass: harness.driverClass,
-      vendor: harness.vendor,
-      model: harness.model,
-      promptId: `agent:${agent.name}`,
-      capabilities,
-      permissions: permissionPolicy.posture,
-      permissionPolicy,
-      permissionsEnforced: !gated || capabilities.permissionHooks,
-      sandbox: { provider: agent.sandbox.provider, workspaceScope: agent.sandbox.workspaceScope, networkPolicy: agent.sandbox.networkPolicy, options: agent.sandbox.options },
-      guardrails: {
-        maxIterations: Math.min(g.maxIterations, budget?.maxIterations ?? Infinity),
-        maxTokens: Math.min(g.maxTokens, budget?.maxTokens ?? Infinity),
-        maxCostUsd: Math.min(g.maxCostUsd, budget?.maxCostUsd ?? Infinity),
-        maxWallTimeMs: g.maxWallTimeMs,
-      },
-      actions: allowedActionsOf(catalog, agent, deps.actions).map((a) => ({ name: a.name, maxExecutionsPerRun: a.maxExecutionsPerRun })),
-      subAgents: agent.subAgents,
-      maxMalformedTurns: agent.maxMalformedTurns,
-      chatTimeoutMs: agent.chatTimeoutMs,
-      operatorTimeoutMs: agent.operatorTimeoutMs,
-      turnAttempts: agent.turnAttempts,
-      turnTimeoutMs: harness.turnTimeoutMs,
-      priced: harness.prices !== undefined,
-    };
+    return spec;
+  }
+
+  /**
+   * Kept so histories that schedule it still replay: `runTurn` records each attempt's prompt run and usage itself.
+   * Writes nothing.
+   */
+  async function recordPromptRun(input: { workflowId: string; turn: number } & Record<string, unknown>): Promise<{ inserted: boolean }> {
+    void input;
+    return { inserted: false };
+  }
+
+  /** Parses the envelope against the frozen rules and records the step: the step and per-call parameter problems, or the problem. */
+  async function validateStep(input: { workflowId: string; turn: number; seq: number; text: string; specHash: string }): Promise<StepValidation> {
+    const spec = await loadSpec(input.specHash);
+    const parsed = parseEnvelope(input.text, spec.envelopeRules);
+    await waitForLedger(() =>
+      deps.ledger.recordStep({
+        workflowId: input.workflowId,
+        seq: input.seq,
+        turn: input.turn,
+        type: parsed.ok ? `step:${parsed.step.step}` : 'malformed-envelope',
+        payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem },
+      }),
+    );
+    if (!parsed.ok) return { ok: false, problem: parsed.problem, feedback: formatFeedback(parsed.problem) };
+    // Only parameter problems: which actions and sub-agents are allowed is the workflow's decision (planActions).
+    const problems: (string | undefined)[] = parsed.step.step === 'actions' ? parsed.step.actions.map(() => undefined) : [];
+    for (const e of parsed.actionErrors) if (e.kind === 'invalid-params') problems[e.index] = e.problem;
+    return { ok: true, step: parsed.step, actionProblems: problems };
+  }
+
+  /**
+   * Runs one action the workflow approved, at most once per (workflow, seq): its start is recorded before it runs,
+   * its outcome after; a retried attempt reuses a recorded outcome and never runs a started action again.
+   * Action execution stays behind this one function (the sandbox's file access plugs in here).
+   */
+  async function executeAction(input: { workflowId: string; specHash: string; sandbox: SandboxRef; call: ActionCall; seq: number; turn: number }): Promise<ActionOutcome> {
+    const spec = await loadSpec(input.specHash);
+    const type = `action:${input.call.name}`;
+    const earlier = await waitForLedger(() => deps.ledger.getStep(input.workflowId, input.seq));
+    const interrupted: ActionOutcome = { ok: false, error: `action "${input.call.name}" was started by an earlier, interrupted attempt of this turn; its outcome is unknown and it was not run again` };
+    if (earlier) return (earlier.payload as { outcome?: ActionOutcome }).outcome ?? interrupted;
+    const { inserted } = await waitForLedger(() => deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type, payload: { call: input.call } }));
+    if (!inserted) return interrupted;
+    const config = spec.actions.find((a) => a.name === input.call.name);
+    const def = config && deps.actions.get(config.implementation);
+    let outcome: ActionOutcome;
+    if (!config || !def) {
+      outcome = { ok: false, error: `action "${input.call.name}" has no implementation on this worker` };
+    } else {
+      const parsed = def.parameters.safeParse(input.call.params);
+      if (!parsed.success) {
+        outcome = { ok: false, error: `invalid parameters: ${parsed.error.message}` };
+      } else {
+        try {
+          const output = await def.execute(parsed.data, {
+            workflowId: input.workflowId,
+            agent: spec.agent.name,
+            hostWorkspacePath: input.sandbox.hostWorkspacePath,
+            settings: config.settings,
+            signal: Context.current().cancellationSignal,
+          });
+          outcome = { ok: true, output };
+        } catch (err) {
+          outcome = { ok: false, error: err instanceof Error ? err.message : String(err) };
+        }
+      }
+    }
+    await waitForLedger(() => deps.ledger.completeStep(input.workflowId, input.seq, { call: input.call, outcome }));
+    return outcome;
+  }
+
+  /** The harness's input for this turn: the composed prompt, the feedback, or the results of the approved actions. */
+  async function composeInput(req: RunTurn): Promise<string> {
+    const input = req.input;
+    switch (input.kind) {
+      case 'prompt':
+        return (await Promise.all(input.parts.map(text))).join('');
+      case 'feedback':
+        return formatFeedback(input.problem);
+      case 'actions': {
+        const envelope = await waitForLedger(() => deps.ledger.getStep(req.workflowId, input.envelopeSeq));
+        const step = (envelope?.payload as { step?: NextStep } | undefined)?.step;
+        if (step?.step !== 'actions') {
+          throw ApplicationFailure.nonRetryable(`the ledger has no actions envelope at seq ${input.envelopeSeq} of ${req.workflowId}: was it replaced while the run was in flight?`, FailureTypes.LedgerInconsistent);
+        }
+        const outcomes: ActionOutcome[] = [];
+        for (const planned of input.calls) {
+          const call = step.actions[planned.index]!;
+          outcomes.push('refused' in planned ? { ok: false, error: planned.refused } : await executeAction({ workflowId: req.workflowId, specHash: req.specHash, sandbox: req.sandbox, call, seq: planned.seq, turn: req.turn - 1 }));
+        }
+        return formatActionResults(step.actions, outcomes);
+      }
+    }
+  }
+
+  /**
+   * The conversation before `turn`, from the ledger's prompt runs: what a fresh session is given to continue. Only
+   * the attempt whose output the run used counts for a turn (failed and superseded attempts are not conversation).
+   */
+  async function conversationBefore(workflowId: string, turn: number): Promise<ConversationEntry[]> {
+    const rows = (await deps.ledger.listPromptRuns(workflowId)).filter((r) => r.turn < turn && r.outputUsed);
+    return rows.flatMap((r): ConversationEntry[] => [{ role: 'user', text: r.input }, { role: 'assistant', text: r.output }]);
+  }
+
+  /** The step as the workflow keeps it: large texts by reference, parameters left in the ledger. */
+  async function viewOf(validation: Extract<StepValidation, { ok: true }>): Promise<StepView> {
+    const step = validation.step;
+    switch (step.step) {
+      case 'success':
+        return { step: 'success', result: await checked(step.result) };
+      case 'failed':
+        return { step: 'failed', reason: await checked(step.reason) };
+      case 'chat':
+        return { step: 'chat', message: await checked(step.message) };
+      case 'sub-agent':
+        return { step: 'sub-agent', agent: step.agent, message: await checked(step.message), terminateAfter: step.terminateAfter };
+      case 'actions':
+        return {
+          step: 'actions',
+          calls: step.actions.map((c, i) => ({ name: c.name, ...(validation.actionProblems[i] ? { problem: clip(validation.actionProblems[i]!, 2000) } : {}) })),
+          ...(step.message !== undefined ? { message: clip(step.message, 500) } : {}),
+        };
+    }
   }
 
   return {
-    /** Resolves the agent from the catalog into a spec the workflow keeps in its history. */
-    async resolveAgent(input: { agent: string; budget?: InheritedBudget }): Promise<AgentSpec> {
-      return specFor(input.agent, input.budget);
+    /** Resolves the agent from the catalog, freezes its spec into the ledger, and returns what the workflow keeps. */
+    async resolveAgent(input: { agent: string; budget?: InheritedBudget }): Promise<RunPolicy> {
+      const spec = freeze(input.agent);
+      const hash = await waitForLedger(() => specs.save(spec));
+      // The accounting ids of this spec resolve in the ledger for as long as the run lives, whatever the catalog does.
+      await waitForLedger(() =>
+        deps.ledger.syncCatalog({
+          vendors: [{ id: spec.harness.vendor, name: spec.harness.vendor }],
+          models: [{ id: `${spec.harness.vendor}/${spec.harness.model}`, vendorId: spec.harness.vendor, name: spec.harness.model }],
+          prompts: [{ id: spec.agent.promptId, name: spec.agent.name, text: spec.agent.systemPrompt }],
+        }),
+      );
+      return policyOf(spec, hash, { budget: input.budget, inlineTextLimit });
     },
 
-    /** Creates (or reattaches) the run's sandbox and its ledger row. */
+    /** Creates (or reattaches, or borrows the parent's) sandbox and the ledger row; a large task goes by reference. */
     async startSession(input: {
       workflowId: string;
       runId: string;
-      spec: AgentSpec;
+      specHash: string;
       identity: RunIdentity;
-      task: string;
+      task: TextRef;
       parentWorkflowId?: string;
-    }): Promise<SandboxRef> {
-      const { spec } = input;
-      await syncCatalog(deps.catalog());
-      await waitForLedger(() => deps.ledger.startRun({
-        workflowId: input.workflowId,
-        runId: input.runId,
-        agent: spec.agent,
-        harness: spec.harness,
-        tenantId: input.identity.tenantId,
-        userId: input.identity.userId,
-        task: input.task,
-        parentWorkflowId: input.parentWorkflowId,
-      }));
+      parentSandbox?: SandboxRef;
+    }): Promise<{ sandbox: SandboxRef; task: TextRef }> {
+      const spec = await loadSpec(input.specHash);
+      const task = isBlobRef(input.task) ? input.task : await checked(input.task);
+      await waitForLedger(() =>
+        deps.ledger.startRun({
+          workflowId: input.workflowId,
+          runId: input.runId,
+          agent: spec.agent.name,
+          harness: spec.harness.name,
+          tenantId: input.identity.tenantId,
+          userId: input.identity.userId,
+          task: isBlobRef(input.task) ? previewOf(input.task) : input.task,
+          parentWorkflowId: input.parentWorkflowId,
+        }),
+      );
       // What the posture becomes on this harness, for operators reading the run's record.
-      const policy = spec.permissionPolicy ?? policyFor(spec.permissions);
-      const report = deps.adapters.has(spec.driverClass) ? deps.adapters.create(spec.driverClass).applyPermissionPolicy(spec.permissions) : undefined;
+      const policy = spec.agent.permissions;
+      const report = deps.adapters.has(spec.harness.driverClass) ? deps.adapters.create(spec.harness.driverClass).applyPermissionPolicy(policy.posture) : undefined;
       await waitForLedger(() =>
         deps.ledger.appendEvent(
           input.workflowId,
@@ -208,87 +306,72 @@ export function createActivities(deps: ActivityDeps) {
             posture: policy.posture,
             rules: { allow: policy.allow.length, deny: policy.deny.length, ask: policy.ask.length },
             gated: policyIsInteractive(policy),
-            enforced: spec.permissionsEnforced ?? true,
-            note: spec.permissionsEnforced === false ? `advisory: harness "${spec.harness}" cannot ask before a tool runs` : report?.note,
+            enforced: spec.agent.permissionsEnforced,
+            note: !spec.agent.permissionsEnforced ? `advisory: harness "${spec.harness.name}" cannot ask before a tool runs` : report?.note,
           },
           input.runId,
         ),
       );
-      return sandboxCall(() =>
-        provider(spec.sandbox.provider).start({ workflowId: input.workflowId, runId: input.runId, agent: spec.agent, identity: input.identity, spec: spec.sandbox }),
+      if (spec.agent.sandbox.workspaceScope === 'parent') {
+        if (!input.parentSandbox) {
+          throw ApplicationFailure.nonRetryable(`Agent "${spec.agent.name}" has workspaceScope "parent", which only a sub-agent can use: run it as another agent's sub-agent, or give it another scope.`, FailureTypes.WorkspaceScopeInvalid);
+        }
+        return { sandbox: input.parentSandbox, task };
+      }
+      const sandbox = await sandboxCall(() =>
+        provider(spec.agent.sandbox.provider).start({ workflowId: input.workflowId, runId: input.runId, agent: spec.agent.name, identity: input.identity, spec: spec.agent.sandbox }),
       );
+      return { sandbox, task };
+    },
+
+    /** Stores a large text (a chat reply) and returns its reference. */
+    async storeText(input: { text: string }): Promise<TextRef> {
+      return checked(input.text);
     },
 
     /**
-     * Drives one harness turn attempt in the sandbox: heartbeats progress, dies with the turn when cancelled, and
-     * does its own accounting — a prompt-run row for the attempt and a usage row per model call as it streams, so
-     * a failed, killed or lost attempt's tokens are in the ledger too. With `budget`, a turn whose streaming usage
-     * crosses the run's remaining tokens or cost is stopped mid-turn (outcome `budget-exhausted`).
+     * One turn, inside one attempt: run the actions the workflow approved → drive the harness (heartbeating; dies
+     * with the turn when cancelled) → account for it as it streams → validate the envelope → return a small result.
+     *
+     * Accounting is the activity's own, per attempt and per model call: the attempt's prompt run is opened before the
+     * harness starts, every usage event is a ledger row at once, and the row is closed with what became of the
+     * attempt, so a failed, killed or lost attempt's tokens are in the ledger too (and in a failure's details). With
+     * `budget`, streaming usage that crosses the run's remaining tokens or cost stops the harness mid-turn
+     * (`budgetExhausted`).
      */
-    async runTurn(input: {
-      workflowId: string;
-      /** The ledger run (the run's first execution run id); one the ledger does not know means its latest run. */
-      runId: string;
-      turn: number;
-      spec: AgentSpec;
-      sandbox: SandboxRef;
-      prompt: string;
-      resumeSessionId?: string;
-      /** The run's budget left when the workflow scheduled this turn; absent = no mid-turn stop. */
-      budget?: TurnBudget;
-    }): Promise<TurnOutcome> {
-      const { spec } = input;
+    async runTurn(request: TurnRequest): Promise<TurnResult> {
+      const spec = await loadSpec(request.specHash);
       const ctx = Context.current();
       const info = activityInfo();
-      const catalog = deps.catalog();
-      const agent = permanent(() => findAgent(catalog, spec.agent), FailureTypes.UnknownAgent);
-      const harness = permanent(() => findHarness(catalog, spec.harness), FailureTypes.UnknownHarness);
+      if (!info.workflowExecution) throw ApplicationFailure.nonRetryable('runTurn runs only as an activity of an agentRun workflow', FailureTypes.TurnFailed);
+      // The ledger's run: this execution's run id, which the ledger resolves to the run's row (continue-as-new
+      // executions have another id: the ledger then takes the latest run of the workflow id, the open one).
+      const runId = info.workflowExecution.runId;
+      const req: RunTurn = { ...request, sandbox: expandSandbox(request.sandbox), workflowId: info.workflowExecution.workflowId, runId };
       const credentials = permanent(
-        () => resolveCredentials({ agent, harness, store: deps.credentials, env, log: ctx.log }),
+        () => resolveCredentials({ agent: { name: spec.agent.name, credentials: [...spec.agent.credentials] }, harness: spec.harness, store: deps.credentials, env, log: ctx.log }),
         FailureTypes.CredentialMissing,
       );
       const redact = createRedactor(credentials.secrets);
       // One attempt of one scheduling of this turn: Temporal retries, operator retries and fresh-session replays
       // each get their own id, so their rows never collide and none is counted twice.
-      const scheduling = `${info.workflowExecution?.runId ?? input.runId}:${info.activityId}:${input.turn}`;
+      const scheduling = `${runId}:${info.activityId}:${req.turn}`;
       const attemptId = `${scheduling}:${info.attempt}`;
-      const where = { workflowId: input.workflowId, runId: input.runId, turn: input.turn };
-      const progress: { turn: number; attempt: number; lastEvent: string; tokens: number; costUsd: number; events: number; ledger: string; pendingApproval?: string } = {
-        turn: input.turn,
-        attempt: info.attempt,
-        lastEvent: 'starting',
-        tokens: 0,
-        costUsd: 0,
-        events: 0,
-        ledger: 'ok',
-      };
+      const progress: TurnProgress = { turn: req.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, costUsd: 0, events: 0, ledger: 'ok' };
       const ledgerState = (err: Error | undefined) => {
         progress.ledger = err ? `waiting for the ledger: ${err.message}` : 'ok';
-        if (err) ctx.log.warn('ledger write failed; retrying', { workflowId: input.workflowId, turn: input.turn, error: err.message });
+        if (err) ctx.log.warn('ledger write failed; retrying', { workflowId: req.workflowId, turn: req.turn, error: err.message });
       };
-      const events = new ProgressEvents(deps.ledger, where, { onFault: ledgerState });
-      const adapter = deps.adapters.create(spec.driverClass);
-      const accounting = new TurnAccounting(
-        deps.ledger,
-        { ...where, attempt: info.attempt, attemptId },
-        {
-          prices: harness.prices,
-          budget: input.budget,
-          onFault: ledgerState,
-          onAbandoned: (row, reason) => ctx.log.error('ledger row NOT written (enter it by hand once the ledger is back)', { row, reason }),
-          // Durable: the harness may forget it (it re-reports what was never acknowledged).
-          onRecorded: (ack) => void adapter.acknowledgeUsage?.(ack).catch(() => undefined),
-        },
-      );
+      const events = new ProgressEvents(deps.ledger, { workflowId: req.workflowId, runId, turn: req.turn }, { onFault: ledgerState });
       const beat = () => heartbeat({ ...progress });
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
       const gate = createPermissionGate({
         ledger: deps.ledger,
-        workflowId: input.workflowId,
-        runId: input.runId,
-        turn: input.turn,
-        policy: spec.permissionPolicy ?? policyFor(spec.permissions),
-        workspace: input.sandbox.workspacePath,
+        workflowId: req.workflowId,
+        runId,
+        turn: req.turn,
+        policy: spec.agent.permissions,
+        workspace: req.sandbox.workspacePath,
         broker:
           deps.approvals ??
           ledgerApprovalBroker({
@@ -306,253 +389,337 @@ export function createActivities(deps: ActivityDeps) {
           delete progress.pendingApproval;
         },
       });
-      const started = Date.now();
-      let handle: SandboxHandle | undefined;
+      // The harness stops when the turn is cancelled or its streaming usage crosses the budget. Accounting waits for
+      // the ledger; only a cancelled attempt stops waiting, after a grace period, so a cancellation always completes.
       const stopTurn = new AbortController();
-      // Accounting waits for the ledger; only a cancelled attempt stops waiting, after a grace period, so a
-      // cancellation always completes.
+      const runs: HarnessRun[] = [];
       let giveUp: NodeJS.Timeout | undefined;
       const onCancel = () => {
         stopTurn.abort(ctx.cancellationSignal.reason);
-        giveUp = setTimeout(() => accounting.stop('the attempt was cancelled and the ledger stayed unwritable'), deps.cancelledAccountingGraceMs ?? 10_000);
+        giveUp = setTimeout(() => {
+          for (const r of runs) r.accounting.stop('the attempt was cancelled and the ledger stayed unwritable');
+        }, deps.cancelledAccountingGraceMs ?? 10_000);
       };
       ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
-      const spendOf = (usageMissing = false) => {
-        const spend = accounting.spend(usageMissing);
-        return {
-          usage: spend.usage,
-          costUsd: spend.costUsd,
-          costSource: spend.costSource,
-          ...(spend.harnessCostUsd !== undefined ? { harnessCostUsd: spend.harnessCostUsd } : {}),
-          costMismatch: spend.costMismatch,
-          costBlind: spend.costBlind,
-          attemptId,
-          attempt: info.attempt,
-          calls: spend.calls,
-        };
-      };
-      let finished = false;
-      const finish = async (f: Parameters<TurnAccounting['finish']>[0]) => {
-        finished = true;
-        progress.lastEvent = `recording turn ${input.turn}`;
-        await accounting.finish(f);
+      const spent = (usageMissing = false): TurnSpend => spendOf(runs, info.attempt, usageMissing);
+      let handle: SandboxHandle | undefined;
+      const harness = (): TurnHarness => ({
+        handle: handle!,
+        secretEnv: credentials.env,
+        gate,
+        progress,
+        redact,
+        signal: stopTurn.signal,
+        events,
+        ledgerState,
+        stop: (reason) => stopTurn.abort(reason),
+      });
+      /** Closes the harness run's prompt run (once), with what became of it. */
+      const finish = async (run: HarnessRun, f: Omit<Parameters<TurnAccounting['finish']>[0], 'resumed' | 'durationMs'>) => {
+        if (run.finished) return;
+        run.finished = true;
+        progress.lastEvent = `recording turn ${req.turn}`;
+        const sessionId = run.turn?.sessionId ?? run.sessionId;
+        const model = run.turn?.model ?? run.model;
+        await run.accounting.finish({
+          ...f,
+          resumed: run.turn?.resumed === true || run.resumed,
+          durationMs: Date.now() - run.startedAt,
+          ...(sessionId ? { externalSessionId: sessionId } : {}),
+          ...(model ? { reportedModel: model } : {}),
+        });
       };
       try {
-        handle = await sandboxCall(() => provider(spec.sandbox.provider).attach(input.sandbox));
+        handle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
         if (info.attempt > 1) {
           // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
           await killStaleTurn(handle);
           events.append('retry', { attempt: info.attempt });
         }
-        // The attempt's prompt run first: an unresolvable id fails before any token is spent, and while the ledger
-        // cannot be written the turn waits (heartbeating) instead of spending tokens nobody would record.
-        progress.lastEvent = 'opening the prompt run';
-        try {
-          await accounting.begin(
-            { promptId: spec.promptId, vendorId: spec.vendor, modelId: `${spec.vendor}/${spec.model}`, input: redact(input.prompt) },
-            (id) => id.startsWith(`${scheduling}:`),
-          );
-        } catch (err) {
-          if (err instanceof UnresolvedAccountingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.AccountingUnresolved);
-          if (ctx.cancellationSignal.aborted) throw ctx.cancellationSignal.reason ?? err;
-          throw err;
-        }
-        adapter.applyPermissionPolicy(spec.permissions);
-        // A harness without a system prompt gets the contract in its input instead (on a fresh session).
-        const contract = systemPrompt(catalog, spec.agent);
-        if (spec.capabilities.systemPrompt) adapter.setSystemPrompt(contract);
-        const prompt = spec.capabilities.systemPrompt || input.resumeSessionId !== undefined ? input.prompt : promptWithContract(contract, input.prompt);
-        await adapter.start({
-          runId: input.workflowId,
-          harnessName: harness.name,
-          executable: harness.executable,
-          baseArgs: harness.args,
-          model: harness.model,
-          workspacePath: input.sandbox.workspacePath,
-          hostWorkspacePath: input.sandbox.hostWorkspacePath,
-          env: { ...harness.env, ...credentials.env },
-          executor: handle.executor,
-          resumeSessionId: input.resumeSessionId,
-          baseUrl: harness.baseUrl,
-          turnTimeoutMs: harness.turnTimeoutMs,
-          // A catalog that declares `capabilities.sessionFork` asks the adapter to fork resumed sessions.
-          settings: harness.capabilities?.sessionFork !== undefined ? { forkSessions: harness.capabilities.sessionFork, ...harness.settings } : harness.settings,
-        });
+        const prompt = await composeInput(req);
         beat();
-        let crossing: BudgetCrossing | undefined;
-        const turn = await collectTurn(adapter.runTurn({ prompt, turn: input.turn, attemptId, signal: stopTurn.signal, gate }), (event) => {
-          progress.events += 1;
-          progress.lastEvent = describeEvent(event, redact);
-          if (event.type === 'usage') {
-            const cost = event.costUsd !== undefined ? { costUsd: event.costUsd } : {};
-            const crossed = event.recovered
-              ? accounting.recordRecovered({ usage: event.usage, ...cost, recovered: event.recovered })
-              : accounting.recordUsage({ usage: event.usage, ...cost, ...(event.call !== undefined ? { call: event.call } : {}) });
-            const spend = accounting.spend();
-            progress.tokens = totalTokens(spend.usage);
-            progress.costUsd = spend.costUsd;
-            if (crossed && !crossing) {
-              crossing = crossed;
-              progress.lastEvent = crossed.reason;
-              stopTurn.abort(new Error(crossed.reason));
-            }
-          }
-          if (event.type !== 'text') events.append(event.type, redactDeep(event, redact));
-        });
-        const sessionId = turn.sessionId ?? adapter.externalSessionId;
-        const resumed = turn.resumed || adapter.resumed;
-        const durationMs = () => Date.now() - started;
-        const model = turn.model ?? adapter.reportedModel;
-        const base = { resumed, ...(sessionId ? { externalSessionId: sessionId } : {}), ...(model ? { reportedModel: model } : {}) };
+        const withHistory = async () => (req.turn > 1 ? formatReplay(await conversationBefore(req.workflowId, req.turn), prompt) : prompt);
+        const accountingFor = (id: string) =>
+          new TurnAccounting(
+            deps.ledger,
+            { workflowId: req.workflowId, runId, turn: req.turn, attempt: info.attempt, attemptId: id },
+            {
+              prices: spec.harness.prices,
+              budget: req.budget,
+              onFault: ledgerState,
+              onAbandoned: (row, reason) => ctx.log.error('ledger row NOT written (enter it by hand once the ledger is back)', { row, reason }),
+            },
+          );
+        let resumeFailed: string | undefined;
+        let run = await driveHarness(spec, req, harness(), accountingFor(attemptId), (id) => id.startsWith(`${scheduling}:`), runs, req.replay ? await withHistory() : prompt, req.resumeSessionId, prompt);
+        if (!stopTurn.signal.aborted && run.crossing === undefined && run.turn?.error?.code === 'resume-failed' && req.resumeSessionId !== undefined) {
+          // The harness forgot the session: start fresh in this same attempt, with the conversation replayed. The
+          // fresh run is an attempt of its own in the ledger (its calls never collide with the refused one's).
+          resumeFailed = redact(run.turn.error.message);
+          await finish(run, { status: 'resume-failed', outputUsed: false, output: '', error: resumeFailed });
+          events.append('resume-failed', { message: resumeFailed });
+          run = await driveHarness(spec, req, harness(), accountingFor(`${attemptId}:fresh`), (id) => id.startsWith(`${scheduling}:`), runs, await withHistory(), undefined, prompt);
+        }
+        const turn = run.turn!;
+        const sessionId = turn.sessionId ?? run.sessionId;
         if (ctx.cancellationSignal.aborted) {
-          await finish({ ...base, status: 'cancelled', outputUsed: false, output: '', error: 'cancelled', durationMs: durationMs() });
+          await finish(run, { status: 'cancelled', outputUsed: false, output: '', error: 'cancelled' });
           throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
         }
-        if (crossing) {
-          await finish({ ...base, status: 'budget-exhausted', outputUsed: false, output: '', error: crossing.reason, durationMs: durationMs() });
-          return { ok: false, code: 'budget-exhausted', guardrail: crossing.guardrail, message: crossing.reason, ...spendOf(), ...(sessionId ? { externalSessionId: sessionId } : {}), durationMs: durationMs() };
+        if (run.crossing) {
+          await finish(run, { status: 'budget-exhausted', outputUsed: false, output: '', error: run.crossing.reason });
+          const spend = spent();
+          return {
+            ...resultOf(spend, run),
+            ...(sessionId && sessionId !== req.resumeSessionId ? { externalSessionId: sessionId } : {}),
+            budgetExhausted: { guardrail: run.crossing.guardrail, message: run.crossing.reason },
+            step: { ok: false, problem: run.crossing.reason },
+          };
         }
         if (turn.error) {
           const message = redact(turn.error.message);
           if (turn.error.code === 'resume-failed') {
-            await finish({ ...base, status: 'resume-failed', outputUsed: false, output: '', error: message, durationMs: durationMs() });
-            return { ok: false, code: 'resume-failed', message, ...spendOf() };
+            await finish(run, { status: 'resume-failed', outputUsed: false, output: '', error: message });
+            throw ApplicationFailure.nonRetryable(`the harness refused a fresh session: ${message}`, FailureTypes.ResumeFailed, { code: turn.error.code, spend: spent() });
           }
-          await finish({ ...base, status: 'failed', outputUsed: false, output: '', error: message, durationMs: durationMs() });
-          throw turnFailure(turn.error, redact, spendOf());
+          await finish(run, { status: 'failed', outputUsed: false, output: '', error: message });
+          throw turnFailure(turn.error, redact, spent());
         }
-        // Requests of this turn still pending came from an earlier attempt whose harness no longer asks them.
-        // Nobody waits for them and the run's end expires them anyway, so this never holds up the turn.
-        events.write(() => deps.ledger.expireApprovals(input.workflowId, 'turn ended without asking it again', input.turn, input.runId));
         // A turn that ran and reported no usage at all spent tokens nobody counted: its cost is blind.
         const usageMissing = turn.usageEvents === 0;
-        const text = redact(turn.text ?? '');
-        if (sessionId) events.write(() => deps.ledger.setExternalSessionId(input.workflowId, sessionId, input.runId));
-        await finish({ ...base, status: 'succeeded', outputUsed: true, output: text, durationMs: durationMs(), usageMissing });
-        return {
-          ok: true,
-          text,
-          ...spendOf(usageMissing),
-          usageReported: turn.usageEvents > 0,
-          model,
-          externalSessionId: sessionId,
-          resumed,
-          durationMs: durationMs(),
+        const reply = redact(turn.text ?? '');
+        const bytes = Buffer.byteLength(reply, 'utf8');
+        const tooLarge = bytes > spec.harness.maxReplyBytes;
+        const output = tooLarge ? `${reply.slice(0, KEPT_REPLY_CHARS)}\n[durable-harness: reply of ${bytes} bytes refused at the limit of ${spec.harness.maxReplyBytes}; only its opening is kept]` : reply;
+        await finish(run, { status: 'succeeded', outputUsed: true, output, usageMissing });
+        // Requests of this turn still pending came from an earlier attempt whose harness no longer asks them.
+        // Nobody waits for them and the run's end expires them anyway, so this never holds up the turn.
+        events.write(() => deps.ledger.expireApprovals(req.workflowId, 'turn ended without asking it again', req.turn, runId));
+        if (sessionId) events.write(() => deps.ledger.setExternalSessionId(req.workflowId, sessionId, runId));
+        // The session id only when it changed: a steady resumed session costs no bytes of history per turn.
+        const result = {
+          ...resultOf(spent(usageMissing), run),
+          ...(sessionId && sessionId !== req.resumeSessionId ? { externalSessionId: sessionId } : {}),
+          ...(resumeFailed !== undefined ? { resumeFailed } : {}),
         };
-      } catch (err) {
-        // Anything else that ended the attempt (a sandbox error, a throw above) still closes its prompt run.
-        if (!finished && accounting.begun) {
-          const message = redact(err instanceof Error ? err.message : String(err));
-          await finish({ resumed: false, status: ctx.cancellationSignal.aborted ? 'cancelled' : 'failed', outputUsed: false, output: '', error: message, durationMs: Date.now() - started }).catch(() => undefined);
+        if (tooLarge) {
+          const problem = replyTooLargeProblem(bytes, spec.harness.maxReplyBytes);
+          await waitForLedger(() => deps.ledger.recordStep({ workflowId: req.workflowId, seq: req.envelopeSeq, turn: req.turn, type: 'reply-too-large', payload: { bytes, limit: spec.harness.maxReplyBytes } }));
+          events.append('reply-too-large', { bytes, limit: spec.harness.maxReplyBytes });
+          ctx.log.warn(`turn ${req.turn} of ${req.workflowId}: ${problem}`);
+          return { ...result, step: { ok: false, problem, tooLarge: true } };
         }
-        throw err;
+        const validation = await validateStep({ workflowId: req.workflowId, turn: req.turn, seq: req.envelopeSeq, text: reply, specHash: req.specHash });
+        if (!validation.ok) return { ...result, step: { ok: false, problem: validation.problem } };
+        return { ...result, step: { ok: true, view: await viewOf(validation) } };
+      } catch (err) {
+        // Anything else that ended the attempt (a sandbox error, a throw above) still closes its prompt runs.
+        const message = redact(err instanceof Error ? err.message : String(err));
+        for (const r of runs) {
+          if (!r.finished && r.accounting.begun) {
+            await finish(r, { status: ctx.cancellationSignal.aborted ? 'cancelled' : 'failed', outputUsed: false, output: '', error: message }).catch(() => undefined);
+          }
+        }
+        if (err instanceof ApplicationFailure || !runs.some((r) => r.accounting.begun)) throw err;
+        // Attach what the attempt spent, so the workflow can count it without reading the ledger.
+        throw ApplicationFailure.retryable(message, (err as { type?: string }).type ?? (err instanceof Error ? err.name : 'Error'), { spend: spent() });
       } finally {
         ctx.cancellationSignal.removeEventListener('abort', onCancel);
         clearTimeout(giveUp);
         clearInterval(timer);
-        await adapter.end().catch(() => undefined);
         await handle?.release().catch(() => undefined);
         // Progress is not accounting: give its writes a moment, then let them go.
         await events.close(2000);
       }
     },
 
-    /**
-     * Kept so histories that schedule it still replay: `runTurn` now records the attempt's prompt run and usage
-     * itself. Writes nothing; says whether the turn has an accepted attempt in the ledger.
-     */
-    async recordPromptRun(input: { workflowId: string; turn: number } & Record<string, unknown>): Promise<{ inserted: boolean }> {
-      void input;
-      return { inserted: false };
-    },
+    recordPromptRun,
+    validateStep,
+    executeAction,
 
-    /** Validates the envelope: the step and per-action problems, or exact feedback for the harness. */
-    async validateStep(input: { workflowId: string; turn: number; seq: number; text: string; spec: AgentSpec }): Promise<StepValidation> {
-      const parsed = parseEnvelope(input.text, rules(deps.catalog(), input.spec.agent));
-      await waitForLedger(() => deps.ledger.recordStep({
-        workflowId: input.workflowId,
-        seq: input.seq,
-        turn: input.turn,
-        type: parsed.ok ? `step:${parsed.step.step}` : 'malformed-envelope',
-        payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem },
-      }));
-      if (!parsed.ok) return { ok: false, problem: parsed.problem, feedback: formatFeedback(parsed.problem) };
-      const problems: (string | undefined)[] = parsed.step.step === 'actions' ? parsed.step.actions.map(() => undefined) : [];
-      for (const e of parsed.actionErrors) if (e.kind !== 'unknown-sub-agent') problems[e.index] = e.problem;
-      return { ok: true, step: parsed.step, actionProblems: problems };
-    },
-
-    /** Runs one allowed, validated action on the harness's behalf and records it. */
-    async executeAction(input: { workflowId: string; agent: string; sandbox: SandboxRef; call: ActionCall; seq: number; turn: number }): Promise<ActionOutcome> {
-      const catalog = deps.catalog();
-      const config = catalog.actions.find((a) => a.name === input.call.name);
-      const def = deps.actions.get(config?.implementation ?? input.call.name);
-      let outcome: ActionOutcome;
-      if (!def) {
-        outcome = { ok: false, error: `action "${input.call.name}" has no implementation on this worker` };
-      } else {
-        const parsed = def.parameters.safeParse(input.call.params);
-        if (!parsed.success) {
-          outcome = { ok: false, error: `invalid parameters: ${parsed.error.message}` };
-        } else {
-          try {
-            const output = await def.execute(parsed.data, {
-              workflowId: input.workflowId,
-              agent: input.agent,
-              hostWorkspacePath: input.sandbox.hostWorkspacePath,
-              settings: config?.settings ?? {},
-              signal: Context.current().cancellationSignal,
-            });
-            outcome = { ok: true, output };
-          } catch (err) {
-            outcome = { ok: false, error: err instanceof Error ? err.message : String(err) };
-          }
-        }
-      }
-      await waitForLedger(() =>
-        deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type: `action:${input.call.name}`, payload: { call: input.call, outcome } }),
-      );
-      return outcome;
-    },
-
-    /** Compensation: releases the sandbox and closes the ledger row. Idempotent; runs on every exit path. */
-    async endSession(input: { workflowId: string; spec: AgentSpec; sandbox?: SandboxRef; status: RunOutcome; result: AgentRunResult }): Promise<void> {
-      if (input.sandbox) await sandboxCall(() => provider(input.spec.sandbox.provider).end(input.sandbox!));
+    /** Compensation: ends the sandbox (unless borrowed from a parent) and closes the ledger row. Idempotent; runs on every exit path. */
+    async endSession(input: { workflowId: string; sandbox?: SandboxRef; releaseSandbox: boolean; status: RunOutcome; result: AgentRunResult }): Promise<void> {
+      if (input.sandbox && input.releaseSandbox) await sandboxCall(() => provider(input.sandbox!.provider).end(input.sandbox!));
       // Its effect happens once: a re-run (a retried attempt, a replayed workflow task after a crash) finds the run
       // already closed and writes nothing again.
-      const run = await deps.ledger.getRun(input.workflowId);
+      const run = await waitForLedger(() => deps.ledger.getRun(input.workflowId));
       if (run?.finishedAt !== undefined) return;
       await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason }));
       await waitForLedger(() => deps.ledger.expireApprovals(input.workflowId, `run ${input.status}`));
       await waitForLedger(() => deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result));
     },
   };
+
+  /**
+   * Starts a fresh adapter for one harness run (resumed or not), opens its prompt run and records every usage event
+   * as it streams, and folds the stream. Always ends the adapter. The run is added to `runs` before the harness
+   * starts, so whatever ends the attempt can still close its prompt run.
+   */
+  async function driveHarness(
+    spec: FrozenSpec,
+    req: RunTurn,
+    with_: TurnHarness,
+    accounting: TurnAccounting,
+    sameScheduling: (attemptId: string) => boolean,
+    runs: HarnessRun[],
+    input: string,
+    resumeSessionId: string | undefined,
+    /** The turn's own message, as the ledger keeps it (a replay is rebuilt from these rows, never stored again). */
+    message: string,
+  ): Promise<HarnessRun> {
+    const { handle, secretEnv, gate, progress, redact, signal, events } = with_;
+    const adapter = deps.adapters.create(spec.harness.driverClass);
+    const run: HarnessRun = { accounting, startedAt: Date.now(), finished: false, usageReported: false, resumed: false };
+    runs.push(run);
+    try {
+      // The attempt's prompt run first: an unresolvable id fails before any token is spent, and while the ledger
+      // cannot be written the turn waits (heartbeating) instead of spending tokens nobody would record.
+      progress.lastEvent = 'opening the prompt run';
+      try {
+        await accounting.begin(
+          { promptId: spec.agent.promptId, vendorId: spec.harness.vendor, modelId: `${spec.harness.vendor}/${spec.harness.model}`, input: redact(message) },
+          sameScheduling,
+        );
+      } catch (err) {
+        if (err instanceof UnresolvedAccountingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.AccountingUnresolved);
+        if (signal.aborted) throw signal.reason ?? err;
+        throw err;
+      }
+      adapter.applyPermissionPolicy(spec.agent.permissions.posture);
+      // A harness without a system prompt gets the contract in its input instead (on a fresh session).
+      if (spec.harness.capabilities.systemPrompt) adapter.setSystemPrompt(spec.agent.systemPrompt);
+      const prompt = spec.harness.capabilities.systemPrompt || resumeSessionId !== undefined ? input : promptWithContract(spec.agent.systemPrompt, input);
+      await adapter.start({
+        runId: req.workflowId,
+        harnessName: spec.harness.name,
+        executable: spec.harness.executable,
+        baseArgs: spec.harness.args,
+        model: spec.harness.model,
+        workspacePath: req.sandbox.workspacePath,
+        hostWorkspacePath: req.sandbox.hostWorkspacePath,
+        env: { ...spec.harness.env, ...secretEnv },
+        executor: handle.executor,
+        resumeSessionId,
+        baseUrl: spec.harness.baseUrl,
+        turnTimeoutMs: spec.harness.turnTimeoutMs,
+        // A catalog that declares `capabilities.sessionFork` asks the adapter to fork resumed sessions.
+        settings: spec.harness.capabilities.sessionFork !== undefined ? { forkSessions: spec.harness.capabilities.sessionFork, ...spec.harness.settings } : spec.harness.settings,
+      });
+      const attemptId = accounting.attemptId;
+      // Durable: the harness may forget it (it re-reports what was never acknowledged).
+      accounting.onRecorded = (ack) => void adapter.acknowledgeUsage?.(ack).catch(() => undefined);
+      run.turn = await collectTurn(adapter.runTurn({ prompt, turn: req.turn, attemptId, signal, gate }), (event) => {
+        progress.events += 1;
+        progress.lastEvent = describeEvent(event, redact);
+        if (event.type === 'usage') {
+          run.usageReported = true;
+          const cost = event.costUsd !== undefined ? { costUsd: event.costUsd } : {};
+          const crossed = event.recovered
+            ? accounting.recordRecovered({ usage: event.usage, ...cost, recovered: event.recovered })
+            : accounting.recordUsage({ usage: event.usage, ...cost, ...(event.call !== undefined ? { call: event.call } : {}) });
+          const total = spendOf([run], 0);
+          progress.tokens = totalTokens(total.usage);
+          progress.costUsd = total.costUsd;
+          if (crossed && !run.crossing) {
+            run.crossing = crossed;
+            progress.lastEvent = crossed.reason;
+            with_.stop(new Error(crossed.reason));
+          }
+        }
+        if (event.type !== 'text') events.append(event.type, redactDeep(clipEvent(event), redact));
+      });
+      run.sessionId = adapter.externalSessionId;
+      run.model = adapter.reportedModel;
+      run.resumed = adapter.resumed;
+      return run;
+    } finally {
+      await adapter.end().catch(() => undefined);
+    }
+  }
 }
 
-/**
- * A ledger write from a short activity: ledger faults (read-only, deleted file, I/O) are retried with backoff
- * inside the activity until shortly before its timeout, then the activity fails retryably (and Temporal tries it
- * again) — rows wait for the ledger instead of being dropped.
- */
-async function waitForLedger<T>(write: () => Promise<T>): Promise<T> {
-  let context: Context | undefined;
+/** One harness run of a turn attempt (two when a forgotten session is replaced by a fresh one) and its accounting. */
+interface HarnessRun {
+  readonly accounting: TurnAccounting;
+  readonly startedAt: number;
+  finished: boolean;
+  usageReported: boolean;
+  turn?: Awaited<ReturnType<typeof collectTurn>>;
+  sessionId?: string;
+  model?: string;
+  resumed: boolean;
+  crossing?: BudgetCrossing;
+}
+
+/** What the attempt's harness runs spent together, priced by the one cost rule (see TurnAccounting.spend). */
+function spendOf(runs: readonly HarnessRun[], attempt: number, usageMissing = false): TurnSpend {
+  const spends = runs.map((r, i) => r.accounting.spend(usageMissing && i === runs.length - 1));
+  const harness = spends.flatMap((s) => (s.harnessCostUsd === undefined ? [] : [s.harnessCostUsd]));
+  const last = runs.at(-1);
+  return {
+    usage: spends.reduce((u, s) => addUsage(u, s.usage), noUsage),
+    costUsd: spends.reduce((n, s) => n + s.costUsd, 0),
+    costSource: spends.some((s) => s.costBlind) ? 'unknown' : (spends.at(-1)?.costSource ?? 'unknown'),
+    ...(harness.length > 0 ? { harnessCostUsd: harness.reduce((a, b) => a + b, 0) } : {}),
+    costMismatch: spends.some((s) => s.costMismatch),
+    costBlind: spends.some((s) => s.costBlind),
+    ...(last ? { attemptId: last.accounting.attemptId } : {}),
+    attempt,
+    calls: spends.reduce((n, s) => n + s.calls, 0),
+  };
+}
+
+/** The accounting part of a turn's result, as the workflow keeps it (small: flags only when set). */
+function resultOf(spend: TurnSpend, run: HarnessRun): Pick<TurnResult, 'usage' | 'costUsd' | 'costSource' | 'usageReported' | 'costBlind'> {
+  return { usage: spend.usage, costUsd: spend.costUsd, costSource: spend.costSource, usageReported: run.usageReported, ...(spend.costBlind ? { costBlind: true } : {}) };
+}
+
+/** The heartbeat details of a running turn. */
+interface TurnProgress {
+  turn: number;
+  attempt: number;
+  lastEvent: string;
+  tokens: number;
+  costUsd: number;
+  events: number;
+  /** `ok`, or why the turn waits for the ledger (shown by `status` as "ledger NOT WRITABLE"). */
+  ledger: string;
+  pendingApproval?: string;
+}
+
+/** What driving the harness needs besides the spec and the request. */
+interface TurnHarness {
+  readonly handle: SandboxHandle;
+  readonly secretEnv: Readonly<Record<string, string>>;
+  readonly gate: ReturnType<typeof createPermissionGate>;
+  readonly progress: TurnProgress;
+  readonly redact: (s: string) => string;
+  readonly signal: AbortSignal;
+  readonly events: ProgressEvents;
+  readonly ledgerState: (err: Error | undefined) => void;
+  /** Stops the harness (a budget crossed mid-turn). */
+  readonly stop: (reason: Error) => void;
+}
+
+/** A turn request with the run it belongs to. */
+type RunTurn = Omit<TurnRequest, 'sandbox'> & { readonly sandbox: SandboxRef; readonly workflowId: string; readonly runId: string };
+
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}… (${text.length} characters in all)` : text;
+}
+
+/** The ledger's live events keep a turn's final text short: the whole reply is in its prompt-run row. */
+function clipEvent(event: HarnessEvent): HarnessEvent {
+  return event.type === 'turn-complete' && event.text.length > 4096 ? { ...event, text: clip(event.text, 4096) } : event;
+}
+
+/** Maps a missing blob to a permanent failure: retrying cannot bring it back. */
+async function blobCall<T>(fn: () => Promise<T>): Promise<T> {
   try {
-    context = Context.current();
-  } catch {
-    context = undefined; // called outside an activity (e.g. the memoised catalog sync): no deadline to respect
-  }
-  const info = context?.info;
-  const deadline = info ? info.currentAttemptScheduledTimestampMs + info.startToCloseTimeoutMs - 2000 : Date.now() + 60_000;
-  let delay = 100;
-  for (;;) {
-    try {
-      return await write();
-    } catch (err) {
-      if (!isRetryable(err) || Date.now() + delay > deadline || context?.cancellationSignal.aborted) throw err;
-      context?.log.warn('ledger write failed; retrying', { error: (err as Error).message });
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 2000);
-    }
+    return await fn();
+  } catch (err) {
+    if (err instanceof BlobMissingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.BlobMissing);
+    throw err;
   }
 }
 
@@ -591,10 +758,6 @@ async function killStaleTurn(handle: SandboxHandle): Promise<void> {
   else if (local.pidFile) await killStaleProcessGroup(local.pidFile);
 }
 
-/**
- * The failure of a turn attempt. Its details carry the attempt's spend (already in the ledger), so whoever sees
- * the failure can count the tokens without reading the ledger.
- */
 function turnFailure(
   error: { code: string; message: string; exitCode?: number | null; stderrTail?: string },
   redact: (s: string) => string,
@@ -606,6 +769,32 @@ function turnFailure(
     return ApplicationFailure.nonRetryable(redact(error.message), FailureTypes.HarnessBinaryMissing, { code: error.code, spend });
   }
   return ApplicationFailure.retryable(`turn failed (${error.code}): ${redact(error.message)}${stderr}`, FailureTypes.TurnFailed, { code: error.code, exitCode: error.exitCode ?? null, spend });
+}
+
+/**
+ * Retries a short activity's ledger write while the ledger cannot take it (faults, I/O), until shortly before the
+ * activity's timeout; anything else (a bug, a constraint) fails at once.
+ */
+async function waitForLedger<T>(write: () => Promise<T>): Promise<T> {
+  let context: Context | undefined;
+  try {
+    context = Context.current();
+  } catch {
+    context = undefined; // called outside an activity: no deadline to respect
+  }
+  const info = context?.info;
+  const deadline = info ? info.currentAttemptScheduledTimestampMs + info.startToCloseTimeoutMs - 2000 : Date.now() + 60_000;
+  let delay = 100;
+  for (;;) {
+    try {
+      return await write();
+    } catch (err) {
+      if (!isRetryable(err) || Date.now() + delay > deadline || context?.cancellationSignal.aborted) throw err;
+      context?.log.warn('ledger write failed; retrying', { error: (err as Error).message });
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 2000);
+    }
+  }
 }
 
 /** Runs a catalog lookup and turns its error into a non-retryable failure with a stable type. */

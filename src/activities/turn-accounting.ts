@@ -10,13 +10,9 @@ import { attemptCost } from '../ledger/cost.js';
 import { LedgerFaultError, type AttemptFinish, type AttemptStart, type CostView, type Ledger, type UsageRecord } from '../ledger/types.js';
 import { addUsage, noUsage, priceUsage, totalTokens, usageKnown } from '../workflows/usage.js';
 
-/** The run's budget left when the workflow scheduled this turn (after everything it has counted so far). */
-export interface TurnBudget {
-  /** Tokens left (input, output, reasoning, cache reads and writes). */
-  readonly tokens?: number;
-  /** USD left. */
-  readonly costUsd?: number;
-}
+import type { TurnBudget } from '../workflows/types.js';
+
+export type { TurnBudget };
 
 /** A budget the turn's streaming usage crossed. */
 export interface BudgetCrossing {
@@ -236,6 +232,14 @@ export class TurnAccounting {
   /** `begin` succeeded: the attempt has a prompt run to close. */
   begun = false;
 
+  /** A usage row is durable: the harness may be told (`usage-ack`); set once the adapter exists. */
+  onRecorded: ((ack: { attemptId: string; call: number }) => void) | undefined;
+
+  /** The attempt's ledger id. */
+  get attemptId(): string {
+    return this.id.attemptId;
+  }
+
   /** The error accounting writes are waiting on, if any. */
   get fault(): Error | undefined {
     return this.writer.fault;
@@ -304,7 +308,7 @@ export class TurnAccounting {
       }, row)
       .then(() => {
         if (inserted) onInserted?.();
-        this.options.onRecorded?.({ attemptId: row.attemptId, call: row.call });
+        (this.onRecorded ?? this.options.onRecorded)?.({ attemptId: row.attemptId, call: row.call });
       })
       .catch(() => undefined);
   }

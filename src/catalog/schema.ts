@@ -40,6 +40,8 @@ export const harnessSchema = z.strictObject({
   /** Non-secret environment for the harness process. */
   env: z.record(z.string(), z.string()).default({}),
   turnTimeoutMs: z.number().int().positive().default(10 * 60_000),
+  /** Replies above this many bytes are refused: the harness gets a feedback turn, the operator an error. */
+  maxReplyBytes: z.number().int().positive().default(4 * 1024 * 1024),
   settings: z.record(z.string(), z.unknown()).optional(),
 });
 
@@ -52,7 +54,8 @@ export const guardrailsSchema = z.strictObject({
 
 export const sandboxSchema = z.strictObject({
   provider: z.string().default('local'),
-  workspaceScope: z.enum(['run', 'agent', 'agent-user']).default('run'),
+  /** `parent`: a sub-agent works in its parent run's workspace (and sandbox). */
+  workspaceScope: z.enum(['run', 'agent', 'agent-user', 'parent']).default('run'),
   networkPolicy: z.enum(['none', 'open', 'mcp-only']).default('open'),
   options: z.record(z.string(), z.unknown()).optional(),
 });

@@ -17,7 +17,7 @@ import { ObservabilityConfigError } from '../observability/index.js';
 import { taskQueuePollers } from '../temporal/task-queue.js';
 import { CatalogMismatchError } from '../worker.js';
 import { roundUsd } from '../workflows/money.js';
-import type { AgentRunResult, RunState, RunStatusView } from '../workflows/types.js';
+import type { AgentRunResult, RunPhase, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
@@ -221,6 +221,12 @@ function viewFromResult(result: AgentRunResult, agent: string): RunStatusView {
   return {
     state: result.status,
     agent,
+    // Counters the result does not carry: this view is built from history, not from the run's state.
+    deadlineMs: 0,
+    childIterations: 0,
+    stepSeq: 0,
+    attributes: {},
+    continuedTimes: 0,
     iteration: result.iterations,
     usage: result.usage,
     totalTokens: totalTokens(result.usage),
@@ -316,7 +322,7 @@ function need(positionals: string[], count: number, what: string): string[] {
 function listFilters(flags: Flags): ListFilters {
   const limit = Number(flags.limit ?? 20);
   if (!Number.isInteger(limit) || limit < 1) throw usageError(`--limit must be a positive whole number, got "${flags.limit}"`);
-  if (flags.status && !listStatuses.includes(flags.status as RunState)) throw usageError(`--status must be one of ${listStatuses.join(', ')}; got "${flags.status}"`);
+  if (flags.status && !listStatuses.includes(flags.status as RunPhase)) throw usageError(`--status must be one of ${listStatuses.join(', ')}; got "${flags.status}"`);
   return { limit, status: flags.status as ListFilters['status'], agent: flags.agent, tenant: flags.tenant };
 }
 

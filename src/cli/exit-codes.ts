@@ -2,7 +2,7 @@
  * The command line's exit codes: one table, documented in README.md ("Exit codes") and in `--help`.
  * Scripts branch on these; never exit with a code that is not listed here.
  */
-import type { AgentRunResult, RunState } from '../workflows/types.js';
+import type { AgentRunResult, RunPhase } from '../workflows/types.js';
 
 export const ExitCodes = {
   /** The run succeeded, or the command did what it was asked. */
@@ -72,7 +72,7 @@ export function exitCodeForResult(result: Pick<AgentRunResult, 'status' | 'failu
 }
 
 /** How a run's current state maps to an exit code (`status`); a run still working is 0. */
-export function exitCodeForState(state: RunState): ExitCode {
+export function exitCodeForState(state: RunPhase): ExitCode {
   switch (state) {
     case 'awaiting_operator':
       return ExitCodes.awaitingOperator;

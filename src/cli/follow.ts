@@ -4,12 +4,12 @@
  */
 import type { AgentRunHandle } from '../client/index.js';
 import type { Ledger } from '../ledger/types.js';
-import type { AgentRunResult, RunState, RunStatusView } from '../workflows/types.js';
+import type { AgentRunResult, RunPhase, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { escapeControl } from './escape.js';
 
 /** States in which the run waits for a person: an operator decision or a reply. */
-export const humanStates: ReadonlySet<RunState> = new Set(['awaiting_operator', 'waiting_for_reply']);
+export const humanStates: ReadonlySet<RunPhase> = new Set(['awaiting_operator', 'waiting_for_reply']);
 
 export type FollowEnd =
   | { readonly kind: 'ended'; readonly result: AgentRunResult }

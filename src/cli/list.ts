@@ -2,19 +2,19 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { roundUsd } from '../workflows/money.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
-import type { RunState } from '../workflows/types.js';
+import type { RunPhase } from '../workflows/types.js';
 import { escapeControl } from './escape.js';
 import { formatUsd } from './follow.js';
 import { CliError, ExitCodes } from './exit-codes.js';
 
 /** What `--status` accepts: the run states (DurableHarnessStatus). */
-export const listStatuses: readonly RunState[] = ['starting', 'running', 'awaiting_operator', 'waiting_for_reply', 'ending', 'succeeded', 'failed', 'stopped', 'cancelled'];
+export const listStatuses: readonly RunPhase[] = ['starting', 'running', 'awaiting_operator', 'waiting_for_reply', 'ending', 'succeeded', 'failed', 'stopped', 'cancelled'];
 
 const finalStates: ReadonlySet<string> = new Set(['succeeded', 'failed', 'stopped', 'cancelled']);
 
 export interface ListFilters {
   readonly limit: number;
-  readonly status?: RunState;
+  readonly status?: RunPhase;
   readonly agent?: string;
   readonly tenant?: string;
 }

@@ -4,6 +4,7 @@ import { Client, WorkflowExecutionAlreadyStartedError, WorkflowUpdateFailedError
 import { WorkflowIdReusePolicy, type DataConverter } from '@temporalio/common';
 import { dataConverterFromEnvironment } from '../codec/keys.js';
 import { z } from 'zod';
+import { previewOf } from '../blobs/text-ref.js';
 import { defaultTaskQueue } from '../worker-defaults.js';
 import { roundUsd } from '../workflows/money.js';
 import type { agentRun } from '../workflows/agent-run.js';
@@ -147,7 +148,7 @@ export async function startAgentRun(client: Client, input: StartAgentRunInput): 
       // An id is one run for ever: a start with an id that exists, open or closed, is refused.
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
       args: [args],
-      staticSummary: `${input.agent}: ${input.task.slice(0, 100)}`,
+      staticSummary: `${input.agent}: ${previewOf(input.task, 100)}`,
       typedSearchAttributes: [
         { key: agentAttribute, value: input.agent },
         { key: tenantAttribute, value: input.identity.tenantId },

@@ -39,6 +39,7 @@ import {
   type PromptRunRecord,
   type RunRecord,
   type RunStatus,
+  type BlobRecord,
   type RunStepRecord,
   type RunTotals,
   type RunView,
@@ -383,14 +384,42 @@ export class PostgresLedger implements Ledger {
     return totalsOf(rows);
   }
 
-  async recordStep(step: RunStepRecord): Promise<void> {
-    await this.write(() =>
+  async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
+    const result = await this.write(() =>
       this.query(
         `INSERT INTO run_steps (workflow_id, run_id, seq, turn, type, payload_json, created_at) VALUES ($1, ${runOf('$1', '$2')}, $3, $4, $5, $6, now())
          ON CONFLICT (workflow_id, run_id, seq) DO NOTHING`,
         [step.workflowId, step.runId ?? null, step.seq, step.turn, step.type, toJson(step.payload)],
       ),
     );
+    return { inserted: (result.rowCount ?? 0) > 0 };
+  }
+
+  async getStep(workflowId: string, seq: number, runId?: string): Promise<RunStepRecord | undefined> {
+    const { rows } = await this.query(`SELECT * FROM run_steps WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} AND seq = $3`, [workflowId, runId ?? null, seq]);
+    return rows[0] && stepFromRow(rows[0]);
+  }
+
+  async completeStep(workflowId: string, seq: number, payload: unknown, runId?: string): Promise<void> {
+    await this.write(() =>
+      this.query(`UPDATE run_steps SET payload_json = $4 WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} AND seq = $3`, [workflowId, runId ?? null, seq, toJson(payload)]),
+    );
+  }
+
+  async putBlob(blob: BlobRecord): Promise<void> {
+    await this.write(() =>
+      this.query(`INSERT INTO blobs (hash, kind, bytes, content, created_at) VALUES ($1, $2, $3, $4, now()) ON CONFLICT (hash) DO NOTHING`, [
+        blob.hash,
+        blob.kind,
+        Buffer.byteLength(blob.content, 'utf8'),
+        blob.content,
+      ]),
+    );
+  }
+
+  async getBlob(hash: string): Promise<string | undefined> {
+    const { rows } = await this.query<{ content: string }>(`SELECT content FROM blobs WHERE hash = $1`, [hash]);
+    return rows[0]?.content;
   }
 
   async listSteps(workflowId: string, runId?: string): Promise<RunStepRecord[]> {

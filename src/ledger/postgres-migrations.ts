@@ -125,11 +125,24 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 3,
+    name: 'content-addressed blobs (claim-checked texts, frozen specs)',
+    sql: `
+      CREATE TABLE blobs (
+        hash TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('text', 'spec')),
+        bytes INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL
+      );
+    `,
+  },
+  {
+    version: 4,
     name: 'rows keyed by run; accounting per turn attempt and per model call',
-    // Like SQLite's migration 3: a reused workflow id never mixes two runs (runs, steps, events and approvals are
+    // Like SQLite's migration 4: a reused workflow id never mixes two runs (runs, steps, events and approvals are
     // keyed by (workflow_id, run_id); `seq` orders a workflow id's runs, the latest is the open one), and every
     // attempt of a turn and every model call is a row, counts NULL where the harness did not say (unknown is not
-    // zero). A version-2 prompt run becomes attempt "v1:<turn>" with one call carrying its totals.
+    // zero). An older prompt run becomes attempt "v1:<turn>" with one call carrying its totals.
     sql: `
       ALTER TABLE runs DROP CONSTRAINT runs_pkey;
       ALTER TABLE runs ADD PRIMARY KEY (workflow_id, run_id);

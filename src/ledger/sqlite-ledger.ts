@@ -23,6 +23,7 @@ import {
   type ApprovalRecord,
   type ApprovalStatus,
   type AttemptFinish,
+  type BlobRecord,
   type AttemptStart,
   type CatalogEntries,
   type Ledger,
@@ -141,8 +142,18 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX approvals_by_status ON approvals(status, id);
   `,
-  // 3: rows keyed by (workflow_id, run_id) so a reused workflow id never mixes two runs; one prompt run per turn
-  // ATTEMPT and one row per model call (nullable counts: unknown is not zero). Version-1 prompt runs become
+  // 3: content-addressed blobs (claim-checked texts, frozen specs; issue 9).
+  `
+  CREATE TABLE blobs (
+    hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('text', 'spec')),
+    bytes INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  );
+  `,
+  // 4: rows keyed by (workflow_id, run_id) so a reused workflow id never mixes two runs; one prompt run per turn
+  // ATTEMPT and one row per model call (nullable counts: unknown is not zero). Older prompt runs become
   // attempt "v1:<turn>" with one call carrying their totals.
   `
   CREATE TABLE runs_v2 (
@@ -246,7 +257,7 @@ const MIGRATIONS: readonly string[] = [
   UPDATE events SET run_id = COALESCE((SELECT r.run_id FROM runs r WHERE r.workflow_id = events.workflow_id), '');
 
   -- Approvals too: a decision of one run must never answer another run's request with the same id.
-  CREATE TABLE approvals_v3 (
+  CREATE TABLE approvals_v4 (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     workflow_id TEXT NOT NULL,
     run_id TEXT NOT NULL,
@@ -268,14 +279,14 @@ const MIGRATIONS: readonly string[] = [
     message TEXT,
     UNIQUE (workflow_id, run_id, request_id)
   );
-  INSERT INTO approvals_v3 (id, workflow_id, run_id, request_id, turn, tool, kind, title, input_json, command, paths_json,
+  INSERT INTO approvals_v4 (id, workflow_id, run_id, request_id, turn, tool, kind, title, input_json, command, paths_json,
       status, requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
     SELECT a.id, a.workflow_id, COALESCE((SELECT r.run_id FROM runs r WHERE r.workflow_id = a.workflow_id ORDER BY r.rowid DESC LIMIT 1), ''),
       a.request_id, a.turn, a.tool, a.kind, a.title, a.input_json, a.command, a.paths_json, a.status, a.requested_at,
       a.expires_at, a.decided_by, a.decided_at, a.edited_input_json, a.scope, a.message
     FROM approvals a;
   DROP TABLE approvals;
-  ALTER TABLE approvals_v3 RENAME TO approvals;
+  ALTER TABLE approvals_v4 RENAME TO approvals;
   CREATE INDEX approvals_by_status ON approvals(status, id);
   `,
 ];
@@ -370,6 +381,13 @@ function prepareStatements(db: Database.Database) {
        ON CONFLICT(workflow_id, run_id, seq) DO NOTHING`,
     ),
     listSteps: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? AND run_id = ? ORDER BY seq`),
+    getStep: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? AND run_id = ? AND seq = ?`),
+    completeStep: db.prepare(`UPDATE run_steps SET payload_json = @payload WHERE workflow_id = @workflowId AND run_id = @runId AND seq = @seq`),
+    putBlob: db.prepare(
+      `INSERT INTO blobs (hash, kind, bytes, content, created_at) VALUES (@hash, @kind, @bytes, @content, @at)
+       ON CONFLICT(hash) DO NOTHING`,
+    ),
+    getBlob: db.prepare(`SELECT content FROM blobs WHERE hash = ?`).pluck(),
     insertEvent: db.prepare(
       `INSERT INTO events (workflow_id, run_id, turn, type, data_json, at) VALUES (@workflowId, @runId, @turn, @type, @data, @at)`,
     ),
@@ -685,8 +703,8 @@ export class SqliteLedger implements Ledger {
     return totalsOf(rows);
   }
 
-  async recordStep(step: RunStepRecord): Promise<void> {
-    this.write(() =>
+  async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
+    const info = this.write(() =>
       this.stmts.insertStep.run({
         workflowId: step.workflowId,
         runId: this.runOf(step.workflowId, step.runId),
@@ -697,6 +715,24 @@ export class SqliteLedger implements Ledger {
         at: now(),
       }),
     );
+    return { inserted: info.changes > 0 };
+  }
+
+  async getStep(workflowId: string, seq: number, runId?: string): Promise<RunStepRecord | undefined> {
+    const r = this.stmts.getStep.get(workflowId, this.runOf(workflowId, runId), seq) as Row | undefined;
+    return r && stepFromRow(r);
+  }
+
+  async completeStep(workflowId: string, seq: number, payload: unknown, runId?: string): Promise<void> {
+    this.write(() => this.stmts.completeStep.run({ workflowId, runId: this.runOf(workflowId, runId), seq, payload: toJson(payload) }));
+  }
+
+  async putBlob(blob: BlobRecord): Promise<void> {
+    this.write(() => this.stmts.putBlob.run({ hash: blob.hash, kind: blob.kind, bytes: Buffer.byteLength(blob.content, 'utf8'), content: blob.content, at: now() }));
+  }
+
+  async getBlob(hash: string): Promise<string | undefined> {
+    return this.stmts.getBlob.get(hash) as string | undefined;
   }
 
   async listSteps(workflowId: string, runId?: string): Promise<RunStepRecord[]> {

@@ -171,6 +171,14 @@ export interface RunStepRecord {
   readonly payload: unknown;
 }
 
+/** A content-addressed blob: a claim-checked text or a frozen run spec, stored once under its sha256. */
+export interface BlobRecord {
+  /** Lowercase hex sha256 of `content` (UTF-8). */
+  readonly hash: string;
+  readonly kind: 'text' | 'spec';
+  readonly content: string;
+}
+
 export interface LedgerEvent {
   readonly cursor: number;
   readonly workflowId: string;
@@ -310,9 +318,17 @@ export interface Ledger extends ApprovalLedger {
   /** What the run spent: every call of every attempt; `turn` narrows it to one turn. */
   runTotals(workflowId: string, runId?: string, options?: { turn?: number }): Promise<RunTotals>;
 
-  /** Idempotent by (workflowId, runId, seq). */
-  recordStep(step: RunStepRecord): Promise<void>;
+  /** Idempotent by (workflowId, runId, seq): `inserted` is false when the step was already recorded (and nothing changed). */
+  recordStep(step: RunStepRecord): Promise<{ inserted: boolean }>;
+  /** The step at (workflowId, runId, seq), if recorded. */
+  getStep(workflowId: string, seq: number, runId?: string): Promise<RunStepRecord | undefined>;
+  /** Replaces the payload of a recorded step (an action's outcome, after its start was recorded). */
+  completeStep(workflowId: string, seq: number, payload: unknown, runId?: string): Promise<void>;
   listSteps(workflowId: string, runId?: string): Promise<RunStepRecord[]>;
+  /** Stores a blob once; storing the same hash again changes nothing. Blobs are content-addressed, not per run. */
+  putBlob(blob: BlobRecord): Promise<void>;
+  /** The content stored under `hash`, if any. */
+  getBlob(hash: string): Promise<string | undefined>;
   appendEvent(workflowId: string, turn: number, type: string, data: unknown, runId?: string): Promise<number>;
   /** Events after `cursor` (exclusive), oldest first, of every run with this workflow id. */
   readEvents(workflowId: string, afterCursor: number, limit?: number): Promise<LedgerEvent[]>;

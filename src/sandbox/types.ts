@@ -1,7 +1,7 @@
 /** Where and how a run's processes execute. Adapters never spawn directly: they go through an executor. */
 
-/** How much a workspace is shared: one per run, one per agent, or one per agent and user. */
-export type WorkspaceScope = 'run' | 'agent' | 'agent-user';
+/** How much a workspace is shared: one per run, one per agent, one per agent and user, or the parent run's. */
+export type WorkspaceScope = 'run' | 'agent' | 'agent-user' | 'parent';
 
 /** Network posture a provider must enforce or refuse: `none` (loopback only), `open`, or advisory `mcp-only`. */
 export type NetworkPolicy = 'none' | 'open' | 'mcp-only';

@@ -47,6 +47,9 @@ export function workspaceDirFor(root: string, scope: WorkspaceScope, request: Pi
         safeSegment(request.identity.tenantId, 'tenant id'),
         safeSegment(request.identity.userId, 'user id'),
       );
+    case 'parent':
+      // The runtime hands a sub-agent its parent's sandbox; no provider creates a workspace for this scope.
+      throw new Error('Workspace scope "parent" has no directory of its own: it is the parent run\'s workspace, handed over by the runtime.');
     default: {
       const never: never = scope;
       throw new Error(`Unknown workspace scope ${JSON.stringify(never)}; use run, agent or agent-user.`);

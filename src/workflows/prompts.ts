@@ -1,8 +1,9 @@
-/** Turn inputs the workflow composes: step results, feedback, replays. Pure string work. */
+/** Turn inputs: step results, feedback, replays. Pure string work, shared by the workflow and the turn activity. */
 import type { ActionCall } from '../envelope/types.js';
-import type { ActionOutcome, AgentRunResult, ConversationEntry } from './types.js';
+import type { ActionOutcome, AgentRunResult, ConversationEntry, TextRef } from './types.js';
 
 const MAX_OUTPUT_CHARS = 16_000;
+const CONTINUE = '\n\nContinue the task, and end this turn with one next-step JSON envelope.';
 
 function show(value: unknown): string {
   const text = typeof value === 'string' ? value : JSON.stringify(value, null, 2);
@@ -10,7 +11,7 @@ function show(value: unknown): string {
 }
 
 /** The results of an `actions` step, one numbered entry per call, in the order asked. */
-export function formatActionResults(calls: readonly ActionCall[], outcomes: readonly ActionOutcome[]): string {
+export function formatActionResults(calls: readonly Pick<ActionCall, 'name'>[], outcomes: readonly ActionOutcome[]): string {
   const lines = ['Results of the actions you asked for:'];
   calls.forEach((call, i) => {
     const outcome = outcomes[i];
@@ -21,18 +22,20 @@ export function formatActionResults(calls: readonly ActionCall[], outcomes: read
   return lines.join('\n');
 }
 
-export function formatSubAgentResult(agent: string, result: AgentRunResult): string {
-  const body = result.status === 'succeeded' ? show(result.result ?? '') : `${result.status}: ${result.reason ?? 'no reason given'}`;
-  return `Sub-agent "${agent}" finished (${result.status}).\n${body}\n\nContinue the task, and end this turn with one next-step JSON envelope.`;
+/** A sub-agent's answer as the parent's next input; a large result stays a reference until the turn joins it. */
+export function subAgentResultPrompt(agent: string, result: AgentRunResult): TextRef[] {
+  const head = `Sub-agent "${agent}" finished (${result.status}).\n`;
+  if (result.status !== 'succeeded') return [`${head}${result.status}: ${result.reason ?? 'no reason given'}${CONTINUE}`];
+  return [head, result.resultRef ?? show(result.result ?? ''), CONTINUE];
 }
 
-export function formatSubAgentRefused(agent: string, allowed: readonly string[]): string {
+export function subAgentRefusedPrompt(agent: string, allowed: readonly string[]): TextRef[] {
   const list = allowed.length ? allowed.join(', ') : 'none';
-  return `Sub-agent "${agent}" is not allowed for this agent (allowed: ${list}). Nothing was started.\n\nContinue the task, and end this turn with one next-step JSON envelope.`;
+  return [`Sub-agent "${agent}" is not allowed for this agent (allowed: ${list}). Nothing was started.${CONTINUE}`];
 }
 
-export function formatReply(reply: string): string {
-  return `The user replied:\n${reply}\n\nContinue the task, and end this turn with one next-step JSON envelope.`;
+export function replyPrompt(reply: TextRef): TextRef[] {
+  return ['The user replied:\n', reply, CONTINUE];
 }
 
 /** A fresh session's input when the harness cannot resume: the whole conversation so far, then the new message. */
@@ -44,4 +47,9 @@ export function formatReplay(conversation: readonly ConversationEntry[], next: s
   for (const entry of conversation) lines.push(`<${entry.role}>`, entry.text, `</${entry.role}>`);
   lines.push('', 'The newest message follows.', '', next);
   return lines.join('\n');
+}
+
+/** What the harness is told when its reply is over the size cap. */
+export function replyTooLargeProblem(bytes: number, limit: number): string {
+  return `the reply was ${bytes} bytes, over this harness's limit of ${limit} bytes; keep replies short and put large content in files in your workspace`;
 }

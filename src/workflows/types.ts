@@ -1,8 +1,10 @@
-/** Inputs, results and views of an agent run: shared by the workflow, the activities and the client. */
-import type { Capabilities, PermissionPosture, Usage } from '../adapters/types.js';
-import type { NextStep } from '../envelope/types.js';
-import type { PermissionPolicy } from '../permissions/policy.js';
-import type { RunIdentity, SandboxRef, SandboxSpec } from '../sandbox/types.js';
+/** Inputs, results and messages of an agent run: shared by the workflow, the activities and the client. Pure. */
+import type { Usage } from '../adapters/types.js';
+import type { BlobRef, TextRef } from '../blobs/text-ref.js';
+import type { RunIdentity, SandboxRef } from '../sandbox/types.js';
+import type { RunState } from './state.js';
+
+export type { BlobRef, TextRef };
 
 /** Budget a parent hands to a sub-agent: what it has left. */
 export interface InheritedBudget {
@@ -17,29 +19,37 @@ export interface InheritedBudget {
 export interface AgentRunInput {
   /** The agent's name in the catalog. */
   readonly agent: string;
-  readonly task: string;
+  /** The task; a parent may hand a large one to a sub-agent by reference. */
+  readonly task: TextRef;
   /** Verified identity from the caller's authentication, never from model output. */
   readonly identity: RunIdentity;
   readonly parentWorkflowId?: string;
+  /** Set by a parent run: its sandbox, for a sub-agent with `workspaceScope: parent`. */
+  readonly parentSandbox?: SandboxRef;
   /** Start by resuming this harness session (e.g. from a previous run). */
   readonly resumeSessionId?: string;
   /** Set by a parent run: the child shares the parent's remaining budget. */
   readonly budget?: InheritedBudget;
-  /** Continue-as-new after this many turns in one execution (default: when Temporal suggests it). */
+  /** Continue-as-new after this many turns in one execution (default: when Temporal suggests it, or by history size). */
   readonly continueAsNewAfterTurns?: number;
+  /** Continue-as-new once the history passes this many bytes (default 4 MB). */
+  readonly continueAsNewAtHistoryBytes?: number;
   /** State carried across continue-as-new; not for callers. */
-  readonly carried?: CarriedState;
+  readonly carried?: RunState;
 }
 
 export type RunOutcome = 'succeeded' | 'failed' | 'stopped' | 'cancelled';
-export type RunState = 'starting' | 'running' | 'awaiting_operator' | 'waiting_for_reply' | 'ending' | RunOutcome;
+/** Where a run is: the `state` of its status view. */
+export type RunPhase = 'starting' | 'running' | 'awaiting_operator' | 'waiting_for_reply' | 'ending' | RunOutcome;
 export type GuardrailName = 'iterations' | 'tokens' | 'cost' | 'wallTime';
 
 export interface AgentRunResult {
   readonly workflowId: string;
   readonly status: RunOutcome;
-  /** The success result text. */
+  /** The success result text (its opening, when `resultRef` holds the whole of a large one). */
   readonly result?: string;
+  /** A large result, by reference: the whole text is in the ledger's blob store under `resultRef.blob`. */
+  readonly resultRef?: BlobRef;
   /** Why the run failed, stopped or was cancelled. */
   readonly reason?: string;
   /** Stable failure type (e.g. `UnknownAgent`, `MalformedEnvelope`), when failed. */
@@ -53,81 +63,10 @@ export interface AgentRunResult {
   readonly externalSessionId?: string;
 }
 
-/** Answer of the `status` query. */
-export interface RunStatusView {
-  readonly state: RunState;
-  readonly agent: string;
-  readonly harness?: string;
-  readonly iteration: number;
-  readonly usage: Usage;
-  readonly totalTokens: number;
-  readonly costUsd: number;
-  /** True when the harness reports no usage and no price applies: the cost guardrail is blind. */
-  readonly costBlind: boolean;
-  readonly lastStep?: NextStep;
-  readonly externalSessionId?: string;
-  /** What is happening now, in words. */
-  readonly detail: string;
-  readonly pendingQuestion?: string;
-  readonly lastError?: string;
-  readonly malformedInARow: number;
-  readonly actionCounts: Readonly<Record<string, number>>;
-}
+/** Answer of the `status` query: the run's state itself, plus its token total. */
+export type RunStatusView = RunState & { readonly totalTokens: number };
 
-/** The agent as resolved from the catalog at run start; frozen into history so config changes never break replay. */
-export interface AgentSpec {
-  readonly agent: string;
-  readonly harness: string;
-  readonly driverClass: string;
-  readonly vendor: string;
-  readonly model: string;
-  readonly promptId: string;
-  readonly capabilities: Capabilities;
-  readonly permissions: PermissionPosture;
-  /** The agent's permission policy (posture + rules); absent in specs frozen before policies existed. */
-  readonly permissionPolicy?: PermissionPolicy;
-  /**
-   * Whether the policy is really enforced: false only when the catalog accepted it as advisory on a harness that
-   * cannot ask before a tool runs (`permissions.advisory: true`). Status and ledger show it.
-   */
-  readonly permissionsEnforced?: boolean;
-  readonly sandbox: SandboxSpec;
-  readonly guardrails: { maxIterations: number; maxTokens: number; maxCostUsd: number; maxWallTimeMs: number };
-  readonly actions: readonly { name: string; maxExecutionsPerRun?: number }[];
-  readonly subAgents: readonly string[];
-  readonly maxMalformedTurns: number;
-  readonly chatTimeoutMs: number;
-  readonly operatorTimeoutMs: number;
-  readonly turnAttempts: number;
-  readonly turnTimeoutMs: number;
-  /** Whether a price table exists for this harness. */
-  readonly priced: boolean;
-}
-
-export interface ConversationEntry {
-  readonly role: 'user' | 'assistant';
-  readonly text: string;
-}
-
-/** State carried across continue-as-new. */
-export interface CarriedState {
-  readonly spec: AgentSpec;
-  readonly sandbox: SandboxRef;
-  readonly iteration: number;
-  readonly childIterations: number;
-  readonly usage: Usage;
-  readonly costUsd: number;
-  readonly nextPrompt: string;
-  readonly externalSessionId?: string;
-  readonly conversation: readonly ConversationEntry[];
-  readonly actionCounts: Readonly<Record<string, number>>;
-  readonly malformedInARow: number;
-  readonly deadlineMs: number;
-  readonly stepSeq: number;
-  readonly costBlind: boolean;
-}
-
-/** The accounting of one turn attempt, as `runTurn` recorded it in the ledger (secrets never in it). */
+/** The accounting of one turn attempt, as `runTurn` recorded it in the ledger (a failed attempt's failure details carry it as `spend`). */
 export interface TurnSpend {
   /** Tokens of this attempt (every model call it made); fields unknown where the harness did not say. */
   readonly usage: Usage;
@@ -147,44 +86,101 @@ export interface TurnSpend {
   readonly calls?: number;
 }
 
-/**
- * What one turn produced, as `runTurn` returns it (secrets already redacted). Every variant carries the attempt's
- * spend: it is already in the ledger, so the workflow only adds it to its counters.
- */
-export type TurnOutcome =
-  | (TurnSpend & {
-      readonly ok: true;
-      readonly text: string;
-      /** The harness reported usage for this turn (false: its tokens are unknown, see `costBlind`). */
-      readonly usageReported: boolean;
-      readonly model?: string;
-      readonly externalSessionId?: string;
-      readonly resumed: boolean;
-      readonly durationMs: number;
-    })
-  | (TurnSpend & {
-      /** The harness no longer knows the session: start fresh and replay the conversation. */
-      readonly ok: false;
-      readonly code: 'resume-failed';
-      readonly message: string;
-    })
-  | (TurnSpend & {
-      /** Streaming usage crossed the run's remaining budget (`TurnInput.budget`): the harness was stopped mid-turn. */
-      readonly ok: false;
-      readonly code: 'budget-exhausted';
-      readonly guardrail: 'tokens' | 'cost';
-      readonly message: string;
-      readonly externalSessionId?: string;
-      readonly durationMs: number;
-    });
+/** What the run has left when the workflow schedules a turn: the turn stops its harness when streaming usage crosses it. */
+export interface TurnBudget {
+  /** Tokens left (input, output, reasoning, cache reads and writes). */
+  readonly tokens?: number;
+  /** USD left. */
+  readonly costUsd?: number;
+}
 
-/** validateStep's answer: the step with per-action problems, or the feedback to send back. */
+/** A step as the workflow sees it: what it needs to decide, with large texts by reference. */
+export type StepView =
+  | { readonly step: 'success'; readonly result: TextRef }
+  | { readonly step: 'failed'; readonly reason: TextRef }
+  | {
+      readonly step: 'actions';
+      /** Each call's name, and why it must not run when validation found its parameters invalid. */
+      readonly calls: readonly { readonly name: string; readonly problem?: string }[];
+      readonly message?: string;
+    }
+  | { readonly step: 'sub-agent'; readonly agent: string; readonly message: TextRef; readonly terminateAfter: boolean }
+  | { readonly step: 'chat'; readonly message: TextRef };
+
+/** One action call of an `actions` step as the workflow decided it: run (with its ledger seq) or refused. */
+export type PlannedCall =
+  | { readonly index: number; readonly name: string; readonly seq: number }
+  | { readonly index: number; readonly name: string; readonly refused: string };
+
+/** What the next turn gets. The turn activity composes the harness's input from it. */
+export type TurnInput =
+  /** Text parts joined in order (the task, a reply, a sub-agent's result, ...); large parts by reference. */
+  | { readonly kind: 'prompt'; readonly parts: readonly TextRef[] }
+  /** The last reply was not a valid envelope (or was too large): tell the harness what was wrong. */
+  | { readonly kind: 'feedback'; readonly problem: string }
+  /** Run the approved actions of the envelope recorded at `envelopeSeq`, then send their results. */
+  | { readonly kind: 'actions'; readonly envelopeSeq: number; readonly calls: readonly PlannedCall[] };
+
+/** A sandbox reference as a turn request carries it. */
+export type TurnSandbox = Omit<SandboxRef, 'hostWorkspacePath'> & { readonly hostWorkspacePath?: string };
+
+/** The sandbox reference without what repeats itself; `expandSandbox` undoes it. */
+export function compactSandbox(ref: SandboxRef): TurnSandbox {
+  const { hostWorkspacePath, ...rest } = ref;
+  return hostWorkspacePath === ref.workspacePath ? rest : ref;
+}
+
+export function expandSandbox(ref: TurnSandbox): SandboxRef {
+  return { ...ref, hostWorkspacePath: ref.hostWorkspacePath ?? ref.workspacePath };
+}
+
+/** The turn activity's request: references and small values only (the run's ids come from the activity's info). */
+export interface TurnRequest {
+  readonly turn: number;
+  readonly specHash: string;
+  /** The sandbox; `hostWorkspacePath` is left out when it equals `workspacePath` (bytes of history per turn). */
+  readonly sandbox: TurnSandbox;
+  readonly input: TurnInput;
+  /** Resume this harness session; without it the turn starts fresh, with earlier turns replayed if `replay`. */
+  readonly resumeSessionId?: string;
+  /** Replay this run's earlier turns (from the ledger) into a fresh session. */
+  readonly replay?: boolean;
+  /** Ledger seq for this turn's envelope step. */
+  readonly envelopeSeq: number;
+  /** The run's budget left: streaming usage that crosses it stops the harness mid-turn (`budgetExhausted`). */
+  readonly budget?: TurnBudget;
+}
+
+/** What a turn produced, as the workflow keeps it (secrets redacted, large texts by reference). */
+export interface TurnResult {
+  readonly usage: Usage;
+  readonly costUsd: number;
+  readonly costSource: 'harness' | 'price-table' | 'unknown';
+  readonly usageReported: boolean;
+  readonly externalSessionId?: string;
+  /** Set when the harness had forgotten the session: the turn started fresh with the conversation replayed. */
+  readonly resumeFailed?: string;
+  /** The cost cannot be known (tokens spent that nobody counted, or no price table and no harness cost): set only when true. */
+  readonly costBlind?: true;
+  /** The turn's streaming usage crossed `TurnRequest.budget`: the harness was stopped mid-turn (the step is not ok). */
+  readonly budgetExhausted?: { readonly guardrail: 'tokens' | 'cost'; readonly message: string };
+  /** The envelope, or what was wrong with the reply. */
+  readonly step: { readonly ok: true; readonly view: StepView } | { readonly ok: false; readonly problem: string; readonly tooLarge?: boolean };
+}
+
+/** validateStep's answer: the step with per-action parameter problems, or the problem to feed back. */
 export type StepValidation =
-  | { readonly ok: true; readonly step: NextStep; readonly actionProblems: readonly (string | undefined)[] }
+  | { readonly ok: true; readonly step: import('../envelope/types.js').NextStep; readonly actionProblems: readonly (string | undefined)[] }
   | { readonly ok: false; readonly problem: string; readonly feedback: string };
 
 export interface ActionOutcome {
   readonly ok: boolean;
   readonly output?: unknown;
   readonly error?: string;
+}
+
+/** One entry of a replayed conversation. */
+export interface ConversationEntry {
+  readonly role: 'user' | 'assistant';
+  readonly text: string;
 }

@@ -5,6 +5,8 @@
  * the capability emulations: no system prompt → the contract rides in the input; strict without hooks is
  * refused at agent resolution unless the catalog accepts it as advisory.
  */
+import type { FrozenSpec } from '../../src/spec/types.js';
+import type { TurnRequest } from '../../src/workflows/types.js';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,20 +54,21 @@ function setup() {
   return { deps: { ...deps, approvalPollMs: 25 }, dataDir };
 }
 
-const quiet = () => new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+const quiet = (workflowId = 'perm') => new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'r' } }, { logger: new DefaultLogger('ERROR') });
 
 async function turn(agentName: string, workflowId: string, steps: Record<string, unknown>[], operator?: (deps: ReturnType<typeof setup>['deps']) => Promise<void>) {
   const { deps } = setup();
   const activities = createActivities(deps);
   const spec = await activities.resolveAgent({ agent: agentName });
-  const sandbox = (await quiet().run(activities.startSession, { workflowId, runId: 'r', spec, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<
+  const { sandbox } = (await quiet(workflowId).run(activities.startSession, { workflowId, runId: 'r', specHash: spec.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<
     ReturnType<typeof activities.startSession>
   >;
-  const env = quiet();
+  const env = quiet(workflowId);
   const beats: unknown[] = [];
   env.on('heartbeat', (d: unknown) => beats.push(d));
   const prompt = book.write(`${workflowId}-script`, steps);
-  const [outcome] = await Promise.all([env.run(activities.runTurn, { workflowId, runId: 'r', turn: 1, spec, sandbox, prompt }), operator?.(deps)]);
+  const request: TurnRequest = { turn: 1, envelopeSeq: 1, specHash: spec.specHash, sandbox, input: { kind: 'prompt', parts: [prompt] } };
+  const [outcome] = await Promise.all([env.run(activities.runTurn, request), operator?.(deps)]);
   const events = await deps.ledger.readEvents(workflowId, 0, 1000);
   return { outcome, deps, spec, workspace: sandbox.hostWorkspacePath, beats, events, rows: await deps.ledger.listApprovals({ workflowId }) };
 }
@@ -104,7 +107,7 @@ describe('runTurn permissions (stdio-JSON harness)', () => {
         await answerNext(deps, 'perm-strict', { allow: false, by: 'operator:alice', message: 'no files today' });
       },
     );
-    expect(r.outcome).toMatchObject({ ok: true, text: '{"step":"success","result":"asked"}' });
+    expect(r.outcome).toMatchObject({ step: { ok: true, view: { step: 'success', result: 'asked' } } });
     // "echo hi > echoed.txt" has a redirection the allow pattern does not spell out: it went to the operator.
     expect(r.rows.map((row) => [row.command ?? row.paths?.[0], row.status, row.decidedBy])).toEqual([
       ['echo hi > echoed.txt', 'allowed', 'operator:alice'],
@@ -140,7 +143,7 @@ describe('runTurn permissions (stdio-JSON harness)', () => {
 
   it('a request nobody answers is denied by its timeout, and the tool never runs', async () => {
     const r = await turn('hasty', 'perm-timeout', [{ permissions: [{ tool: 'bash', input: { command: 'touch ran.txt' } }], ...ok('gave up') }]);
-    expect(r.outcome).toMatchObject({ ok: true });
+    expect(r.outcome).toMatchObject({ step: { ok: true } });
     expect(r.rows.map((row) => [row.status, row.decidedBy])).toEqual([['denied', 'timeout']]);
     expect(has(r.workspace, 'ran.txt')).toBe(false);
   }, 60_000);
@@ -156,7 +159,7 @@ describe('runTurn permissions (stdio-JSON harness)', () => {
 
   it('a harness without a system prompt gets the envelope contract in its turn input', async () => {
     const r = await turn('no-prompt', 'perm-no-sp', [ok()]);
-    expect(r.outcome).toMatchObject({ ok: true });
+    expect(r.outcome).toMatchObject({ step: { ok: true } });
     const request = JSON.parse(readFileSync(path.join(r.workspace, '.scripted', 'last-request.json'), 'utf8')) as { systemPrompt: string | null; prompt: string };
     expect(request.systemPrompt).toBeNull();
     expect(request.prompt).toMatch(/^# Instructions \(your harness takes no system prompt/);
@@ -176,8 +179,10 @@ describe('runTurn permissions (stdio-JSON harness)', () => {
     expect(refused).toMatchObject({ type: 'PermissionHooksMissing', nonRetryable: true });
     expect((refused as Error).message).toMatch(/harness "no-hooks" \(StdioJson\) cannot ask before a tool runs.*advisory: true/);
     const spec = await activities.resolveAgent({ agent: 'advisory' });
-    expect(spec).toMatchObject({ permissions: 'strict', permissionsEnforced: false });
-    await quiet().run(activities.startSession, { workflowId: 'perm-advisory', runId: 'r', spec, identity: { tenantId: 't', userId: 'u' }, task: 'x' });
+    // The frozen spec keeps the policy and says it is not enforced.
+    const frozen = JSON.parse((await deps.ledger.getBlob(spec.specHash))!) as FrozenSpec;
+    expect(frozen.agent).toMatchObject({ permissions: { posture: 'strict', advisory: true }, permissionsEnforced: false });
+    await quiet().run(activities.startSession, { workflowId: 'perm-advisory', runId: 'r', specHash: spec.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' });
     const [event] = await deps.ledger.readEvents('perm-advisory', 0);
     expect(event).toMatchObject({ type: 'permissions', data: { posture: 'strict', enforced: false, note: 'advisory: harness "no-hooks" cannot ask before a tool runs' } });
   }, 60_000);

@@ -10,8 +10,11 @@ import { parseCatalog } from '../../src/catalog/index.js';
 import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { defaultDeps } from '../../src/worker.js';
 import { processAlive, waitUntilGone } from '../support/processes.js';
-import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
+import { z } from 'zod';
+import { createBuiltinRegistry } from '../../src/actions/index.js';
+import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot } from '../support/worker.js';
+import type { TurnRequest, TurnResult } from '../../src/workflows/types.js';
 
 const book = scriptBook();
 const catalog = parseCatalog(scriptedCatalog(book), 'test', { baseDir: path.join(repoRoot, 'config') });
@@ -23,10 +26,12 @@ function setup() {
 }
 
 async function begin(activities: ReturnType<typeof createActivities>, workflowId: string) {
-  const spec = await activities.resolveAgent({ agent: 'scripted' });
-  const env = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
-  const sandbox = (await env.run(activities.startSession, { workflowId, runId: 'r', spec, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<ReturnType<typeof activities.startSession>>;
-  return { spec, sandbox };
+  const policy = await activities.resolveAgent({ agent: 'scripted' });
+  const mock = (attempt = 1) => new MockActivityEnvironment({ attempt, workflowExecution: { workflowId, runId: 'r' } }, { logger: new DefaultLogger('ERROR') });
+  const env = mock();
+  const { sandbox } = (await env.run(activities.startSession, { workflowId, runId: 'r', specHash: policy.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<ReturnType<typeof activities.startSession>>;
+  const request = (prompt: string, turn = 1): TurnRequest => ({ turn, specHash: policy.specHash, sandbox, input: { kind: 'prompt', parts: [prompt] }, replay: false, envelopeSeq: turn });
+  return { policy, sandbox, request, mock };
 }
 
 const pidsIn = (workspace: string) => ['sleeping.pid', 'child.pid'].map((f) => Number(readFileSync(path.join(workspace, '.scripted', f), 'utf8')));
@@ -34,13 +39,13 @@ const pidsIn = (workspace: string) => ['sleeping.pid', 'child.pid'].map((f) => N
 describe('runTurn', () => {
   it('heartbeats progress: the last event and the token count', async () => {
     const { activities, deps } = setup();
-    const { spec, sandbox } = await begin(activities, 'hb');
-    const env = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+    const { request, mock } = await begin(activities, 'hb');
+    const env = mock(1);
     const beats: { lastEvent: string; tokens: number }[] = [];
     env.on('heartbeat', (d: unknown) => beats.push(d as { lastEvent: string; tokens: number }));
     const task = book.write('hb', [{ activity: 'reading src/', usage: { input: 40, output: 2 }, sleepMs: 600, ...ok() }]);
-    const outcome = await env.run(activities.runTurn, { workflowId: 'hb', runId: 'r', turn: 1, spec, sandbox, prompt: task });
-    expect(outcome).toMatchObject({ ok: true, usage: { input: 40, output: 2 }, costSource: 'price-table', resumed: false });
+    const outcome = await env.run(activities.runTurn, request(task));
+    expect(outcome).toMatchObject({ usage: { input: 40, output: 2 }, costSource: 'price-table', step: { ok: true, view: { step: 'success' } } });
     expect(beats).toContainEqual(expect.objectContaining({ lastEvent: 'sleeping', tokens: 42 }));
     const events = await deps.ledger.readEvents('hb', 0, 100);
     expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(['session', 'activity', 'usage', 'turn-complete']));
@@ -48,10 +53,10 @@ describe('runTurn', () => {
 
   it('kills the harness process tree when cancelled, and reports the cancellation', async () => {
     const { activities } = setup();
-    const { spec, sandbox } = await begin(activities, 'cancel');
-    const env = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+    const { sandbox, request, mock } = await begin(activities, 'cancel');
+    const env = mock(1);
     const task = book.write('act-cancel', [{ sleepMs: 60_000, ...ok() }]);
-    const turn = env.run(activities.runTurn, { workflowId: 'cancel', runId: 'r', turn: 1, spec, sandbox, prompt: task });
+    const turn = env.run(activities.runTurn, request(task));
     const pidFile = path.join(sandbox.hostWorkspacePath, '.scripted', 'child.pid');
     await expect.poll(() => existsSync(pidFile), { timeout: 10_000, interval: 20 }).toBe(true);
     const pids = pidsIn(sandbox.hostWorkspacePath);
@@ -62,20 +67,57 @@ describe('runTurn', () => {
 
   it('on a retried attempt, first kills what an earlier attempt left running', async () => {
     const { activities, deps } = setup();
-    const { spec, sandbox } = await begin(activities, 'retry');
+    const { sandbox, request, mock } = await begin(activities, 'retry');
     // Attempt 1 is abandoned mid-turn without cleanup (a crashed worker): start it, then drop it.
-    const first = new MockActivityEnvironment({ attempt: 1 }, { logger: new DefaultLogger('ERROR') });
+    const first = mock(1);
     const task = book.write('act-retry', [{ sleepMs: 60_000, ...ok() }]);
-    void first.run(activities.runTurn, { workflowId: 'retry', runId: 'r', turn: 1, spec, sandbox, prompt: task }).catch(() => undefined);
+    void first.run(activities.runTurn, request(task)).catch(() => undefined);
     const pidFile = path.join(sandbox.hostWorkspacePath, '.scripted', 'child.pid');
     await expect.poll(() => existsSync(pidFile), { timeout: 10_000, interval: 20 }).toBe(true);
     const stale = pidsIn(sandbox.hostWorkspacePath);
     expect(stale.every(processAlive)).toBe(true);
-    const second = new MockActivityEnvironment({ attempt: 2 }, { logger: new DefaultLogger('ERROR') });
-    const again = second.run(activities.runTurn, { workflowId: 'retry', runId: 'r', turn: 1, spec, sandbox, prompt: book.write('act-retry2', [ok('second attempt')]) });
-    expect(await again).toMatchObject({ ok: true, text: expect.stringContaining('second attempt') });
+    const second = mock(2);
+    const again = second.run(activities.runTurn, request(book.write('act-retry2', [ok('second attempt')])));
+    expect(await again).toMatchObject({ step: { ok: true, view: { step: 'success', result: 'second attempt' } } });
     expect(stale.some(processAlive)).toBe(false);
     expect((await deps.ledger.readEvents('retry', 0, 100)).some((e) => e.type === 'retry')).toBe(true);
     first.cancel();
+  });
+});
+
+describe('runTurn runs the approved actions of the previous envelope first, each at most once', () => {
+  it('a retried attempt reuses recorded outcomes and never runs a started action again', async () => {
+    let runs = 0;
+    const actions = createBuiltinRegistry().register({
+      name: 'count',
+      description: 'counts its runs',
+      parameters: z.strictObject({ label: z.string() }),
+      async execute(params) {
+        runs += 1;
+        return `counted ${params.label}`;
+      },
+    });
+    const cat = parseCatalog(scriptedCatalog(book, { agent: { actions: ['count', 'echo'] }, actions: [{ name: 'count' }] }), 'test', { baseDir: path.join(repoRoot, 'config'), registry: actions });
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-act-'));
+    const deps = defaultDeps({ catalog: () => cat, dataDir, env: {}, credentials: new MemoryCredentialStore({}), actions });
+    const activities = createActivities(deps);
+    const { request, mock } = await begin(activities, 'once');
+    const env = mock(1);
+    const task = book.write('once', [act({ name: 'count', params: { label: 'a' } }, { name: 'count', params: { label: 'b' } }, { name: 'echo', params: { text: 'x' } }), ok('counted'), ok('again')]);
+    const first = (await env.run(activities.runTurn, request(task))) as TurnResult;
+    expect(first.step).toEqual({ ok: true, view: { step: 'actions', calls: [{ name: 'count' }, { name: 'count' }, { name: 'echo' }] } });
+
+    // Turn 2 runs call 0, refuses call 1 (as the workflow decided); call 2 was "started" by a lost attempt.
+    await deps.ledger.recordStep({ workflowId: 'once', seq: 3, turn: 1, type: 'action:echo', payload: { call: { name: 'echo', params: { text: 'x' } } } });
+    const turn2: TurnRequest = { ...request('', 2), resumeSessionId: first.externalSessionId, input: { kind: 'actions', envelopeSeq: 1, calls: [{ index: 0, name: 'count', seq: 2 }, { index: 1, name: 'count', refused: 'over its cap' }, { index: 2, name: 'echo', seq: 3 }] } };
+    const second = (await mock(1).run(activities.runTurn, turn2)) as TurnResult;
+    expect(second.step).toMatchObject({ ok: true, view: { step: 'success' } });
+    const retried = (await mock(2).run(activities.runTurn, turn2)) as TurnResult;
+    expect(retried.step).toMatchObject({ ok: true, view: { step: 'success' } });
+    expect(runs).toBe(1);
+    const input = (await deps.ledger.listPromptRuns('once'))[1]!.input;
+    expect(input).toMatch(/1\. count: ok\n"?counted a/);
+    expect(input).toMatch(/2\. count: error: over its cap/);
+    expect(input).toMatch(/3\. echo: error: action "echo" was started by an earlier, interrupted attempt/);
   });
 });

@@ -44,11 +44,8 @@ afterAll(() => w?.close());
 
 describe('durable-harness run', () => {
   it('follows a run with a progress line per turn and exits 0 when it succeeds', async () => {
-    // Both turns take a second, so the progress sampled every 300 ms shows each (and what the harness is doing).
-    const task = book.write('cli-ok', [
-      { usage: { input: 1200, output: 30 }, sleepMs: 1500, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'hi' } }] } },
-      { sleepMs: 1000, ...ok('all done') },
-    ]);
+    // Each turn takes a second, so the sampled progress shows every turn and what the harness is doing meanwhile.
+    const task = book.write('cli-ok', [{ usage: { input: 1200, output: 30 }, sleepMs: 1500, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'hi' } }] } }, { sleepMs: 1000, ...ok('all done') }]);
     const { code, stdout } = await cli(['run', 'scripted', task, '--id', testWorkflowId('cli')]);
     expect(code).toBe(0);
     expect(stdout).toMatch(/^turn 1 · 0 tok · \$0\.0000 · running: turn 1 · scripted · sleeping$/m);

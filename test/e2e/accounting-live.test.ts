@@ -22,7 +22,7 @@ import { parseCatalog } from '../../src/catalog/index.js';
 import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { SqliteLedger } from '../../src/ledger/index.js';
 import { defaultDeps } from '../../src/worker.js';
-import type { TurnOutcome } from '../../src/workflows/types.js';
+import type { TurnRequest, TurnResult } from '../../src/workflows/types.js';
 import { addUsage, billedOutput, noUsage, totalTokens, usageOf } from '../../src/workflows/usage.js';
 import { profiles } from '../fixtures/record-more.js';
 import { repoRoot } from '../support/worker.js';
@@ -137,16 +137,25 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
 
   async function session(workflowId: string, agent = 'agent') {
     const spec = await activities.resolveAgent({ agent });
-    const env = new MockActivityEnvironment({ attempt: 1 }, quiet);
-    const sandbox = (await env.run(activities.startSession, { workflowId, runId: 'r-1', spec, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<
+    const env = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'r-1' } }, quiet);
+    const { sandbox } = (await env.run(activities.startSession, { workflowId, runId: 'r-1', specHash: spec.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<
       ReturnType<typeof activities.startSession>
     >;
     writeFileSync(path.join(sandbox.hostWorkspacePath, 'notes.txt'), 'The secret word is PELICAN.\n');
-    return { spec, sandbox };
+    /** A turn request: `prompt` as the turn's input. */
+    const request = (turnNo: number, prompt: string, extra: Partial<TurnRequest> = {}): TurnRequest => ({
+      turn: turnNo,
+      specHash: spec.specHash,
+      sandbox,
+      input: { kind: 'prompt', parts: [prompt] },
+      envelopeSeq: turnNo * 10,
+      ...extra,
+    });
+    return { spec, sandbox, request, workflowId };
   }
 
-  const turn = (input: Parameters<typeof activities.runTurn>[0], attempt = 1, activityId = '1') =>
-    new MockActivityEnvironment({ attempt, activityId }, quiet).run(activities.runTurn, input) as Promise<TurnOutcome>;
+  const turn = (workflowId: string, input: TurnRequest, attempt = 1, activityId = '1') =>
+    new MockActivityEnvironment({ attempt, activityId, workflowExecution: { workflowId, runId: 'r-1' } }, quiet).run(activities.runTurn, input) as Promise<TurnResult>;
   const script = (...replies: ScriptedReply[]) => vendor.script(...replies.map((r) => ({ ...r, match: cli.match })));
 
   it.each([
@@ -154,11 +163,12 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
     { mode: 'two-way (permission) mode', agent: 'strict-agent' },
   ])('thinking tokens are counted as billed, in the $mode', { timeout: 60_000 }, async ({ agent }) => {
     const workflowId = `thinking-${cli.name}-${agent}`;
-    const { spec, sandbox } = await session(workflowId, agent);
+    const { request } = await session(workflowId, agent);
     const from = vendor.served.length;
     script({ text: '{"step":"success","result":"ok"}', usage: { input: 200, output: 9, reasoning: 100 } });
-    const outcome = await turn({ workflowId, runId: 'r-1', turn: 1, spec, sandbox, prompt: 'Think, then answer.' });
-    expect(outcome).toMatchObject({ ok: true, costBlind: false });
+    const outcome = await turn(workflowId, request(1, 'Think, then answer.'));
+    expect(outcome).toMatchObject({ step: { ok: true } });
+    expect(outcome.costBlind).toBeUndefined();
     // Served: 200 in, 9 out, 100 thinking (billed as output). Claude and pi fold thinking into output (109).
     expect(servedSince(vendor, cli, from)).toMatchObject({ input: 200, output: 109 });
     expect(totalTokens(outcome.usage)).toBe(309);
@@ -168,10 +178,10 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
 
   it('a vendor fault after a good model call: the attempt fails and the good call is in the ledger, as served', { timeout: 60_000 }, async () => {
     const workflowId = `fault-${cli.name}`;
-    const { spec, sandbox } = await session(workflowId);
+    const { sandbox, request } = await session(workflowId);
     const from = vendor.served.length;
     script({ toolCalls: [{ id: 'call_good_1', ...cli.readCall(sandbox.hostWorkspacePath) }], usage: { input: 4000, output: 700 } }, { error: { status: 400, message: 'bad request after a good call (fake vendor)' } });
-    const failure = await turn({ workflowId, runId: 'r-1', turn: 1, spec, sandbox, prompt: 'Read notes.txt and tell me the secret word.' }).catch((e: unknown) => e);
+    const failure = await turn(workflowId, request(1, 'Read notes.txt and tell me the secret word.')).catch((e: unknown) => e);
     expect(failure).toMatchObject({ type: 'TurnFailed' });
     const served = servedSince(vendor, cli, from);
     expect(served).toEqual({ input: 4000, output: 700, cacheRead: 0, cacheWrite: 0 });
@@ -186,24 +196,25 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
     { mode: 'two-way (permission) mode', agent: 'strict-agent' },
   ])('a retried attempt resumes from the session before the failed one, in the $mode: the prompt reaches the model once', { timeout: 90_000 }, async ({ agent }) => {
     const workflowId = `retry-${cli.name}-${agent}`;
-    const { spec, sandbox } = await session(workflowId, agent);
+    const { sandbox, request } = await session(workflowId, agent);
     script({ text: '{"step":"actions","actions":[]}', usage: { input: 300, output: 10 } });
-    const first = await turn({ workflowId, runId: 'r-1', turn: 1, spec, sandbox, prompt: 'FIRST-PROMPT-1f2e' });
-    expect(first).toMatchObject({ ok: true });
-    const parent = first.ok ? first.externalSessionId : undefined;
+    const first = await turn(workflowId, request(1, 'FIRST-PROMPT-1f2e'));
+    expect(first).toMatchObject({ step: { ok: true } });
+    const parent = first.externalSessionId;
     expect(parent).toBeTruthy();
     // Turn 2, attempt 1: one good call, then the vendor fails. Attempt 2 gets the same input (same session).
-    const input = { workflowId, runId: 'r-1', turn: 2, spec, sandbox, prompt: 'SECOND-PROMPT-9c8d', resumeSessionId: parent };
+    const input = request(2, 'SECOND-PROMPT-9c8d', { resumeSessionId: parent });
     script({ toolCalls: [{ id: 'call_retry_1', ...cli.readCall(sandbox.hostWorkspacePath) }], usage: { input: 500, output: 20 } }, { error: { status: 400, message: 'fail the attempt (fake vendor)' } });
-    await expect(turn(input, 1, '2')).rejects.toMatchObject({ type: 'TurnFailed' });
+    await expect(turn(workflowId, input, 1, '2')).rejects.toMatchObject({ type: 'TurnFailed' });
     script({ text: '{"step":"success","result":"ok"}', usage: { input: 400, output: 12 } });
-    const second = await turn(input, 2, '2');
-    expect(second).toMatchObject({ ok: true, resumed: true });
+    const second = await turn(workflowId, input, 2, '2');
+    expect(second).toMatchObject({ step: { ok: true } });
     const last = vendor.requests.filter(cli.match).at(-1)!;
     const copies = last.rawBody.split('SECOND-PROMPT-9c8d').length - 1;
     if (cli.forks) {
       expect(copies).toBe(1);
-      expect(second.ok && second.externalSessionId).not.toBe(parent);
+      expect(second.externalSessionId).toBeTruthy();
+      expect(second.externalSessionId).not.toBe(parent);
     } else {
       // Gemini cannot fork: the failed attempt's prompt (and its tool call) stay in the session it resumes.
       expect(copies).toBe(2);
@@ -218,14 +229,14 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
 
   it(`a token budget stops the turn ${cli.perCall ? 'within one model call' : 'at the end of the turn (usage comes per turn)'}`, { timeout: 90_000 }, async () => {
     const workflowId = `budget-${cli.name}`;
-    const { spec, sandbox } = await session(workflowId);
+    const { sandbox, request } = await session(workflowId);
     const from = vendor.served.length;
     const read = (i: number) => ({ toolCalls: [{ id: `call_budget_${i}`, ...cli.readCall(sandbox.hostWorkspacePath) }], usage: { input: 1000, output: 10 } });
     // Three calls of 1,010 tokens, then an answer; the budget is 1,500 tokens. Later calls answer slowly, like a
     // real model, so a stop after call 2 lands before call 3 is served.
     script(read(1), read(2), { ...read(3), delayMs: 3000 }, { text: '{"step":"success","result":"spent"}', usage: { input: 1000, output: 10 }, delayMs: 3000 });
-    const outcome = await turn({ workflowId, runId: 'r-1', turn: 1, spec, sandbox, prompt: 'Read notes.txt three times.', budget: { tokens: 1500 } });
-    expect(outcome).toMatchObject({ ok: false, code: 'budget-exhausted', guardrail: 'tokens' });
+    const outcome = await turn(workflowId, request(1, 'Read notes.txt three times.', { budget: { tokens: 1500 } }));
+    expect(outcome).toMatchObject({ step: { ok: false }, budgetExhausted: { guardrail: 'tokens' } });
     await new Promise((r) => setTimeout(r, 3500));
     const served = servedSince(vendor, cli, from);
     const totals = await ledger.runTotals(workflowId);

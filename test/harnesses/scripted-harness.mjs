@@ -1,7 +1,11 @@
 #!/usr/bin/env node
 // Scripted stdio-JSON harness for tests: replays DIR/NAME.json one step per turn.
 //
-//   node scripted-harness.mjs --scripts DIR
+//   node scripted-harness.mjs --scripts DIR [--stateless]
+//
+// --stateless: a harness without session resume. It ignores any sessionId, starts a new session every turn and
+// finds its place in the script by counting the earlier replies in the prompt (the runtime replays the
+// conversation to such a harness).
 //
 // Every turn's request is kept in <workspace>/.scripted/last-request.json (for tests of what the runtime sends).
 // Turn 1: the prompt contains `script:NAME`; a new session is stored in <workspace>/.scripted/sessions/<id>.json.
@@ -32,6 +36,7 @@
 //   error               {message, code}: terminal error line
 //   raw                 string printed as the complete text (malformed envelopes); ${env:NAME} is substituted
 //   envelope            object printed as JSON as the complete text
+//   padBytes N          with `envelope`: the text is the envelope preceded by N bytes of prose (large replies)
 // A step with none of crash/error/raw/envelope exits 0 without a terminal line.
 // Run counters live in .scripted/counters/<script>.<step>.<kind> so they survive a failed first turn.
 // Past the last step → error line "script exhausted".
@@ -42,6 +47,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 
 const scriptsDir = process.argv[process.argv.indexOf('--scripts') + 1];
+const stateless = process.argv.includes('--stateless');
 
 const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
 const finish = (line) => process.stdout.write(`${JSON.stringify(line)}\n`, () => process.exit(0));
@@ -131,6 +137,11 @@ function shouldFail(dir, session, kind, failing) {
 }
 
 function openSession(dir, request) {
+  if (stateless) {
+    const name = /script:([A-Za-z0-9_.-]+)/.exec(request.prompt)?.[1];
+    if (!name) return { error: 'no script:NAME in the prompt (a stateless harness needs the conversation replayed)' };
+    return { session: { id: randomUUID(), script: name, position: request.prompt.split('</assistant>').length - 1 }, resumed: false };
+  }
   const known = request.sessionId ? readJson(path.join(dir, 'sessions', `${path.basename(request.sessionId)}.json`)) : undefined;
   if (known && request.fork) return { session: { ...known, id: randomUUID(), forkedFrom: known.id }, resumed: true };
   if (known) return { session: known, resumed: true };
@@ -229,7 +240,10 @@ async function main() {
   if (step.error) return finish({ type: 'error', message: step.error.message, code: step.error.code ?? 'vendor-error' });
   // `${env:NAME}` in raw text stands for that environment variable's value (for the secret-redaction test).
   if (step.raw !== undefined) return finish({ type: 'complete', text: step.raw.replace(/\$\{env:([A-Z0-9_]+)\}/g, (_, name) => process.env[name] ?? '') });
-  if (step.envelope !== undefined) return finish({ type: 'complete', text: JSON.stringify(step.envelope) });
+  if (step.envelope !== undefined) {
+    const pad = step.padBytes ? `${'Lorem ipsum dolor sit amet. '.repeat(Math.ceil(step.padBytes / 28)).slice(0, step.padBytes)}\n` : '';
+    return finish({ type: 'complete', text: pad + JSON.stringify(step.envelope) });
+  }
   process.exit(0);
 }
 

@@ -225,14 +225,38 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
     });
 
     it('run steps are idempotent by (workflowId, runId, seq)', async () => {
-      await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 1 } });
-      await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 'changed' } });
+      expect(await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 1 } })).toEqual({ inserted: true });
+      expect(await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 'changed' } })).toEqual({ inserted: false });
       await ledger.recordStep({ workflowId: 'wf-1', seq: 2, turn: 2, type: 'success', payload: 'done' });
       await ledger.recordStep({ workflowId: 'wf-2', seq: 1, turn: 1, type: 'chat', payload: null });
       expect(await ledger.listSteps('wf-1')).toEqual([
         { workflowId: 'wf-1', runId: 'r-1', seq: 1, turn: 1, type: 'actions', payload: { a: 1 } },
         { workflowId: 'wf-1', runId: 'r-1', seq: 2, turn: 2, type: 'success', payload: 'done' },
       ]);
+    });
+
+    it('reads one step by (workflowId, runId, seq) and completes its payload; another run of the id has its own', async () => {
+      await ledger.recordStep({ workflowId: 'wf-1', seq: 3, turn: 2, type: 'action:echo', payload: { started: true } });
+      expect(await ledger.getStep('wf-1', 4)).toBeUndefined();
+      expect(await ledger.getStep('wf-2', 3)).toBeUndefined();
+      await ledger.completeStep('wf-1', 3, { outcome: { ok: true } });
+      expect(await ledger.getStep('wf-1', 3)).toEqual({ workflowId: 'wf-1', runId: 'r-1', seq: 3, turn: 2, type: 'action:echo', payload: { outcome: { ok: true } } });
+      await ledger.startRun({ ...run, runId: 'r-2' });
+      expect(await ledger.getStep('wf-1', 3)).toBeUndefined();
+      expect(await ledger.recordStep({ workflowId: 'wf-1', seq: 3, turn: 1, type: 'action:echo', payload: { started: true } })).toEqual({ inserted: true });
+      await ledger.completeStep('wf-1', 3, { outcome: { ok: false } });
+      expect((await ledger.getStep('wf-1', 3, 'r-1'))?.payload).toEqual({ outcome: { ok: true } });
+      expect((await ledger.getStep('wf-1', 3))?.payload).toEqual({ outcome: { ok: false } });
+    });
+
+    it('stores a blob once by its hash', async () => {
+      const big = 'x\u00e9'.repeat(1024 * 1024);
+      await ledger.putBlob({ hash: 'h1', kind: 'text', content: big });
+      await ledger.putBlob({ hash: 'h1', kind: 'text', content: 'ignored: same hash' });
+      await ledger.putBlob({ hash: 'h2', kind: 'spec', content: '{"specVersion":1}' });
+      expect(await ledger.getBlob('h1')).toBe(big);
+      expect(await ledger.getBlob('h2')).toBe('{"specVersion":1}');
+      expect(await ledger.getBlob('missing')).toBeUndefined();
     });
 
     it('events page by cursor, per workflow', async () => {

@@ -54,6 +54,8 @@ export interface TestWorker {
   readonly ledger: SqliteLedger;
   readonly catalog: Catalog;
   readonly worker: Worker;
+  /** Swaps the catalog the worker reads (as a config reload would), validated like a config file. */
+  replaceCatalog(raw: unknown): void;
   start(input: Omit<StartAgentRunInput, 'taskQueue' | 'identity'> & Partial<Pick<StartAgentRunInput, 'identity'>>): Promise<AgentRunHandle>;
   /** Stops the worker (in-flight activities are cancelled) but keeps the client usable. */
   stopWorker(): Promise<void>;
@@ -67,13 +69,15 @@ export async function startTestWorker(options: TestWorkerOptions): Promise<TestW
   const address = inject('temporalAddress');
   const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'dh-run-'));
   const taskQueue = options.taskQueue ?? `test-${path.basename(dataDir)}`;
-  const catalog = parseCatalog(options.catalog, 'test catalog', { baseDir: options.catalogDir ?? path.join(repoRoot, 'config') });
+  const parse = (raw: unknown) => parseCatalog(raw, 'test catalog', { baseDir: options.catalogDir ?? path.join(repoRoot, 'config'), registry: options.actions });
+  const catalog = parse(options.catalog);
+  let current = catalog;
   const ledger = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
   const nativeConnection = await NativeConnection.connect({ address });
   const { worker } = await createWorker({
     connection: nativeConnection,
     taskQueue,
-    catalog: () => catalog,
+    catalog: () => current,
     dataDir,
     ledger,
     env: options.env ?? {},
@@ -101,6 +105,9 @@ export async function startTestWorker(options: TestWorkerOptions): Promise<TestW
     ledger,
     catalog,
     worker,
+    replaceCatalog: (raw) => {
+      current = parse(raw);
+    },
     start: (input) => startAgentRun(client, { identity: { tenantId: 'acme', userId: 'alice' }, ...input, taskQueue }),
     stopWorker,
     async close() {

@@ -1,0 +1,67 @@
+/**
+ * History cost per turn: a long run of the stateless scripted harness (no native resume, so every turn replays the
+ * conversation from the ledger) through the real workflow. Prints events and bytes per steady-state turn and for
+ * the whole run; issue 10's targets are <= 8 events and <= 2 KB per steady-state turn.
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, bundleWorkflowCode } from '@temporalio/worker';
+import { parseCatalog } from '../src/catalog/index.js';
+import { startAgentRun } from '../src/client/index.js';
+import { historyFigures, type HistoryFigures } from '../src/temporal/history-figures.js';
+import { createWorker, workflowsPath } from '../src/worker.js';
+
+export interface HistoryBench extends HistoryFigures {
+  readonly wallMs: number;
+}
+
+const harness = path.join(import.meta.dirname, '..', 'test', 'harnesses', 'scripted-harness.mjs');
+
+export async function benchHistory(opts: { temporalAddress: string; turns?: number; workflowBundlePath?: string }): Promise<HistoryBench> {
+  const turns = opts.turns ?? 300;
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-bench-history-'));
+  const scripts = path.join(dataDir, 'scripts');
+  mkdirSync(scripts);
+  const echo = (i: number) => ({ usage: { input: 10, output: 5 }, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: `step ${i}` } }] } });
+  writeFileSync(path.join(scripts, 'long.json'), JSON.stringify({ turns: [...Array.from({ length: turns - 1 }, (_, i) => echo(i + 1)), { envelope: { step: 'success', result: 'done' } }] }));
+  const catalog = parseCatalog(
+    {
+      harnesses: [{ name: 'stateless', driverClass: 'StdioJson', executable: process.execPath, args: [harness, '--scripts', scripts, '--stateless'], active: true, vendor: 'bench', model: 'scripted-1', capabilities: { sessionResume: false }, prices: { input: 1, output: 2 } }],
+      agents: [{ name: 'long', harness: 'stateless', actions: ['echo'], guardrails: { maxIterations: turns + 10, maxTokens: 100_000_000, maxCostUsd: 1000, maxWallTimeMs: 3_600_000 } }],
+      actions: [{ name: 'echo' }],
+    },
+    'bench catalog',
+  );
+  const nativeConnection = await NativeConnection.connect({ address: opts.temporalAddress });
+  const taskQueue = `bench-history-${path.basename(dataDir)}`;
+  const bundle = opts.workflowBundlePath ? { codePath: opts.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
+  const { worker, deps } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, workflowBundle: bundle, env: {} });
+  const running = worker.run();
+  const connection = await Connection.connect({ address: opts.temporalAddress });
+  const client = new Client({ connection });
+  try {
+    const started = performance.now();
+    const run = await startAgentRun(client, { agent: 'long', task: 'a long run script:long', identity: { tenantId: 'bench', userId: 'bench' }, taskQueue, workflowId: `bench-history-${taskQueue}` });
+    const result = await run.result();
+    const wallMs = performance.now() - started;
+    if (result.status !== 'succeeded' || result.iterations !== turns) throw new Error(`history bench run ended ${result.status} after ${result.iterations} turns: ${result.reason}`);
+    const figures = await historyFigures(client, run.workflowId, (run.handle as unknown as { firstExecutionRunId: string }).firstExecutionRunId);
+    return { ...figures, wallMs };
+  } finally {
+    worker.shutdown();
+    await running;
+    await nativeConnection.close();
+    await connection.close();
+    await deps.ledger.close();
+  }
+}
+
+export function printHistory(f: HistoryBench): void {
+  console.log(`workflow history, ${f.turns}-turn run of a harness without native resume (conversation replayed from the ledger):`);
+  console.log(`  steady-state turn             ${f.steadyTurnEvents} events, ${Math.round(f.steadyTurnBytes)} bytes  (target <= 8 events, <= 2048 bytes)`);
+  console.log(`  whole run                     ${f.events} events, ${f.bytes} bytes in ${f.executions} execution(s): ${(f.events / f.turns).toFixed(1)} events, ${Math.round(f.bytes / f.turns)} bytes per turn`);
+  console.log(`  wall time                     ${(f.wallMs / 1000).toFixed(1)} s (${(f.wallMs / f.turns).toFixed(1)} ms per turn)`);
+}

@@ -1,0 +1,2 @@
+export * from './text-ref.js';
+export * from './store.js';

@@ -1,0 +1,90 @@
+/**
+ * The frozen spec: everything a run needs, resolved from the catalog once at run start and stored once in the
+ * ledger under its content hash. Activities load it by hash; editing or removing the agent in the catalog never
+ * changes a run in flight. Secrets are not in it: credentials are grants by name, resolved per attempt.
+ */
+import type { Capabilities } from '../adapters/types.js';
+import type { Prices } from '../catalog/schema.js';
+import type { EnvelopeRules } from '../envelope/parse.js';
+import type { PermissionPolicy } from '../permissions/policy.js';
+import type { SandboxSpec } from '../sandbox/types.js';
+
+/** An allowed action as frozen: the implementation it runs, its settings, cap and parameter JSON Schema. */
+export interface FrozenAction {
+  readonly name: string;
+  /** Key of the implementation in the worker's action registry. */
+  readonly implementation: string;
+  readonly settings: Readonly<Record<string, unknown>>;
+  readonly maxExecutionsPerRun?: number;
+  /** JSON Schema of the parameters, as the harness was told. */
+  readonly parameters: Readonly<Record<string, unknown>>;
+}
+
+export interface FrozenSpec {
+  readonly specVersion: 1;
+  readonly agent: {
+    readonly name: string;
+    /** The full system prompt: the agent's own text followed by the envelope contract. */
+    readonly systemPrompt: string;
+    /** Ledger id of that prompt. */
+    readonly promptId: string;
+    /** The permission policy (posture + rules) the turn's gate applies. */
+    readonly permissions: PermissionPolicy;
+    /** False only when the policy was accepted as advisory on a harness that cannot ask before a tool runs. */
+    readonly permissionsEnforced: boolean;
+    readonly sandbox: SandboxSpec;
+    readonly guardrails: { readonly maxIterations: number; readonly maxTokens: number; readonly maxCostUsd: number; readonly maxWallTimeMs: number };
+    /** Credential grants by name; values are resolved per attempt, never stored. */
+    readonly credentials: readonly { readonly env: string; readonly from?: string }[];
+    readonly subAgents: readonly string[];
+    readonly maxMalformedTurns: number;
+    readonly chatTimeoutMs: number;
+    readonly operatorTimeoutMs: number;
+    readonly turnAttempts: number;
+  };
+  readonly harness: {
+    readonly name: string;
+    readonly driverClass: string;
+    readonly executable: string;
+    readonly args: readonly string[];
+    /** Non-secret environment. */
+    readonly env: Readonly<Record<string, string>>;
+    readonly vendor: string;
+    readonly model: string;
+    readonly baseUrl?: string;
+    readonly apiKeyEnv?: string;
+    readonly settings?: Readonly<Record<string, unknown>>;
+    readonly prices?: Prices;
+    readonly turnTimeoutMs: number;
+    /** Replies above this size are refused with a feedback turn. */
+    readonly maxReplyBytes: number;
+    /** What the adapter implements, with the catalog's overrides. */
+    readonly capabilities: Capabilities;
+  };
+  readonly actions: readonly FrozenAction[];
+  /** What the envelope may ask for (action parameters as JSON Schema). */
+  readonly envelopeRules: EnvelopeRules;
+}
+
+/** What the workflow keeps of the spec: its hash and the few fields its decisions need. */
+export interface RunPolicy {
+  readonly specHash: string;
+  readonly agent: string;
+  readonly harness: string;
+  readonly sessionResume: boolean;
+  /** Whether a price table applies (else a harness without usage makes the cost guardrail blind). */
+  readonly priced: boolean;
+  /** The agent's guardrails, narrowed by a parent's remaining budget. */
+  readonly guardrails: { readonly maxIterations: number; readonly maxTokens: number; readonly maxCostUsd: number; readonly maxWallTimeMs: number };
+  readonly actions: readonly { readonly name: string; readonly maxExecutionsPerRun?: number }[];
+  readonly subAgents: readonly string[];
+  readonly maxMalformedTurns: number;
+  readonly chatTimeoutMs: number;
+  readonly operatorTimeoutMs: number;
+  readonly turnAttempts: number;
+  readonly turnTimeoutMs: number;
+  /** Texts longer than this (characters) travel through history by reference. */
+  readonly inlineTextLimit: number;
+  /** The sub-agent works in its parent's workspace (`workspaceScope: parent`). */
+  readonly sharesParentWorkspace: boolean;
+}

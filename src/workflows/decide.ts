@@ -1,0 +1,291 @@
+/**
+ * The run loop's decisions as pure functions of `RunState`: no Temporal calls, no I/O, unit-tested in
+ * milliseconds. The workflow (agent-run.ts) makes the Temporal calls these decisions ask for.
+ */
+import { isBlobRef, previewOf } from '../blobs/text-ref.js';
+import type { RunPolicy } from '../spec/types.js';
+import { subAgentRefusedPrompt, subAgentResultPrompt, replyPrompt } from './prompts.js';
+import type { RunState } from './state.js';
+import { addUsage, noUsage, totalTokens } from './usage.js';
+import type {
+  AgentRunInput,
+  AgentRunResult,
+  GuardrailName,
+  InheritedBudget,
+  PlannedCall,
+  RunOutcome,
+  RunPhase,
+  RunStatusView,
+  StepView,
+  TextRef,
+  TurnInput,
+  TurnRequest,
+  TurnResult,
+} from './types.js';
+
+/** Continue-as-new once history passes this size, unless the input says otherwise (Temporal's hard limit is 50 MB). */
+export const DEFAULT_CONTINUE_AS_NEW_BYTES = 4 * 1024 * 1024;
+/** How much of an error or problem text the state keeps. */
+const MAX_ERROR_CHARS = 2000;
+
+/** How a run ends. */
+export interface Ending {
+  readonly status: RunOutcome;
+  readonly result?: TextRef;
+  readonly reason?: string;
+  readonly failureType?: string;
+  readonly guardrail?: GuardrailName;
+}
+
+/** What the workflow does after a turn (or a sub-agent, or a reply). */
+export type Decision =
+  /** `state.next` holds the next turn's input: check the guardrails, then take it. */
+  | { readonly kind: 'next' }
+  | { readonly kind: 'end'; readonly ending: Ending }
+  | { readonly kind: 'sub-agent'; readonly agent: string; readonly message: TextRef; readonly terminateAfter: boolean }
+  | { readonly kind: 'chat'; readonly question: TextRef };
+
+const clip = (text: string, max = MAX_ERROR_CHARS) => (text.length > max ? `${text.slice(0, max)}… (${text.length} characters in all)` : text);
+
+export function initialState(input: AgentRunInput): RunState {
+  return {
+    state: 'starting',
+    detail: 'starting',
+    agent: input.agent,
+    deadlineMs: 0,
+    iteration: 0,
+    childIterations: 0,
+    usage: noUsage,
+    costUsd: 0,
+    costBlind: false,
+    externalSessionId: input.resumeSessionId,
+    actionCounts: {},
+    malformedInARow: 0,
+    stepSeq: 0,
+    attributes: {},
+    continuedTimes: 0,
+  };
+}
+
+export function withPhase(state: RunState, phase: RunPhase, detail: string): RunState {
+  return { ...state, state: phase, detail };
+}
+
+/** The agent is resolved: keep its policy and fix the wall-time deadline (a parent's deadline wins if earlier). */
+export function resolved(state: RunState, policy: RunPolicy, nowMs: number, budget?: InheritedBudget): RunState {
+  const deadlineMs = Math.min(nowMs + policy.guardrails.maxWallTimeMs, budget?.deadlineMs ?? Number.MAX_SAFE_INTEGER);
+  return { ...state, policy, harness: policy.harness, deadlineMs };
+}
+
+/** The sandbox is up and the task (by reference if large) is the first turn's input. */
+export function sessionStarted(state: RunState, sandbox: NonNullable<RunState['sandbox']>, task: TextRef): RunState {
+  return { ...state, sandbox, next: state.next ?? { kind: 'prompt', parts: [task] } };
+}
+
+/** Starts the next turn: its number, its envelope's ledger seq, and how the harness session continues. */
+export function beginTurn(state: RunState): { state: RunState; request: Pick<TurnRequest, 'turn' | 'input' | 'resumeSessionId' | 'replay' | 'envelopeSeq'> } {
+  const policy = need(state.policy);
+  const turn = state.iteration + 1;
+  const envelopeSeq = state.stepSeq + 1;
+  // Resume natively where the harness can; otherwise the turn replays the earlier turns from the ledger.
+  const resume = policy.sessionResume && state.externalSessionId !== undefined;
+  const next: RunState = { ...state, iteration: turn, stepSeq: envelopeSeq, state: 'running', detail: `turn ${turn} · ${policy.harness}` };
+  return {
+    state: next,
+    request: {
+      turn,
+      envelopeSeq,
+      input: state.next ?? { kind: 'prompt', parts: [] },
+      ...(resume ? { resumeSessionId: state.externalSessionId } : {}),
+      ...(!resume && turn > 1 ? { replay: true } : {}),
+    },
+  };
+}
+
+/**
+ * THE action policy (nowhere else): per call, the allow-list, then the parameter problem validation found,
+ * then the per-run cap. Approved calls get the next ledger seqs, in order.
+ */
+export function planActions(
+  calls: readonly { name: string; problem?: string }[],
+  policy: Pick<RunPolicy, 'actions'>,
+  counts: Readonly<Record<string, number>>,
+  stepSeq: number,
+): { planned: PlannedCall[]; counts: Record<string, number>; stepSeq: number } {
+  const used: Record<string, number> = { ...counts };
+  let seq = stepSeq;
+  const allowedNames = policy.actions.map((a) => a.name).join(', ') || 'none';
+  const planned = calls.map((call, index): PlannedCall => {
+    const allowed = policy.actions.find((a) => a.name === call.name);
+    if (!allowed) return { index, name: call.name, refused: `action "${call.name}" is not allowed for this agent (allowed: ${allowedNames}); it was not run` };
+    if (call.problem) return { index, name: call.name, refused: `invalid parameters, not run: ${call.problem}` };
+    const n = used[call.name] ?? 0;
+    if (allowed.maxExecutionsPerRun !== undefined && n >= allowed.maxExecutionsPerRun) {
+      return { index, name: call.name, refused: `action "${call.name}" reached its cap of ${allowed.maxExecutionsPerRun} executions in this run; it was not run` };
+    }
+    used[call.name] = n + 1;
+    seq += 1;
+    return { index, name: call.name, seq };
+  });
+  return { planned, counts: used, stepSeq: seq };
+}
+
+/** Folds a finished turn into the state and decides what comes next. */
+export function applyTurn(state: RunState, result: TurnResult): { state: RunState; decision: Decision } {
+  const policy = need(state.policy);
+  let s: RunState = {
+    ...state,
+    usage: addUsage(state.usage, result.usage),
+    costUsd: state.costUsd + result.costUsd,
+    costBlind: state.costBlind || (!result.usageReported && !policy.priced),
+    externalSessionId: result.externalSessionId ?? (result.resumeFailed ? undefined : state.externalSessionId),
+    lastError: result.resumeFailed !== undefined ? clip(result.resumeFailed) : state.lastError,
+  };
+  if (!result.step.ok) {
+    const malformed = s.malformedInARow + 1;
+    const problem = clip(result.step.problem);
+    s = { ...s, malformedInARow: malformed, lastError: problem };
+    if (malformed > policy.maxMalformedTurns) {
+      return { state: s, decision: { kind: 'end', ending: { status: 'failed', reason: `${malformed} malformed envelopes in a row; the last: ${problem}`, failureType: 'MalformedEnvelope' } } };
+    }
+    return { state: { ...s, next: { kind: 'feedback', problem: result.step.problem } }, decision: { kind: 'next' } };
+  }
+  const view = result.step.view;
+  s = { ...s, malformedInARow: 0, lastStep: view };
+  switch (view.step) {
+    case 'success':
+      return { state: s, decision: { kind: 'end', ending: { status: 'succeeded', result: view.result } } };
+    case 'failed':
+      return { state: s, decision: { kind: 'end', ending: { status: 'failed', reason: previewOf(view.reason, MAX_ERROR_CHARS), failureType: 'HarnessReportedFailure' } } };
+    case 'actions': {
+      const plan = planActions(view.calls, policy, s.actionCounts, s.stepSeq);
+      const next: TurnInput = { kind: 'actions', envelopeSeq: s.stepSeq, calls: plan.planned };
+      return { state: { ...s, actionCounts: plan.counts, stepSeq: plan.stepSeq, next }, decision: { kind: 'next' } };
+    }
+    case 'sub-agent':
+      if (!policy.subAgents.includes(view.agent)) {
+        return { state: { ...s, next: { kind: 'prompt', parts: subAgentRefusedPrompt(view.agent, policy.subAgents) } }, decision: { kind: 'next' } };
+      }
+      return { state: s, decision: { kind: 'sub-agent', agent: view.agent, message: view.message, terminateAfter: view.terminateAfter } };
+    case 'chat':
+      return {
+        state: { ...s, pendingQuestion: previewOf(view.message, 1000), state: 'waiting_for_reply', detail: `waiting for a reply to: ${previewOf(view.message, 200)}` },
+        decision: { kind: 'chat', question: view.message },
+      };
+  }
+}
+
+/** What a sub-agent may spend: what this run has left. */
+export function childBudget(state: RunState): InheritedBudget {
+  const g = need(state.policy).guardrails;
+  return {
+    maxTokens: Math.max(1, g.maxTokens - totalTokens(state.usage)),
+    maxCostUsd: Math.max(0.000001, g.maxCostUsd - state.costUsd),
+    deadlineMs: state.deadlineMs,
+    maxIterations: Math.max(1, g.maxIterations - state.iteration - state.childIterations),
+  };
+}
+
+/** Folds a sub-agent's result into this run: its usage counts here; it ends the run or becomes the next input. */
+export function afterSubAgent(state: RunState, agent: string, child: AgentRunResult, terminateAfter: boolean): { state: RunState; decision: Decision } {
+  const s: RunState = {
+    ...state,
+    usage: addUsage(state.usage, child.usage),
+    costUsd: state.costUsd + child.costUsd,
+    childIterations: state.childIterations + child.iterations,
+  };
+  if (terminateAfter) {
+    const { status, reason, failureType, guardrail } = child;
+    return { state: s, decision: { kind: 'end', ending: { status, result: child.resultRef ?? child.result, reason, failureType, guardrail } } };
+  }
+  return { state: { ...s, next: { kind: 'prompt', parts: subAgentResultPrompt(agent, child) } }, decision: { kind: 'next' } };
+}
+
+/** A sub-agent that ended without a result (terminated, timed out): nothing of its usage is known here. */
+export function lostSubAgent(workflowId: string, message: string): AgentRunResult {
+  return { workflowId, status: 'failed', reason: `sub-agent failed: ${message}`, failureType: 'SubAgentFailed', iterations: 0, usage: noUsage, costUsd: 0 };
+}
+
+/** The user's reply (by reference if large) is the next turn's input. */
+export function afterReply(state: RunState, reply: TextRef): RunState {
+  return { ...state, pendingQuestion: undefined, next: { kind: 'prompt', parts: replyPrompt(reply) } };
+}
+
+/** The first guardrail this state crosses, if any (checked after every turn, before its actions run). */
+export function guardrailCrossed(state: RunState): { guardrail: GuardrailName; reason: string } | undefined {
+  const g = need(state.policy).guardrails;
+  const tokens = totalTokens(state.usage);
+  if (tokens >= g.maxTokens) return { guardrail: 'tokens', reason: `token budget spent: ${tokens} of ${g.maxTokens}` };
+  if (state.costUsd >= g.maxCostUsd) return { guardrail: 'cost', reason: `cost budget spent: $${state.costUsd.toFixed(4)} of $${g.maxCostUsd}` };
+  const turns = state.iteration + state.childIterations;
+  if (turns >= g.maxIterations) return { guardrail: 'iterations', reason: `iteration limit reached: ${turns} of ${g.maxIterations}` };
+  return undefined;
+}
+
+/** Whether to continue as new before the next turn: on Temporal's suggestion, by history size, or by turn count. */
+export function shouldContinueAsNew(
+  input: Pick<AgentRunInput, 'continueAsNewAfterTurns' | 'continueAsNewAtHistoryBytes'>,
+  now: { turnsThisExecution: number; suggested: boolean; historyBytes: number },
+): boolean {
+  if (now.turnsThisExecution === 0) return false;
+  return (
+    now.suggested ||
+    now.historyBytes >= (input.continueAsNewAtHistoryBytes ?? DEFAULT_CONTINUE_AS_NEW_BYTES) ||
+    now.turnsThisExecution >= (input.continueAsNewAfterTurns ?? Infinity)
+  );
+}
+
+/** The next execution's input: the same run, its state, and a cursor — never the conversation, nor the task again. */
+export function continuedInput(input: AgentRunInput, state: RunState): AgentRunInput {
+  return {
+    agent: input.agent,
+    task: previewOf(input.task),
+    identity: input.identity,
+    ...(input.parentWorkflowId !== undefined ? { parentWorkflowId: input.parentWorkflowId } : {}),
+    ...(input.budget !== undefined ? { budget: input.budget } : {}),
+    ...(input.continueAsNewAfterTurns !== undefined ? { continueAsNewAfterTurns: input.continueAsNewAfterTurns } : {}),
+    ...(input.continueAsNewAtHistoryBytes !== undefined ? { continueAsNewAtHistoryBytes: input.continueAsNewAtHistoryBytes } : {}),
+    carried: { ...state, continuedTimes: state.continuedTimes + 1 },
+  };
+}
+
+/** The run's result: a large success result stays in the blob store, the result carries its opening. */
+export function runResult(state: RunState, workflowId: string, ending: Ending): AgentRunResult {
+  const { result, status, ...rest } = ending;
+  return {
+    workflowId,
+    status,
+    iterations: state.iteration,
+    usage: state.usage,
+    costUsd: state.costUsd,
+    ...(state.externalSessionId !== undefined ? { externalSessionId: state.externalSessionId } : {}),
+    ...dropUndefined(rest),
+    ...(result === undefined ? {} : isBlobRef(result) ? { result: result.preview, resultRef: result } : { result }),
+  };
+}
+
+/** The status query's answer. */
+export function statusView(state: RunState): RunStatusView {
+  return { ...state, totalTokens: totalTokens(state.usage) };
+}
+
+/** A step's short description for details and logs. */
+export function describeStep(view: StepView): string {
+  switch (view.step) {
+    case 'actions':
+      return `actions ${view.calls.map((c) => c.name).join(', ')}`;
+    case 'sub-agent':
+      return `sub-agent ${view.agent}`;
+    default:
+      return view.step;
+  }
+}
+
+function dropUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function need<T>(value: T | undefined): T {
+  if (value === undefined) throw new TypeError('the run has no resolved agent yet');
+  return value;
+}
