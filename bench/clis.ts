@@ -1,13 +1,21 @@
 /**
  * Per real CLI: one turn through the `agentRun` workflow against the fake vendor, next to the bare CLI process
- * doing the same turn outside durable-harness.
+ * doing the same turn outside durable-harness, and to the same turn driven in-process (the activities as plain
+ * calls, no Temporal) and to the adapter's turn alone. Interleaved: every iteration runs each once, in rotating order; the figures are
+ * medians, and the ratios medians of the per-iteration ratios.
  *
- *   - workflowTurnMs: median end-to-end wall time of a one-turn run (the vendor answers `success` at once),
- *     from `startAgentRun` to its result: Temporal round trips, session start/end, the adapter, the process.
- *   - activityTurnMs: median `durationMs` of the prompt-run row (the runTurn activity: adapter + process only).
- *   - bareTurnMs: median wall time of the bare CLI, spawned with exactly the argv, env, stdin and per-run home
- *     the adapter builds (captured from the adapter), from spawn to exit.
- *   - ratio: workflowTurnMs / bareTurnMs.
+ *   - bareMs: the bare CLI, spawned with exactly the argv, env, stdin and per-run home the adapter builds
+ *     (captured from the adapter), from spawn to exit.
+ *   - inProcessMs: resolveAgent → startSession → runTurn (harness, accounting, validation) → endSession as
+ *     plain calls with the workflow's own decisions (bench/in-process.ts): what the runtime adds around the
+ *     process without Temporal.
+ *   - workflowMs: start of a one-turn run (the vendor answers `success` at once) to its result.
+ *   - activityMs: the runTurn activity alone inside the workflow (prompt-run row `durationMs`).
+ *   - adapterMs: the adapter's turn on the local executor (spawn path, line handling, exit and kill), no
+ *     activity, ledger or Temporal.
+ *   - setupMs: the adapter's own setup for a turn — start() (config files, home) and building the command —
+ *     with no process started.
+ * So workflow − in-process is Temporal's part, in-process − bare the runtime's part, setup a piece of the latter.
  * One warm-up of each kind per CLI is not counted. Needs the pinned CLIs (cd test/e2e/clis && npm ci).
  * Run alone: `npx tsx bench/clis.ts [runs] [cli ...]` (starts its own Temporal dev server).
  */
@@ -24,15 +32,17 @@ import { parseCatalog } from '../src/catalog/index.js';
 import { startAgentRun } from '../src/client/index.js';
 import { MemoryCredentialStore } from '../src/credentials/index.js';
 import { SqliteLedger } from '../src/ledger/index.js';
-import { minimalPath } from '../src/sandbox/local-executor.js';
+import { LocalExecutor, minimalPath } from '../src/sandbox/local-executor.js';
 import type { ExecProcess, ExecRequest, SandboxExecutor } from '../src/sandbox/types.js';
 import { findTemporalCli, temporalCliInstallHint } from '../src/temporal/cli-path.js';
 import { startDevServer } from '../src/temporal/dev-server.js';
-import { createWorker, workflowsPath } from '../src/worker.js';
+import { createActivities } from '../src/activities/index.js';
+import { createWorker, defaultDeps, workflowsPath } from '../src/worker.js';
 import { anthropicMessages } from '../test/e2e/fake-vendor/anthropic-messages.js';
 import { openaiResponses } from '../test/e2e/fake-vendor/openai-responses.js';
 import { startFakeVendor, type FakeVendor, type RecordedRequest } from '../test/e2e/fake-vendor/server.js';
 import { profiles } from '../test/fixtures/record-more.js';
+import { InProcessRun } from './in-process.js';
 import { median } from './stats.js';
 
 /** Options of `benchClis`. */
@@ -46,17 +56,20 @@ export interface BenchClisOptions {
   readonly clis?: readonly string[];
 }
 
-/** Medians in milliseconds for one CLI. */
+/** Medians in milliseconds for one CLI; see the file comment. */
 export interface BenchCliRow {
   readonly cli: string;
-  /** End-to-end: start of the run to its result (one turn). */
-  readonly workflowTurnMs: number;
-  /** The runTurn activity alone (prompt-run row `durationMs`). */
-  readonly activityTurnMs: number;
-  /** The bare CLI process, spawn to exit. */
-  readonly bareTurnMs: number;
-  /** workflowTurnMs / bareTurnMs. */
+  readonly bareMs: number;
+  readonly bareCloseMs: number;
+  readonly adapterMs: number;
+  readonly inProcessMs: number;
+  readonly workflowMs: number;
+  readonly activityMs: number;
+  readonly setupMs: number;
+  /** Median of workflow / bare per iteration (target ≤ 1.05). */
   readonly ratio: number;
+  /** Median of in-process / bare per iteration. */
+  readonly inProcessRatio: number;
 }
 
 const repoRoot = path.resolve(import.meta.dirname, '..');
@@ -152,21 +165,29 @@ function sessionConfig(cli: BenchCli, vendor: FakeVendor, workspace: string, exe
   };
 }
 
-/** The argv/env/stdin the adapter would run for turn 1 in `workspace` (its per-run home is written too). */
-async function captureTurn(cli: BenchCli, vendor: FakeVendor, workspace: string, systemPrompt: string): Promise<ExecRequest> {
+/**
+ * The argv/env/stdin the adapter would run for turn 1 in `workspace` (its per-run home is written too), and how
+ * long the adapter took to get there: its setup cost per turn, with no process.
+ */
+async function captureTurn(cli: BenchCli, vendor: FakeVendor, workspace: string, systemPrompt: string): Promise<{ request: ExecRequest; setupMs: number }> {
   const executor = new CapturingExecutor();
+  const started = performance.now();
   const adapter: HarnessAdapter = defaultAdapterRegistry().create(cli.driverClass);
   adapter.applyPermissionPolicy('auto');
   adapter.setSystemPrompt(systemPrompt);
   await adapter.start(sessionConfig(cli, vendor, workspace, executor));
   for await (const event of adapter.runTurn({ prompt: task, turn: 1 })) void event;
   await adapter.end();
+  const setupMs = performance.now() - started;
   if (!executor.request) throw new Error(`${cli.name}: the adapter started no process`);
-  return executor.request;
+  return { request: executor.request, setupMs };
 }
 
-/** Spawns the captured turn directly (the local executor's minimal environment) and times it to exit. */
-function bareTurn(request: ExecRequest, workspace: string): Promise<number> {
+/**
+ * Spawns the captured turn directly (the local executor's minimal environment) and times it to exit; `closeMs`
+ * is when its pipes closed too (later if a background grandchild holds them).
+ */
+function bareTurn(request: ExecRequest, workspace: string): Promise<{ ms: number; closeMs: number }> {
   const [file, ...args] = request.argv;
   const started = performance.now();
   const child = spawn(file!, args, {
@@ -180,13 +201,31 @@ function bareTurn(request: ExecRequest, workspace: string): Promise<number> {
   child.stdin?.end(request.stdin);
   const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
   return new Promise((resolve, reject) => {
+    let exitMs = 0;
     child.once('error', reject);
     child.once('exit', (code, signal) => {
-      clearTimeout(timer);
+      exitMs = performance.now() - started;
       if (code !== 0) reject(new Error(`bare ${file} exited with ${code ?? signal}`));
-      else resolve(performance.now() - started);
+    });
+    child.once('close', () => {
+      clearTimeout(timer);
+      resolve({ ms: exitMs, closeMs: performance.now() - started });
     });
   });
+}
+
+/** The adapter's own turn on the local executor: no activity, ledger or Temporal. */
+async function adapterTurn(cli: BenchCli, vendor: FakeVendor, workspace: string, systemPrompt: string): Promise<{ ms: number }> {
+  const started = performance.now();
+  const adapter: HarnessAdapter = defaultAdapterRegistry().create(cli.driverClass);
+  adapter.applyPermissionPolicy('auto');
+  adapter.setSystemPrompt(systemPrompt);
+  await adapter.start(sessionConfig(cli, vendor, workspace, new LocalExecutor({ workspacePath: workspace })));
+  for await (const event of adapter.runTurn({ prompt: task, turn: 1 })) {
+    if (event.type === 'session-error') throw new Error(`${cli.name}: adapter turn failed: ${event.message}`);
+  }
+  await adapter.end();
+  return { ms: performance.now() - started };
 }
 
 function installQuietRuntime(): void {
@@ -244,50 +283,88 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
   const workflowBundle = opts.workflowBundlePath
     ? { codePath: opts.workflowBundlePath }
     : await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
-  const { worker } = await createWorker({
-    connection: nativeConnection,
-    taskQueue,
+  const setup = {
     catalog: () => catalog,
     dataDir,
     ledger,
     env: { BENCH_FAKE_KEY: fakeKey },
     credentials: new MemoryCredentialStore({}),
-    workflowBundle,
-  });
+  };
+  const { worker } = await createWorker({ ...setup, connection: nativeConnection, taskQueue, workflowBundle });
+  const activities = createActivities(defaultDeps(setup));
   const running = worker.run();
   const rows: BenchCliRow[] = [];
   try {
     for (const cli of selected) {
       const vendor = vendors.get(cli.name)!;
-      const workflow: number[] = [];
-      const activity: number[] = [];
+      const answer = () => vendor.script({ match: cli.match, text: envelope, usage: { input: 100, output: 10 } });
+      const order = ['workflow', 'inProcess', 'adapter', 'bare'] as const;
+      type Sample = { ms: number; activityMs?: number; setupMs?: number; closeMs?: number };
+      const kinds: Record<(typeof order)[number], (i: number) => Promise<Sample>> = {
+        async workflow(i: number) {
+          answer();
+          const workflowId = `bench-${cli.name}-${process.pid}-${i}`;
+          const started = performance.now();
+          const run = await startAgentRun(client, { agent: `${cli.name}-bench`, task, workflowId, taskQueue, identity: { tenantId: 'bench', userId: 'bench' } });
+          const result = await run.result();
+          const elapsed = performance.now() - started;
+          if (result.status !== 'succeeded') throw new Error(`${cli.name}: bench run ${workflowId} ended ${result.status}: ${JSON.stringify(result)}`);
+          const [row] = await ledger.listPromptRuns(workflowId);
+          return { ms: elapsed, activityMs: row?.durationMs };
+        },
+        async inProcess(i: number) {
+          answer();
+          const started = performance.now();
+          const turns = await new InProcessRun(activities, `bench-inproc-${cli.name}-${process.pid}-${i}`, `${cli.name}-bench`, task).all();
+          if (turns !== 1) throw new Error(`${cli.name}: the in-process run took ${turns} turns`);
+          return { ms: performance.now() - started };
+        },
+        async adapter(i: number) {
+          const workspace = path.join(dataDir, 'adapter', `${cli.name}-${i}`);
+          mkdirSync(workspace, { recursive: true });
+          writeFileSync(path.join(workspace, 'notes.txt'), 'bench\n');
+          answer();
+          return adapterTurn(cli, vendor, workspace, systemPrompt);
+        },
+        async bare(i: number) {
+          const workspace = path.join(dataDir, 'bare', `${cli.name}-${i}`);
+          mkdirSync(workspace, { recursive: true });
+          writeFileSync(path.join(workspace, 'notes.txt'), 'bench\n');
+          const { request, setupMs } = await captureTurn(cli, vendor, workspace, systemPrompt);
+          answer();
+          return { ...(await bareTurn(request, workspace)), setupMs };
+        },
+      };
+      const samples: Record<string, number[]> = {};
+      const add = (name: string, ms: number | undefined) => ms !== undefined && (samples[name] ??= []).push(ms);
       for (let i = 0; i <= runs; i++) {
-        vendor.script({ match: cli.match, text: envelope, usage: { input: 100, output: 10 } });
-        const workflowId = `bench-${cli.name}-${process.pid}-${i}`;
-        const started = performance.now();
-        const run = await startAgentRun(client, { agent: `${cli.name}-bench`, task, workflowId, taskQueue, identity: { tenantId: 'bench', userId: 'bench' } });
-        const result = await run.result();
-        const elapsed = performance.now() - started;
-        if (result.status !== 'succeeded') throw new Error(`${cli.name}: bench run ${workflowId} ended ${result.status}: ${JSON.stringify(result)}`);
+        const got: Partial<Record<(typeof order)[number], Sample>> = {};
+        // Rotating order: each kind goes first, second, ... equally often.
+        for (let k = 0; k < order.length; k++) {
+          const kind = order[(i + k) % order.length]!;
+          got[kind] = await kinds[kind](i);
+        }
         if (i === 0) continue; // warm-up
-        workflow.push(elapsed);
-        const [row] = await ledger.listPromptRuns(workflowId);
-        if (row) activity.push(row.durationMs);
-      }
-      const bare: number[] = [];
-      for (let i = 0; i <= runs; i++) {
-        const workspace = path.join(dataDir, 'bare', `${cli.name}-${i}`);
-        mkdirSync(workspace, { recursive: true });
-        writeFileSync(path.join(workspace, 'notes.txt'), 'bench\n');
-        const request = await captureTurn(cli, vendor, workspace, systemPrompt);
-        vendor.script({ match: cli.match, text: envelope, usage: { input: 100, output: 10 } });
-        const ms = await bareTurn(request, workspace);
-        if (i > 0) bare.push(ms);
+        for (const kind of order) add(kind, got[kind]!.ms);
+        add('activity', got.workflow?.activityMs);
+        add('setup', got.bare?.setupMs);
+        add('bareClose', got.bare?.closeMs);
       }
       if (vendor.unexpected.length > 0) throw new Error(`${cli.name}: the fake vendor saw ${vendor.unexpected.length} unexpected requests`);
-      const workflowTurnMs = Math.round(median(workflow));
-      const bareTurnMs = Math.round(median(bare));
-      rows.push({ cli: cli.name, workflowTurnMs, activityTurnMs: Math.round(median(activity)), bareTurnMs, ratio: Math.round((workflowTurnMs / bareTurnMs) * 100) / 100 });
+      const m = (name: string) => Math.round(median(samples[name] ?? [Number.NaN]));
+      const ratio = (name: string) => Math.round(median(samples[name]!.map((ms, i) => ms / samples.bare![i]!)) * 100) / 100;
+      rows.push({
+        cli: cli.name,
+        bareMs: m('bare'),
+        bareCloseMs: m('bareClose'),
+        adapterMs: m('adapter'),
+        inProcessMs: m('inProcess'),
+        workflowMs: m('workflow'),
+        activityMs: m('activity'),
+        setupMs: Math.round(median(samples.setup!) * 10) / 10,
+        ratio: ratio('workflow'),
+        inProcessRatio: ratio('inProcess'),
+      });
     }
   } finally {
     worker.shutdown();
@@ -301,13 +378,21 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
   return rows;
 }
 
+/** The rows as markdown table lines. */
+export function clisTable(rows: readonly BenchCliRow[], runs: number): string[] {
+  return [
+    `One turn against the fake vendor, ${runs} interleaved iterations, medians (ms); ratios are medians of per-iteration ratios (target ≤ 1.05).`,
+    '',
+    '| cli | bare CLI (exit / pipes closed) | adapter turn | in-process | workflow | runTurn activity | adapter setup | workflow / bare | in-process / bare |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...rows.map((r) => `| ${r.cli} | ${r.bareMs} / ${r.bareCloseMs} | ${r.adapterMs} | ${r.inProcessMs} | ${r.workflowMs} | ${r.activityMs} | ${r.setupMs} | ${r.ratio.toFixed(2)} | ${r.inProcessRatio.toFixed(2)} |`),
+  ];
+}
+
 /** Prints the rows as a table. */
 export function printClis(rows: readonly BenchCliRow[], runs: number): void {
-  console.log(`\none turn against the fake vendor, median of ${runs} (ms); workflow = start of the run to its result:`);
-  console.log('  cli        workflow   runTurn activity   bare CLI   ratio');
-  for (const r of rows) {
-    console.log(`  ${r.cli.padEnd(10)} ${String(r.workflowTurnMs).padStart(8)} ${String(r.activityTurnMs).padStart(18)} ${String(r.bareTurnMs).padStart(10)}   ${r.ratio.toFixed(2)}`);
-  }
+  console.log('');
+  for (const line of clisTable(rows, runs)) console.log(`  ${line}`);
 }
 
 const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);

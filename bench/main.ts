@@ -1,34 +1,119 @@
 /**
- * `npm run bench`: prints the project's figures on a local dev server.
- *   - orchestration overhead per turn and history size per turn (demo harness)
- *   - history events and bytes per steady-state turn and for a 300-turn run (BENCH_HISTORY_TURNS)
- *   - Docker sandbox: container create+start, per-turn exec overhead, teardown (needs the engine and the image)
- *   - per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
- * Select parts with arguments: `npm run bench -- orchestration history docker clis`.
+ * `npm run bench`: the project's figures on a local Temporal dev server (SQLite in WAL, as `durable-harness dev`).
+ *   orchestration  overhead per turn beside Temporal's floor measured in the same run, eager start, history size
+ *   history        events and bytes per steady-state turn and for a 300-turn run of a harness without native
+ *                  resume (BENCH_HISTORY_TURNS)
+ *   scale          one worker, 10/50/100/200 concurrent runs of 3 turns of 2 s: overhead p50/p99, start latency,
+ *                  CPU, RSS, event-loop delay, where it saturates
+ *   spawn          event-loop stall while bursts of harness processes start, per spawn mode (direct / thread)
+ *   docker         container create+start, per-turn exec overhead, teardown (needs the engine and the image)
+ *   clis           per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
+ * Select parts: `npm run bench -- orchestration history scale`. Options: `--write-docs` (docs/BENCHMARKS.md), `--runs N`
+ * (orchestration iterations, default 15), `--levels 10,50`, `--setups inline/direct,process/thread` (worker
+ * setups to compare in orchestration and scale), `--cli-runs N` (default 5), `--cpu-prof DIR` (scale worker).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import { findTemporalCli, temporalCliInstallHint } from '../src/temporal/cli-path.js';
 import { startDevServer } from '../src/temporal/dev-server.js';
-import { benchClis, printClis } from './clis.js';
+import { benchClis, clisTable, printClis } from './clis.js';
+import { writeSection } from './docs.js';
 import { benchDocker, printDocker } from './docker.js';
 import { benchHistory, printHistory } from './history.js';
-import { benchOrchestration, printOrchestration, quietRuntime } from './orchestration.js';
+import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrchestration, quietRuntime } from './orchestration.js';
+import { machineDescription } from './proc.js';
+import { benchScale, printScale, saturation, scaleTable } from './scale.js';
+import { parseSetups, setupLabel } from './setups.js';
+import { benchSpawn, spawnTable } from './spawn.js';
 
-const parts = new Set(process.argv.slice(2).length ? process.argv.slice(2) : ['orchestration', 'history', 'docker', 'clis']);
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    'write-docs': { type: 'boolean' },
+    runs: { type: 'string' },
+    levels: { type: 'string' },
+    setups: { type: 'string' },
+    'cli-runs': { type: 'string' },
+    'cpu-prof': { type: 'string' },
+  },
+});
+const known = ['orchestration', 'history', 'scale', 'spawn', 'docker', 'clis'];
+for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
+const parts = new Set(positionals.length ? positionals : known);
+const setups = values.setups ? parseSetups(values.setups) : undefined;
+const machine = machineDescription();
+console.log(`machine: ${machine}`);
+/** The machine as each part starts (its load average is the one that matters for that part's figures). */
+let partMachine = machine;
+let partStarted = new Date();
+const startPart = () => {
+  partMachine = machineDescription();
+  partStarted = new Date();
+};
+const docs = (name: string, title: string, command: string, lines: string[]) => {
+  if (!values['write-docs']) return;
+  const when = partStarted.toISOString().slice(0, 16).replace('T', ' ');
+  writeSection(name, [`## ${title}`, '', `Measured ${when} UTC on ${partMachine}.`, `Command: \`${command}\``, '', ...lines].join('\n'));
+};
+
 const cli = findTemporalCli();
 if (!cli) throw new Error(`npm run bench needs the Temporal CLI. ${temporalCliInstallHint}`);
 quietRuntime();
-const server = await startDevServer({ cliPath: cli.path });
+const dbDir = mkdtempSync(path.join(os.tmpdir(), 'dh-bench-db-'));
+const server = await startDevServer({ cliPath: cli.path, dbFile: path.join(dbDir, 'temporal.db') });
 try {
-  if (parts.has('orchestration')) printOrchestration(await benchOrchestration({ temporalAddress: server.address, runs: Number(process.env.BENCH_RUNS ?? 15) }));
+  if (parts.has('orchestration')) {
+    startPart();
+    const runs = Number(values.runs ?? process.env.BENCH_RUNS ?? 15);
+    const f = await benchOrchestration({ temporalAddress: server.address, runs, setups });
+    printOrchestration(f);
+    docs('orchestration', 'Orchestration overhead per turn, beside the floor', `npm run bench -- orchestration --runs ${runs}${values.setups ? ` --setups ${values.setups}` : ''}`, [
+      `Demo agent, ${f.turnsPerRun} turns per run, ${f.runs} interleaved iterations (every variant once per iteration, rotating order).`,
+      'The floor is a workflow whose turn is one regular activity doing the same harness work as one in-process turn.',
+      '',
+      ...orchestrationTable(f),
+      '',
+      ...orchestrationVerdict(f).map((l) => `- ${l}`),
+    ]);
+  }
+
+  if (parts.has('scale')) {
+    startPart();
+    const levels = (values.levels ?? '10,50,100,200').split(',').map(Number);
+    const rows = await benchScale({ temporalAddress: server.address, serverPid: server.process.pid, levels, setups, cpuProfileDir: values['cpu-prof'] });
+    printScale(rows, 3, 2);
+    const labels = [...new Map(rows.map((r) => [setupLabel(r.setup), r.setup])).values()];
+    docs('scale', 'Scale: one worker, concurrent runs', `npm run bench -- scale --levels ${levels.join(',')}${values.setups ? ` --setups ${values.setups}` : ''}`, [
+      'Concurrent runs of 3 turns of 2 s each (bench/harness/sleep-harness.sh), one worker process (per setup), levels interleaved',
+      'across setups. Turn overhead: time between two turn results minus the 2 s (turns 2-3); start latency: the start call to the',
+      'first turn\'s start; CPU ms per turn: CPU time over the level divided by the turns run (start and end of runs included);',
+      'worker cores: its CPU over the level\'s wall time; loop delay: the worker main thread\'s event-loop delay.',
+      '',
+      ...scaleTable(rows),
+      '',
+      ...labels.map((s) => `- saturates (${setupLabel(s)}) at: ${saturation(rows, s)}`),
+    ]);
+  }
+
+  if (parts.has('spawn')) {
+    startPart();
+    const rows = await benchSpawn({ rounds: 6, burst: 40 });
+    const lines = spawnTable(rows, 6, 40);
+    console.log('\nspawn: event-loop stall while harness processes start');
+    for (const line of lines) console.log(`  ${line}`);
+    docs('spawn', 'Spawning harness processes: event-loop stall per spawn mode', 'npm run bench -- spawn', lines);
+  }
 
   if (parts.has('history')) {
+    startPart();
     console.log('');
     printHistory(await benchHistory({ temporalAddress: server.address, turns: Number(process.env.BENCH_HISTORY_TURNS ?? 300) }));
   }
 
   if (parts.has('docker')) {
+    startPart();
     const socket = process.env.DOCKER_HOST ?? (existsSync('/tmp/dockerd/docker.sock') ? 'unix:///tmp/dockerd/docker.sock' : undefined);
     if (!socket) console.log('\ndocker sandbox: skipped (no engine; start one with: eval "$(.ci/docker-engine.sh)")');
     else {
@@ -39,13 +124,17 @@ try {
   }
 
   if (parts.has('clis')) {
+    startPart();
     if (!existsSync(path.join(import.meta.dirname, '..', 'test', 'e2e', 'clis', 'node_modules', '.bin'))) {
       console.log('\nreal CLIs: skipped (install them: cd test/e2e/clis && npm install)');
     } else {
-      const runs = Number(process.env.BENCH_CLI_RUNS ?? 5);
-      printClis(await benchClis({ temporalAddress: server.address, runs }), runs);
+      const runs = Number(values['cli-runs'] ?? process.env.BENCH_CLI_RUNS ?? 5);
+      const rows = await benchClis({ temporalAddress: server.address, runs });
+      printClis(rows, runs);
+      docs('clis', 'Per real CLI: one turn through the workflow vs the bare CLI', `npm run bench -- clis --cli-runs ${runs}`, clisTable(rows, runs));
     }
   }
 } finally {
   await server.stop();
+  rmSync(dbDir, { recursive: true, force: true });
 }

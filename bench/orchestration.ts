@@ -1,133 +1,256 @@
 /**
- * Orchestration overhead per turn: the demo-harness run through the real workflow on a local dev server,
- * minus the same turns driven in-process with the same activity code and no Temporal.
- * Also the workflow history size per turn (events and bytes).
+ * Orchestration overhead per turn, measured against Temporal's floor in the same run. Three (or more) ways of
+ * running the demo agent's task, interleaved — each iteration runs every variant once, in rotating order:
+ *   - in-process: the same activity code called as plain functions (bench/in-process.ts), no Temporal;
+ *   - floor: a minimal workflow whose turn is ONE regular activity doing exactly one in-process turn
+ *     (bench/floor/) — the same harness work, so it differs from in-process only by Temporal's cost;
+ *   - workflow: the project's agentRun workflow on the project's worker (default setup);
+ *   - workflow, eager start: the same, started by a client on the worker's NativeConnection with eager start,
+ *     as `durable-harness dev --demo` does;
+ *   - optionally the workflow on other worker setups (activity placement / spawn mode), to measure a lever.
+ * Overhead per turn = median over iterations of (variant − in-process) / turns (paired differences, so slow
+ * drifts of a shared machine cancel). Also the history per run and per steady-state turn (events and bytes).
  */
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { NativeConnection, Runtime, DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
+import { NativeConnection, Runtime, DefaultLogger, Worker, bundleWorkflowCode } from '@temporalio/worker';
+import { createPlacedWorker, defaultActivityPlacement, type PlacedWorker } from '../src/activity-worker.js';
 import { createActivities } from '../src/activities/index.js';
 import { loadCatalog } from '../src/catalog/index.js';
 import { startAgentRun } from '../src/client/index.js';
-import { applyTurn, beginTurn, initialState, resolved, runResult, sessionStarted } from '../src/workflows/decide.js';
-import { createWorker, defaultDeps, workflowsPath } from '../src/worker.js';
+import { defaultSpawnMode } from '../src/sandbox/spawner.js';
+import { defaultDeps, workflowsPath } from '../src/worker.js';
+import { createFloorActivities } from './floor/activities.js';
+import { InProcessRun } from './in-process.js';
+import { setupLabel, type WorkerSetupChoice } from './setups.js';
 import { median } from './stats.js';
+
+/** One way of running the task, with its medians. */
+export interface OrchestrationVariant {
+  readonly name: string;
+  /** Median wall time of one run, ms. */
+  readonly runMs: number;
+  /** Median of (this run − the in-process run of the same iteration) / turns, ms. */
+  readonly overheadPerTurnMs: number;
+  /** Median of (this run − the floor run of the same iteration) / turns, ms; 0 for the floor. */
+  readonly overFloorPerTurnMs?: number;
+  /** History of one run: events and encoded bytes per turn, and for one steady-state turn. */
+  readonly history?: { eventsPerTurn: number; bytesPerTurn: number; steadyEvents: number; steadyBytes: number };
+  /** Eager starts the server granted, of those requested. */
+  readonly eagerGranted?: string;
+}
 
 export interface OrchestrationFigures {
   readonly runs: number;
   readonly turnsPerRun: number;
-  /** Median wall time of one run through the workflow, ms. */
-  readonly workflowRunMs: number;
-  /** Median wall time of the same turns driven in-process, ms. */
   readonly inProcessRunMs: number;
-  /** (workflow - in-process) / turns, ms. */
-  readonly overheadPerTurnMs: number;
-  /** workflow / in-process. */
-  readonly ratio: number;
-  readonly historyEventsPerTurn: number;
-  readonly historyBytesPerTurn: number;
+  readonly variants: readonly OrchestrationVariant[];
+  /** Median of (plain start − eager start) per iteration, ms per run, default setup. */
+  readonly eagerSavingPerRunMs: number;
+}
+
+export interface OrchestrationOptions {
+  readonly temporalAddress: string;
+  /** Measured iterations (each runs every variant once); default 15. */
+  readonly runs?: number;
+  readonly workflowBundlePath?: string;
+  /** Extra worker setups to run the workflow on, besides the default one. */
+  readonly setups?: readonly WorkerSetupChoice[];
 }
 
 const catalogFile = path.join(import.meta.dirname, '..', 'config', 'default.yaml');
+const agent = 'demo';
 const task = 'Look around this workspace and write what you find into NOTES.md.';
+const identity = { tenantId: 'bench', userId: 'bench' };
+const { EventType } = proto.temporal.api.enums.v1;
 
-/** The same loop the workflow runs, as plain calls: the same activities and the same pure decisions, no Temporal. */
-async function runInProcess(activities: ReturnType<typeof createActivities>, workflowId: string): Promise<number> {
-  const mock = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'bench' } }, { logger: new DefaultLogger('ERROR') });
-  const env = { run: <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A) => mock.run(fn, ...args) as Promise<R> };
-  const input = { agent: 'demo', task, identity: { tenantId: 'bench', userId: 'bench' } };
-  const policy = await activities.resolveAgent({ agent: 'demo' });
-  let state = resolved(initialState(input), policy, Date.now());
-  const started = await env.run(activities.startSession, { workflowId, runId: 'bench', specHash: policy.specHash, identity: input.identity, task });
-  state = sessionStarted(state, started.sandbox, started.task);
-  for (;;) {
-    const begun = beginTurn(state);
-    const result = await env.run(activities.runTurn, { ...begun.request, specHash: policy.specHash, sandbox: started.sandbox });
-    const applied = applyTurn(begun.state, result);
-    state = applied.state;
-    if (applied.decision.kind === 'end') {
-      const outcome = runResult(state, workflowId, applied.decision.ending);
-      await env.run(activities.endSession, { workflowId, sandbox: started.sandbox, releaseSandbox: true, status: outcome.status, result: outcome });
-      return state.iteration;
-    }
-    if (applied.decision.kind !== 'next') throw new Error(`unexpected decision ${applied.decision.kind}`);
-    if (state.iteration > policy.guardrails.maxIterations) throw new Error('demo run did not finish');
-  }
+/** Events and bytes of a whole history and of its second turn cycle (after turn 1's result up to turn 2's). */
+async function historyFigures(handle: WorkflowHandle, turnActivity: string, turns: number) {
+  const history = await handle.fetchHistory();
+  const events = history.events ?? [];
+  const encode = (list: typeof events) => proto.temporal.api.history.v1.History.encode({ events: list }).finish().length;
+  const turnIds = new Set<string>();
+  const completedAt: number[] = [];
+  events.forEach((e, i) => {
+    if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED && e.activityTaskScheduledEventAttributes?.activityType?.name === turnActivity) turnIds.add(String(e.eventId));
+    const completed = e.activityTaskCompletedEventAttributes;
+    if (completed && turnIds.has(String(completed.scheduledEventId))) completedAt.push(i);
+  });
+  const steady = completedAt.length >= 2 ? events.slice(completedAt[0]! + 1, completedAt[1]! + 1) : [];
+  return { eventsPerTurn: events.length / turns, bytesPerTurn: encode(events) / turns, steadyEvents: steady.length, steadyBytes: encode(steady) };
 }
 
-export async function benchOrchestration(opts: { temporalAddress: string; runs?: number; workflowBundlePath?: string }): Promise<OrchestrationFigures> {
-  const runs = opts.runs ?? 10;
+interface Variant {
+  readonly name: string;
+  /** Runs once; returns the number of turns and, for a workflow, its handle. */
+  run(i: number): Promise<{ turns: number; handle?: WorkflowHandle; eager?: boolean }>;
+  readonly turnActivity?: string;
+}
+
+export async function benchOrchestration(opts: OrchestrationOptions): Promise<OrchestrationFigures> {
+  const runs = opts.runs ?? 15;
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-bench-'));
   const catalog = loadCatalog(catalogFile);
   const deps = defaultDeps({ catalog: () => catalog, dataDir });
   const activities = createActivities(deps);
   const nativeConnection = await NativeConnection.connect({ address: opts.temporalAddress });
-  const taskQueue = `bench-${path.basename(dataDir)}`;
-  const bundle = opts.workflowBundlePath ? { codePath: opts.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
-  const { worker } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, ledger: deps.ledger, workflowBundle: bundle });
-  const running = worker.run();
   const connection = await Connection.connect({ address: opts.temporalAddress });
   const client = new Client({ connection });
+  // Eager start needs the client on the worker's own connection.
+  const eagerClient = new Client({ connection: nativeConnection });
+  const tag = path.basename(dataDir);
+  const bundle = opts.workflowBundlePath ? { codePath: opts.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
+  const floorBundle = await bundleWorkflowCode({ workflowsPath: path.join(import.meta.dirname, 'floor', 'workflows.ts'), logger: new DefaultLogger('ERROR') });
+
+  const defaultSetup: WorkerSetupChoice = { placement: defaultActivityPlacement, spawn: defaultSpawnMode };
+  const setups = [defaultSetup, ...(opts.setups ?? []).filter((s) => setupLabel(s) !== setupLabel(defaultSetup))];
+  const placed: { setup: WorkerSetupChoice; worker: PlacedWorker; taskQueue: string; running: Promise<void> }[] = [];
+  const floorQueue = `bench-floor-${tag}`;
+  const floorWorker = await Worker.create({ connection: nativeConnection, taskQueue: floorQueue, workflowBundle: { code: floorBundle.code }, activities: createFloorActivities(activities) });
+  const floorRunning = floorWorker.run();
   try {
-    // One warm-up of each path (worker caches, module loading, SQLite statements).
-    await (await startAgentRun(client, { agent: 'demo', task, identity: { tenantId: 'bench', userId: 'bench' }, taskQueue, workflowId: `bench-warm-${taskQueue}` })).result();
-    await runInProcess(activities, `bench-warm-inproc-${taskQueue}`);
-
-    const workflowMs: number[] = [];
-    const inProcessMs: number[] = [];
-    let turns = 0;
-    let events = 0;
-    let bytes = 0;
-    for (let i = 0; i < runs; i++) {
-      // Interleave the two so machine noise hits both alike.
-      let t = performance.now();
-      const run = await startAgentRun(client, { agent: 'demo', task, identity: { tenantId: 'bench', userId: 'bench' }, taskQueue, workflowId: `bench-${taskQueue}-${i}` });
-      const result = await run.result();
-      workflowMs.push(performance.now() - t);
-      if (result.status !== 'succeeded') throw new Error(`bench run ${i} ended ${result.status}: ${result.reason}`);
-      turns = result.iterations;
-      const history = await run.handle.fetchHistory();
-      events = history.events?.length ?? 0;
-      bytes = proto.temporal.api.history.v1.History.encode(history).finish().length;
-
-      t = performance.now();
-      const inTurns = await runInProcess(activities, `bench-inproc-${taskQueue}-${i}`);
-      inProcessMs.push(performance.now() - t);
-      if (inTurns !== turns) throw new Error(`in-process run took ${inTurns} turns, workflow ${turns}`);
+    for (const [i, setup] of setups.entries()) {
+      const taskQueue = `bench-${i}-${tag}`;
+      const env = { ...process.env, DURABLE_HARNESS_SPAWN: setup.spawn };
+      const worker = await createPlacedWorker({
+        connection: nativeConnection,
+        taskQueue,
+        catalog: () => catalog,
+        dataDir,
+        ledger: setup.placement === 'inline' ? deps.ledger : undefined,
+        env,
+        workflowBundle: bundle,
+        placement: setup.placement,
+        eagerTurnSlots: setup.eagerTurnSlots,
+        processConfig: { address: opts.temporalAddress, catalogFile, env },
+      });
+      placed.push({ setup, worker, taskQueue, running: worker.run() });
     }
-    const workflowRunMs = median(workflowMs);
-    const inProcessRunMs = median(inProcessMs);
-    return {
-      runs,
-      turnsPerRun: turns,
-      workflowRunMs,
-      inProcessRunMs,
-      overheadPerTurnMs: (workflowRunMs - inProcessRunMs) / turns,
-      ratio: workflowRunMs / inProcessRunMs,
-      historyEventsPerTurn: events / turns,
-      historyBytesPerTurn: bytes / turns,
-    };
+    const agentRunVariant = (name: string, taskQueue: string, eager: boolean): Variant => ({
+      name,
+      turnActivity: 'runTurn',
+      async run(i) {
+        const run = await startAgentRun(eager ? eagerClient : client, { agent, task, identity, taskQueue, workflowId: `bench-${name.replace(/\W+/g, '-')}-${tag}-${i}`, eager });
+        const result = await run.result();
+        if (result.status !== 'succeeded') throw new Error(`bench run ${run.workflowId} ended ${result.status}: ${result.reason}`);
+        return { turns: result.iterations, handle: run.handle, eager: (run.handle as { eagerlyStarted?: boolean }).eagerlyStarted };
+      },
+    });
+    const variants: Variant[] = [
+      { name: 'in-process', run: async (i) => ({ turns: await new InProcessRun(activities, `bench-inproc-${tag}-${i}`, agent, task).all() }) },
+      {
+        name: 'floor (1 activity/turn)',
+        turnActivity: 'floorTurn',
+        async run(i) {
+          const handle = await client.workflow.start('floorRun', { taskQueue: floorQueue, workflowId: `bench-floor-${tag}-${i}`, args: [{ agent, task, maxTurns: 20 }] });
+          const result = (await handle.result()) as { turns: number };
+          return { turns: result.turns, handle };
+        },
+      },
+      agentRunVariant(`workflow (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, false),
+      agentRunVariant(`workflow, eager start (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, true),
+      ...placed.slice(1).map((p) => agentRunVariant(`workflow (${setupLabel(p.setup)})`, p.taskQueue, false)),
+    ];
+
+    // One warm-up of each (worker caches, module loading, SQLite statements), not counted.
+    for (const v of variants) await v.run(-1);
+    const times = variants.map(() => [] as number[]);
+    const eagerGranted = variants.map(() => 0);
+    let turns = 0;
+    const lastHandle: (WorkflowHandle | undefined)[] = variants.map(() => undefined);
+    for (let i = 0; i < runs; i++) {
+      // Interleaved, in rotating order, so machine noise and ordering hit every variant alike.
+      for (let k = 0; k < variants.length; k++) {
+        const j = (i + k) % variants.length;
+        const t = performance.now();
+        const r = await variants[j]!.run(i);
+        times[j]!.push(performance.now() - t);
+        if (turns === 0) turns = r.turns;
+        if (r.turns !== turns) throw new Error(`${variants[j]!.name} took ${r.turns} turns, another variant ${turns}`);
+        if (r.eager) eagerGranted[j]! += 1;
+        lastHandle[j] = r.handle;
+      }
+    }
+    const perTurn = (j: number, base: number) => median(times[j]!.map((ms, i) => (ms - times[base]![i]!) / turns));
+    const result: OrchestrationVariant[] = [];
+    for (const [j, v] of variants.entries()) {
+      if (j === 0) continue;
+      const handle = lastHandle[j];
+      result.push({
+        name: v.name,
+        runMs: median(times[j]!),
+        overheadPerTurnMs: perTurn(j, 0),
+        ...(j > 1 ? { overFloorPerTurnMs: perTurn(j, 1) } : {}),
+        ...(handle && v.turnActivity ? { history: await historyFigures(handle, v.turnActivity, turns) } : {}),
+        ...(v.name.includes('eager') ? { eagerGranted: `${eagerGranted[j]}/${runs}` } : {}),
+      });
+    }
+    // Variants 2 and 3 are the default setup started plainly and eagerly.
+    const eagerSavingPerRunMs = median(times[2]!.map((ms, i) => ms - times[3]![i]!));
+    return { runs, turnsPerRun: turns, inProcessRunMs: median(times[0]!), variants: result, eagerSavingPerRunMs };
   } finally {
-    worker.shutdown();
-    await running;
+    await Promise.all(placed.map(async (p) => {
+      await p.worker.shutdown();
+      await p.running.catch(() => undefined);
+    }));
+    floorWorker.shutdown();
+    await floorRunning;
     await nativeConnection.close();
     await connection.close();
     await deps.ledger.close();
   }
 }
 
+/** The target: overhead per turn within this much of the floor's. */
+export const floorTargetMs = 5;
+
+/** The figures as markdown table lines. */
+export function orchestrationTable(f: OrchestrationFigures): string[] {
+  const fmt = (x: number | undefined, digits = 1) => (x === undefined ? '–' : x.toFixed(digits));
+  const lines = [
+    '| variant | run (ms) | overhead per turn (ms) | over the floor per turn (ms) | history per turn | steady-state turn |',
+    '| --- | ---: | ---: | ---: | ---: | ---: |',
+    `| in-process (baseline) | ${fmt(f.inProcessRunMs)} | 0 | – | – | – |`,
+  ];
+  for (const v of f.variants) {
+    const h = v.history;
+    lines.push(
+      `| ${v.name}${v.eagerGranted ? ` (eager granted ${v.eagerGranted})` : ''} | ${fmt(v.runMs)} | ${fmt(v.overheadPerTurnMs)} | ${fmt(v.overFloorPerTurnMs)} | ` +
+        `${h ? `${h.eventsPerTurn.toFixed(1)} events, ${Math.round(h.bytesPerTurn)} B` : '–'} | ${h ? `${h.steadyEvents} events, ${h.steadyBytes} B` : '–'} |`,
+    );
+  }
+  return lines;
+}
+
+/** The verdict lines: the project against the floor + 5 ms, and what eager start saves. */
+export function orchestrationVerdict(f: OrchestrationFigures): string[] {
+  const floor = f.variants.find((v) => v.name.startsWith('floor'));
+  const project = f.variants.find((v) => v.name.startsWith('workflow (') && !v.name.includes('eager'));
+  const eager = f.variants.find((v) => v.name.includes('eager'));
+  const out: string[] = [];
+  if (floor && project) {
+    const diff = project.overFloorPerTurnMs ?? Number.NaN;
+    out.push(
+      `overhead per turn: project ${project.overheadPerTurnMs.toFixed(1)} ms, floor ${floor.overheadPerTurnMs.toFixed(1)} ms, ` +
+        `difference ${diff.toFixed(1)} ms (target ≤ ${floorTargetMs} ms: ${diff <= floorTargetMs ? 'met' : 'NOT met'})`,
+    );
+  }
+  if (project?.history) {
+    const h = project.history;
+    out.push(`steady-state turn history: ${h.steadyEvents} events, ${h.steadyBytes} B (target ≤ 8 events, ≤ 2048 B: ${h.steadyEvents <= 8 && h.steadyBytes <= 2048 ? 'met' : 'NOT met'})`);
+  }
+  if (eager) out.push(`eager start: ${f.eagerSavingPerRunMs.toFixed(1)} ms less per run (median of paired differences; granted ${eager.eagerGranted})`);
+  return out;
+}
+
 export function printOrchestration(f: OrchestrationFigures): void {
-  console.log(`orchestration overhead, demo harness, median of ${f.runs} runs of ${f.turnsPerRun} turns:`);
-  console.log(`  run through the workflow      ${f.workflowRunMs.toFixed(1)} ms`);
-  console.log(`  same turns in-process         ${f.inProcessRunMs.toFixed(1)} ms`);
-  console.log(`  overhead per turn             ${f.overheadPerTurnMs.toFixed(1)} ms  (target < 30 ms)`);
-  console.log(`  ratio workflow / in-process   ${f.ratio.toFixed(2)}`);
-  console.log(`  history per turn              ${f.historyEventsPerTurn.toFixed(1)} events, ${Math.round(f.historyBytesPerTurn)} bytes`);
+  console.log(`orchestration, demo agent: ${f.turnsPerRun} turns per run, ${f.runs} interleaved iterations, medians:`);
+  for (const line of orchestrationTable(f)) console.log(`  ${line}`);
+  for (const line of orchestrationVerdict(f)) console.log(`  ${line}`);
 }
 
 /** Quiet SDK logs for benchmarks. */

@@ -1,5 +1,5 @@
 /** The durable-harness worker: the agentRun workflow and its activities on one task queue. */
-import { existsSync } from 'node:fs';
+import { chmodSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DataConverter } from '@temporalio/common';
@@ -12,14 +12,15 @@ import { defaultAdapterRegistry, type AdapterRegistry } from './adapters/index.j
 import { catalogHash } from './catalog/hash.js';
 import type { Catalog } from './catalog/schema.js';
 import { JsonFileCredentialStore, MemoryCredentialStore, type CredentialStore } from './credentials/index.js';
-import { ledgerReady, openLedger } from './ledger/index.js';
+import { SqliteLedger, ledgerReady, openLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
-import { LocalSandboxProvider, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
+import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, spawnModeFromEnv, spawnerFor, temporalRunClosed } from './sandbox/index.js';
+import { defaultSpawnMode } from './sandbox/spawner.js';
 import type { Client } from '@temporalio/client';
 import type { SandboxProvider } from './sandbox/types.js';
 import { conflictingPollers, taskQueuePollers, workerIdentity } from './temporal/task-queue.js';
 
-import { defaultTaskQueue } from './worker-defaults.js';
+import { defaultNamespace, defaultTaskQueue } from './worker-defaults.js';
 export { defaultTaskQueue };
 
 /**
@@ -49,6 +50,11 @@ export interface WorkerSetup {
   /** Worker identity (default `durable-harness/PID@HOST`); ` catalog:HASH` is always appended. */
   readonly identity?: string;
   /**
+   * Which deployment this worker belongs to: labels its sandbox containers, and its reaper touches only
+   * those. Default DURABLE_HARNESS_DEPLOYMENT, else `<namespace>/<task queue>`.
+   */
+  readonly deployment?: string;
+  /**
    * Payload encoding (encryption). Default: from `env` (DURABLE_HARNESS_PAYLOAD_KEYS, see src/codec/keys.ts);
    * clients of these runs need the same keys.
    */
@@ -65,7 +71,20 @@ export interface WorkerSetup {
   readonly catalogCheck?: boolean;
   /** How long a stopping worker lets in-flight activities finish before cancelling them (default 5 s). */
   readonly shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
+  /**
+   * What this worker polls: `all` (default) — workflows, local and regular activities; `workflows` — workflows
+   * and their local activities only, the regular ones (the turn) left to an activity worker elsewhere
+   * (src/activity-worker.ts); `activities` — regular activities only, no workflow code.
+   */
+  readonly role?: WorkerRole;
+  /** At most this many regular activities (turns) at once on this worker; default the SDK's 100. */
+  readonly maxConcurrentTurns?: number;
+  /** Concurrent polls for turns; each holds one of the slots above while it waits. Default the SDK's (≤ 10). */
+  readonly turnPollers?: number;
 }
+
+/** See `WorkerSetup.role`. */
+export type WorkerRole = 'all' | 'workflows' | 'activities';
 
 /** Raised when the task queue is already served by a worker with another catalog. */
 export class CatalogMismatchError extends Error {
@@ -97,30 +116,59 @@ export async function assertSameCatalogOnTaskQueue(
 export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDeps {
   const dataDir = path.resolve(setup.dataDir);
   const credentialsFile = path.join(dataDir, 'credentials.json');
+  const env = setup.env ?? process.env;
+  const deployment = setup.deployment ?? (env.DURABLE_HARNESS_DEPLOYMENT || defaultDeployment(setup.namespace ?? defaultNamespace, setup.taskQueue ?? defaultTaskQueue));
   return {
     catalog: setup.catalog,
     adapters: setup.adapters ?? defaultAdapterRegistry(),
-    sandboxes: setup.sandboxes ?? defaultSandboxes(setup.env ?? process.env, dataDir),
+    sandboxes: setup.sandboxes ?? defaultSandboxes(env, dataDir, deployment),
     // PostgreSQL when DATABASE_URL is set (one ledger for many workers), else SQLite in the data dir.
-    ledger: setup.ledger ?? openLedger(setup.env ?? process.env, dataDir),
+    ledger: setup.ledger ?? openPrivateLedger(env, dataDir),
     actions: setup.actions ?? createBuiltinRegistry(),
     credentials: setup.credentials ?? (existsSync(credentialsFile) ? new JsonFileCredentialStore(credentialsFile) : new MemoryCredentialStore({})),
     env: setup.env,
   };
 }
 
-/** The local provider always; the Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. */
-export function defaultSandboxes(env: Readonly<Record<string, string | undefined>>, dataDir: string): Record<string, SandboxProvider> {
-  const docker = dockerSandboxFromEnvironment(env, dataDir);
-  return { local: new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces') }), ...(docker ? { docker } : {}) };
+/** The ledger; an SQLite file is made readable by the worker only (a sandbox user must not read other runs' records). */
+function openPrivateLedger(env: Readonly<Record<string, string | undefined>>, dataDir: string): Ledger {
+  const ledger = openLedger(env, dataDir);
+  const file = path.join(dataDir, 'ledger.sqlite');
+  if (ledger instanceof SqliteLedger && existsSync(file)) chmodSync(file, 0o600);
+  return ledger;
 }
 
-/** Removes sandbox containers whose runs are closed in Temporal (left by crashed workers). */
+/**
+ * The local provider always (runtime state under `<dataDir>/runtime/local`, outside every workspace); the
+ * Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. Local processes are spawned as
+ * DURABLE_HARNESS_SPAWN says (src/sandbox/spawner.ts).
+ */
+export function defaultSandboxes(env: Readonly<Record<string, string | undefined>>, dataDir: string, deployment?: string): Record<string, SandboxProvider> {
+  const docker = dockerSandboxFromEnvironment(env, dataDir, undefined, deployment);
+  const spawner = spawnerFor(spawnModeFromEnv(env, defaultSpawnMode));
+  const local = new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces'), runtimeDir: path.join(dataDir, 'runtime', 'local'), spawner });
+  return { local, ...(docker ? { docker } : {}) };
+}
+
+/**
+ * Removes this deployment's sandbox containers whose runs are closed in Temporal (left by crashed workers);
+ * other deployments' containers on the same engine are never touched.
+ */
 export async function reapClosedRunContainers(deps: ActivityDeps, client: Client): Promise<string[]> {
-  if (!deps.sandboxes.docker) return [];
-  const { removed } = await reapContainers({ isRunClosed: temporalRunClosed(client.workflow) });
+  const docker = deps.sandboxes.docker;
+  if (!(docker instanceof DockerSandboxProvider)) return [];
+  const { removed } = await reapContainers({ deployment: docker.deployment, isRunClosed: temporalRunClosed(client.workflow) });
   return removed;
 }
+
+/**
+ * How often a running turn's heartbeat reaches the server. Cancellation reaches an activity only on a heartbeat
+ * response, so this bounds how late a cancel is noticed: at 1 s a cancelled turn's process tree was gone in
+ * 0.6-1.0 s (300 ms: 0.15-0.35 s), inside the 2 s promise. Every heartbeat is a server write: at 300 ms the dev
+ * server spent ~5 ms more CPU per 2-second turn (docs/BENCHMARKS.md), i.e. 100 long turns cost it ~0.4 core
+ * in heartbeats alone instead of ~0.12.
+ */
+export const heartbeatThrottle = '1s';
 
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
 export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker; deps: ActivityDeps }> {
@@ -129,22 +177,27 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Worker
   const hash = catalogHash(setup.catalog());
   if (setup.catalogCheck !== false) await assertSameCatalogOnTaskQueue(setup.connection, namespace, taskQueue, hash);
   const deps = defaultDeps(setup);
+  const role = setup.role ?? 'all';
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
+  // An activities-only worker runs no workflow code: workflow interceptor modules and sinks do not apply.
+  const interceptors = setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] };
   const worker = await Worker.create({
     connection: setup.connection,
     namespace,
     taskQueue,
     identity: workerIdentity(hash, setup.identity),
-    ...(setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
+    ...(role === 'activities' ? {} : setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
     activities: createActivities(deps),
+    enableNonLocalActivities: role !== 'workflows',
+    ...(setup.maxConcurrentTurns !== undefined ? { maxConcurrentActivityTaskExecutions: setup.maxConcurrentTurns } : {}),
+    // (SDK 1.24 ignores maxConcurrentActivityTaskPolls; the poller behaviour is what counts.)
+    ...(setup.turnPollers !== undefined ? { activityTaskPollerBehavior: { type: 'simple-maximum', maximum: setup.turnPollers } as const } : {}),
     // Turn tokens and cost go to the runtime's metrics always, and onto the turn's span when tracing is on.
-    interceptors: setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] },
-    ...(setup.tracing ? { sinks: setup.tracing.workerOptions.sinks } : {}),
+    interceptors: role === 'activities' ? { activity: interceptors.activity } : interceptors,
+    ...(setup.tracing && role !== 'activities' ? { sinks: setup.tracing.workerOptions.sinks } : {}),
     dataConverter: setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env),
-    // Cancellation reaches an activity on its next heartbeat response: keep that gap well under a second,
-    // so a cancelled turn's process tree is gone within 2 s.
-    maxHeartbeatThrottleInterval: '300ms',
-    defaultHeartbeatThrottleInterval: '300ms',
+    maxHeartbeatThrottleInterval: heartbeatThrottle,
+    defaultHeartbeatThrottleInterval: heartbeatThrottle,
     shutdownGraceTime: setup.shutdownGraceTime ?? '5s',
   });
   return { worker, deps };

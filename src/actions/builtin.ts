@@ -1,8 +1,9 @@
-/** Built-in actions: small, workspace-confined file operations and an echo. */
-import { mkdir, readFile, readdir, writeFile, stat, open } from 'node:fs/promises';
-import path from 'node:path';
+/**
+ * Built-in actions: small file operations on the sandbox's workspace, and an echo. They go through the
+ * sandbox's `fs` (never a host path), which refuses links and paths that leave the workspace.
+ */
 import { z } from 'zod';
-import { resolveInside } from '../sandbox/workspace.js';
+import { maxReadBytes } from '../sandbox/workspace-fs.js';
 import type { ActionContext, ActionDefinition } from './types.js';
 import { ActionRegistry } from './registry.js';
 
@@ -19,7 +20,7 @@ const writeFileParams = z.strictObject({
 
 const readFileParams = z.strictObject({
   path: z.string().min(1).describe('File path relative to the workspace root'),
-  maxBytes: z.number().int().positive().optional().describe(`Read at most this many bytes (default ${DEFAULT_MAX_READ_BYTES})`),
+  maxBytes: z.number().int().positive().max(maxReadBytes).optional().describe(`Read at most this many bytes (default ${DEFAULT_MAX_READ_BYTES})`),
 });
 
 const listFilesParams = z.strictObject({
@@ -30,23 +31,14 @@ const echoParams = z.strictObject({
   text: z.string().describe('Text to echo back'),
 });
 
-/** `rel` resolved inside the (existing) workspace; PathEscapeError if it leaves it, also through a symlink. */
-function inWorkspace(ctx: ActionContext, rel: string): string {
-  return resolveInside(ctx.hostWorkspacePath, rel, { requireRoot: true });
-}
-
 /** write_file: creates parent directories; the path must stay inside the workspace. */
 export const writeFileAction: ActionDefinition<z.infer<typeof writeFileParams>> = {
   name: 'write_file',
   description: 'Write a UTF-8 text file in the workspace, creating parent directories.',
   parameters: writeFileParams,
   async execute(params, ctx: ActionContext) {
-    const target = inWorkspace(ctx, params.path);
-    await mkdir(path.dirname(target), { recursive: true });
-    // Re-check after mkdir: a directory created concurrently could be a symlink.
-    inWorkspace(ctx, params.path);
-    await writeFile(target, params.content, 'utf8');
-    return { path: params.path, bytes: Buffer.byteLength(params.content, 'utf8') };
+    const { bytes } = await ctx.fs.writeFile(params.path, params.content, { createParents: true });
+    return { path: params.path, bytes };
   },
 };
 
@@ -56,21 +48,12 @@ export const readFileAction: ActionDefinition<z.infer<typeof readFileParams>> = 
   description: 'Read a UTF-8 text file from the workspace.',
   parameters: readFileParams,
   async execute(params, ctx) {
-    const target = inWorkspace(ctx, params.path);
     const limit = params.maxBytes ?? DEFAULT_MAX_READ_BYTES;
-    const info = await stat(target);
-    if (info.isDirectory()) throw new Error(`"${params.path}" is a directory; use list_files`);
-    if (info.size <= limit) return await readFile(target, 'utf8');
-    const handle = await open(target, 'r');
-    try {
-      const buf = Buffer.alloc(limit);
-      const { bytesRead } = await handle.read(buf, 0, limit, 0);
-      // Drop a partial multi-byte character at the cut rather than emit a replacement char.
-      const text = new TextDecoder('utf-8', { fatal: false }).decode(buf.subarray(0, bytesRead)).replace(/\uFFFD$/, '');
-      return `${text}\n[truncated: showed ${bytesRead} of ${info.size} bytes; pass a larger maxBytes to read more]`;
-    } finally {
-      await handle.close();
-    }
+    const { data, size } = await ctx.fs.readFile(params.path, { maxBytes: limit });
+    // Drop a partial multi-byte character at the cut rather than emit a replacement char.
+    const text = new TextDecoder('utf-8', { fatal: false }).decode(data);
+    if (size <= data.length) return text;
+    return `${text.replace(/\uFFFD$/, '')}\n[truncated: showed ${data.length} of ${size} bytes; pass a larger maxBytes to read more]`;
   },
 };
 
@@ -80,11 +63,10 @@ export const listFilesAction: ActionDefinition<z.infer<typeof listFilesParams>> 
   description: 'List the entries of a workspace directory; directories end with "/".',
   parameters: listFilesParams,
   async execute(params, ctx) {
-    const target = inWorkspace(ctx, params.path);
-    const entries = await readdir(target, { withFileTypes: true });
+    const entries = await ctx.fs.list(params.path);
     return entries
-      .filter((e) => !(e.isDirectory() && HIDDEN_STATE_DIRS.has(e.name)))
-      .map((e) => (e.isDirectory() ? `${e.name}/` : e.name))
+      .filter((e) => !(e.type === 'directory' && HIDDEN_STATE_DIRS.has(e.name)))
+      .map((e) => (e.type === 'directory' ? `${e.name}/` : e.name))
       .sort();
   },
 };

@@ -1,4 +1,4 @@
 export * from './types.js';
 export * from './registry.js';
 export * from './builtin.js';
-export { PathEscapeError, resolveInside, type ResolveInsideOptions } from '../sandbox/workspace.js';
+export { PathEscapeError, SandboxFsError } from '../sandbox/workspace-fs.js';

@@ -12,6 +12,8 @@ export const FailureTypes = {
   DockerUnavailable: 'DockerUnavailable',
   SandboxImageMissing: 'SandboxImageMissing',
   SandboxContainerGone: 'SandboxContainerGone',
+  /** The local provider cannot give the containment or sandbox user asked for (PID namespace, uid switch). */
+  SandboxIsolationUnavailable: 'SandboxIsolationUnavailable',
   TurnFailed: 'TurnFailed',
   /** The harness forgot its session and then refused a fresh one. */
   ResumeFailed: 'ResumeFailed',

@@ -12,7 +12,7 @@ import type { HarnessEvent } from '../adapters/types.js';
 import { BlobMissingError, LedgerBlobStore, claimCheck, isBlobRef, previewOf, resolveText, type BlobStore, type TextRef } from '../blobs/index.js';
 import type { Catalog } from '../catalog/schema.js';
 import { findAgent, findHarness, promptWithContract } from '../catalog/index.js';
-import { resolveCredentials, createRedactor, type CredentialStore } from '../credentials/index.js';
+import { resolveCredentials, type CredentialStore } from '../credentials/index.js';
 import { formatFeedback, parseEnvelope } from '../envelope/index.js';
 import type { ActionCall, NextStep } from '../envelope/types.js';
 import type { Ledger, RunStatus } from '../ledger/types.js';
@@ -20,8 +20,7 @@ import { UnresolvedAccountingError } from '../ledger/types.js';
 import { createPermissionGate, ledgerApprovalBroker, policyIsInteractive } from '../permissions/index.js';
 import type { ApprovalBroker } from '../permissions/index.js';
 import type { ApprovalRecord } from '../ledger/types.js';
-import { killStaleProcessGroup } from '../sandbox/pidfile.js';
-import type { RunIdentity, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
+import type { RunIdentity, SandboxFs, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
 import { SpecStore, freezeSpec, policyOf, type FrozenSpec, type RunPolicy } from '../spec/index.js';
 import { formatActionResults, formatReplay, replyTooLargeProblem } from '../workflows/prompts.js';
 import type {
@@ -40,6 +39,8 @@ import { expandSandbox } from '../workflows/types.js';
 import { addUsage, noUsage, totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { isRetryable, ProgressEvents, TurnAccounting, type BudgetCrossing } from './turn-accounting.js';
+import { reportTurnIdentity } from '../observability/turn-telemetry.js';
+import { harnessRedactor, redactDeep, redactFailure, redactStream, type Redactor } from './redaction.js';
 
 /** Texts longer than this (characters) travel through workflow history by reference. */
 export const DEFAULT_INLINE_TEXT_LIMIT = 16 * 1024;
@@ -48,7 +49,10 @@ const KEPT_REPLY_CHARS = 64 * 1024;
 
 /** Everything the activities need, injected by the worker (or a test). */
 export interface ActivityDeps {
-  /** The current catalog; read only when a run starts (its spec is frozen then). */
+  /**
+   * The current catalog; read when a run starts (its spec is frozen then), and by redaction, which must know
+   * every secret the worker could hand any harness.
+   */
   readonly catalog: () => Catalog;
   readonly adapters: AdapterRegistry;
   readonly sandboxes: Readonly<Record<string, SandboxProvider>>;
@@ -77,6 +81,25 @@ export function createActivities(deps: ActivityDeps) {
   const blobs = deps.blobs ?? new LedgerBlobStore(deps.ledger);
   const specs = new SpecStore(blobs);
   const inlineTextLimit = deps.inlineTextLimit ?? DEFAULT_INLINE_TEXT_LIMIT;
+  const redactors = new WeakMap<Catalog, Redactor>();
+
+  /**
+   * Redacts every secret the worker could hand any harness under the current catalog (see redaction.ts), plus
+   * `extra` (the run's own). Without a readable catalog: the credential store's values and `extra`.
+   */
+  function redactorFor(extra: readonly string[] = []): Redactor {
+    let catalog: Catalog | undefined;
+    try {
+      catalog = deps.catalog();
+    } catch {
+      catalog = undefined;
+    }
+    const known = catalog ?? { agents: [], harnesses: [] };
+    if (extra.length > 0 || !catalog) return harnessRedactor(known as Catalog, deps.credentials, env, extra);
+    let base = redactors.get(catalog);
+    if (!base) redactors.set(catalog, (base = harnessRedactor(catalog, deps.credentials, env)));
+    return base;
+  }
 
   function provider(name: string): SandboxProvider {
     const p = deps.sandboxes[name];
@@ -162,15 +185,27 @@ export function createActivities(deps: ActivityDeps) {
   /**
    * Runs one action the workflow approved, at most once per (workflow, seq): its start is recorded before it runs,
    * its outcome after; a retried attempt reuses a recorded outcome and never runs a started action again.
-   * Action execution stays behind this one function (the sandbox's file access plugs in here).
+   * Actions get the sandbox's `fs` (files where the sandbox is, links never followed), never a host path; what
+   * they return comes from the workspace, which the harness writes, so it is redacted like harness output.
    */
   async function executeAction(input: { workflowId: string; specHash: string; sandbox: SandboxRef; call: ActionCall; seq: number; turn: number }): Promise<ActionOutcome> {
+    const handle = await sandboxCall(() => provider(input.sandbox.provider).attach(input.sandbox));
+    try {
+      return await runAction(input, handle.fs, redactorFor());
+    } finally {
+      await handle.release().catch(() => undefined);
+    }
+  }
+
+  /** `executeAction` with the turn's sandbox files and redactor. */
+  async function runAction(input: { workflowId: string; specHash: string; call: ActionCall; seq: number; turn: number }, fs: SandboxFs, redact: Redactor): Promise<ActionOutcome> {
     const spec = await loadSpec(input.specHash);
     const type = `action:${input.call.name}`;
     const earlier = await waitForLedger(() => deps.ledger.getStep(input.workflowId, input.seq));
     const interrupted: ActionOutcome = { ok: false, error: `action "${input.call.name}" was started by an earlier, interrupted attempt of this turn; its outcome is unknown and it was not run again` };
     if (earlier) return (earlier.payload as { outcome?: ActionOutcome }).outcome ?? interrupted;
-    const { inserted } = await waitForLedger(() => deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type, payload: { call: input.call } }));
+    const call = redactDeep(input.call, redact);
+    const { inserted } = await waitForLedger(() => deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type, payload: { call } }));
     if (!inserted) return interrupted;
     const config = spec.actions.find((a) => a.name === input.call.name);
     const def = config && deps.actions.get(config.implementation);
@@ -186,7 +221,7 @@ export function createActivities(deps: ActivityDeps) {
           const output = await def.execute(parsed.data, {
             workflowId: input.workflowId,
             agent: spec.agent.name,
-            hostWorkspacePath: input.sandbox.hostWorkspacePath,
+            fs,
             settings: config.settings,
             signal: Context.current().cancellationSignal,
           });
@@ -196,12 +231,13 @@ export function createActivities(deps: ActivityDeps) {
         }
       }
     }
-    await waitForLedger(() => deps.ledger.completeStep(input.workflowId, input.seq, { call: input.call, outcome }));
+    outcome = redactDeep(outcome, redact);
+    await waitForLedger(() => deps.ledger.completeStep(input.workflowId, input.seq, { call, outcome }));
     return outcome;
   }
 
   /** The harness's input for this turn: the composed prompt, the feedback, or the results of the approved actions. */
-  async function composeInput(req: RunTurn): Promise<string> {
+  async function composeInput(req: RunTurn, fs: SandboxFs, redact: Redactor): Promise<string> {
     const input = req.input;
     switch (input.kind) {
       case 'prompt':
@@ -217,7 +253,7 @@ export function createActivities(deps: ActivityDeps) {
         const outcomes: ActionOutcome[] = [];
         for (const planned of input.calls) {
           const call = step.actions[planned.index]!;
-          outcomes.push('refused' in planned ? { ok: false, error: planned.refused } : await executeAction({ workflowId: req.workflowId, specHash: req.specHash, sandbox: req.sandbox, call, seq: planned.seq, turn: req.turn - 1 }));
+          outcomes.push('refused' in planned ? { ok: false, error: planned.refused } : await runAction({ workflowId: req.workflowId, specHash: req.specHash, call, seq: planned.seq, turn: req.turn - 1 }, fs, redact));
         }
         return formatActionResults(step.actions, outcomes);
       }
@@ -341,6 +377,8 @@ export function createActivities(deps: ActivityDeps) {
      */
     async runTurn(request: TurnRequest): Promise<TurnResult> {
       const spec = await loadSpec(request.specHash);
+      const { name: harnessName, driverClass, vendor, model } = spec.harness;
+      reportTurnIdentity({ agent: spec.agent.name, harness: harnessName, driverClass, vendor, model });
       const ctx = Context.current();
       const info = activityInfo();
       if (!info.workflowExecution) throw ApplicationFailure.nonRetryable('runTurn runs only as an activity of an agentRun workflow', FailureTypes.TurnFailed);
@@ -352,7 +390,7 @@ export function createActivities(deps: ActivityDeps) {
         () => resolveCredentials({ agent: { name: spec.agent.name, credentials: [...spec.agent.credentials] }, harness: spec.harness, store: deps.credentials, env, log: ctx.log }),
         FailureTypes.CredentialMissing,
       );
-      const redact = createRedactor(credentials.secrets);
+      const redact = redactorFor(credentials.secrets);
       // One attempt of one scheduling of this turn: Temporal retries, operator retries and fresh-session replays
       // each get their own id, so their rows never collide and none is counted twice.
       const scheduling = `${runId}:${info.activityId}:${req.turn}`;
@@ -433,10 +471,10 @@ export function createActivities(deps: ActivityDeps) {
         handle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
         if (info.attempt > 1) {
           // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
-          await killStaleTurn(handle);
+          await handle.killLeftovers();
           events.append('retry', { attempt: info.attempt });
         }
-        const prompt = await composeInput(req);
+        const prompt = await composeInput(req, handle.fs, redact);
         beat();
         const withHistory = async () => (req.turn > 1 ? formatReplay(await conversationBefore(req.workflowId, req.turn), prompt) : prompt);
         const accountingFor = (id: string) =>
@@ -520,13 +558,16 @@ export function createActivities(deps: ActivityDeps) {
             await finish(r, { status: ctx.cancellationSignal.aborted ? 'cancelled' : 'failed', outputUsed: false, output: '', error: message }).catch(() => undefined);
           }
         }
-        if (err instanceof ApplicationFailure || !runs.some((r) => r.accounting.begun)) throw err;
+        if (err instanceof ApplicationFailure || !runs.some((r) => r.accounting.begun)) throw redactFailure(err, redact);
         // Attach what the attempt spent, so the workflow can count it without reading the ledger.
         throw ApplicationFailure.retryable(message, (err as { type?: string }).type ?? (err instanceof Error ? err.name : 'Error'), { spend: spent() });
       } finally {
         ctx.cancellationSignal.removeEventListener('abort', onCancel);
         clearTimeout(giveUp);
         clearInterval(timer);
+        // Every descendant of the turn dies with it, also those that left its process group — unless Temporal
+        // already gave this turn to a newer attempt (timed out / no longer known), whose processes those now are.
+        if (handle && !superseded(ctx.cancellationSignal)) await handle.killLeftovers().catch(() => undefined);
         await handle?.release().catch(() => undefined);
         // Progress is not accounting: give its writes a moment, then let them go.
         await events.close(2000);
@@ -608,7 +649,9 @@ export function createActivities(deps: ActivityDeps) {
       const attemptId = accounting.attemptId;
       // Durable: the harness may forget it (it re-reports what was never acknowledged).
       accounting.onRecorded = (ack) => void adapter.acknowledgeUsage?.(ack).catch(() => undefined);
-      run.turn = await collectTurn(adapter.runTurn({ prompt, turn: req.turn, attemptId, signal, gate }), (event) => {
+      // Every event is redacted as it leaves the adapter: nothing below sees a harness string unredacted (the
+      // gate sees a permission request as asked, to decide on it, and stores it redacted).
+      run.turn = await collectTurn(redactStream(adapter.runTurn({ prompt, turn: req.turn, attemptId, signal, gate }), redact), (event) => {
         progress.events += 1;
         progress.lastEvent = describeEvent(event, redact);
         if (event.type === 'usage') {
@@ -626,10 +669,11 @@ export function createActivities(deps: ActivityDeps) {
             with_.stop(new Error(crossed.reason));
           }
         }
-        if (event.type !== 'text') events.append(event.type, redactDeep(clipEvent(event), redact));
+        if (event.type !== 'text') events.append(event.type, clipEvent(event));
       });
-      run.sessionId = adapter.externalSessionId;
-      run.model = adapter.reportedModel;
+      // What the adapter remembers did not come through the stream: redacted here.
+      run.sessionId = optional(adapter.externalSessionId, redact);
+      run.model = optional(adapter.reportedModel, redact);
       run.resumed = adapter.resumed;
       return run;
     } finally {
@@ -693,7 +737,7 @@ interface TurnHarness {
   readonly secretEnv: Readonly<Record<string, string>>;
   readonly gate: ReturnType<typeof createPermissionGate>;
   readonly progress: TurnProgress;
-  readonly redact: (s: string) => string;
+  readonly redact: Redactor;
   readonly signal: AbortSignal;
   readonly events: ProgressEvents;
   readonly ledgerState: (err: Error | undefined) => void;
@@ -746,16 +790,15 @@ function describeEvent(event: HarnessEvent, redact: (s: string) => string): stri
   }
 }
 
-function redactDeep(value: unknown, redact: (s: string) => string): unknown {
-  return JSON.parse(redact(JSON.stringify(value)));
+/** Whether this attempt was cancelled because Temporal handed the activity to another attempt. */
+function superseded(signal: AbortSignal): boolean {
+  const reason = signal.aborted ? (signal.reason as { message?: unknown } | undefined)?.message : undefined;
+  return reason === 'TIMED_OUT' || reason === 'NOT_FOUND' || reason === 'RESET';
 }
 
-/** Kills what an earlier attempt of this turn left running: by pidfile locally, inside the container for Docker. */
-async function killStaleTurn(handle: SandboxHandle): Promise<void> {
-  const local = handle as SandboxHandle & { pidFile?: string };
-  const executor = handle.executor as SandboxHandle['executor'] & { killLeftovers?: () => Promise<unknown> };
-  if (executor.killLeftovers) await executor.killLeftovers();
-  else if (local.pidFile) await killStaleProcessGroup(local.pidFile);
+/** A harness-reported value that did not come through the event stream, redacted. */
+function optional(value: string | undefined, redact: Redactor): string | undefined {
+  return value === undefined ? undefined : redact(value);
 }
 
 function turnFailure(

@@ -31,13 +31,11 @@
  * Two-way mode (when the turn's permission gate can deny or ask): `codex app-server`, see codex-app-server.ts.
  * There usage comes per model call (`thread/tokenUsage/updated` → `last`), and the thread's model is reported.
  */
-import { readdirSync, readFileSync, type Dirent } from 'node:fs';
-import path from 'node:path';
 import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
 import { CodexAppServer, type TokenBreakdown, type TwoWayHost } from './codex-app-server.js';
-import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homePath, listHomeDir, parseJsonLine, readHomeFile, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import { subtractUsage, usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
@@ -333,10 +331,16 @@ export class Codex extends CliHarnessAdapter {
   /** The last `token_count` total in the thread's rollout file, if codex wrote one. */
   private rolloutTotal(threadId: string): Usage | undefined {
     if (!this.home) return undefined;
-    const file = findRollout(path.join(this.home.host, 'sessions'), threadId);
+    const file = findRollout(homePath(this.home, 'sessions'), threadId);
     if (!file) return undefined;
     let last: Usage | undefined;
-    for (const line of readFileSync(file, 'utf8').split('\n')) {
+    let text: string | undefined;
+    try {
+      text = readHomeFile(file);
+    } catch {
+      return undefined;
+    }
+    for (const line of (text ?? '').split('\n')) {
       if (!line.includes('"token_count"')) continue;
       const parsed = tokenCountLine.safeParse(parseJsonLine(line));
       const total = parsed.success ? parsed.data.payload.info?.total_token_usage : undefined;
@@ -354,7 +358,7 @@ export class Codex extends CliHarnessAdapter {
     const file = this.totalsFile();
     if (!file) return {};
     try {
-      return JSON.parse(readFileSync(file.host, 'utf8')) as Record<string, Usage>;
+      return JSON.parse(readHomeFile(file) ?? '{}') as Record<string, Usage>;
     } catch {
       return {};
     }
@@ -371,21 +375,20 @@ export class Codex extends CliHarnessAdapter {
   }
 }
 
-/** `sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl` below `dir`, newest first. */
-function findRollout(dir: string, threadId: string): string | undefined {
-  let entries: Dirent[];
+/** `sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl` below `dir`, newest first; walked without following links. */
+function findRollout(dir: HarnessHome, threadId: string): HarnessHome | undefined {
+  let entries: { name: string; type: string }[];
   try {
-    entries = readdirSync(dir, { withFileTypes: true });
+    entries = listHomeDir(dir) ?? [];
   } catch {
     return undefined;
   }
   for (const entry of entries.sort((a, b) => b.name.localeCompare(a.name))) {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) {
-      const found = findRollout(full, threadId);
+    if (entry.type === 'directory') {
+      const found = findRollout(homePath(dir, entry.name), threadId);
       if (found) return found;
-    } else if (entry.name.startsWith('rollout-') && entry.name.endsWith(`${threadId}.jsonl`)) {
-      return full;
+    } else if (entry.type === 'file' && entry.name.startsWith('rollout-') && entry.name.endsWith(`${threadId}.jsonl`)) {
+      return homePath(dir, entry.name);
     }
   }
   return undefined;

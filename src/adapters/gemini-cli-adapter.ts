@@ -27,13 +27,11 @@
  * tool} and `model`), the quota only as a fallback. `session/load` works, except that 0.61.0 overwrites the session's
  * chat file when it is loaded in the same minute it was written (see `keepChatFiles`).
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync } from 'node:fs';
-import path from 'node:path';
 import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
 import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
-import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homePath, listHomeDir, makeHomeDir, parseJsonLine, readHomeBytes, readHomeFile, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import { noUsage, usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
@@ -131,24 +129,21 @@ const chatMessage = z.object({
  * included), output, cached, thoughts, tool}, and the model. Every file of the session counts (a kept one and the
  * one gemini records into); a message is taken once by its id.
  */
-export function readGeminiChatCalls(geminiHome: string, sessionId: string, since: number): z.infer<typeof chatMessage>[] {
+export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, since: number): z.infer<typeof chatMessage>[] {
   const calls = new Map<string, z.infer<typeof chatMessage>>();
-  let projects: string[];
-  try {
-    projects = readdirSync(path.join(geminiHome, '.gemini', 'tmp'));
-  } catch {
-    return [];
-  }
-  for (const project of projects) {
-    const chats = path.join(geminiHome, '.gemini', 'tmp', project, 'chats');
-    let files: string[];
-    try {
-      files = readdirSync(chats).filter((f) => f.endsWith('.jsonl'));
-    } catch {
-      continue;
-    }
-    for (const file of files) {
-      const lines = readFileSync(path.join(chats, file), 'utf8').split('\n');
+  const tmp = homePath(geminiHome, '.gemini', 'tmp');
+  for (const project of safeList(tmp)) {
+    if (project.type !== 'directory') continue;
+    const chats = homePath(tmp, project.name, 'chats');
+    for (const file of safeList(chats)) {
+      if (file.type !== 'file' || !file.name.endsWith('.jsonl')) continue;
+      let text: string | undefined;
+      try {
+        text = readHomeFile(homePath(chats, file.name));
+      } catch {
+        continue;
+      }
+      const lines = (text ?? '').split('\n');
       const head = parseJsonLine(lines[0] ?? '') as { sessionId?: unknown } | undefined;
       if (head?.sessionId !== sessionId) continue;
       for (const line of lines) {
@@ -158,6 +153,15 @@ export function readGeminiChatCalls(geminiHome: string, sessionId: string, since
     }
   }
   return [...calls.values()].sort((a, b) => Date.parse(a.timestamp) - Date.parse(b.timestamp));
+}
+
+/** A file's size below a home (read without following links); `undefined` when absent or unreadable. */
+function sizeOf(file: HarnessHome): number | undefined {
+  try {
+    return readHomeBytes(file)?.length;
+  } catch {
+    return undefined;
+  }
 }
 
 /** One recorded call's tokens, normalised: input without cached tokens (tool-use prompt tokens are input), thoughts as reasoning. */
@@ -196,42 +200,40 @@ function allZero(s: z.infer<typeof stats>): boolean {
  * and, when `session/load` runs in that same minute, starts a fresh recording in the very same file before
  * reading it, which wipes the conversation ("No previous sessions found"). Renaming the session's files to a
  * name it never generates keeps them: gemini finds them by content (session id), not by name. A second load in the
- * same minute (a retried attempt) finds the kept file already there: the shorter of the two is moved out of the
- * chats instead of overwriting the conversation.
+ * same minute (a retried attempt) finds the kept file already there: the shorter of the two is renamed out of
+ * gemini's reach (`superseded-…`, not a session file name) instead of overwriting the conversation.
+ * The home is in the workspace, which the harness writes: directories are walked and entries renamed without
+ * following a link (a planted link is skipped, never renamed through).
  */
-export function keepChatFiles(geminiHome: string, sessionId: string): void {
+export function keepChatFiles(geminiHome: HarnessHome, sessionId: string): void {
   const short = sessionId.slice(0, 8);
   const generated = new RegExp(`^session-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-${short.replace(/[^\w-]/g, '')}\\.jsonl$`);
-  let projects: string[];
-  try {
-    projects = readdirSync(path.join(geminiHome, '.gemini', 'tmp'));
-  } catch {
-    return;
-  }
-  for (const project of projects) {
-    const chats = path.join(geminiHome, '.gemini', 'tmp', project, 'chats');
-    let files: string[];
-    try {
-      files = readdirSync(chats);
-    } catch {
-      continue;
-    }
-    for (const file of files) {
-      if (!generated.test(file)) continue;
-      const from = path.join(chats, file);
-      const kept = path.join(chats, file.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl'));
+  const tmp = homePath(geminiHome, '.gemini', 'tmp');
+  for (const project of safeList(tmp)) {
+    if (project.type !== 'directory') continue;
+    const chats = homePath(tmp, project.name, 'chats');
+    for (const file of safeList(chats)) {
+      if (file.type !== 'file' || !generated.test(file.name)) continue;
+      const keptName = file.name.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl');
       // A kept file of that minute exists when an earlier load in the same minute (a retried attempt) already
       // wiped-and-rewrote: gemini appended the conversation to the kept file and left a fresh recording under the
-      // generated name. Never let the shorter one replace the longer: move it out of the chats (where gemini
-      // would find it by its session id), kept for inspection.
-      if (existsSync(kept) && statSync(kept).size >= statSync(from).size) {
-        const aside = path.join(geminiHome, '.gemini', 'tmp', project, 'superseded-chats');
-        mkdirSync(aside, { recursive: true });
-        renameSync(from, path.join(aside, `${Date.now()}-${file}`));
+      // generated name. Never let the shorter one replace the longer: rename it out of gemini's reach.
+      const kept = sizeOf(homePath(chats, keptName));
+      if (kept !== undefined && kept >= (sizeOf(homePath(chats, file.name)) ?? 0)) {
+        renameHomeEntry(homePath(chats, file.name), `superseded-${Date.now()}-${file.name}.aside`);
         continue;
       }
-      renameSync(from, kept);
+      renameHomeEntry(homePath(chats, file.name), keptName);
     }
+  }
+}
+
+/** A directory's entries; none when it is absent or not a directory we may walk (a link, for instance). */
+function safeList(dir: HarnessHome): { name: string; type: string }[] {
+  try {
+    return listHomeDir(dir) ?? [];
+  } catch {
+    return [];
   }
 }
 
@@ -258,7 +260,7 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
   private promptUsage(result: PromptResult, sessionId: string, startedAt: number): HarnessEvent[] {
     let calls: ReturnType<typeof readGeminiChatCalls> = [];
     try {
-      calls = this.home ? readGeminiChatCalls(this.home.host, sessionId, startedAt) : [];
+      calls = this.home ? readGeminiChatCalls(this.home, sessionId, startedAt) : [];
     } catch {
       calls = [];
     }
@@ -283,7 +285,7 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
     };
     writeHomeFile(homePath(this.home, '.gemini', 'settings.json'), `${JSON.stringify(settings, null, 2)}\n`);
-    mkdirSync(homePath(this.home, 'tmp').host, { recursive: true, mode: 0o700 });
+    makeHomeDir(homePath(this.home, 'tmp'));
   }
 
   protected override permissionReport(posture: PermissionPosture): PermissionReport {
@@ -324,7 +326,7 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
     const apiKeyEnv = stringSetting(ctx.config, 'apiKeyEnv');
     if (apiKeyEnv && ctx.config.env[apiKeyEnv] !== undefined) env.GEMINI_API_KEY = ctx.config.env[apiKeyEnv];
     if (!ctx.twoWay) return { argv, stdin: input.prompt, env };
-    if (ctx.resumeSessionId) keepChatFiles(home.host, ctx.resumeSessionId);
+    if (ctx.resumeSessionId) keepChatFiles(home, ctx.resumeSessionId);
     const stdin = this.acp.begin({ prompt: input.prompt, cwd: ctx.config.workspacePath, ...(ctx.resumeSessionId ? { sessionId: ctx.resumeSessionId } : {}) });
     return { argv, stdin, env, keepStdinOpen: true };
   }

@@ -25,12 +25,15 @@
  * read from OpenCode's own session store (`<home>/data/opencode/opencode.db`, table `message`: one row per
  * model call with `tokens`, `cost`, `modelID`), which also gives the model.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
 import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
-import { harnessHome, homePath, numberSetting, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homePath, numberSetting, parseJsonLine, readHomeBytes, readHomePrefix, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import { usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
@@ -76,8 +79,9 @@ const storedMessage = z.object({
 });
 
 /** The assistant messages (one per model call) OpenCode stored for a session since `since` (epoch ms). */
-export function readOpenCodeMessages(dbFile: string, sessionId: string, since: number): z.infer<typeof storedMessage>[] {
-  const db = new Database(dbFile, { readonly: true, fileMustExist: true });
+export function readOpenCodeMessages(dbFile: string, sessionId: string, since: number, options: { readonly?: boolean } = {}): z.infer<typeof storedMessage>[] {
+  // A private copy is opened writable so SQLite can rebuild the log's index (`-shm`) and recover the log.
+  const db = new Database(dbFile, { readonly: options.readonly ?? true, fileMustExist: true });
   try {
     const rows = db.prepare('SELECT data FROM message WHERE session_id = ? AND time_created >= ? ORDER BY time_created').all(sessionId, since) as { data: string }[];
     return rows.flatMap((row) => {
@@ -86,6 +90,41 @@ export function readOpenCodeMessages(dbFile: string, sessionId: string, since: n
     });
   } finally {
     db.close();
+  }
+}
+
+/** Size of a SQLite write-ahead log's header (checkpoint sequence and salts change when the log restarts). */
+const walHeaderBytes = 32;
+
+/**
+ * `readOpenCodeMessages` on the store in an OpenCode home. The home is in the workspace, which the harness
+ * writes, so the store is never opened where it is: a planted link would have the worker open a file of the
+ * harness's choosing (and SQLite create a `-shm` beside it). The database and its write-ahead log are copied
+ * out without following links into a private directory and read there; SQLite recovers the log's committed
+ * frames (a torn last frame fails its checksum and is left out). A log that restarted during the copy (a
+ * checkpoint finished and a new write began) makes the pair inconsistent, so it is copied again.
+ */
+export function readOpenCodeStore(home: HarnessHome, sessionId: string, since: number): z.infer<typeof storedMessage>[] {
+  const store = homePath(home, 'data', 'opencode');
+  const dbFile = homePath(store, 'opencode.db');
+  const walFile = homePath(store, 'opencode.db-wal');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-opencode-store-'));
+  try {
+    for (let attempt = 1; ; attempt += 1) {
+      const headerBefore = readHomePrefix(walFile, walHeaderBytes);
+      const db = readHomeBytes(dbFile);
+      if (db === undefined) throw new Error('OpenCode has no session store yet');
+      const wal = readHomeBytes(walFile);
+      const sameLog = (headerBefore === undefined && wal === undefined) || (headerBefore !== undefined && wal !== undefined && headerBefore.equals(wal.subarray(0, walHeaderBytes)));
+      if (!sameLog && attempt < 3) continue;
+      if (!sameLog) throw new Error("OpenCode's session store kept changing while it was copied");
+      const copy = path.join(dir, 'opencode.db');
+      writeFileSync(copy, db, { flag: 'wx', mode: 0o600 });
+      if (wal !== undefined) writeFileSync(`${copy}-wal`, wal, { flag: 'wx', mode: 0o600 });
+      return readOpenCodeMessages(copy, sessionId, since, { readonly: false });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -272,7 +311,7 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
   private promptUsage(result: PromptResult, sessionId: string, startedAt: number): HarnessEvent[] {
     let messages: ReturnType<typeof readOpenCodeMessages>;
     try {
-      messages = this.home ? readOpenCodeMessages(homePath(this.home, 'data', 'opencode', 'opencode.db').host, sessionId, startedAt) : [];
+      messages = this.home ? readOpenCodeStore(this.home, sessionId, startedAt) : [];
     } catch {
       messages = [];
     }

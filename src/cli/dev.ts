@@ -2,18 +2,18 @@
  * `durable-harness dev` (embedded Temporal + Web UI + worker) and `durable-harness worker`: long-running processes
  * that log like an operator wants to read them and stop cleanly — Temporal server included — on SIGINT and SIGTERM.
  */
-import { statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { payloadCodecFromEnvironment, dataConverterFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
 import { describeLedger } from '../ledger/index.js';
-import { observabilityFromEnvironment, startTracing, type WorkerTracing } from '../observability/index.js';
-import { loadCatalog, type Catalog } from '../catalog/index.js';
+import { observabilityFromEnvironment, startTracing, type ObservabilityConfig, type WorkerTracing } from '../observability/index.js';
+import { activityPlacementFromEnv, createPlacedWorker } from '../activity-worker.js';
+import { loadCatalog, watchCatalogFile, type Catalog } from '../catalog/index.js';
 import { createAgentClient, startAgentRun } from '../client/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
-import { createWorker, reapClosedRunContainers } from '../worker.js';
+import { reapClosedRunContainers } from '../worker.js';
 import { roundUsd } from '../workflows/money.js';
 import type { AgentRunResult } from '../workflows/types.js';
 import { startEmbeddedTemporal } from './embedded-temporal.js';
@@ -27,20 +27,7 @@ const err = (line: string) => process.stderr.write(`${line}\n`);
 
 /** The catalog, reloaded when its file changes; a broken edit keeps the last good catalog and says why. */
 function catalogSource(file: string): () => Catalog {
-  let current = loadCatalog(file);
-  let mtime = statSync(file).mtimeMs;
-  return () => {
-    const now = statSync(file).mtimeMs;
-    if (now !== mtime) {
-      mtime = now;
-      try {
-        current = loadCatalog(file);
-      } catch (e) {
-        err(`catalog change ignored: ${(e as Error).message}`);
-      }
-    }
-    return current;
-  };
+  return watchCatalogFile(file, (e) => err(`catalog change ignored: ${e.message}`));
 }
 
 /**
@@ -92,26 +79,28 @@ async function connectNative(address: string): Promise<NativeConnection> {
 }
 
 /** The SDK runtime (operator log; Prometheus/OTLP metrics when configured) and tracing when configured. */
-function startTelemetry(): { runtime: ReturnType<typeof installRuntime>; tracing?: WorkerTracing } {
+function startTelemetry(): { runtime: ReturnType<typeof installRuntime>; tracing?: WorkerTracing; config: ObservabilityConfig } {
   const config = observabilityFromEnvironment();
   const runtime = installRuntime(config.metrics);
   if (config.metrics && 'prometheus' in config.metrics) out(`Prometheus metrics at http://${config.metrics.prometheus.bindAddress}/metrics`);
-  if (!config.tracing) return { runtime };
+  if (!config.tracing) return { runtime, config };
   out(`tracing to ${config.tracing.url} as ${config.tracing.serviceName}`);
-  return { runtime, tracing: startTracing(config.tracing) };
+  return { runtime, config, tracing: startTracing(config.tracing) };
 }
 
 /** Worker, client and search attributes on one server; `close` undoes all of it, quietly. */
 async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string } = {}) {
   // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
   const dataConverter = dataConverterFromEnvironment();
-  const { runtime, tracing } = startTelemetry();
+  const { runtime, tracing, config } = startTelemetry();
   const native = await connectNative(address);
   const connection = await Connection.connect({ address, connectTimeout: 5000 });
   const client = createAgentClient(connection, { namespace: s.namespace, dataConverter });
   runtime.setClient(client);
   await ensureSearchAttributes(connection, s.namespace);
-  const { worker, deps } = await createWorker({
+  // DURABLE_HARNESS_ACTIVITY_WORKER=process runs turns in a child process (src/activity-worker.ts) with the same
+  // catalog file, ledger, payload keys and telemetry, logging like this one.
+  const placed = await createPlacedWorker({
     connection: native,
     namespace: s.namespace,
     taskQueue: s.taskQueue,
@@ -119,17 +108,25 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
     dataDir: s.dataDir,
     shutdownGraceTime: options.shutdownGraceTime,
     tracing,
+    placement: activityPlacementFromEnv(),
+    processConfig: { address, catalogFile: s.catalogFile, observability: config, log: 'operator' },
   });
-  const removed = await reapClosedRunContainers(deps, client);
+  if (placed.activityProcess) {
+    const metrics = placed.activityProcess.metrics ? `; its metrics at ${placed.activityProcess.metrics}` : '';
+    out(`turns run in an activity worker process (pid ${placed.activityProcess.pid})${metrics}`);
+  }
+  const removed = await reapClosedRunContainers(placed.deps, client);
   if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
   out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
-  const running = worker.run();
+  const running = placed.run();
   return {
     client,
-    worker,
+    worker: placed.worker,
     running,
+    /** A client on the worker's own connection, for eager workflow start (the first task comes back in the start response). */
+    eagerClient: createAgentClient(native, { namespace: s.namespace, dataConverter }),
     async close() {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await placed.shutdown();
       await running.catch(() => undefined);
       await connection.close().catch(() => undefined);
       await native.close().catch(() => undefined);
@@ -188,11 +185,14 @@ export async function devCommand(
     served = await serve({ ...s, address: temporal.address }, temporal.address, { shutdownGraceTime: '1s' });
     out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
     if (flags.demo) {
-      const run = await startAgentRun(served.client, {
+      // Started on the worker's own connection with eager start: the first workflow task comes straight back
+      // to this worker in the start response instead of through a poll.
+      const run = await startAgentRun(served.eagerClient, {
         agent: 'demo',
         task: 'Look around this workspace and write what you find into NOTES.md.',
         identity: { tenantId: 'local', userId: os.userInfo().username },
         taskQueue: s.taskQueue,
+        eager: true,
       });
       out(`started demo run ${run.workflowId}`);
       const link = temporal.uiUrl && `${temporal.uiUrl}/namespaces/${s.namespace}/workflows/${run.workflowId}`;

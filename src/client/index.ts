@@ -27,7 +27,15 @@ const startInputSchema = z.object({
   taskQueue: z.string().optional(),
 });
 
-export type StartAgentRunInput = AgentRunInput & { readonly workflowId?: string; readonly taskQueue?: string };
+export type StartAgentRunInput = AgentRunInput & {
+  readonly workflowId?: string;
+  readonly taskQueue?: string;
+  /**
+   * Eager workflow start: the server hands the first workflow task straight back to a worker on this client's
+   * connection, saving a round trip. Only when the client was made from the worker's `NativeConnection`.
+   */
+  readonly eager?: boolean;
+};
 
 /** Raised for input a run cannot start with; the message says what to fix. */
 export class InvalidRunInputError extends Error {
@@ -138,7 +146,7 @@ export async function startAgentRun(client: Client, input: StartAgentRunInput): 
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ');
     throw new InvalidRunInputError(`cannot start the agent run: ${problems}`);
   }
-  const { workflowId, taskQueue, ...rest } = input;
+  const { workflowId, taskQueue, eager, ...rest } = input;
   const args: AgentRunInput = { ...rest };
   const id = workflowId ?? `run-${input.agent}-${randomUUID().slice(0, 8)}`;
   const handle = await client.workflow
@@ -148,6 +156,7 @@ export async function startAgentRun(client: Client, input: StartAgentRunInput): 
       // An id is one run for ever: a start with an id that exists, open or closed, is refused.
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
       args: [args],
+      ...(eager ? { requestEagerStart: true } : {}),
       staticSummary: `${input.agent}: ${previewOf(input.task, 100)}`,
       typedSearchAttributes: [
         { key: agentAttribute, value: input.agent },

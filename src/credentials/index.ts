@@ -1,1 +1,2 @@
 export * from './resolve.js';
+export * from './redact.js';

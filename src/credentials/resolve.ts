@@ -5,6 +5,8 @@ import type { AgentConfig, HarnessConfig } from '../catalog/schema.js';
 /** Where secret values are kept, by name. */
 export interface CredentialStore {
   get(name: string): string | undefined;
+  /** Every value held, so the runtime can redact any of them wherever it appears (optional). */
+  values?(): readonly string[];
 }
 
 /** Minimal logger: only warnings are needed, and they never carry secret values. */
@@ -20,25 +22,29 @@ export class CredentialMissingError extends Error {
 
 /** A store held in memory (tests, or secrets loaded by the embedding service). */
 export class MemoryCredentialStore implements CredentialStore {
-  private readonly values: Map<string, string>;
+  private readonly entries: Map<string, string>;
 
   constructor(values: Readonly<Record<string, string>> = {}) {
-    this.values = new Map(Object.entries(values));
+    this.entries = new Map(Object.entries(values));
   }
 
   get(name: string): string | undefined {
-    return this.values.get(name);
+    return this.entries.get(name);
+  }
+
+  values(): string[] {
+    return [...this.entries.values()];
   }
 
   /** Adds or replaces a value. */
   set(name: string, value: string): void {
-    this.values.set(name, value);
+    this.entries.set(name, value);
   }
 }
 
 /** A JSON file `{ "NAME": "value" }`, read once; warns when group or others can read it. */
 export class JsonFileCredentialStore implements CredentialStore {
-  private readonly values: Readonly<Record<string, string>>;
+  private readonly entries: Readonly<Record<string, string>>;
 
   constructor(
     readonly file: string,
@@ -65,11 +71,15 @@ export class JsonFileCredentialStore implements CredentialStore {
       if (typeof value !== 'string') throw new Error(`credential file ${file}: "${name}" must be a string`);
       values[name] = value;
     }
-    this.values = values;
+    this.entries = values;
   }
 
   get(name: string): string | undefined {
-    return Object.prototype.hasOwnProperty.call(this.values, name) ? this.values[name] : undefined;
+    return Object.prototype.hasOwnProperty.call(this.entries, name) ? this.entries[name] : undefined;
+  }
+
+  values(): string[] {
+    return Object.values(this.entries);
   }
 }
 
@@ -163,26 +173,4 @@ export function resolveCredentials(input: ResolveCredentialsInput): ResolvedCred
   }
 
   return { env, secrets: [...new Set(Object.values(env))], sources };
-}
-
-/** Shortest secret worth redacting; shorter values would mangle ordinary text. */
-const MIN_SECRET_LENGTH = 4;
-
-/** Returns a function that replaces every secret (raw and JSON-escaped) with `[REDACTED]`. */
-export function createRedactor(secrets: readonly string[]): (text: string) => string {
-  const needles = new Set<string>();
-  for (const secret of secrets) {
-    if (secret.length < MIN_SECRET_LENGTH) continue;
-    needles.add(secret);
-    needles.add(JSON.stringify(secret).slice(1, -1));
-  }
-  // Longest first, so a secret that contains another is replaced whole.
-  const ordered = [...needles].sort((a, b) => b.length - a.length);
-  return (text: string) => {
-    let out = text;
-    for (const needle of ordered) {
-      if (out.includes(needle)) out = out.split(needle).join('[REDACTED]');
-    }
-    return out;
-  };
 }

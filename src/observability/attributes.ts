@@ -37,18 +37,29 @@ function copy(out: Attributes, from: Record<string, unknown>, fields: readonly s
   }
 }
 
-/** Attributes of a `runTurn` activity span from its input and result (whatever optional fields they carry). */
-export function turnAttributes(input: unknown, result: unknown): Attributes {
+/** Who ran a turn: the frozen spec's names, reported by the turn activity once it has loaded the spec. */
+export interface TurnIdentity {
+  readonly agent: string;
+  readonly harness: string;
+  readonly driverClass: string;
+  readonly vendor: string;
+  readonly model: string;
+}
+
+/**
+ * Attributes of a `runTurn` activity span from its request, the identity the activity reported, and its result
+ * (whatever optional fields they carry). A result means the turn ended normally (`ok`).
+ */
+export function turnAttributes(input: unknown, identity: TurnIdentity | undefined, result: unknown): Attributes {
   const out: Attributes = {};
-  if (isObject(input)) {
-    copy(out, input, ['turn']);
-    if (isObject(input.spec)) {
-      copy(out, input.spec, ['agent', 'harness', 'driverClass', 'vendor', 'model']);
-      if (typeof input.spec.model === 'string') out['gen_ai.request.model'] = input.spec.model;
-    }
+  if (isObject(input)) copy(out, input, ['turn']);
+  if (identity) {
+    copy(out, identity as unknown as Record<string, unknown>, ['agent', 'harness', 'driverClass', 'vendor', 'model']);
+    out['gen_ai.request.model'] = identity.model;
   }
   if (isObject(result)) {
-    copy(out, result, ['ok', 'code', 'costUsd', 'harnessCostUsd', 'costSource', 'costBlind', 'usageReported', 'resumed', 'durationMs']);
+    out[`${attributePrefix}.ok`] = result.ok !== false;
+    copy(out, result, ['code', 'costUsd', 'harnessCostUsd', 'costSource', 'costBlind', 'usageReported', 'resumed', 'durationMs']);
     if (typeof result.model === 'string') {
       out[`${attributePrefix}.reported_model`] = result.model;
       out['gen_ai.response.model'] = result.model;

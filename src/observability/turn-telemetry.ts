@@ -8,11 +8,12 @@
  *
  * (Names as Prometheus shows them; the runtime adds namespace, taskQueue and activityType labels.)
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import * as otel from '@opentelemetry/api';
 import type { Context as ActivityContext } from '@temporalio/activity';
 import type { MetricCounter, MetricHistogram, MetricMeter } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Next } from '@temporalio/worker';
-import { attributePrefix, turnAttributes } from './attributes.js';
+import { attributePrefix, turnAttributes, type TurnIdentity } from './attributes.js';
 
 /** The turn activity's name (see src/activities). */
 export const turnActivityType = 'runTurn';
@@ -21,6 +22,20 @@ interface TurnMetrics {
   readonly turns: MetricCounter;
   readonly tokens: MetricCounter;
   readonly cost: MetricHistogram;
+}
+
+/** The running turn's identity, filled in by the activity (the request carries only the spec's hash). */
+const currentTurn = new AsyncLocalStorage<{ identity?: TurnIdentity }>();
+
+/**
+ * Called by the turn activity once it knows the frozen spec: names the turn's span (agent, harness, model) and its
+ * metrics. A no-op outside the interceptor (tests that call the activity directly).
+ */
+export function reportTurnIdentity(identity: TurnIdentity): void {
+  const slot = currentTurn.getStore();
+  if (!slot) return;
+  slot.identity = identity;
+  otel.trace.getActiveSpan()?.setAttributes(turnAttributes(undefined, identity, undefined));
 }
 
 const metricsByMeter = new WeakMap<MetricMeter, TurnMetrics>();
@@ -45,29 +60,29 @@ export class TurnTelemetryInterceptor implements ActivityInboundCallsInterceptor
     if (this.ctx.info.activityType !== turnActivityType) return next(input);
     const span = otel.trace.getActiveSpan();
     const meter = this.ctx.metricMeter;
-    const base = turnAttributes(input.args[0], undefined);
-    const tags = { agent: String(base[`${attributePrefix}.agent`] ?? ''), harness: String(base[`${attributePrefix}.harness`] ?? '') };
-    span?.setAttributes(base);
+    const slot: { identity?: TurnIdentity } = {};
+    span?.setAttributes(turnAttributes(input.args[0], undefined, undefined));
+    const tags = () => ({ agent: slot.identity?.agent ?? '', harness: slot.identity?.harness ?? '' });
     let result: unknown;
     try {
-      result = await next(input);
+      result = await currentTurn.run(slot, () => next(input));
     } catch (err) {
-      turnMetrics(meter).turns.add(1, { ...tags, outcome: 'error' });
+      turnMetrics(meter).turns.add(1, { ...tags(), outcome: 'error' });
       throw err;
     }
-    const attributes = turnAttributes(input.args[0], result);
+    const attributes = turnAttributes(input.args[0], slot.identity, result);
     span?.setAttributes(attributes);
     const metrics = turnMetrics(meter);
     const ok = attributes[`${attributePrefix}.ok`];
-    metrics.turns.add(1, { ...tags, outcome: ok === false ? String(attributes[`${attributePrefix}.code`] ?? 'not-ok') : 'ok' });
+    metrics.turns.add(1, { ...tags(), outcome: ok === false ? String(attributes[`${attributePrefix}.code`] ?? 'not-ok') : 'ok' });
     const tokenPrefix = `${attributePrefix}.tokens.`;
     for (const [key, value] of Object.entries(attributes)) {
       if (key.startsWith(tokenPrefix) && key !== `${tokenPrefix}total` && typeof value === 'number' && value > 0) {
-        metrics.tokens.add(Math.round(value), { ...tags, kind: key.slice(tokenPrefix.length) });
+        metrics.tokens.add(Math.round(value), { ...tags(), kind: key.slice(tokenPrefix.length) });
       }
     }
     const cost = attributes[`${attributePrefix}.cost_usd`];
-    if (typeof cost === 'number') metrics.cost.record(cost, tags);
+    if (typeof cost === 'number') metrics.cost.record(cost, tags());
     return result;
   }
 }

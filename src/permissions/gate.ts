@@ -23,7 +23,10 @@ export interface PermissionGateOptions {
   /** The workspace as the harness sees it: relative path rules are relative to it. */
   readonly workspace: string;
   readonly broker: ApprovalBroker;
-  /** Applied to what is stored (title, input, command): a harness may echo a secret into a tool input. */
+  /**
+   * Applied to everything of a request that is stored or shown (tool, title, input, command, paths): these are
+   * harness strings, and a harness may echo a secret into any of them. The policy decides on the request as asked.
+   */
   readonly redact?: (text: string) => string;
   /** Called after every decision (for progress and events); errors are ignored. */
   readonly onDecision?: (request: PermissionRequest, answer: PermissionAnswer) => void | Promise<void>;
@@ -74,7 +77,7 @@ export function createPermissionGate(options: PermissionGateOptions): Permission
     workflowId,
     ...(runId !== undefined ? { runId } : {}),
     turn,
-    tool: request.tool,
+    tool: redact(request.tool),
     kind: request.kind,
     title: redact(request.title),
     input: scrub(request.input),
@@ -100,7 +103,7 @@ export function createPermissionGate(options: PermissionGateOptions): Permission
   /** An allowed row of this run whose edited input is exactly what the harness asks now. */
   const editGrant = (rows: readonly ApprovalRecord[], request: PermissionRequest): ApprovalRecord | undefined =>
     rows.find((row) => {
-      if (row.status !== 'allowed' || row.editedInput === undefined || row.tool !== request.tool || row.turn !== turn) return false;
+      if (row.status !== 'allowed' || row.editedInput === undefined || row.tool !== redact(request.tool) || row.turn !== turn) return false;
       const edited = row.editedInput as { command?: unknown } | undefined;
       if (request.kind === 'command' && typeof edited?.command === 'string' && request.command !== undefined) {
         return edited.command.trim() === request.command.trim();
@@ -109,7 +112,7 @@ export function createPermissionGate(options: PermissionGateOptions): Permission
     });
 
   const sessionGrant = (rows: readonly ApprovalRecord[], request: PermissionRequest): ApprovalRecord | undefined =>
-    rows.find((row) => row.status === 'allowed' && row.scope === 'session' && row.tool === request.tool && row.kind === request.kind);
+    rows.find((row) => row.status === 'allowed' && row.scope === 'session' && row.tool === redact(request.tool) && row.kind === request.kind);
 
   async function decide(request: PermissionRequest, signal?: AbortSignal): Promise<PermissionAnswer> {
     const base = approvalIdFor(turn, request);

@@ -1,12 +1,12 @@
 /**
  * Runs processes inside a run's container, one `docker exec` each. Killing a `docker exec` client does not
- * kill the process inside, so every process records its pid (its own process group: the engine makes each
- * exec a session leader) in the workspace, and `kill()` signals that group from a second exec.
+ * kill the process inside, so each process reports its pid (its own process group: the engine makes each
+ * exec a session leader) on a side channel the harness cannot write before it — the first line of stderr,
+ * printed by the wrapper before it becomes the program — and `kill()` signals that group from a second exec.
+ * Nothing is read back from the workspace. Descendants that leave the group (setsid, double fork) are ended by
+ * `killLeftovers()`: every process of the sandbox user in the container's PID namespace is killed.
  */
-import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
-import { readdir, readFile, rm } from 'node:fs/promises';
-import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { DockerClient, StartedExec } from './docker-client.js';
 import { exitCodeOf } from './docker-client.js';
@@ -18,31 +18,42 @@ const stderrTailChars = 8 * 1024;
 const defaultKillGraceMs = 1000;
 /** How long a signal-like exit waits to see whether the whole container is going down. */
 const containerGoneWaitMs = 500;
-/** Where exec pidfiles live, relative to the workspace. */
-export const execStateDir = '.durable-harness';
 
 /**
- * The wrapper each process runs under: records `$$` (which `exec` keeps) in the file named by `$0`, then
+ * The wrapper each process runs under: prints `$$` (which `exec` keeps) as the first line of stderr, then
  * becomes the requested program. argv stays positional, so nothing the caller passes is parsed by a shell.
  */
-const wrapperScript = 'echo $$ > "$0" && exec "$@"';
+const wrapperScript = 'printf "%s\\n" "$$" >&2 && exec "$@"';
 
 /**
- * Kills the process group in pidfile `$1`: SIGTERM, up to `$2` polls of 50 ms, then SIGKILL. Waits up to 1 s
- * for a pidfile that is not written yet. A non-numeric or tiny pid is ignored (never signal group 0 or 1).
+ * Kills process group `$1`: SIGTERM, up to `$2` polls of 50 ms, then SIGKILL. A non-numeric or tiny pid is
+ * ignored (never signal group 0 or 1).
  */
 const killScript = [
-  'f=$1; n=$2; i=0',
-  'while [ ! -s "$f" ] && [ $i -lt 20 ]; do sleep 0.05; i=$((i+1)); done',
-  '[ -s "$f" ] || exit 0',
-  'p=$(cat "$f")',
+  'p=$1; n=$2; i=0',
   "case \"$p\" in ''|*[!0-9]*) exit 0;; esac",
   '[ "$p" -gt 1 ] || exit 0',
   'kill -TERM "-$p" 2>/dev/null || exit 0',
-  'i=0',
   'while kill -0 "-$p" 2>/dev/null && [ $i -lt "$n" ]; do sleep 0.05; i=$((i+1)); done',
   'kill -KILL "-$p" 2>/dev/null',
   'exit 0',
+].join('\n');
+
+/**
+ * Kills every process of the calling (sandbox) user in the container except itself — kill(-1) never reaches
+ * PID 1 or other users' processes, such as the keep-alive process — and waits until none is left.
+ * Only shell builtins run in the loop, so the script itself forks nothing that would count.
+ */
+const sweepScript = [
+  'i=0',
+  'while [ $i -lt 60 ]; do',
+  '  kill -KILL -1 2>/dev/null',
+  '  left=0',
+  '  for d in /proc/[0-9]*; do [ "${d#/proc/}" = "$$" ] && continue; [ -O "$d" ] && left=1; done',
+  '  [ $left = 0 ] && exit 0',
+  '  sleep 0.05; i=$((i+1))',
+  'done',
+  'exit 1',
 ].join('\n');
 
 /** Options of the Docker executor (made by `DockerSandboxProvider.attach`). */
@@ -52,8 +63,6 @@ export interface DockerExecutorOptions {
   readonly container: string;
   /** Workspace inside the container (default cwd). */
   readonly workspacePath: string;
-  /** The same workspace on the worker's host (pidfiles are read and removed there). */
-  readonly hostWorkspacePath: string;
   /** `uid:gid` every process runs as. */
   readonly user: string;
   /** HOME inside the container (in the workspace, so CLI session stores survive containers). */
@@ -94,8 +103,6 @@ export class DockerProcess implements ExecProcess {
   readonly lines: AsyncIterable<string>;
   readonly exit: Promise<DockerExit>;
   readonly pid: number | undefined = undefined;
-  /** The pidfile, inside the container and on the host. */
-  readonly pidFile: { readonly container: string; readonly host: string };
   private readonly queue = new LineQueue();
   private readonly stderr = new TailBuffer();
   private readonly started: Promise<StartedExec | undefined>;
@@ -107,6 +114,11 @@ export class DockerProcess implements ExecProcess {
   private killing: Promise<void> | undefined;
   private resolveExit!: (exit: DockerExit) => void;
   private rejectExit!: (error: Error) => void;
+  /** The wrapper's first stderr line (our pid inside the container) until it is complete. */
+  private pidLine: string | undefined = '';
+  private groupId: number | undefined;
+  private readonly pidKnown: Promise<void>;
+  private resolvePid!: () => void;
 
   constructor(
     request: ExecRequest,
@@ -119,11 +131,11 @@ export class DockerProcess implements ExecProcess {
     });
     // Callers that only iterate lines must not crash the worker with an unhandled rejection.
     this.exit.catch(() => undefined);
-    const file = `exec-${options.container}-${randomBytes(6).toString('hex')}.pid`;
-    this.pidFile = {
-      container: path.posix.join(options.workspacePath, execStateDir, file),
-      host: path.join(options.hostWorkspacePath, execStateDir, file),
-    };
+    this.pidKnown = new Promise((resolve) => {
+      this.resolvePid = resolve;
+    });
+    const settled = (): void => this.resolvePid();
+    void this.exit.then(settled, settled);
     this.started = this.start(request);
     if (request.signal) this.watchSignal(request.signal);
   }
@@ -161,14 +173,29 @@ export class DockerProcess implements ExecProcess {
     return this.killing;
   }
 
-  /** The process's pid inside the container (its process group id), once it has recorded it. */
+  /** The process's pid inside the container (its process group id), once the wrapper has reported it. */
   async containerPid(): Promise<number | undefined> {
-    try {
-      const pid = Number.parseInt((await readFile(this.pidFile.host, 'utf8')).trim(), 10);
-      return Number.isInteger(pid) && pid > 1 ? pid : undefined;
-    } catch {
-      return undefined;
+    await this.pidKnown;
+    return this.groupId;
+  }
+
+  /** Splits the wrapper's pid line off the front of stderr; everything after it is the program's. */
+  private onStderr(chunk: string): void {
+    if (this.pidLine === undefined) {
+      this.stderr.append(chunk);
+      return;
     }
+    const text = this.pidLine + chunk;
+    const newline = text.indexOf('\n');
+    if (newline < 0) {
+      this.pidLine = text.slice(0, 32);
+      return;
+    }
+    const pid = Number.parseInt(text.slice(0, newline), 10);
+    if (Number.isInteger(pid) && pid > 1) this.groupId = pid;
+    this.pidLine = undefined;
+    this.resolvePid();
+    if (newline + 1 < text.length) this.stderr.append(text.slice(newline + 1));
   }
 
   private async start(request: ExecRequest): Promise<StartedExec | undefined> {
@@ -188,7 +215,7 @@ export class DockerProcess implements ExecProcess {
     let started: StartedExec;
     try {
       started = await this.options.client.exec(this.options.container, {
-        argv: ['/bin/sh', '-c', wrapperScript, this.pidFile.container, ...argv],
+        argv: ['/bin/sh', '-c', wrapperScript, 'sh', ...argv],
         env,
         user: this.options.user,
         workdir: request.cwd ?? this.options.workspacePath,
@@ -204,7 +231,7 @@ export class DockerProcess implements ExecProcess {
     const { stdout, stderr } = this.options.client.demux(started.stream);
     stdout.on('data', (chunk: Buffer) => this.queue.push(chunk));
     stderr.setEncoding('utf8');
-    stderr.on('data', (chunk: string) => this.stderr.append(chunk));
+    stderr.on('data', (chunk: string) => this.onStderr(chunk));
     // A process that exits early makes stdin writes fail with EPIPE: its exit is what to report.
     started.stream.on('error', () => undefined);
     if (wantsStdin) {
@@ -269,7 +296,6 @@ export class DockerProcess implements ExecProcess {
     if (this.exited) return;
     this.exited = true;
     this.queue.end();
-    void rm(this.pidFile.host, { force: true }).catch(() => undefined);
     this.resolveExit(exit);
   }
 
@@ -278,7 +304,6 @@ export class DockerProcess implements ExecProcess {
     this.exited = true;
     this.queue.end();
     if (isDockerSandboxError(error)) this.stderr.append(`${error.message}\n`);
-    void rm(this.pidFile.host, { force: true }).catch(() => undefined);
     this.rejectExit(error);
   }
 
@@ -286,13 +311,17 @@ export class DockerProcess implements ExecProcess {
     this.killRequested = true;
     const started = await this.started;
     if (!started || this.exited) return this.exit.then(() => undefined, () => undefined);
+    // The pid arrives before the program starts; wait for it (or for the exit) before signalling.
+    await Promise.race([this.pidKnown, new Promise((resolve) => setTimeout(resolve, 1000))]);
     const polls = Math.ceil(this.options.killGraceMs / 50);
-    try {
-      await this.options.client.run(this.options.container, ['/bin/sh', '-c', killScript, 'sh', this.pidFile.container, String(polls)], {
-        user: this.options.user,
-      });
-    } catch {
-      // The container is gone or the engine unreachable: exit reports that; nothing inside is left to kill.
+    if (this.groupId !== undefined) {
+      try {
+        await this.options.client.run(this.options.container, ['/bin/sh', '-c', killScript, 'sh', String(this.groupId), String(polls)], {
+          user: this.options.user,
+        });
+      } catch {
+        // The container is gone or the engine unreachable: exit reports that; nothing inside is left to kill.
+      }
     }
     await this.exit.then(() => undefined, () => undefined);
   }
@@ -337,34 +366,16 @@ export class DockerExecutor implements SandboxExecutor {
   }
 
   /**
-   * Kills (SIGKILL) process groups that earlier attempts left running in this container — a worker that
-   * died mid-turn leaves its harness running inside. Call it before a retried turn. Returns how many
-   * pidfiles it handled.
+   * Kills every process of the sandbox user in the container — what an earlier attempt left running, and
+   * descendants of a turn that escaped its process group (setsid, double fork) — and waits until none is
+   * left. Uses nothing the harness can write: kill(-1) as the sandbox user, in the container's PID namespace.
    */
-  async killLeftovers(): Promise<number> {
-    const dir = path.join(this.options.hostWorkspacePath, execStateDir);
-    const mine = new Set([...this.running].map((proc) => path.basename(proc.pidFile.host)));
-    let names: string[];
+  async killLeftovers(): Promise<void> {
     try {
-      names = await readdir(dir);
-    } catch {
-      return 0;
+      await this.options.client.run(this.options.container, ['/bin/sh', '-c', sweepScript], { user: this.options.user });
+    } catch (error) {
+      // A container that is gone has nothing left running.
+      if (!(error instanceof SandboxContainerGone)) throw error;
     }
-    const prefix = `exec-${this.options.container}-`;
-    const stale = names.filter((name) => name.startsWith(prefix) && name.endsWith('.pid') && !mine.has(name));
-    await Promise.all(
-      stale.map(async (name) => {
-        try {
-          await this.options.client.run(
-            this.options.container,
-            ['/bin/sh', '-c', killScript, 'sh', path.posix.join(this.options.workspacePath, execStateDir, name), '0'],
-            { user: this.options.user },
-          );
-        } finally {
-          await rm(path.join(dir, name), { force: true });
-        }
-      }),
-    );
-    return stale.length;
   }
 }

@@ -1,26 +1,37 @@
 /**
  * The Docker sandbox provider: one locked-down container per run, the workspace bind-mounted into it, and
- * every process a `docker exec`. Containers are named from the workflow id, so a retried start or another
- * worker reattaches instead of creating a second one.
+ * every process a `docker exec`. Containers are named from the deployment and the workflow id, so a retried
+ * start or another worker of the same deployment reattaches instead of creating a second one. File
+ * operations run inside the container as the sandbox user (docker-fs.ts); the worker touches the host side
+ * of the workspace only to create it and hand it to that user, through descriptors that never follow a link.
  */
 import { createHash } from 'node:crypto';
-import { chmod, chown, mkdir } from 'node:fs/promises';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type Dockerode from 'dockerode';
 import { DockerClient, dockerFromEnvironment } from './docker-client.js';
 import { SandboxContainerGone, SandboxPolicyRefused } from './docker-errors.js';
-import { DockerExecutor, execStateDir } from './docker-executor.js';
+import { DockerExecutor } from './docker-executor.js';
+import { DockerFsHelper, DockerWorkspaceFs } from './docker-fs.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
+import { chmodDirectoryNoFollow, chownDirectoryNoFollow, mkdirWorkspaceSync } from './workspace-fs.js';
 import type { NetworkPolicy, SandboxHandle, SandboxProvider, SandboxRef, SandboxStartRequest } from './types.js';
 
 /** Labels every managed container carries. */
 export const dockerLabels = {
   managed: 'durable-harness.managed',
+  /** Which deployment (namespace + task queue, or configured) owns it: the reaper touches only its own. */
+  deployment: 'durable-harness.deployment',
   workflowId: 'durable-harness.workflow-id',
   runId: 'durable-harness.run-id',
   agent: 'durable-harness.agent',
   networkPolicy: 'durable-harness.network-policy',
 } as const;
+
+/** The deployment a worker belongs to when none is configured: its Temporal namespace and task queue. */
+export function defaultDeployment(namespace = 'default', taskQueue = 'durable-harness'): string {
+  return `${namespace}/${taskQueue}`;
+}
 
 /** How long start() waits for a container another caller is creating. */
 const reattachWaitMs = 10_000;
@@ -28,6 +39,9 @@ const reattachWaitMs = 10_000;
 const defaults = {
   containerWorkspace: '/workspace',
   user: '1000:1000',
+  // The keep-alive process runs as another user than the sandbox user: the turn-end sweep (kill -1 as the
+  // sandbox user) cannot reach it, and neither can the harness.
+  keepAliveUser: '65534:65534',
   memoryBytes: 2 * 1024 ** 3,
   cpus: 2,
   pidsLimit: 512,
@@ -46,8 +60,15 @@ export interface DockerSandboxProviderOptions {
   readonly workspaceRoot: string;
   /** Where the workspace is mounted inside the container. */
   readonly containerWorkspace?: string;
-  /** Non-root `uid:gid` for the container and every exec. */
+  /** Non-root `uid:gid` every exec (harness, file helper) runs as. */
   readonly user?: string;
+  /** Non-root `uid:gid` of the container's keep-alive process; must differ from `user`. */
+  readonly keepAliveUser?: string;
+  /**
+   * The deployment this provider belongs to (default `default/durable-harness`; the worker passes its
+   * namespace/task queue or DURABLE_HARNESS_DEPLOYMENT). It labels containers and is part of their names.
+   */
+  readonly deployment?: string;
   /**
    * Docker network for policy `open`. Default `bridge`. An engine started with `--bridge=none` (as in CI
    * here) has no bridge network: start() then refuses `open` unless this names a network that exists
@@ -84,12 +105,13 @@ export interface DockerSandboxHandle extends SandboxHandle {
 }
 
 /**
- * The container name for a workflow: readable, valid for Docker, and unique per workflow id (a hash of the
- * exact id is appended, so ids that differ only in characters Docker refuses do not collide).
+ * The container name for a workflow: readable, valid for Docker, and unique per deployment and workflow id
+ * (a hash of both is appended, so ids that differ only in characters Docker refuses do not collide, and two
+ * deployments sharing an engine never reattach to each other's container).
  */
-export function containerNameFor(workflowId: string): string {
+export function containerNameFor(workflowId: string, deployment = defaultDeployment()): string {
   const readable = workflowId.replace(/[^a-zA-Z0-9_.-]/g, '-').slice(0, 80);
-  const hash = createHash('sha256').update(workflowId).digest('hex').slice(0, 12);
+  const hash = createHash('sha256').update(`${deployment}\0${workflowId}`).digest('hex').slice(0, 12);
   return `durable-harness-${readable}-${hash}`;
 }
 
@@ -128,14 +150,26 @@ export class DockerSandboxProvider implements SandboxProvider {
   private readonly root: string;
   private readonly containerWorkspace: string;
   private readonly user: string;
+  private readonly keepAliveUser: string;
+  /** The deployment whose containers this provider creates, reattaches and reaps. */
+  readonly deployment: string;
+  /** One file helper per container, shared by the handles of this worker. */
+  private readonly fsHelpers = new Map<string, DockerFsHelper>();
 
   constructor(private readonly options: DockerSandboxProviderOptions) {
     this.client = new DockerClient(options.docker ?? dockerFromEnvironment());
     this.root = path.resolve(options.workspaceRoot);
     this.containerWorkspace = options.containerWorkspace ?? defaults.containerWorkspace;
     this.user = options.user ?? defaults.user;
-    if (/^0*(?::|$)|^root(?::|$)/.test(this.user)) {
-      throw new Error(`Docker sandbox user ${JSON.stringify(this.user)} is root; use a non-root uid:gid such as 1000:1000.`);
+    this.keepAliveUser = options.keepAliveUser ?? defaults.keepAliveUser;
+    this.deployment = options.deployment ?? defaultDeployment();
+    for (const [what, user] of [['user', this.user], ['keep-alive user', this.keepAliveUser]] as const) {
+      if (/^0*(?::|$)|^root(?::|$)/.test(user)) {
+        throw new Error(`Docker sandbox ${what} ${JSON.stringify(user)} is root; use a non-root uid:gid such as 1000:1000.`);
+      }
+    }
+    if (this.user.split(':')[0] === this.keepAliveUser.split(':')[0]) {
+      throw new Error(`Docker sandbox user and keep-alive user are both ${JSON.stringify(this.user)}; they must differ, or ending a turn's processes would stop the container.`);
     }
   }
 
@@ -163,8 +197,8 @@ export class DockerSandboxProvider implements SandboxProvider {
     const networkMode = await this.networkModeFor(request.spec.networkPolicy);
     const limits = limitsOf(request.spec.options);
     const hostDir = workspaceDirFor(this.root, request.spec.workspaceScope, request);
-    await this.prepareWorkspace(hostDir);
-    const name = containerNameFor(safeSegment(request.workflowId, 'workflow id'));
+    this.prepareWorkspace(hostDir);
+    const name = containerNameFor(safeSegment(request.workflowId, 'workflow id'), this.deployment);
     const ref: SandboxRef = { provider: this.name, workspacePath: this.containerWorkspace, hostWorkspacePath: hostDir, id: name };
 
     // A concurrent create holds the name before the container can be inspected: retry for a few seconds.
@@ -204,18 +238,39 @@ export class DockerSandboxProvider implements SandboxProvider {
       client: this.client,
       container,
       workspacePath: ref.workspacePath,
-      hostWorkspacePath: ref.hostWorkspacePath,
       user: this.user,
       home: path.posix.join(ref.workspacePath, '.home'),
       path: this.options.path ?? defaults.path,
       killGraceMs: this.options.killGraceMs,
     });
-    return { ref, executor, container, release: () => executor.killAll() };
+    return {
+      ref,
+      executor,
+      container,
+      fs: new DockerWorkspaceFs(this.fsHelperFor(container, ref.workspacePath)),
+      killLeftovers: async () => {
+        await executor.killAll();
+        await executor.killLeftovers();
+      },
+      release: () => executor.killAll(),
+    };
   }
 
   /** Kills and removes the container (everything in it dies); keeps the workspace. Idempotent. */
   async end(ref: SandboxRef): Promise<void> {
-    await this.client.remove(this.checkRef(ref));
+    const container = this.checkRef(ref);
+    this.fsHelpers.get(container)?.close();
+    this.fsHelpers.delete(container);
+    await this.client.remove(container);
+  }
+
+  private fsHelperFor(container: string, workspacePath: string): DockerFsHelper {
+    let helper = this.fsHelpers.get(container);
+    if (!helper) {
+      helper = new DockerFsHelper({ client: this.client, container, user: this.user, workspacePath, path: this.options.path ?? defaults.path });
+      this.fsHelpers.set(container, helper);
+    }
+    return helper;
   }
 
   private async networkModeFor(policy: NetworkPolicy): Promise<string> {
@@ -237,19 +292,27 @@ export class DockerSandboxProvider implements SandboxProvider {
     return mode;
   }
 
-  /** Creates the workspace and the directories the container user writes to, owned by that user. */
-  private async prepareWorkspace(hostDir: string): Promise<void> {
-    const dirs = [hostDir, path.join(hostDir, '.home'), path.join(hostDir, execStateDir)];
-    for (const dir of dirs) await mkdir(dir, { recursive: true });
+  /**
+   * Creates the workspace and gives it (the directory itself, through a descriptor that refuses a link) to
+   * the container user; `.home` inside it is created without following anything a harness planted. Nothing
+   * is chowned or chmodded by path, and nothing below the workspace is changed on an existing workspace.
+   */
+  private prepareWorkspace(hostDir: string): void {
+    mkdirSync(this.root, { recursive: true });
+    mkdirWorkspaceSync(this.root, path.relative(this.root, hostDir));
     const [uid, gid] = this.user.split(':').map((part) => Number(part));
-    for (const dir of dirs) {
-      try {
-        if (uid === undefined || !Number.isInteger(uid)) throw new Error('named user');
-        await chown(dir, uid, gid !== undefined && Number.isInteger(gid) ? gid : uid);
-      } catch {
-        // A worker that is not root cannot chown: make the directory writable for the container user instead.
-        await chmod(dir, 0o777);
-      }
+    try {
+      if (uid === undefined || !Number.isInteger(uid)) throw new Error('named user');
+      chownDirectoryNoFollow(hostDir, uid, gid !== undefined && Number.isInteger(gid) ? gid : uid);
+    } catch {
+      // A worker that is not root cannot chown: make the workspace writable for the container user instead.
+      chmodDirectoryNoFollow(hostDir, 0o777);
+    }
+    try {
+      // Created as the workspace's owner (root gives it away through the descriptor).
+      mkdirWorkspaceSync(hostDir, '.home');
+    } catch {
+      // A link a harness planted as .home stays as it is: never followed; the harness's HOME is then its own doing.
     }
   }
 
@@ -265,12 +328,14 @@ export class DockerSandboxProvider implements SandboxProvider {
       name,
       Image: limits.image ?? this.options.image,
       Cmd: [...(this.options.keepAliveCommand ?? defaults.keepAlive)],
-      User: this.user,
+      // The keep-alive process (and the init) run as another user than every exec; see defaults.keepAliveUser.
+      User: this.keepAliveUser,
       WorkingDir: this.containerWorkspace,
       // No secrets here, ever: `docker inspect` shows Config.Env. Secrets go to each exec's environment.
       Env: [`HOME=${path.posix.join(this.containerWorkspace, '.home')}`],
       Labels: {
         [dockerLabels.managed]: 'true',
+        [dockerLabels.deployment]: this.deployment,
         [dockerLabels.workflowId]: request.workflowId,
         [dockerLabels.runId]: request.runId,
         [dockerLabels.agent]: request.agent,
@@ -302,9 +367,9 @@ export class DockerSandboxProvider implements SandboxProvider {
   /** A container by our name must be ours (labels); anything else is a configuration error, not a reattach. */
   private checkOwner(info: Dockerode.ContainerInspectInfo, workflowId: string): void {
     const labels = info.Config.Labels ?? {};
-    if (labels[dockerLabels.managed] !== 'true' || labels[dockerLabels.workflowId] !== workflowId) {
+    if (labels[dockerLabels.managed] !== 'true' || labels[dockerLabels.workflowId] !== workflowId || labels[dockerLabels.deployment] !== this.deployment) {
       throw new Error(
-        `Container ${info.Name} exists but does not belong to workflow ${JSON.stringify(workflowId)} ` +
+        `Container ${info.Name} exists but does not belong to workflow ${JSON.stringify(workflowId)} of deployment ${JSON.stringify(this.deployment)} ` +
           `(labels ${JSON.stringify(labels)}); remove it or rename it.`,
       );
     }
@@ -329,6 +394,8 @@ export class DockerSandboxProvider implements SandboxProvider {
 /** Options of `reapContainers`. */
 export interface ReapOptions {
   readonly docker?: Dockerode;
+  /** Only this deployment's containers are considered (see `DockerSandboxProvider.deployment`). */
+  readonly deployment: string;
   /** Whether the run that owns a container is closed (the worker passes a Temporal-backed check). */
   readonly isRunClosed: (workflowId: string, runId: string | undefined) => Promise<boolean>;
 }
@@ -340,16 +407,20 @@ export interface ReapResult {
 }
 
 /**
- * Removes managed containers whose runs are closed: leftovers of workers that died before `end()`.
- * Called at worker start. A container whose check throws is kept (and the error does not stop the reap).
+ * Removes this deployment's managed containers whose runs Temporal reports closed: leftovers of workers that
+ * died before `end()`. Called at worker start. Containers of other deployments sharing the engine (other
+ * namespaces or task queues, another team) are never touched, running or not. A container whose check
+ * throws is kept (and the error does not stop the reap).
  */
 export async function reapContainers(options: ReapOptions): Promise<ReapResult> {
   const client = new DockerClient(options.docker ?? dockerFromEnvironment());
-  const containers = await client.list([`${dockerLabels.managed}=true`]);
+  const containers = await client.list([`${dockerLabels.managed}=true`, `${dockerLabels.deployment}=${options.deployment}`]);
   const removed: string[] = [];
   const kept: string[] = [];
   for (const info of containers) {
     const name = (info.Names[0] ?? info.Id).replace(/^\//, '');
+    // The engine filtered by label already; check again rather than trust one filter with removal.
+    if (info.Labels[dockerLabels.deployment] !== options.deployment) continue;
     const workflowId = info.Labels[dockerLabels.workflowId];
     let closed = false;
     try {
@@ -393,18 +464,21 @@ export function temporalRunClosed(workflows: WorkflowDescriber): (workflowId: st
  * The Docker provider configured from the worker's environment, or `undefined` when
  * `DURABLE_HARNESS_SANDBOX_IMAGE` is unset. `DURABLE_HARNESS_WORKSPACES` (default `<dataDir>/workspaces`)
  * must be the same absolute path on the engine's host as in the worker: the engine resolves bind mounts there.
- * `DURABLE_HARNESS_SANDBOX_USER` (uid:gid), `DURABLE_HARNESS_OPEN_NETWORK` (network for policy open).
+ * `DURABLE_HARNESS_SANDBOX_USER` (uid:gid), `DURABLE_HARNESS_OPEN_NETWORK` (network for policy open),
+ * `DURABLE_HARNESS_DEPLOYMENT` (default: the worker's namespace/task queue).
  */
 export function dockerSandboxFromEnvironment(
   env: Readonly<Record<string, string | undefined>>,
   dataDir: string,
   docker?: Dockerode,
+  deployment?: string,
 ): DockerSandboxProvider | undefined {
   const image = env.DURABLE_HARNESS_SANDBOX_IMAGE;
   if (!image) return undefined;
   return new DockerSandboxProvider({
     docker,
     image,
+    deployment: env.DURABLE_HARNESS_DEPLOYMENT || deployment,
     workspaceRoot: env.DURABLE_HARNESS_WORKSPACES ?? path.join(path.resolve(dataDir), 'workspaces'),
     user: env.DURABLE_HARNESS_SANDBOX_USER || undefined,
     openNetworkMode: env.DURABLE_HARNESS_OPEN_NETWORK || undefined,

@@ -1,10 +1,26 @@
-/** Runs processes directly on the worker's host, in the workspace, with a minimal environment. */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+/**
+ * Runs processes on the worker's host, in the workspace, with a minimal environment — each in its own PID
+ * namespace (by default), optionally as an unprivileged user. See local-containment.ts.
+ */
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LineQueue } from './line-queue.js';
-import { defaultPidFile, processGroupAlive, removePidFile, signalProcessGroup, writePidFile } from './pidfile.js';
+import {
+  childrenOf,
+  defaultTools,
+  procStat,
+  processGroupAlive,
+  removeTurnRecord,
+  sameProcessAlive,
+  signal,
+  wrapArgv,
+  writeTurnRecord,
+  type ContainmentTools,
+  type LocalIsolation,
+} from './local-containment.js';
+import { directSpawner, type SpawnedProcess, type Spawner } from './spawner.js';
 import type { ExecProcess, ExecRequest, SandboxExecutor } from './types.js';
+import { mkdirWorkspaceSync } from './workspace-fs.js';
 
 const stderrTailBytes = 8 * 1024;
 const defaultKillGraceMs = 1000;
@@ -14,12 +30,21 @@ const defaultDrainGraceMs = 500;
 export interface LocalExecutorOptions {
   /** Absolute workspace path: the default cwd, and where `.home` lives. */
   readonly workspacePath: string;
-  /** Where to record the running process group; default `<workspace>/.durable-harness/turn.pid`; `false` for none. */
-  readonly pidFile?: string | false;
+  /**
+   * Where to record the running process (pid and start time) so a later attempt can kill it. It must be
+   * outside anything the harness can write (the provider uses its runtime directory); none when absent.
+   */
+  readonly stateFile?: string;
+  /** Containment and user (default: a PID namespace per process, the worker's user). */
+  readonly isolation?: LocalIsolation;
+  /** util-linux binaries (tests point these elsewhere). */
+  readonly tools?: ContainmentTools;
   /** Grace between SIGTERM and SIGKILL when a request does not set one. */
   readonly killGraceMs?: number;
   /** How long stdout may stay open after the process exited (a background grandchild may hold it). */
   readonly drainGraceMs?: number;
+  /** How processes are started (src/sandbox/spawner.ts); default `child_process.spawn` on this thread. */
+  readonly spawner?: Spawner;
 }
 
 /** Exit status of a local process. */
@@ -58,26 +83,32 @@ class TailBuffer {
 export class LocalProcess implements ExecProcess {
   readonly lines: AsyncIterable<string>;
   readonly exit: Promise<LocalExit>;
-  readonly pid: number | undefined;
   private readonly queue = new LineQueue();
   private readonly stderr = new TailBuffer(stderrTailBytes);
-  private child: ChildProcess | undefined;
+  private child: SpawnedProcess | undefined;
   private failure: Error | undefined;
   private exited = false;
   private killing: Promise<void> | undefined;
   private drainTimer: NodeJS.Timeout | undefined;
   private resolveExit!: (exit: LocalExit) => void;
 
+  private record: { pid: number; start: number; init?: { pid: number; start: number } } | undefined;
+
   constructor(
     request: ExecRequest,
-    private readonly options: Required<Omit<LocalExecutorOptions, 'pidFile'>> & { pidFile: string | false },
+    private readonly options: ResolvedOptions,
   ) {
     this.lines = this.queue;
     this.exit = new Promise((resolve) => {
       this.resolveExit = resolve;
     });
-    this.pid = this.start(request);
+    this.start(request);
     if (request.signal) this.watchSignal(request.signal);
+  }
+
+  /** The process's pid (= its process group), once started; a pooled spawn knows it a moment later. */
+  get pid(): number | undefined {
+    return this.child?.pid;
   }
 
   /** The error that kept the process from starting, if any. */
@@ -91,15 +122,13 @@ export class LocalProcess implements ExecProcess {
 
   /** Writes to stdin; a no-op when stdin was not opened or is already closed. */
   write(text: string): void {
-    const stdin = this.child?.stdin;
-    if (!stdin || stdin.destroyed || !stdin.writable) return;
-    stdin.write(text);
+    this.child?.writeStdin(text);
   }
 
   /** Ends stdin: the process sees end of input. A no-op when stdin was not opened or is already closed. */
   closeStdin(): void {
-    const stdin = this.child?.stdin;
-    if (stdin && !stdin.destroyed && !stdin.writableEnded) stdin.end();
+    // Queued writes go first: both spawners end stdin after what was written before (a pooled spawn in order).
+    this.child?.endStdin();
   }
 
   /** SIGTERM to the process group, SIGKILL after the grace period if any of it lives; resolves after exit. */
@@ -108,19 +137,26 @@ export class LocalProcess implements ExecProcess {
     return this.killing;
   }
 
-  private start(request: ExecRequest): number | undefined {
+  private start(request: ExecRequest): void {
     const [file, ...args] = request.argv;
     const cwd = request.cwd ?? this.options.workspacePath;
     if (file === undefined || file.length === 0) return this.fail(new Error('Cannot start a process: argv is empty.'));
-    if (!existsSync(cwd)) return this.fail(new Error(`Cannot start ${file}: working directory ${cwd} does not exist.`));
-    let child: ChildProcess;
+    if (!existsSync(cwd)) return this.fail(new Error(`Cannot start ${file}: its working directory does not exist.`));
+    const env = this.environment(request);
+    // The wrapper (unshare/setpriv) would report a missing program its own way: find it first, like spawn does.
+    const executable = findExecutable(file, env.PATH ?? minimalPath());
+    if (!executable) return this.fail(Object.assign(new Error(`spawn ${file} ENOENT`), { code: 'ENOENT' }));
+    const [wrapped, ...wrappedArgs] = wrapArgv(this.options.isolation, [executable, ...args], this.options.tools);
+    let child: SpawnedProcess;
     try {
-      child = spawn(file, args, {
+      child = this.options.spawner({
+        file: wrapped!,
+        args: wrappedArgs,
         cwd,
-        env: this.environment(request),
-        // Own process group, so kill() reaches grandchildren; never a shell, so argv is never re-parsed.
+        env,
+        // Own process group, so kill() reaches the group; never a shell, so argv is never re-parsed.
         detached: true,
-        stdio: [request.stdin === undefined && !request.keepStdinOpen ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+        stdin: request.stdin === undefined && !request.keepStdinOpen ? 'ignore' : 'pipe',
       });
     } catch (error) {
       // Invalid arguments (a NUL byte, for instance) throw synchronously; report them like any spawn failure.
@@ -128,73 +164,123 @@ export class LocalProcess implements ExecProcess {
     }
     this.child = child;
     this.wire(child, request);
-    if (child.pid !== undefined && this.options.pidFile) writePidFile(this.options.pidFile, child.pid);
-    return child.pid;
+    if (child.pid !== undefined) this.remember(child.pid);
+    else child.once('spawn', () => child.pid !== undefined && this.remember(child.pid));
+  }
+
+  /** Records the process (and, in a PID namespace, its PID 1 once it exists) in the runtime state file. */
+  private remember(pid: number): void {
+    const start = procStat(pid)?.start;
+    if (start === undefined) return;
+    this.record = { pid, start };
+    const file = this.options.stateFile;
+    if (file) writeTurnRecord(file, { containment: this.options.isolation.containment, pid, start });
+    if (this.options.isolation.containment !== 'pid-namespace') return;
+    const findInit = (triesLeft: number): void => {
+      if (this.exited) return;
+      const init = childrenOf(pid)[0];
+      const initStart = init === undefined ? undefined : procStat(init)?.start;
+      if (init !== undefined && initStart !== undefined) {
+        this.record = { pid, start, init: { pid: init, start: initStart } };
+        if (file) writeTurnRecord(file, { containment: 'pid-namespace', pid, start, init: { pid: init, start: initStart } });
+        return;
+      }
+      if (triesLeft > 0) setTimeout(() => findInit(triesLeft - 1), 5).unref();
+    };
+    findInit(200);
   }
 
   private environment(request: ExecRequest): Record<string, string> {
     const home = path.join(this.options.workspacePath, '.home');
-    mkdirSync(home, { recursive: true });
+    try {
+      mkdirWorkspaceSync(this.options.workspacePath, '.home');
+    } catch {
+      // A link the harness planted in place of .home stays as it is: never followed, HOME is then its problem.
+    }
     // Nothing from the worker's own environment leaks in: only what the request grants.
     return { PATH: minimalPath(), HOME: home, LANG: 'C.UTF-8', ...request.env };
   }
 
-  private wire(child: ChildProcess, request: ExecRequest): void {
-    child.stdout?.on('data', (chunk: Buffer) => this.queue.push(chunk));
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (chunk: string) => this.stderr.append(chunk));
-    // A harness that exits early makes writes fail with EPIPE; that is its exit to report, not our crash.
-    child.stdin?.on('error', () => undefined);
-    if (child.stdin && request.stdin !== undefined) child.stdin.write(request.stdin);
-    if (child.stdin && !request.keepStdinOpen) child.stdin.end();
-    child.once('error', (error) => {
+  private wire(child: SpawnedProcess, request: ExecRequest): void {
+    child.onStdout((chunk) => this.queue.push(chunk));
+    child.onStderr((text) => this.stderr.append(text));
+    if (request.stdin !== undefined) child.writeStdin(request.stdin);
+    if (!request.keepStdinOpen) child.endStdin();
+    child.on('error', (error: Error) => {
       if (child.pid === undefined) this.fail(error);
     });
     child.once('exit', () => this.onExited(child));
-    child.once('close', (code, signal) => this.finish({ code, signal }));
+    child.once('close', (code: number | null, signal: string | null) => this.finish({ code, signal }));
   }
 
-  private onExited(child: ChildProcess): void {
+  private onExited(child: SpawnedProcess): void {
     this.exited = true;
     // A background grandchild can hold stdout open for ever; stop waiting for it after a short drain.
     this.drainTimer = setTimeout(() => {
-      child.stdout?.destroy();
-      child.stderr?.destroy();
+      child.stopOutput();
       this.finish({ code: child.exitCode, signal: child.signalCode });
     }, this.options.drainGraceMs);
   }
 
-  private fail(error: Error): undefined {
+  private fail(error: Error): void {
     this.failure = error;
     this.stderr.append(`${error.message}\n`);
     this.finish({ code: null, signal: null });
-    return undefined;
   }
 
   private finish(exit: LocalExit): void {
     clearTimeout(this.drainTimer);
-    if (this.exited && this.child?.pid !== undefined && this.options.pidFile && !processGroupAlive(this.child.pid)) {
-      removePidFile(this.options.pidFile, this.child.pid);
-    }
+    if (this.record && this.options.stateFile && !this.running()) removeTurnRecord(this.options.stateFile, this.record.pid);
     this.exited = true;
     this.queue.end();
     this.resolveExit(exit);
   }
 
+  /** Whether anything of this process is left: its namespace's PID 1, itself, or (process-group) its group. */
+  private running(): boolean {
+    const record = this.record;
+    if (!record) return false;
+    if (record.init && sameProcessAlive(record.init.pid, record.init.start)) return true;
+    if (sameProcessAlive(record.pid, record.start)) return true;
+    return this.options.isolation.containment === 'process-group' && processGroupAlive(record.pid);
+  }
+
+  /**
+   * SIGTERM to the process group (a namespace's PID 1 gets it only if it handles it), then after the grace
+   * SIGKILL to the namespace's PID 1 — the kernel then kills every process in the namespace — and the group.
+   */
   private async killGroup(): Promise<void> {
+    // A pooled spawn may not have reported its pid yet: wait for it (or for the failure to start).
+    const child = this.child;
+    if (child && child.pid === undefined && !this.exited) {
+      await new Promise<void>((resolve) => {
+        child.once('spawn', resolve);
+        void this.exit.then(() => resolve());
+      });
+    }
     const pgid = this.child?.pid;
     if (pgid === undefined) return this.exit.then(() => undefined);
-    signalProcessGroup(pgid, 'SIGTERM');
+    signal(-pgid, 'SIGTERM');
     const deadline = Date.now() + this.options.killGraceMs;
-    while (processGroupAlive(pgid) && Date.now() < deadline) await sleep(20);
-    if (processGroupAlive(pgid)) {
-      signalProcessGroup(pgid, 'SIGKILL');
+    while (this.running() && Date.now() < deadline) await sleep(20);
+    if (this.running()) {
+      const init = this.record?.init ?? this.initNow(pgid);
+      if (init && sameProcessAlive(init.pid, init.start)) signal(init.pid, 'SIGKILL');
+      signal(-pgid, 'SIGKILL');
       // SIGKILL is not instant for every member; callers rely on "kill resolved" meaning "all gone".
       const killDeadline = Date.now() + 1000;
-      while (processGroupAlive(pgid) && Date.now() < killDeadline) await sleep(10);
+      while (this.running() && Date.now() < killDeadline) await sleep(10);
     }
     await this.exit;
-    if (this.options.pidFile && !processGroupAlive(pgid)) removePidFile(this.options.pidFile, pgid);
+    if (this.options.stateFile && this.record && !this.running()) removeTurnRecord(this.options.stateFile, this.record.pid);
+  }
+
+  /** The namespace's PID 1 if it was not recorded yet. */
+  private initNow(pid: number): { pid: number; start: number } | undefined {
+    if (this.options.isolation.containment !== 'pid-namespace') return undefined;
+    const init = childrenOf(pid)[0];
+    const start = init === undefined ? undefined : procStat(init)?.start;
+    return init !== undefined && start !== undefined ? { pid: init, start } : undefined;
   }
 
   private watchSignal(signal: AbortSignal): void {
@@ -209,27 +295,53 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+type ResolvedOptions = Required<Omit<LocalExecutorOptions, 'stateFile'>> & { readonly stateFile: string | undefined };
+
+/** The absolute path of `file` on `searchPath` (or `file` itself when it has a slash), if it is executable. */
+function findExecutable(file: string, searchPath: string): string | undefined {
+  const candidates = file.includes('/') ? [path.resolve(file)] : searchPath.split(':').filter(Boolean).map((dir) => path.join(dir, file));
+  for (const candidate of candidates) {
+    try {
+      if (!statSync(candidate).isFile()) continue;
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
 /** Starts processes on the host in a workspace directory. Keeps track of them so `killAll` can end leftovers. */
 export class LocalExecutor implements SandboxExecutor {
   private readonly running = new Set<LocalProcess>();
-  private readonly options: Required<Omit<LocalExecutorOptions, 'pidFile'>> & { pidFile: string | false };
+  private started = 0;
+  private readonly options: ResolvedOptions;
 
   constructor(options: LocalExecutorOptions) {
-    const workspacePath = path.resolve(options.workspacePath);
     this.options = {
-      workspacePath,
-      pidFile: options.pidFile ?? defaultPidFile(workspacePath),
+      workspacePath: path.resolve(options.workspacePath),
+      stateFile: options.stateFile,
+      isolation: options.isolation ?? { containment: 'pid-namespace' },
+      tools: options.tools ?? defaultTools,
       killGraceMs: options.killGraceMs ?? defaultKillGraceMs,
       drainGraceMs: options.drainGraceMs ?? defaultDrainGraceMs,
+      spawner: options.spawner ?? directSpawner,
     };
   }
 
-  /** Where this executor records process groups, or `false`. */
-  get pidFile(): string | false {
-    return this.options.pidFile;
+  /** Where this executor records running processes, if anywhere. */
+  get stateFile(): string | undefined {
+    return this.options.stateFile;
+  }
+
+  /** Whether this executor has started any process (its handle was used for a turn). */
+  get startedAny(): boolean {
+    return this.started > 0;
   }
 
   exec(request: ExecRequest): LocalProcess {
+    this.started += 1;
     const killGraceMs = request.killGraceMs ?? this.options.killGraceMs;
     const proc = new LocalProcess(request, { ...this.options, killGraceMs });
     this.running.add(proc);

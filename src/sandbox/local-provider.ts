@@ -1,43 +1,81 @@
-/** The local-directory sandbox provider: a workspace directory on the worker's host, for development. */
-import { mkdir } from 'node:fs/promises';
+/**
+ * The local-directory sandbox provider: a workspace directory on the worker's host, for development. Each
+ * process gets its own PID namespace (every descendant dies with it) and, with `sandbox.options.user`, runs
+ * as an unprivileged user; see local-containment.ts and docs/SECURITY.md for what it does and does not isolate.
+ */
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
+import {
+  SandboxIsolationUnavailable,
+  checkIsolation,
+  defaultTools,
+  wrapArgv,
+  isolationSettings,
+  killRecordedTurn,
+  parseLocalIsolation,
+  type ContainmentTools,
+  type LocalIsolation,
+} from './local-containment.js';
 import { LocalExecutor } from './local-executor.js';
-import { defaultPidFile, killStaleProcessGroup } from './pidfile.js';
+import type { Spawner } from './spawner.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
+import { chownDirectoryNoFollow, LocalWorkspaceFs, mkdirWorkspaceSync } from './workspace-fs.js';
 import type { NetworkPolicy, SandboxHandle, SandboxProvider, SandboxRef, SandboxStartRequest } from './types.js';
 
 /** Options of the local provider. */
 export interface LocalSandboxProviderOptions {
   /** Absolute directory holding all workspaces (the caller resolves the default `.data/workspaces`). */
   readonly root: string;
+  /**
+   * Where runtime state (the running turn's pid and start time) is kept: never inside a workspace, so nothing a
+   * harness or an action writes can name a process to kill. Default: `runtime/local` beside `root`.
+   */
+  readonly runtimeDir?: string;
   /** Grace between SIGTERM and SIGKILL for processes it starts. */
   readonly killGraceMs?: number;
+  /** util-linux binaries (tests point these elsewhere to see a missing mechanism refused). */
+  readonly tools?: ContainmentTools;
+  /** How processes are started (src/sandbox/spawner.ts); default `child_process.spawn` on the calling thread. */
+  readonly spawner?: Spawner;
 }
 
-/** A live local sandbox: the handle plus where its turn process group is recorded. */
+/** A live local sandbox: the handle plus where its running turn is recorded. */
 export interface LocalSandboxHandle extends SandboxHandle {
   readonly executor: LocalExecutor;
-  /** Pidfile of the running turn; pass it to `killStaleProcessGroup` before a retried attempt. */
-  readonly pidFile: string;
+  readonly fs: LocalWorkspaceFs;
+  /** The runtime state file of this sandbox's running turn. */
+  readonly stateFile: string;
 }
 
-/**
- * Where a run's turn process group is recorded. Shared workspaces (`agent`, `agent-user` scopes) can host
- * several runs at once, so the file is named after the run when the ref carries one; otherwise it is
- * `<workspace>/.durable-harness/turn.pid`.
- */
-export function pidFileFor(ref: SandboxRef): string {
-  if (ref.id === undefined) return defaultPidFile(ref.hostWorkspacePath);
-  return path.join(ref.hostWorkspacePath, '.durable-harness', `turn-${safeSegment(ref.id, 'sandbox id')}.pid`);
+const reachable = new Set<string>();
+
+/** Throws unless the sandbox user can enter and write `dir` (every directory above it must be searchable). */
+function checkReachable(dir: string, isolation: LocalIsolation, tools: ContainmentTools): void {
+  const key = `${dir}\0${isolation.user?.uid}`;
+  if (reachable.has(key)) return;
+  const probe = wrapArgv({ containment: 'process-group', user: isolation.user }, ['/bin/sh', '-c', 'cd "$1" && test -w .', 'sh', dir], tools);
+  const result = spawnSync(probe[0]!, probe.slice(1), { stdio: 'ignore', timeout: 10_000, env: { PATH: '/usr/bin:/bin' } });
+  if (result.status !== 0) {
+    throw new SandboxIsolationUnavailable(
+      `Workspace ${dir} is not reachable by the sandbox user ${isolation.user?.uid}:${isolation.user?.gid}: every directory above it must be searchable by others (chmod o+x), e.g. the data directory.`,
+    );
+  }
+  reachable.add(key);
 }
 
-/** Workspaces as plain directories under `root`; processes run directly on the host. */
+/** Workspaces as plain directories under `root`; processes run on the host, each in its own PID namespace. */
 export class LocalSandboxProvider implements SandboxProvider {
   readonly name = 'local';
   private readonly root: string;
+  private readonly runtimeDir: string;
+  private readonly tools: ContainmentTools;
 
   constructor(private readonly options: LocalSandboxProviderOptions) {
     this.root = path.resolve(options.root);
+    this.runtimeDir = path.resolve(options.runtimeDir ?? path.join(path.dirname(this.root), 'runtime', 'local'));
+    this.tools = options.tools ?? defaultTools;
   }
 
   /**
@@ -60,29 +98,74 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
-  /** Creates the scope's workspace directory (idempotent) and returns its reference. */
+  /**
+   * Creates the scope's workspace directory (idempotent) and returns its reference. Refuses
+   * (`SandboxIsolationUnavailable`) when this machine cannot give the containment or user asked for.
+   */
   async start(request: SandboxStartRequest): Promise<SandboxRef> {
+    const isolation = parseLocalIsolation(request.spec.options);
+    checkIsolation(isolation, this.tools);
     const dir = workspaceDirFor(this.root, request.spec.workspaceScope, request);
-    await mkdir(dir, { recursive: true });
-    return { provider: this.name, workspacePath: dir, hostWorkspacePath: dir, id: safeSegment(request.workflowId, 'workflow id') };
+    this.createWorkspace(dir, isolation);
+    return {
+      provider: this.name,
+      workspacePath: dir,
+      hostWorkspacePath: dir,
+      id: safeSegment(request.workflowId, 'workflow id'),
+      settings: isolationSettings(isolation),
+    };
   }
 
-  /** Returns a handle whose executor runs processes in the workspace. */
+  /** Returns a handle whose executor runs processes in the workspace, with the isolation frozen in the ref. */
   async attach(ref: SandboxRef): Promise<LocalSandboxHandle> {
     this.checkRef(ref);
-    await mkdir(ref.hostWorkspacePath, { recursive: true });
-    const pidFile = pidFileFor(ref);
-    const executor = new LocalExecutor({ workspacePath: ref.hostWorkspacePath, pidFile, killGraceMs: this.options.killGraceMs });
-    return { ref, executor, pidFile, release: () => executor.killAll() };
+    const isolation = parseLocalIsolation(ref.settings);
+    checkIsolation(isolation, this.tools);
+    this.createWorkspace(ref.hostWorkspacePath, isolation);
+    const stateFile = this.stateFileFor(ref);
+    const executor = new LocalExecutor({ workspacePath: ref.hostWorkspacePath, stateFile, isolation, tools: this.tools, killGraceMs: this.options.killGraceMs, spawner: this.options.spawner });
+    return {
+      ref,
+      executor,
+      fs: new LocalWorkspaceFs(ref.hostWorkspacePath),
+      stateFile,
+      killLeftovers: async () => {
+        const usedForTurn = executor.startedAny;
+        // Its own processes take their namespaces, and so every descendant, with them.
+        await executor.killAll();
+        // Before a turn: what an earlier attempt recorded. After one, the record may be a newer attempt's.
+        if (!usedForTurn) await killRecordedTurn(stateFile);
+      },
+      release: () => executor.killAll(),
+    };
   }
 
   /**
-   * Ends the sandbox: kills a turn process group that may still be running, and keeps the files
-   * (workspaces stay for inspection; agent-scoped ones are reused). Idempotent.
+   * Ends the sandbox: kills a turn that may still be running (from the runtime state, not the workspace) and
+   * keeps the files (workspaces stay for inspection; agent-scoped ones are reused). Idempotent.
    */
   async end(ref: SandboxRef): Promise<void> {
     this.checkRef(ref);
-    await killStaleProcessGroup(pidFileFor(ref));
+    await killRecordedTurn(this.stateFileFor(ref));
+  }
+
+  /** Where a sandbox's running turn is recorded: one file per run (shared workspaces host several runs). */
+  stateFileFor(ref: SandboxRef): string {
+    const name = ref.id !== undefined ? safeSegment(ref.id, 'sandbox id') : `ws-${createHash('sha256').update(ref.hostWorkspacePath).digest('hex').slice(0, 16)}`;
+    return path.join(this.runtimeDir, `${name}.json`);
+  }
+
+  /**
+   * The workspace and the directories above it, none of them followed through a link; with a `user`, the
+   * workspace itself (only) belongs to that user and is private to it.
+   */
+  private createWorkspace(dir: string, isolation: LocalIsolation): void {
+    mkdirSync(this.root, { recursive: true });
+    mkdirWorkspaceSync(this.root, path.relative(this.root, dir));
+    if (isolation.user) {
+      chownDirectoryNoFollow(dir, isolation.user.uid, isolation.user.gid, 0o700);
+      checkReachable(dir, isolation, this.tools);
+    }
   }
 
   /** Refuses refs from another provider or outside this provider's root: a ref is data and may be stale. */

@@ -29,6 +29,8 @@ export interface SandboxRef {
   readonly hostWorkspacePath: string;
   /** Provider-specific id (container id for docker). */
   readonly id?: string;
+  /** Provider-specific settings frozen at start (e.g. the local provider's containment and user). */
+  readonly settings?: Readonly<Record<string, string>>;
 }
 
 export interface SandboxStartRequest {
@@ -76,10 +78,39 @@ export interface SandboxExecutor {
   exec(request: ExecRequest): ExecProcess;
 }
 
+/** The kind of a workspace entry; a link is reported as `symlink`, never followed. */
+export type SandboxEntryType = 'file' | 'directory' | 'symlink' | 'other';
+
+/**
+ * The workspace's files, read and written where the sandbox is (inside the container, as its user, for
+ * Docker). Paths are relative to the workspace. No operation follows a symbolic link or resolves a path twice
+ * (no check-then-open); failures are `SandboxFsError`s whose messages name workspace-relative paths only.
+ */
+export interface SandboxFs {
+  /** The entry's type and size, or `undefined` when it does not exist. */
+  stat(path: string): Promise<{ readonly type: SandboxEntryType; readonly size: number } | undefined>;
+  /** At most `maxBytes` (default and ceiling 16 MiB) of a regular file, and the file's full size. */
+  readFile(path: string, options?: { readonly maxBytes?: number }): Promise<{ readonly data: Buffer; readonly size: number }>;
+  /** Creates or replaces a regular file; `createParents` creates missing directories on the way. */
+  writeFile(path: string, data: string | Uint8Array, options?: { readonly createParents?: boolean; readonly mode?: number }): Promise<{ readonly bytes: number }>;
+  /** A directory's entries, sorted by name. */
+  list(path: string): Promise<readonly { readonly name: string; readonly type: SandboxEntryType }[]>;
+  /** Creates a directory; `recursive` also creates parents and accepts an existing directory. */
+  mkdir(path: string, options?: { readonly recursive?: boolean }): Promise<void>;
+}
+
 /** A live sandbox inside one activity. */
 export interface SandboxHandle {
   readonly ref: SandboxRef;
   readonly executor: SandboxExecutor;
+  /** The workspace's files; actions and adapters use this, never a host path. */
+  readonly fs: SandboxFs;
+  /**
+   * Kills every process a turn left in this sandbox — descendants that started their own session or
+   * double-forked included — without trusting anything the harness can write. Called after each turn and
+   * before a retried attempt.
+   */
+  killLeftovers(): Promise<void>;
   /** Releases per-activity resources (not the sandbox itself: that is `SandboxProvider.end`). */
   release(): Promise<void>;
 }

@@ -1,5 +1,4 @@
-/** Workspace paths: which directory a scope maps to, and keeping paths inside it. */
-import { lstatSync, realpathSync } from 'node:fs';
+/** Workspace paths: which directory a scope maps to. Paths inside a workspace go through `SandboxFs`. */
 import path from 'node:path';
 import type { SandboxStartRequest, WorkspaceScope } from './types.js';
 
@@ -30,7 +29,11 @@ function segmentProblem(id: string): string | undefined {
   return undefined;
 }
 
-/** The workspace directory (absolute) for a scope, below `root`. */
+/**
+ * The workspace directory (absolute) for a scope, below `root`. No scope's directory lies inside another's:
+ * agent-user workspaces live under `agent-users/`, not inside the agent's own workspace, where that agent's
+ * harness could plant links in place of another user's workspace.
+ */
 export function workspaceDirFor(root: string, scope: WorkspaceScope, request: Pick<SandboxStartRequest, 'workflowId' | 'agent' | 'identity'>): string {
   const base = path.resolve(root);
   switch (scope) {
@@ -41,9 +44,8 @@ export function workspaceDirFor(root: string, scope: WorkspaceScope, request: Pi
     case 'agent-user':
       return path.join(
         base,
-        'agents',
+        'agent-users',
         safeSegment(request.agent, 'agent name'),
-        'users',
         safeSegment(request.identity.tenantId, 'tenant id'),
         safeSegment(request.identity.userId, 'user id'),
       );
@@ -55,86 +57,4 @@ export function workspaceDirFor(root: string, scope: WorkspaceScope, request: Pi
       throw new Error(`Unknown workspace scope ${JSON.stringify(never)}; use run, agent or agent-user.`);
     }
   }
-}
-
-/** Raised when a requested path would leave its directory (the workspace), lexically or through a symlink. */
-export class PathEscapeError extends Error {
-  override readonly name = 'PathEscapeError';
-  readonly code = 'PathEscape' as const;
-}
-
-export interface ResolveInsideOptions {
-  /** Throw (a plain Error, not PathEscapeError) unless `root` exists: actions run only in a started sandbox. */
-  readonly requireRoot?: boolean;
-}
-
-function isInside(root: string, candidate: string): boolean {
-  const rel = path.relative(root, candidate);
-  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
-}
-
-function realOrSelf(p: string): string {
-  try {
-    return realpathSync(p);
-  } catch {
-    return p;
-  }
-}
-
-/** Splits `target` into its nearest existing ancestor (or itself) and the parts below it that do not exist yet. */
-function existingPrefix(target: string): { existing: string; rest: string[] } {
-  const rest: string[] = [];
-  let current = target;
-  for (;;) {
-    try {
-      lstatSync(current);
-      return { existing: current, rest };
-    } catch {
-      const parent = path.dirname(current);
-      if (parent === current) return { existing: current, rest };
-      rest.unshift(path.basename(current));
-      current = parent;
-    }
-  }
-}
-
-/**
- * Resolves `relativePath` inside `root` and returns the absolute path; throws PathEscapeError if it contains a NUL
- * byte, is absolute, escapes lexically (`..`), or escapes through a symlink in any existing part of the path
- * (including the target itself, and a dangling symlink, which a write would follow to anywhere).
- */
-export function resolveInside(root: string, relativePath: string, options: ResolveInsideOptions = {}): string {
-  const shown = JSON.stringify(relativePath);
-  if (relativePath.includes('\0')) throw new PathEscapeError(`Path ${shown} contains a NUL byte.`);
-  const base = path.resolve(root);
-  if (path.isAbsolute(relativePath)) {
-    throw new PathEscapeError(`Path ${shown} is absolute and escapes the directory ${base}; use a path relative to it.`);
-  }
-  const resolved = path.resolve(base, relativePath);
-  if (!isInside(base, resolved)) {
-    throw new PathEscapeError(`Path ${shown} leaves the workspace: it escapes the directory ${base}; use a path inside it (no "..").`);
-  }
-  let realBase: string;
-  if (options.requireRoot) {
-    try {
-      realBase = realpathSync(base);
-    } catch {
-      throw new Error(`Workspace ${base} does not exist; the sandbox must be started before actions run.`);
-    }
-  } else {
-    realBase = realOrSelf(base);
-  }
-  const { existing, rest } = existingPrefix(resolved);
-  let realExisting: string;
-  try {
-    realExisting = realpathSync(existing);
-  } catch {
-    // lstat saw it but realpath cannot follow it: a dangling symlink, whose target we cannot check.
-    throw new PathEscapeError(`Path ${shown} goes through a broken symlink (${existing}): a symbolic link whose target does not exist; refusing it.`);
-  }
-  const real = path.join(realExisting, ...rest);
-  if (!isInside(realBase, real)) {
-    throw new PathEscapeError(`Path ${shown} leads outside the workspace through a symbolic link: the symlink resolves to ${real}, outside ${base}.`);
-  }
-  return resolved;
 }

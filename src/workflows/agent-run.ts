@@ -57,6 +57,7 @@ import {
   retryTurnUpdate,
   statusQuery,
 } from './messages.js';
+import { roundUsd } from './money.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import type { RunState } from './state.js';
 import { compactSandbox, type AgentRunInput, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
@@ -115,7 +116,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     if (phaseChanged) changes.push({ key: statusAttribute, value: state.state });
     const cents = (usd: number) => Math.floor(usd * 100);
     const costMoved = phaseChanged ? (written.costUsd ?? 0) !== state.costUsd : cents(written.costUsd ?? 0) !== cents(state.costUsd);
-    if (costMoved) changes.push({ key: costAttribute, value: state.costUsd });
+    if (costMoved) changes.push({ key: costAttribute, value: roundUsd(state.costUsd) });
     if (changes.length === 0) return;
     upsertSearchAttributes(changes);
     state = { ...state, attributes: { status: state.state, costUsd: costMoved ? state.costUsd : written.costUsd } };

@@ -1,4 +1,5 @@
-import { mkdtemp, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -9,10 +10,11 @@ import {
   listFilesAction,
   PathEscapeError,
   readFileAction,
-  resolveInside,
+  SandboxFsError,
   writeFileAction,
   type ActionContext,
 } from '../../src/actions/index.js';
+import { LocalWorkspaceFs } from '../../src/sandbox/index.js';
 
 let root: string;
 let outside: string;
@@ -21,7 +23,7 @@ let ctx: ActionContext;
 beforeEach(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'dh-actions-'));
   outside = await mkdtemp(path.join(tmpdir(), 'dh-outside-'));
-  ctx = { workflowId: 'wf-1', agent: 'demo', hostWorkspacePath: root, settings: {} };
+  ctx = { workflowId: 'wf-1', agent: 'demo', fs: new LocalWorkspaceFs(root), settings: {} };
 });
 
 afterEach(async () => {
@@ -29,21 +31,20 @@ afterEach(async () => {
   await rm(outside, { recursive: true, force: true });
 });
 
-describe('resolveInside', () => {
-  it('resolves relative paths inside the root', () => {
-    expect(resolveInside('/ws', 'a/b.txt')).toBe(path.resolve('/ws/a/b.txt'));
-    expect(resolveInside('/ws', 'a/../b.txt')).toBe(path.resolve('/ws/b.txt'));
-    expect(resolveInside('/ws', '.')).toBe(path.resolve('/ws'));
+describe('paths', () => {
+  it('resolves relative paths inside the workspace, lexically', async () => {
+    await writeFileAction.execute({ path: 'a/../b.txt', content: 'b' }, ctx);
+    expect(await readFile(path.join(root, 'b.txt'), 'utf8')).toBe('b');
+    expect(await readFileAction.execute({ path: './a/../b.txt' }, ctx)).toBe('b');
   });
 
-  it('rejects escapes and absolute paths', () => {
-    expect(() => resolveInside('/ws', '../x')).toThrow(PathEscapeError);
-    expect(() => resolveInside('/ws', 'a/../../x')).toThrow(/leaves the workspace/);
-    expect(() => resolveInside('/ws', '/etc/passwd')).toThrow(/absolute/);
-  });
-
-  it('does not confuse a sibling with the same prefix for the inside', () => {
-    expect(() => resolveInside('/ws', '../ws-other/x')).toThrow(PathEscapeError);
+  it('rejects escapes and absolute paths with workspace-relative messages only', async () => {
+    for (const bad of ['../x', 'a/../../x', '/etc/passwd', `../${path.basename(root)}-other/x`]) {
+      const error = await readFileAction.execute({ path: bad }, ctx).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PathEscapeError);
+      expect((error as Error).message).not.toContain(root);
+      expect((error as Error).message).not.toContain(tmpdir());
+    }
   });
 });
 
@@ -62,25 +63,30 @@ describe('write_file', () => {
     await expect(writeFileAction.execute({ path: '/etc/passwd', content: 'no' }, ctx)).rejects.toThrow(/absolute/);
   });
 
-  it('rejects writing through a symlinked directory that points outside', async () => {
+  it('refuses writing through a symlinked directory that points outside', async () => {
     await symlink(outside, path.join(root, 'escape'));
-    await expect(writeFileAction.execute({ path: 'escape/x.txt', content: 'no' }, ctx)).rejects.toThrow(
-      /symbolic link/,
-    );
-    await expect(writeFileAction.execute({ path: 'escape/deeper/x.txt', content: 'no' }, ctx)).rejects.toThrow(
-      PathEscapeError,
-    );
+    await expect(writeFileAction.execute({ path: 'escape/x.txt', content: 'no' }, ctx)).rejects.toThrow(/"escape" is a symbolic link/);
+    await expect(writeFileAction.execute({ path: 'escape/deeper/x.txt', content: 'no' }, ctx)).rejects.toMatchObject({ code: 'SymlinkRefused' });
+    expect(await readdir(outside)).toEqual([]);
   });
 
-  it('rejects overwriting a symlinked file that points outside, and dangling links', async () => {
+  it('refuses overwriting a symlinked file (outside or inside), and dangling links', async () => {
     await writeFile(path.join(outside, 'target.txt'), 'original');
     await symlink(path.join(outside, 'target.txt'), path.join(root, 'link.txt'));
-    await expect(writeFileAction.execute({ path: 'link.txt', content: 'no' }, ctx)).rejects.toThrow(PathEscapeError);
+    await expect(writeFileAction.execute({ path: 'link.txt', content: 'no' }, ctx)).rejects.toBeInstanceOf(SandboxFsError);
     expect(await readFile(path.join(outside, 'target.txt'), 'utf8')).toBe('original');
     await symlink(path.join(outside, 'missing.txt'), path.join(root, 'dangling.txt'));
-    await expect(writeFileAction.execute({ path: 'dangling.txt', content: 'no' }, ctx)).rejects.toThrow(
-      /does not exist/,
-    );
+    await expect(writeFileAction.execute({ path: 'dangling.txt', content: 'no' }, ctx)).rejects.toMatchObject({ code: 'SymlinkRefused' });
+    expect(await readdir(outside)).toEqual(['target.txt']);
+    await writeFile(path.join(root, 'real.txt'), 'inside');
+    await symlink('real.txt', path.join(root, 'inner-link.txt'));
+    await expect(writeFileAction.execute({ path: 'inner-link.txt', content: 'no' }, ctx)).rejects.toMatchObject({ code: 'SymlinkRefused' });
+  });
+
+  it('refuses a FIFO without blocking', async () => {
+    execFileSync('mkfifo', [path.join(root, 'pipe')]);
+    await expect(writeFileAction.execute({ path: 'pipe', content: 'x' }, ctx)).rejects.toMatchObject({ code: 'NotAFile' });
+    await expect(readFileAction.execute({ path: 'pipe' }, ctx)).rejects.toMatchObject({ code: 'NotAFile' });
   });
 
   it('validates its parameters', () => {
@@ -112,6 +118,14 @@ describe('read_file', () => {
     await expect(readFileAction.execute({ path: '/etc/passwd' }, ctx)).rejects.toThrow(PathEscapeError);
     await symlink(tmpdir(), path.join(root, 'tmp'));
     await expect(readFileAction.execute({ path: 'tmp/anything' }, ctx)).rejects.toThrow(/symbolic link/);
+    await symlink('/etc/hostname', path.join(root, 'host'));
+    await expect(readFileAction.execute({ path: 'host' }, ctx)).rejects.toThrow(/symbolic link/);
+  });
+
+  it('says a directory is one, and a missing file is missing, with relative paths', async () => {
+    await mkdir(path.join(root, 'd'));
+    await expect(readFileAction.execute({ path: 'd' }, ctx)).rejects.toThrow('"d" is a directory; use list_files');
+    await expect(readFileAction.execute({ path: 'd/none.txt' }, ctx)).rejects.toThrow('"d/none.txt" does not exist in the workspace.');
   });
 });
 
@@ -126,8 +140,11 @@ describe('list_files', () => {
     expect(await listFilesAction.execute(params, ctx)).toEqual(['a.txt', 'b.txt', 'src/']);
   });
 
-  it('rejects escapes', async () => {
+  it('rejects escapes and links', async () => {
     await expect(listFilesAction.execute({ path: '..' }, ctx)).rejects.toThrow(PathEscapeError);
+    await symlink(outside, path.join(root, 'out'));
+    await expect(listFilesAction.execute({ path: 'out' }, ctx)).rejects.toMatchObject({ code: 'SymlinkRefused' });
+    await expect(listFilesAction.execute({ path: '.' }, ctx)).resolves.toEqual(['out']);
   });
 });
 
@@ -148,7 +165,7 @@ describe('registry', () => {
 
 describe('missing workspace', () => {
   it('says the workspace does not exist', async () => {
-    const gone = { ...ctx, hostWorkspacePath: path.join(root, 'not-there') };
+    const gone = { ...ctx, fs: new LocalWorkspaceFs(path.join(root, 'not-there')) };
     await expect(writeFileAction.execute({ path: 'a.txt', content: '' }, gone)).rejects.toThrow(/does not exist/);
   });
 });

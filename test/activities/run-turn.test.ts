@@ -1,5 +1,5 @@
 /** runTurn in isolation (MockActivityEnvironment): heartbeats, cancellation and the retried-attempt path. */
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -9,7 +9,7 @@ import { createActivities } from '../../src/activities/index.js';
 import { parseCatalog } from '../../src/catalog/index.js';
 import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { defaultDeps } from '../../src/worker.js';
-import { processAlive, waitUntilGone } from '../support/processes.js';
+import { processAlive, scriptedSleepPids, waitUntilGone } from '../support/processes.js';
 import { z } from 'zod';
 import { createBuiltinRegistry } from '../../src/actions/index.js';
 import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
@@ -34,8 +34,6 @@ async function begin(activities: ReturnType<typeof createActivities>, workflowId
   return { policy, sandbox, request, mock };
 }
 
-const pidsIn = (workspace: string) => ['sleeping.pid', 'child.pid'].map((f) => Number(readFileSync(path.join(workspace, '.scripted', f), 'utf8')));
-
 describe('runTurn', () => {
   it('heartbeats progress: the last event and the token count', async () => {
     const { activities, deps } = setup();
@@ -59,7 +57,7 @@ describe('runTurn', () => {
     const turn = env.run(activities.runTurn, request(task));
     const pidFile = path.join(sandbox.hostWorkspacePath, '.scripted', 'child.pid');
     await expect.poll(() => existsSync(pidFile), { timeout: 10_000, interval: 20 }).toBe(true);
-    const pids = pidsIn(sandbox.hostWorkspacePath);
+    const pids = await scriptedSleepPids(sandbox.hostWorkspacePath);
     env.cancel();
     await expect(turn).rejects.toThrow();
     expect(await waitUntilGone(pids, 2000)).toBeLessThan(2000);
@@ -74,7 +72,7 @@ describe('runTurn', () => {
     void first.run(activities.runTurn, request(task)).catch(() => undefined);
     const pidFile = path.join(sandbox.hostWorkspacePath, '.scripted', 'child.pid');
     await expect.poll(() => existsSync(pidFile), { timeout: 10_000, interval: 20 }).toBe(true);
-    const stale = pidsIn(sandbox.hostWorkspacePath);
+    const stale = await scriptedSleepPids(sandbox.hostWorkspacePath);
     expect(stale.every(processAlive)).toBe(true);
     const second = mock(2);
     const again = second.run(activities.runTurn, request(book.write('act-retry2', [ok('second attempt')])));

@@ -77,7 +77,7 @@ describe('CliHarnessAdapter', () => {
   });
 
   it('kills a real process tree on timeout', async () => {
-    const executor = new LocalExecutor({ workspacePath: workspace, pidFile: false, killGraceMs: 300 });
+    const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 300 });
     const adapter = new EchoAdapter();
     await adapter.start(config(executor, { executable: process.execPath, baseArgs: ['-e', 'console.log("hi"); setInterval(() => {}, 1000)'], turnTimeoutMs: 300 }));
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
@@ -85,7 +85,7 @@ describe('CliHarnessAdapter', () => {
   });
 
   it('turns a missing binary into a clear error that says how to fix it', async () => {
-    const executor = new LocalExecutor({ workspacePath: workspace, pidFile: false });
+    const executor = new LocalExecutor({ workspacePath: workspace });
     const adapter = new StdioJsonAdapter();
     await adapter.start(config(executor, { executable: 'no-such-harness-binary', harnessName: 'my-harness' }));
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));

@@ -1,9 +1,13 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, symlinkSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { foldTurn } from '../../src/adapters/fold.js';
 import { AdapterRegistry } from '../../src/adapters/registry.js';
-import { OpenCodeAdapter, openCodeDriverClass, openCodeLine, registerOpenCode } from '../../src/adapters/opencode-adapter.js';
+import { harnessHome } from '../../src/adapters/harness-home.js';
+import { OpenCodeAdapter, openCodeDriverClass, openCodeLine, readOpenCodeStore, registerOpenCode } from '../../src/adapters/opencode-adapter.js';
+import type { HarnessSessionConfig } from '../../src/adapters/types.js';
 import { collect, fixtureLines, fixtureRun, startWith, terminals, testKey, truncated } from './fixture-replay.js';
 
 const cli = 'opencode';
@@ -128,5 +132,56 @@ describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
     }
     expect(openCodeLine.parse({ type: 'something_new' })).toMatchObject({ type: 'something_new' });
     expect(registerOpenCode(new AdapterRegistry()).create(openCodeDriverClass)).toBeInstanceOf(OpenCodeAdapter);
+  });
+});
+
+describe("OpenCode's session store is read from a private copy (it lives in the harness-writable workspace)", () => {
+  const homeOf = (workspace: string) => harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'opencode');
+  const message = (modelID: string, input: number) => JSON.stringify({ role: 'assistant', modelID, tokens: { input, output: 1, cache: { read: 0, write: 0 } } });
+
+  function makeStore(file: string, rows: [string, number, string][]): Database.Database {
+    mkdirSync(path.dirname(file), { recursive: true });
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    db.pragma('wal_autocheckpoint = 0'); // keep the rows in the log, as a running OpenCode may
+    db.exec('CREATE TABLE message (session_id TEXT, time_created INTEGER, data TEXT)');
+    const insert = db.prepare('INSERT INTO message VALUES (?, ?, ?)');
+    for (const row of rows) insert.run(...row);
+    return db;
+  }
+
+  it('reads committed rows that are still only in the write-ahead log, and leaves the store as it was', () => {
+    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-opencode-ws-'));
+    const dir = path.join(workspace, '.home', 'opencode', 'data', 'opencode');
+    const live = makeStore(path.join(dir, 'opencode.db'), [
+      ['s1', 10, message('m-old', 1)],
+      ['s1', 20, message('m-a', 100)],
+      ['s1', 30, message('m-b', 200)],
+      ['s2', 40, message('m-other', 7)],
+    ]);
+    try {
+      expect(statSync(path.join(dir, 'opencode.db-wal')).size).toBeGreaterThan(0);
+      const before = readdirSync(dir).sort();
+      const rows = readOpenCodeStore(homeOf(workspace), 's1', 20);
+      expect(rows.map((r) => [r.modelID, r.tokens?.input])).toEqual([['m-a', 100], ['m-b', 200]]);
+      expect(readdirSync(dir).sort()).toEqual(before);
+    } finally {
+      live.close();
+    }
+  });
+
+  it('a link planted as the store or its directory is refused, never opened (no read, no -shm beside its target)', () => {
+    const outside = mkdtempSync(path.join(os.tmpdir(), 'dh-opencode-outside-'));
+    makeStore(path.join(outside, 'opencode.db'), [['s1', 1, message('host-secret-model', 5)]]).close();
+    const entriesOutside = readdirSync(outside).sort();
+    for (const plant of ['file', 'directory'] as const) {
+      const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-opencode-ws-'));
+      const data = path.join(workspace, '.home', 'opencode', 'data');
+      mkdirSync(plant === 'file' ? path.join(data, 'opencode') : data, { recursive: true });
+      if (plant === 'file') symlinkSync(path.join(outside, 'opencode.db'), path.join(data, 'opencode', 'opencode.db'));
+      else symlinkSync(outside, path.join(data, 'opencode'));
+      expect(() => readOpenCodeStore(homeOf(workspace), 's1', 0), plant).toThrow(/symbolic link/);
+    }
+    expect(readdirSync(outside).sort()).toEqual(entriesOutside);
   });
 });

@@ -3,11 +3,12 @@
  * (test/fixtures/<cli>/two-way/, recorded by test/fixtures/record-two-way.ts). The replay only prints a line
  * once the adapter has written what the CLI had received by then, so every answer must really be written.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { HarnessAdapter, HarnessEvent } from '../../src/adapters/types.js';
+import { harnessHome } from '../../src/adapters/harness-home.js';
+import type { HarnessAdapter, HarnessEvent, HarnessSessionConfig } from '../../src/adapters/types.js';
 import type { PermissionAnswer } from '../../src/permissions/types.js';
 import { addUsage, noUsage } from '../../src/workflows/usage.js';
 import { cliNames, type CliName } from '../e2e/fake-vendor/tool-calls.js';
@@ -171,31 +172,58 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
 });
 
 describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it was written)', () => {
+  const geminiHome = (workspace: string) => harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini');
+
   it("renames only the names gemini would generate again for that session, so loading finds the kept file", async () => {
     const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
-    const { mkdirSync, readdirSync, writeFileSync } = await import('node:fs');
-    const home = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-home-'));
-    const chats = path.join(home, '.gemini', 'tmp', 'ws', 'chats');
+    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-ws-'));
+    const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
     mkdirSync(chats, { recursive: true });
     for (const f of ['session-2026-12-01T03-06-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl', 'session-2026-12-01T03-02-kept-b545a306.jsonl']) writeFileSync(path.join(chats, f), '{}\n');
-    keepChatFiles(home, 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
     expect(readdirSync(chats).sort()).toEqual(['session-2026-12-01T03-02-kept-b545a306.jsonl', 'session-2026-12-01T03-06-kept-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl']);
-    keepChatFiles(path.join(home, 'nowhere'), 'b545a306'); // no gemini home yet: nothing to do
+    keepChatFiles(geminiHome(path.join(workspace, 'nowhere')), 'b545a306'); // no workspace or gemini home yet: nothing to do
+  });
+
+  it('never walks or renames through a link the harness planted in the home (the home is in the workspace)', async () => {
+    const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-ws-'));
+    const outside = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-outside-'));
+    const victim = 'session-2026-12-01T03-06-b545a306.jsonl';
+    mkdirSync(path.join(outside, 'ws', 'chats'), { recursive: true });
+    writeFileSync(path.join(outside, 'ws', 'chats', victim), '{}\n');
+    writeFileSync(path.join(outside, victim), '{}\n');
+    const tmp = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp');
+    mkdirSync(path.join(tmp, 'real', 'chats'), { recursive: true });
+    // A link as the whole tmp directory, as a project, as a chats directory, and as a chat file.
+    symlinkSync(outside, path.join(tmp, 'linked-project'));
+    mkdirSync(path.join(tmp, 'linked-chats'));
+    symlinkSync(path.join(outside, 'ws', 'chats'), path.join(tmp, 'linked-chats', 'chats'));
+    symlinkSync(path.join(outside, victim), path.join(tmp, 'real', 'chats', 'session-2026-12-01T03-05-b545a306.jsonl'));
+    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    expect(readdirSync(path.join(outside, 'ws', 'chats'))).toEqual([victim]);
+    expect(readdirSync(path.join(tmp, 'real', 'chats'))).toEqual(['session-2026-12-01T03-05-b545a306.jsonl']);
+
+    const planted = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-ws-'));
+    mkdirSync(path.join(planted, '.home', 'gemini', '.gemini'), { recursive: true });
+    symlinkSync(outside, path.join(planted, '.home', 'gemini', '.gemini', 'tmp'));
+    keepChatFiles(geminiHome(planted), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    expect(readdirSync(path.join(outside, 'ws', 'chats'))).toEqual([victim]);
   });
 
   it("a second load in the same minute (a retried attempt) never lets gemini's fresh recording replace the kept conversation", async () => {
     const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
     const { mkdirSync, readdirSync, readFileSync, writeFileSync } = await import('node:fs');
-    const home = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-home-'));
-    const chats = path.join(home, '.gemini', 'tmp', 'ws', 'chats');
+    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-home-'));
+    const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
     mkdirSync(chats, { recursive: true });
     // The first load kept the conversation (gemini appended the failed attempt to it) and left a fresh recording.
     writeFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'the whole conversation\n'.repeat(20));
     writeFileSync(path.join(chats, 'session-2026-12-01T03-06-b545a306.jsonl'), 'context only\n');
-    keepChatFiles(home, 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
-    expect(readdirSync(chats)).toEqual(['session-2026-12-01T03-06-kept-b545a306.jsonl']);
+    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    // The fresh recording is renamed out of gemini's reach (no session file name), never over the conversation.
+    expect(readdirSync(chats).sort()).toEqual([expect.stringMatching(/^session-2026-12-01T03-06-kept-b545a306\.jsonl$/), expect.stringMatching(/^superseded-\d+-session-2026-12-01T03-06-b545a306\.jsonl\.aside$/)]);
     expect(readFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'utf8')).toContain('the whole conversation');
-    expect(readdirSync(path.join(home, '.gemini', 'tmp', 'ws', 'superseded-chats'))).toEqual([expect.stringMatching(/-session-2026-12-01T03-06-b545a306\.jsonl$/)]);
   });
 });
 
@@ -203,8 +231,9 @@ describe("gemini's two-way usage comes from its chat file (the ACP quota misses 
   it('reads the gemini messages of the session since the prompt started, once each, with thoughts as reasoning', async () => {
     const { geminiChatUsage, readGeminiChatCalls } = await import('../../src/adapters/gemini-cli-adapter.js');
     const { mkdirSync, writeFileSync } = await import('node:fs');
-    const home = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-chat-'));
-    const chats = path.join(home, '.gemini', 'tmp', 'ws', 'chats');
+    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-chat-'));
+    const home = harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini');
+    const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
     mkdirSync(chats, { recursive: true });
     const msg = (id: string, at: string, tokens: Record<string, number>) => JSON.stringify({ id, timestamp: at, type: 'gemini', content: 'x', tokens, model: 'gemini-2.5-flash' });
     const old = msg('m0', '2026-12-01T05:00:00.000Z', { input: 50, output: 1 });
@@ -220,6 +249,6 @@ describe("gemini's two-way usage comes from its chat file (the ACP quota misses 
       { input: 200, output: 9, cacheRead: 20, reasoning: 100 },
       { input: 307, output: 5, cacheRead: 0, reasoning: 0 },
     ]);
-    expect(readGeminiChatCalls(path.join(home, 'nowhere'), 's1', 0)).toEqual([]);
+    expect(readGeminiChatCalls(harnessHome({ hostWorkspacePath: path.join(workspace, 'nowhere'), workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini'), 's1', 0)).toEqual([]);
   });
 });

@@ -24,8 +24,8 @@ function catalogFile(name: string, extra: Parameters<typeof scriptedCatalog>[1] 
   return file;
 }
 
-function start(args: string[]): CliProcess {
-  const p = spawnCli(args);
+function start(args: string[], options: Parameters<typeof spawnCli>[1] = {}): CliProcess {
+  const p = spawnCli(args, options);
   started.push(p);
   return p;
 }
@@ -70,6 +70,36 @@ describe('durable-harness worker', () => {
       const end = await p.outcome;
       expect(end.code).toBe(0);
       expect(end.ms).toBeGreaterThan(0);
+      expect(`${end.stdout}${end.stderr}`).not.toMatch(noise);
+    }
+  });
+});
+
+describe('durable-harness worker with DURABLE_HARNESS_ACTIVITY_WORKER=process', () => {
+  it('is not refused by its own activity process, starts beside a worker with the same catalog, refuses another catalog, and SIGTERM leaves no process', async () => {
+    const address = inject('temporalAddress');
+    const queue = `placed-${Date.now().toString(36)}`;
+    const common = ['--address', address, '--task-queue', queue, '--data', path.join(dir, 'placed-data')];
+    const env = { ...process.env, DURABLE_HARNESS_ACTIVITY_WORKER: 'process' };
+    const a = catalogFile('placed-a');
+    const b = catalogFile('placed-b', { agents: [{ name: 'extra', harness: 'scripted' }] });
+    const first = start(['worker', '--catalog', a, ...common], { env });
+    await expect.poll(() => first.stdoutSoFar(), { timeout: 60_000 }).toMatch(/worker polling task queue/);
+    expect(first.stdoutSoFar()).toMatch(/^turns run in an activity worker process \(pid \d+\)$/m);
+    const same = start(['worker', '--catalog', a, ...common], { env });
+    await expect.poll(() => same.stdoutSoFar(), { timeout: 60_000 }).toMatch(/worker polling task queue/);
+
+    const other = await start(['worker', '--catalog', b, ...common], { env }).outcome;
+    expect(other.code).toBe(2);
+    expect(other.stderr).toMatch(new RegExp(`task queue "${queue}" is already served by a worker with another catalog \\(.*durable-harness-activities/\\d+@\\S+ catalog:[0-9a-f]{12}`));
+
+    for (const p of [same, first]) {
+      const tree = processTree(p.pid!);
+      expect(tree.length).toBeGreaterThan(1); // the activity worker runs as its child
+      p.kill('SIGTERM');
+      const end = await p.outcome;
+      expect(end.code).toBe(0);
+      await waitUntilGone(tree, 5000);
       expect(`${end.stdout}${end.stderr}`).not.toMatch(noise);
     }
   });

@@ -93,7 +93,8 @@ describe('DockerSandboxProvider lifecycle', () => {
     const info = await docker.getContainer(ref.id!).inspect();
     expect(info.HostConfig.CapDrop).toEqual(['ALL']);
     expect(info.HostConfig.SecurityOpt).toContain('no-new-privileges');
-    expect(info.Config.User).toBe('1000:1000');
+    // The keep-alive process runs as another user than every exec, so the turn-end sweep cannot stop it.
+    expect(info.Config.User).toBe('65534:65534');
     expect(info.HostConfig.Init).toBe(true);
     expect(info.HostConfig.Memory).toBe(256 * 1024 ** 2);
     expect(info.HostConfig.NanoCpus).toBe(0.5e9);
@@ -125,7 +126,7 @@ describe('DockerSandboxProvider lifecycle', () => {
     const closed = await provider.start(request());
     const open = await provider.start(request());
     const closedId = (await client.inspect(closed.id!))!.Config.Labels[dockerLabels.workflowId]!;
-    const result = await reapContainers({ docker, isRunClosed: async (workflowId) => workflowId === closedId });
+    const result = await reapContainers({ docker, deployment: provider.deployment, isRunClosed: async (workflowId) => workflowId === closedId });
     expect(result.removed).toEqual([closed.id]);
     expect(result.kept).toContain(open.id);
     expect(await client.inspect(closed.id!)).toBeUndefined();
@@ -236,15 +237,18 @@ describe('DockerExecutor', () => {
     expect(after.stdout).not.toContain('trap');
   });
 
-  it('killLeftovers() kills a turn an earlier attempt left running', async () => {
-    const orphan = handle.executor.exec({ argv: ['sh', '-c', 'echo up; exec sleep 1003'] });
+  it('killLeftovers() kills a turn an earlier attempt left running, and what escaped its process group', async () => {
+    const orphan = handle.executor.exec({ argv: ['sh', '-c', 'setsid sleep 1004 & (sleep 1005 &) ; echo up; exec sleep 1003'] });
     expect(await firstLine(orphan)).toBe('up');
     // A new attempt (a fresh handle, as after a worker restart) cleans up before its turn.
     const retry = await provider.attach(ref);
-    expect(await retry.executor.killLeftovers()).toBe(1);
+    await retry.killLeftovers();
     await orphan.exit;
-    const after = await client.run(ref.id!, ['ps', '-o', 'pid,args']);
-    expect(after.stdout).not.toContain('sleep 1003');
+    const after = await client.run(ref.id!, ['ps', '-o', 'pid,user,args']);
+    expect(after.stdout).not.toMatch(/sleep 100[345]/);
+    // The container (its keep-alive process) is still up.
+    expect((await client.inspect(ref.id!))?.State.Running).toBe(true);
+    expect((await collect(handle.executor.exec({ argv: ['echo', 'still here'] }))).lines).toEqual(['still here']);
   });
 
   it('files the container writes land in the host workspace, owned by the sandbox user', async () => {

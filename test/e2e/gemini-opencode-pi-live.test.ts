@@ -56,7 +56,7 @@ describe.each(clis)('%s: real binary through its adapter against the fake vendor
     const workspace = mkdtempSync(path.join(os.tmpdir(), `dh-live-${cli}-`));
     writeFileSync(path.join(workspace, 'notes.txt'), `${secret}\n`);
     const traceLog = path.join(os.tmpdir(), `dh-live-${cli}-${process.pid}.strace`);
-    const executor = new LocalExecutor({ workspacePath: workspace, pidFile: false });
+    const executor = new LocalExecutor({ workspacePath: workspace });
     const before = vendor.requests.length;
     vendor.script(
       { match: profile.match, toolCalls: [{ id: 'call_read_1', ...profile.readToolCall(workspace) }], usage: { input: 1000, output: 20 } },
@@ -114,7 +114,7 @@ describe.each(clis)('%s: real binary through its adapter against the fake vendor
 
   it('a cancelled turn kills the whole process tree within 2 s', { timeout: 40_000 }, async () => {
     const workspace = mkdtempSync(path.join(os.tmpdir(), `dh-cancel-${cli}-`));
-    const executor = new RecordingExecutor(new LocalExecutor({ workspacePath: workspace, pidFile: false }));
+    const executor = new RecordingExecutor(new LocalExecutor({ workspacePath: workspace }));
     const before = vendor.requests.filter(profile.match).length;
     vendor.script({ match: profile.match, text: successEnvelope, delayMs: 30_000 });
     const adapter = profile.create();

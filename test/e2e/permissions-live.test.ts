@@ -14,6 +14,7 @@ import type { HarnessEvent } from '../../src/adapters/types.js';
 import { SqliteLedger } from '../../src/ledger/index.js';
 import type { ApprovalRecord } from '../../src/ledger/types.js';
 import { agentPermissionsSchema, createPermissionGate, decidePendingApproval, ledgerApprovalBroker, type OperatorDecision } from '../../src/permissions/index.js';
+import { sameProcessAlive, type TurnRecord } from '../../src/sandbox/local-containment.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
 import { cliNames, forCli, startVendorForCli, type CliName } from './fake-vendor/tool-calls.js';
 import { cliBinary, expectInstalled } from './support/clis.js';
@@ -110,14 +111,6 @@ async function live(
 }
 
 const has = (workspace: string, file: string) => existsSync(path.join(workspace, file));
-const groupAlive = (pgid: number): boolean => {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real binary, fake vendor)', ({ cli }) => {
   it('has the pinned binary and strace (a missing one fails, never skips)', () => {
@@ -176,17 +169,24 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real bin
     const vendor = await startVendorForCli(cli);
     try {
       vendor.script(...forCli(cli, ...permissionReplies(cli, workspace, 'allow')));
-      const worker = spawn(process.execPath, ['--import', 'tsx', path.join(repo, 'test/e2e/support/two-way-worker.ts'), cli, workspace, vendor.url], { cwd: repo, stdio: ['ignore', 'pipe', 'inherit'] });
+      const stateFile = `${workspace}.runtime/turn.json`;
+      const worker = spawn(process.execPath, ['--import', 'tsx', path.join(repo, 'test/e2e/support/two-way-worker.ts'), cli, workspace, vendor.url, stateFile], {
+        cwd: repo,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
       let out = '';
       worker.stdout.on('data', (d: Buffer) => (out += d.toString()));
       const exit = await new Promise<{ code: number | null; signal: string | null }>((resolve) => worker.on('exit', (code, signal) => resolve({ code, signal })));
       expect(out).toBe('asked\n');
       expect(exit.signal).toBe('SIGKILL');
-      const pgid = Number(readFileSync(path.join(workspace, '.durable-harness', 'turn.pid'), 'utf8'));
+      // The runtime's record of the turn (outside the workspace): the process and its PID namespace's PID 1.
+      const record = JSON.parse(readFileSync(stateFile, 'utf8')) as TurnRecord;
+      expect(record.init).toBeDefined();
+      const alive = () => [record, record.init!].some((p) => sameProcessAlive(p.pid, p.start));
       // Its stdin gone, the CLI may still talk to the model, but it must neither run the tool nor stay around.
       const deadline = Date.now() + 20_000;
-      while (groupAlive(pgid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect(groupAlive(pgid), 'the orphaned CLI is still running (a retried attempt would kill it by its pidfile)').toBe(false);
+      while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(alive(), 'the orphaned CLI is still running (a retried attempt would kill it by its runtime record)').toBe(false);
       expect(has(workspace, 'ran.txt')).toBe(false);
       expect(has(workspace, 'out.txt')).toBe(false);
     } finally {

@@ -28,26 +28,42 @@
 //   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
-//   permissions         [{tool, input, kind?, editable?}]: for each, a permission line (id p1, p2 ...), then waits
-//                       for its permission-response; allowed: runs it (input.command with /bin/sh -c, or writes
+//   leak                NAME: puts that variable's value in every field it reports — the session line's model,
+//                       an activity, a text line, a usage line (as an extra field and a field name), an unknown
+//                       line type, stderr, and `.leak/value.txt` in the workspace; with `leakSession` also the
+//                       session id (the session is then stored under that id too, so resuming it still works).
+//                       failTimes/failUntilAttempt then apply after the leak, with the value in the stderr
+//   escape              starts three `sleep`s that leave the harness's process group — `setsid`, a Node
+//                       `detached: true` spawn and a double fork — and writes their pids to .scripted/escapees.json
+//                       (after its own to .scripted/harness.pid)
+//   symlinks            {name: target}: (re)creates these symbolic links in the workspace
+//   writeFiles          {path: text}: writes these files in the workspace (following nothing special)
+//   permissions         [{tool, input, kind?, title?, editable?}]: for each, a permission line (id p1, p2 ...), then
+//                       waits for its permission-response; allowed: runs it (input.command with /bin/sh -c, or writes
 //                       input.content to input.path; the response's input instead when editable) and prints a
 //                       text line "permission p1: allowed"; denied: "permission p1: denied MESSAGE".
+//                       ${env:NAME} is substituted in every string of tool, input and title.
 //   crash               {exitCode, stderr}: prints stderr and exits with no terminal line
 //   error               {message, code}: terminal error line
 //   raw                 string printed as the complete text (malformed envelopes); ${env:NAME} is substituted
 //   envelope            object printed as JSON as the complete text
 //   padBytes N          with `envelope`: the text is the envelope preceded by N bytes of prose (large replies)
+// `${env:NAME}` in crash.stderr, error.message, raw, envelope and permissions stands for that variable's value.
 // A step with none of crash/error/raw/envelope exits 0 without a terminal line.
 // Run counters live in .scripted/counters/<script>.<step>.<kind> so they survive a failed first turn.
 // Past the last step → error line "script exhausted".
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 
 const scriptsDir = process.argv[process.argv.indexOf('--scripts') + 1];
 const stateless = process.argv.includes('--stateless');
+
+// Like the real CLIs, SIGTERM ends the process — also as PID 1 of the local sandbox's PID namespace, where the
+// kernel ignores signals a process installed no handler for (the runtime's stop would wait its kill grace).
+process.on('SIGTERM', () => process.exit(143));
 
 const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
 const finish = (line) => process.stdout.write(`${JSON.stringify(line)}\n`, () => process.exit(0));
@@ -98,9 +114,10 @@ async function readRequest() {
 
 /** Asks for each tool use and does what an allowing answer says, like a harness with real tools. */
 async function askPermissions(asks, workspace) {
-  for (const [i, ask] of asks.entries()) {
+  for (const [i, asked] of asks.entries()) {
     const id = `p${i + 1}`;
-    emit({ type: 'permission', id, tool: ask.tool, input: ask.input, ...(ask.kind ? { kind: ask.kind } : {}), ...(ask.editable ? { editable: true } : {}) });
+    const ask = substituteDeep(asked);
+    emit({ type: 'permission', id, tool: ask.tool, input: ask.input, ...(ask.kind ? { kind: ask.kind } : {}), ...(ask.title ? { title: ask.title } : {}), ...(ask.editable ? { editable: true } : {}) });
     let answer;
     do answer = await nextLine();
     while (answer && !(answer.type === 'permission-response' && answer.id === id));
@@ -184,6 +201,34 @@ function unackedStore(dir, request) {
   };
 }
 
+const substitute = (text) => text.replace(/\$\{env:([A-Z0-9_]+)\}/g, (_, name) => process.env[name] ?? '');
+const substituteDeep = (value) =>
+  typeof value === 'string'
+    ? substitute(value)
+    : Array.isArray(value)
+      ? value.map(substituteDeep)
+      : value && typeof value === 'object'
+        ? Object.fromEntries(Object.entries(value).map(([k, v]) => [substitute(k), substituteDeep(v)]))
+        : value;
+
+/** Children that leave the process group: setsid, a detached spawn, a double fork. Returns their pids. */
+function startEscapees() {
+  const setsid = Number(execFileSync('/bin/sh', ['-c', 'setsid sleep 301 >/dev/null 2>&1 & echo $!'], { encoding: 'utf8' }).trim());
+  const detached = spawn('sleep', ['302'], { detached: true, stdio: 'ignore' });
+  detached.unref();
+  const doubleFork = Number(execFileSync('/bin/sh', ['-c', '(sleep 303 >/dev/null 2>&1 & echo $!)'], { encoding: 'utf8' }).trim());
+  return [setsid, detached.pid, doubleFork];
+}
+
+function leakEverything(key, workspace) {
+  emit({ type: 'activity', description: `reading ${key}` });
+  emit({ type: 'text', text: `the key is ${key}` });
+  emit({ type: 'usage', input: 1, output: 1, raw: { note: key, [key]: 1 } });
+  emit({ type: `mystery-${key}`, payload: key, nested: [{ [key]: key }] });
+  process.stderr.write(`stderr says ${key}\n`);
+  writeFile(path.join(workspace, '.leak', 'value.txt'), key);
+}
+
 async function main() {
   const request = await readRequest();
   const dir = path.join(request.workspace, '.scripted');
@@ -204,12 +249,37 @@ async function main() {
     emit({ type: 'session', id: session.id, resumed, model: request.model ?? 'scripted' });
     return finish({ type: 'error', code: 'protocol-error', message: `script exhausted: ${session.script} has ${script.turns.length} turn(s)` });
   }
-  if ((step.failUntilAttempt && shouldFail(dir, session, 'attempts', step.failUntilAttempt - 1)) ||
-      (step.failTimes && shouldFail(dir, session, 'failures', step.failTimes))) {
+  const key = step.leak ? (process.env[step.leak] ?? '') : undefined;
+  const failNow = () =>
+    (step.failUntilAttempt && shouldFail(dir, session, 'attempts', step.failUntilAttempt - 1)) ||
+    (step.failTimes && shouldFail(dir, session, 'failures', step.failTimes));
+  // A leaking step leaks first, then fails (with the key in its stderr): the failure paths carry it too.
+  if (key === undefined && failNow()) {
     process.stderr.write('transient failure\n');
     process.exit(1);
   }
-  emit({ type: 'session', id: session.id, resumed, model: step.model ?? request.model ?? 'scripted' });
+  if (key !== undefined && step.leakSession) {
+    // Report the key as the session id, and keep the session findable under it.
+    session.id = `sess-${key}`;
+  }
+  emit({ type: 'session', id: session.id, resumed, model: key !== undefined ? `model-${key}` : (step.model ?? request.model ?? 'scripted') });
+  if (key !== undefined) {
+    leakEverything(key, request.workspace);
+    if (failNow()) {
+      process.stderr.write(`transient failure ${key}\n`);
+      process.exit(1);
+    }
+  }
+  for (const [name, target] of Object.entries(step.symlinks ?? {})) {
+    rmSync(path.join(request.workspace, name), { recursive: true, force: true });
+    symlinkSync(target, path.join(request.workspace, name));
+  }
+  for (const [name, text] of Object.entries(step.writeFiles ?? {})) writeFile(path.join(request.workspace, name), substitute(text));
+  if (step.escape) {
+    writeFile(path.join(dir, 'harness.pid'), String(process.pid));
+    writeFile(path.join(dir, 'escapees.json'), JSON.stringify(startEscapees()));
+    emit({ type: 'activity', description: 'escapees started' });
+  }
   if (step.activity) emit({ type: 'activity', description: step.activity });
   if (step.usage) emit({ type: 'usage', ...step.usage });
   let served = 0;
@@ -234,15 +304,15 @@ async function main() {
   session.position += 1;
   save(); // before any terminal line, so the next turn resumes after this step
   if (step.crash) {
-    process.stderr.write(step.crash.stderr ?? '');
+    process.stderr.write(substitute(step.crash.stderr ?? ''));
     process.exit(step.crash.exitCode ?? 1);
   }
-  if (step.error) return finish({ type: 'error', message: step.error.message, code: step.error.code ?? 'vendor-error' });
-  // `${env:NAME}` in raw text stands for that environment variable's value (for the secret-redaction test).
-  if (step.raw !== undefined) return finish({ type: 'complete', text: step.raw.replace(/\$\{env:([A-Z0-9_]+)\}/g, (_, name) => process.env[name] ?? '') });
+  if (step.error) return finish({ type: 'error', message: substitute(step.error.message), code: step.error.code ?? 'vendor-error' });
+  const extra = key !== undefined ? { sessionId: session.id, model: `model-${key}` } : {};
+  if (step.raw !== undefined) return finish({ type: 'complete', text: substitute(step.raw), ...extra });
   if (step.envelope !== undefined) {
     const pad = step.padBytes ? `${'Lorem ipsum dolor sit amet. '.repeat(Math.ceil(step.padBytes / 28)).slice(0, step.padBytes)}\n` : '';
-    return finish({ type: 'complete', text: pad + JSON.stringify(step.envelope) });
+    return finish({ type: 'complete', text: pad + substitute(JSON.stringify(step.envelope)), ...extra });
   }
   process.exit(0);
 }

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { collectTurn } from '../../src/adapters/fold.js';
 import { StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
-import { processAlive } from '../support/processes.js';
+import { processAlive, scriptedSleepPids } from '../support/processes.js';
 
 const harness = fileURLToPath(new URL('./scripted-harness.mjs', import.meta.url));
 const root = mkdtempSync(path.join(tmpdir(), 'scripted-harness-'));
@@ -82,14 +82,16 @@ describe('scripted harness', () => {
     const { adapter, workspace } = await adapterFor();
     const controller = new AbortController();
     const events = [];
+    let pids: number[] = [];
     for await (const event of adapter.runTurn({ prompt: 'script:sleepy', turn: 1, signal: controller.signal })) {
       events.push(event);
-      if (event.type === 'activity' && event.description === 'sleeping') controller.abort();
+      if (event.type === 'activity' && event.description === 'sleeping') {
+        pids = await scriptedSleepPids(workspace);
+        controller.abort();
+      }
     }
     expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'cancelled' });
-    const pid = Number(readFileSync(path.join(workspace, '.scripted', 'sleeping.pid'), 'utf8'));
-    const child = Number(readFileSync(path.join(workspace, '.scripted', 'child.pid'), 'utf8'));
-    expect(processAlive(pid)).toBe(false);
-    expect(processAlive(child)).toBe(false);
+    expect(pids).toHaveLength(2);
+    for (const pid of pids) expect(processAlive(pid)).toBe(false);
   });
 });

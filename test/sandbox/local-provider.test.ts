@@ -1,17 +1,19 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   LocalExecutor,
   LocalSandboxProvider,
-  killStaleProcessGroup,
-  resolveInside,
+  SpawnPool,
+  directSpawner,
+  killRecordedTurn,
   safeSegment,
   type SandboxStartRequest,
   type WorkspaceScope,
 } from '../../src/sandbox/index.js';
-import { processAlive } from '../support/processes.js';
+import { processAlive, processTree } from '../support/processes.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'local-sandbox-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -59,7 +61,8 @@ describe('LocalSandboxProvider workspaces', () => {
     const agent = await provider.start(request('agent'));
     expect(agent.workspacePath).toBe(path.join(root, 'agents', 'coder'));
     const user = await provider.start(request('agent-user'));
-    expect(user.workspacePath).toBe(path.join(root, 'agents', 'coder', 'users', 'acme', 'u-7'));
+    // Not inside the agent's own workspace, where that agent's harness could plant links in its place.
+    expect(user.workspacePath).toBe(path.join(root, 'agent-users', 'coder', 'acme', 'u-7'));
     for (const ref of [run, agent, user]) expect(existsSync(ref.workspacePath)).toBe(true);
     writeFileSync(path.join(run.workspacePath, 'keep.txt'), 'x');
     await expect(provider.start(request('run'))).resolves.toEqual(run);
@@ -99,37 +102,17 @@ describe('LocalSandboxProvider workspaces', () => {
   });
 });
 
-describe('resolveInside', () => {
-  const dir = path.join(root, 'resolve');
-  const outside = path.join(root, 'outside');
-  mkdirSync(path.join(dir, 'sub'), { recursive: true });
-  mkdirSync(outside, { recursive: true });
-  symlinkSync(outside, path.join(dir, 'escape'));
-  symlinkSync(path.join(dir, 'sub'), path.join(dir, 'inner'));
-  symlinkSync(path.join(outside, 'missing'), path.join(dir, 'dangling'));
+// Every executor behaviour holds whether processes are spawned on the calling thread or on the spawn pool.
+const pool = new SpawnPool(2);
+afterAll(() => pool.close());
 
-  it('resolves paths inside, existing or not', () => {
-    expect(resolveInside(dir, 'sub/new/file.txt')).toBe(path.join(dir, 'sub', 'new', 'file.txt'));
-    expect(resolveInside(dir, './sub/../README.md')).toBe(path.join(dir, 'README.md'));
-    expect(resolveInside(dir, 'inner/file.txt')).toBe(path.join(dir, 'inner', 'file.txt'));
-  });
-
-  it('rejects lexical escapes and absolute paths outside', () => {
-    expect(() => resolveInside(dir, '../outside/x')).toThrow(/escapes/);
-    expect(() => resolveInside(dir, '/etc/passwd')).toThrow(/escapes/);
-  });
-
-  it('rejects escapes through symlinks, including not-yet-existing files below them and dangling links', () => {
-    expect(() => resolveInside(dir, 'escape')).toThrow(/symlink/);
-    expect(() => resolveInside(dir, 'escape/new/file.txt')).toThrow(/symlink/);
-    expect(() => resolveInside(dir, 'dangling')).toThrow(/symlink/);
-  });
-});
-
-describe('LocalExecutor', () => {
-  const workspace = path.join(root, 'exec');
+describe.each([
+  ['direct', directSpawner],
+  ['thread pool', pool.spawner],
+] as const)('LocalExecutor (%s spawn)', (mode, spawner) => {
+  const workspace = path.join(root, `exec-${mode.replace(' ', '-')}`);
   mkdirSync(workspace, { recursive: true });
-  const executor = new LocalExecutor({ workspacePath: workspace, pidFile: false, killGraceMs: 300 });
+  const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 300, spawner });
 
   it('gives the process only PATH, HOME, LANG and the granted variables', async () => {
     process.env.WORKER_ONLY_SECRET = 'must-not-leak';
@@ -196,56 +179,92 @@ describe('LocalExecutor', () => {
 
   it('kill() ends the whole process group, grandchild included, within 2 s', async () => {
     const proc = executor.exec({ argv: ['node', '-e', treeScript] });
-    const first = await proc.lines[Symbol.asyncIterator]().next();
-    const pids = JSON.parse(first.value as string) as { parent: number; child: number };
-    expect(processAlive(pids.child)).toBe(true);
+    await proc.lines[Symbol.asyncIterator]().next();
+    // The pids the script prints are its namespace's; find the tree from outside.
+    const tree = processTree(proc.pid!);
+    expect(tree.length).toBeGreaterThanOrEqual(3); // unshare, node (PID 1 inside), sleep
     const started = Date.now();
     await Promise.all([proc.kill(), proc.kill()]);
-    expect(await waitUntil(() => !processAlive(pids.child) && !processAlive(pids.parent), 2000 - (Date.now() - started))).toBe(true);
+    expect(await waitUntil(() => !tree.some(processAlive), 2000 - (Date.now() - started))).toBe(true);
     expect((await proc.exit).signal).toBe('SIGKILL');
   });
 
-  it('kills the process when the request signal aborts', async () => {
+  it('kills the process when the request signal aborts: SIGTERM first for one that handles it', async () => {
     const controller = new AbortController();
-    const proc = executor.exec({ argv: ['node', '-e', 'setInterval(() => {}, 1000)'], signal: controller.signal });
+    const graceful = executor.exec({ argv: ['node', '-e', 'process.on("SIGTERM", () => process.exit(7)); console.log("up"); setInterval(() => {}, 1000)'], signal: controller.signal });
+    await graceful.lines[Symbol.asyncIterator]().next();
+    const stubborn = executor.exec({ argv: ['node', '-e', 'console.log("up"); setInterval(() => {}, 1000)'], signal: controller.signal });
+    // Running as its namespace's PID 1 (a signal sent while the wrapper is still starting kills the wrapper).
+    await stubborn.lines[Symbol.asyncIterator]().next();
     controller.abort();
-    expect((await proc.exit).signal).toBe('SIGTERM');
+    expect(await graceful.exit).toEqual({ code: 7, signal: null });
+    // As PID 1 of its namespace, a process without a SIGTERM handler ignores it: SIGKILL after the grace.
+    expect((await stubborn.exit).signal).toBe('SIGKILL');
+    expect(processAlive(stubborn.pid!)).toBe(false);
   });
 });
 
-describe('pidfiles', () => {
-  it('records the running group and lets a retried attempt kill what an earlier attempt left', async () => {
+describe('runtime state', () => {
+  it('records the running turn outside the workspace and lets a retried attempt kill what an earlier attempt left', async () => {
     const provider = new LocalSandboxProvider({ root });
     const ref = await provider.start(request('run', { workflowId: 'wf-pid' }));
     const handle = await provider.attach(ref);
+    expect(path.relative(ref.hostWorkspacePath, handle.stateFile).startsWith('..')).toBe(true);
     const proc = handle.executor.exec({ argv: ['node', '-e', treeScript] });
-    const first = await proc.lines[Symbol.asyncIterator]().next();
-    const pids = JSON.parse(first.value as string) as { parent: number; child: number };
-    expect(readFileSync(handle.pidFile, 'utf8').trim()).toBe(String(proc.pid));
+    await proc.lines[Symbol.asyncIterator]().next();
+    const tree = processTree(proc.pid!);
+    expect(tree.length).toBeGreaterThanOrEqual(3);
+    expect(JSON.parse(readFileSync(handle.stateFile, 'utf8'))).toMatchObject({ containment: 'pid-namespace', pid: proc.pid, init: { pid: tree[1] } });
 
-    // A new attempt (a fresh worker would have no handle, only the file).
-    expect(await killStaleProcessGroup(handle.pidFile)).toBe(true);
-    expect(await waitUntil(() => !processAlive(pids.child) && !processAlive(pids.parent), 2000)).toBe(true);
-    expect(existsSync(handle.pidFile)).toBe(false);
-    expect(await killStaleProcessGroup(handle.pidFile)).toBe(false);
+    // A new attempt (a fresh worker would have no handle, only the runtime state).
+    const retry = await provider.attach(ref);
+    await retry.killLeftovers();
+    expect(await waitUntil(() => !tree.some(processAlive), 2000)).toBe(true);
+    expect(existsSync(handle.stateFile)).toBe(false);
+    expect(await killRecordedTurn(handle.stateFile)).toBe(false);
   });
 
-  it('removes the pidfile when a turn process exits normally', async () => {
+  it('removes the record when a turn process exits normally', async () => {
     const workspace = path.join(root, 'pid-normal');
     mkdirSync(workspace, { recursive: true });
-    const executor = new LocalExecutor({ workspacePath: workspace });
-    const pidFile = path.join(workspace, '.durable-harness', 'turn.pid');
-    expect(executor.pidFile).toBe(pidFile);
+    const stateFile = path.join(root, 'runtime-normal', 'turn.json');
+    const executor = new LocalExecutor({ workspacePath: workspace, stateFile });
     const proc = executor.exec({ argv: ['node', '-e', 'setTimeout(() => {}, 200)'] });
-    expect(existsSync(pidFile)).toBe(true);
+    expect(existsSync(stateFile)).toBe(true);
     await proc.exit;
-    expect(existsSync(pidFile)).toBe(false);
+    expect(existsSync(stateFile)).toBe(false);
   });
 
-  it('ignores a pidfile naming a dead group', async () => {
-    const file = path.join(root, 'dead.pid');
-    writeFileSync(file, '999999\n');
-    expect(await killStaleProcessGroup(file)).toBe(false);
+  it('records a pooled spawn once it has started, and removes the record after exit', async () => {
+    const workspace = path.join(root, 'pid-pool');
+    mkdirSync(workspace, { recursive: true });
+    const stateFile = path.join(root, 'runtime-pool', 'turn.json');
+    const executor = new LocalExecutor({ workspacePath: workspace, stateFile, spawner: pool.spawner });
+    const proc = executor.exec({ argv: ['node', '-e', 'console.log("up"); setTimeout(() => {}, 300)'] });
+    await proc.lines[Symbol.asyncIterator]().next();
+    expect(JSON.parse(readFileSync(stateFile, 'utf8'))).toMatchObject({ pid: proc.pid });
+    await proc.exit;
+    expect(existsSync(stateFile)).toBe(false);
+  });
+
+  it('a pooled spawn keeps a process that has nothing else to do alive until the child is done', () => {
+    // The pool's threads are unref'd while idle; while one of them runs a process it must hold the event loop.
+    const script = `
+      import { LocalExecutor, SpawnPool } from ${JSON.stringify(path.resolve('src/sandbox/index.ts'))};
+      const executor = new LocalExecutor({ workspacePath: ${JSON.stringify(root)}, spawner: new SpawnPool(1).spawner });
+      const proc = executor.exec({ argv: ['sh', '-c', 'sleep 0.3; echo finished'] });
+      for await (const line of proc.lines) console.log(line);
+    `;
+    const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+    expect(result.stderr).toBe('');
+    expect(result.stdout.trim()).toBe('finished');
+    expect(result.status).toBe(0);
+  });
+
+  it('ignores a record naming a dead or recycled process', async () => {
+    const file = path.join(root, 'dead.json');
+    writeFileSync(file, JSON.stringify({ containment: 'pid-namespace', pid: process.pid, start: 1 }));
+    expect(await killRecordedTurn(file)).toBe(false);
     expect(existsSync(file)).toBe(false);
   });
 });

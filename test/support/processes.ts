@@ -73,3 +73,46 @@ export function processesIn(dir: string): number[] {
   });
   return withDescendants(roots, children).filter((pid) => pid !== process.pid);
 }
+
+/** The pid of `pid` in its own (innermost) PID namespace, from the host's /proc; `undefined` once it is gone. */
+function innermostPid(pid: number): number | undefined {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('NSpid:'));
+    const fields = line?.split(/\s+/).slice(1).filter(Boolean);
+    return fields?.length ? Number(fields[fields.length - 1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Host pids of the processes working in `dir` whose pid inside their own PID namespace is one of `inner` —
+ * what a harness in a per-turn PID namespace writes down as `process.pid` is its namespace's pid.
+ * Processes must still be alive to be found.
+ */
+export function hostPidsOf(dir: string, inner: readonly number[]): number[] {
+  const candidates = processesIn(dir);
+  return inner.map((pid) => {
+    const found = candidates.find((candidate) => innermostPid(candidate) === pid && candidate !== process.pid);
+    if (found === undefined) throw new Error(`no live process with pid ${pid} in its namespace works in ${dir}`);
+    return found;
+  });
+}
+
+/**
+ * Host pids of the scripted harness's sleeping turn (`.scripted/sleeping.pid` and `child.pid` in `workspace`),
+ * waiting up to `timeoutMs` for both files to be written and both processes to be found.
+ */
+export async function scriptedSleepPids(workspace: string, timeoutMs = 15_000): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const inner = ['sleeping.pid', 'child.pid'].map((f) => Number(readFileSync(`${workspace}/.scripted/${f}`, 'utf8')));
+      if (inner.every((pid) => pid > 0)) return hostPidsOf(workspace, inner);
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`the scripted harness in ${workspace} never wrote its pids`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -39,7 +39,7 @@ beforeAll(async () => {
   running = await w.start({
     agent: 'scripted',
     task: book.write('ui-running', [
-      { usage: { input: 500, output: 20 }, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'hi' } }] } },
+      { usage: { input: 25_000, output: 1_000 }, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'hi' } }] } },
       { activity: 'reading files', sleepMs: 120_000, ...ok() },
     ]),
     identity,
@@ -70,7 +70,8 @@ describe('the Temporal Web UI', () => {
     const attributes = await waitForText(page, '"DurableHarnessStatus": "running"');
     expect(attributes).toContain('"DurableHarnessAgent": "scripted"');
     expect(attributes).toContain(`"DurableHarnessTenant": "${tenant}"`);
-    expect(attributes).toMatch(/"DurableHarnessCostUsd": 0\.00054\b/);
+    // The cost attribute follows the run by the cent (each upsert is a history event): turn 1 cost $0.027.
+    expect(attributes).toMatch(/"DurableHarnessCostUsd": 0\.027\b/);
 
     await openTab('User Metadata');
     await waitForText(page, 'scripted: do the scripted thing script:ui-running');

@@ -1,10 +1,10 @@
 /** Guardrails are workflow state: crossing one stops the run with the guardrail named. */
-import { readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
-import { processAlive } from '../support/processes.js';
+import { processAlive, scriptedSleepPids } from '../support/processes.js';
 
 const book = scriptBook();
 let w: TestWorker;
@@ -73,11 +73,13 @@ it('stops at the wall-time limit, killing the in-flight turn and still ending th
   const task = book.write('slow', [{ sleepMs: 60_000, ...ok() }]);
   const workflowId = testWorkflowId('wall');
   const started = Date.now();
-  const result = await (await w.start({ agent: 'hasty', task, workflowId })).result();
+  const run = await w.start({ agent: 'hasty', task, workflowId });
+  const workspace = path.join(w.dataDir, 'workspaces', 'runs', workflowId);
+  await expect.poll(() => existsSync(path.join(workspace, '.scripted', 'child.pid')), { timeout: 15_000, interval: 20 }).toBe(true);
+  const pids = await scriptedSleepPids(workspace);
+  const result = await run.result();
   expect(result).toMatchObject({ status: 'stopped', guardrail: 'wallTime' });
   expect(Date.now() - started).toBeLessThan(10_000);
-  const dir = path.join(w.dataDir, 'workspaces', 'runs', workflowId, '.scripted');
-  const pids = ['sleeping.pid', 'child.pid'].map((f) => Number(readFileSync(path.join(dir, f), 'utf8')));
   for (const pid of pids) expect(processAlive(pid)).toBe(false);
   const ends = (await w.ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === 'end');
   expect(ends).toHaveLength(1);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidRunInputError } from '../../src/client/index.js';
 import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
-import { processAlive, waitUntilGone } from '../support/processes.js';
+import { processAlive, scriptedSleepPids, waitUntilGone } from '../support/processes.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
 const book = scriptBook();
@@ -40,7 +40,7 @@ const scratch = (workflowId: string) => path.join(w.dataDir, 'workspaces', 'runs
 async function sleepingPids(workflowId: string): Promise<number[]> {
   const file = (f: string) => path.join(scratch(workflowId), f);
   await expect.poll(() => existsSync(file('child.pid')), { timeout: 15_000, interval: 20 }).toBe(true);
-  return ['sleeping.pid', 'child.pid'].map((f) => Number(readFileSync(file(f), 'utf8')));
+  return await scriptedSleepPids(path.dirname(scratch(workflowId)));
 }
 
 /** Every string and every byte field (decoded as UTF-8) in the history, so payload contents are searchable. */
@@ -153,7 +153,7 @@ it('a worker stopped mid-turn hands the run to a new worker; the interrupted att
     const pids = await (async () => {
       const file = (f: string) => path.join(first.dataDir, 'workspaces', 'runs', workflowId, '.scripted', f);
       await expect.poll(() => existsSync(file('child.pid')), { timeout: 15_000, interval: 20 }).toBe(true);
-      return ['sleeping.pid', 'child.pid'].map((f) => Number(readFileSync(file(f), 'utf8')));
+      return await scriptedSleepPids(path.join(first.dataDir, 'workspaces', 'runs', workflowId));
     })();
     const stopAt = Date.now();
     await first.stopWorker();

@@ -1,0 +1,414 @@
+/**
+ * Scale curve: one worker (its own process), N concurrent runs of `turns` turns that each sleep `turnSeconds`
+ * (bench/harness/sleep-harness.sh, a shell script, so harness start-up does not hide orchestration), for N in
+ * `levels`. Per level, from the runs' histories and /proc:
+ *   - turn overhead: the time between two consecutive turn results minus the harness's sleep (turns 2..n:
+ *     the workflow task, local activities, dispatch, spawn, exit); p50/p99
+ *   - start latency: the client's start call to the first turn's activity start; p50/p99
+ *   - worker CPU (all threads, in cores), its main thread's share of one core, its event-loop delay p99,
+ *     peak RSS; the activity-worker process's and the Temporal server's CPU; the machine's busy share
+ * Every level is bounded in time (`levelTimeoutMs`); a level that does not finish terminates its runs and ends
+ * the curve. Run alone: `npx tsx bench/scale.ts [--levels 10,50,100,200] [--setups inline/direct,process/thread]
+ * [--turn-seconds 2] [--turns 3] [--cpu-prof DIR]` (starts its own dev server).
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import proto from '@temporalio/proto';
+import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
+import { defaultActivityPlacement } from '../src/activity-worker.js';
+import { defaultSpawnMode, type SpawnMode } from '../src/sandbox/spawner.js';
+import { startAgentRun, type AgentRunHandle } from '../src/client/index.js';
+import { workflowsPath } from '../src/worker.js';
+import { cpuSeconds, rssMb } from './proc.js';
+import type { LoopDelay, ScaleWorkerConfig, ScaleWorkerMessage } from './scale-worker.js';
+import { parseSetups, setupLabel, type WorkerSetupChoice } from './setups.js';
+import { percentile } from './stats.js';
+
+export interface ScaleOptions {
+  readonly temporalAddress: string;
+  /** The Temporal server's pid, to report its CPU. */
+  readonly serverPid?: number;
+  readonly levels?: readonly number[];
+  readonly turnSeconds?: number;
+  readonly turns?: number;
+  /** Worker setups to compare; each level runs them one after the other (interleaved). Default: the project's defaults. */
+  readonly setups?: readonly WorkerSetupChoice[];
+  /** Upper bound of one level's wall time; default 120 s + 0.5 s per run. */
+  readonly levelTimeoutMs?: number;
+  readonly workflowBundlePath?: string;
+  /** Write V8 CPU profiles of the worker process(es) into this directory (`--cpu-prof`). */
+  readonly cpuProfileDir?: string;
+}
+
+export interface Quantiles {
+  readonly p50: number;
+  readonly p99: number;
+}
+
+export interface ScaleRow {
+  readonly runs: number;
+  readonly setup: WorkerSetupChoice;
+  readonly completed: number;
+  /** The level hit its time bound; its figures cover the runs that finished. */
+  readonly timedOut: boolean;
+  readonly wallS: number;
+  readonly turnOverheadMs: Quantiles;
+  /** A turn's wait from scheduled to picked up by a worker (0 with eager activity dispatch). */
+  readonly dispatchMs: Quantiles;
+  readonly startLatencyMs: Quantiles;
+  /** Worker process CPU over the level, in cores (all its threads). */
+  readonly workerCores: number;
+  /**
+   * CPU milliseconds per turn (all turns of the level, start and end of the runs included): the worker process
+   * (all threads), its main thread, the activity process, the Temporal server, the harness processes. CPU time
+   * suffers far less than latency from other load on a shared machine.
+   */
+  readonly cpuMsPerTurn: { worker: number; main: number; activity?: number; server?: number; harness: number };
+  /** The worker's main thread: share of one core it was busy. */
+  readonly mainThreadBusy: number;
+  readonly loop: LoopDelay;
+  readonly workerPeakRssMb: number;
+  /** Peak RSS of the activity-worker process (placement `process`). */
+  readonly activityPeakRssMb?: number;
+  readonly serverCores?: number;
+  /** Share of all the machine's CPU time that was busy during the level. */
+  readonly machineBusy: number;
+}
+
+const harnessPath = path.join(import.meta.dirname, 'harness', 'sleep-harness.sh');
+const tsxImport = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+
+function scaleCatalog(turnSeconds: number, turns: number): unknown {
+  return {
+    harnesses: [
+      {
+        name: 'sleep',
+        driverClass: 'StdioJson',
+        executable: '/bin/sh',
+        args: [harnessPath, String(turnSeconds), String(turns)],
+        active: true,
+        vendor: 'bench',
+        model: 'sleep-1',
+        capabilities: { sessionResume: true, usageReporting: true, systemPrompt: false },
+        prices: { input: 1, output: 1 },
+        turnTimeoutMs: 120_000,
+      },
+    ],
+    agents: [
+      {
+        name: 'sleep',
+        harness: 'sleep',
+        systemPrompt: 'Sleep, then answer.',
+        sandbox: { provider: 'local', workspaceScope: 'run', networkPolicy: 'open' },
+        guardrails: { maxIterations: turns + 2, maxTokens: 1_000_000_000, maxCostUsd: 1_000_000, maxWallTimeMs: 3_600_000 },
+        actions: ['echo'],
+      },
+    ],
+    actions: [{ name: 'echo' }],
+  };
+}
+
+/** Busy and total jiffies of all CPUs. */
+function machineTicks(): { busy: number; total: number } {
+  const [cpu] = readFileSync('/proc/stat', 'utf8').split('\n');
+  const v = cpu!.trim().split(/\s+/).slice(1).map(Number);
+  const idle = (v[3] ?? 0) + (v[4] ?? 0);
+  const total = v.reduce((a, b) => a + b, 0);
+  return { busy: total - idle, total };
+}
+
+const timestampMs = (t: { seconds?: unknown; nanos?: number | null } | null | undefined): number =>
+  Number(String(t?.seconds ?? 0)) * 1000 + (t?.nanos ?? 0) / 1e6;
+
+/** Turn results, the first turn's start, and each turn's wait from scheduled to started, from one run's history. */
+async function turnTimes(handle: AgentRunHandle): Promise<{ firstStartMs: number; completedMs: number[]; dispatchMs: number[] }> {
+  const { EventType } = proto.temporal.api.enums.v1;
+  const history = await handle.handle.fetchHistory();
+  const scheduledAt = new Map<string, number>();
+  let firstStartMs = Number.NaN;
+  const completedMs: number[] = [];
+  const dispatchMs: number[] = [];
+  for (const e of history.events ?? []) {
+    const id = String(e.eventId);
+    if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED && e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTurn') scheduledAt.set(id, timestampMs(e.eventTime));
+    const started = e.activityTaskStartedEventAttributes;
+    if (started && scheduledAt.has(String(started.scheduledEventId))) {
+      if (Number.isNaN(firstStartMs)) firstStartMs = timestampMs(e.eventTime);
+      dispatchMs.push(timestampMs(e.eventTime) - scheduledAt.get(String(started.scheduledEventId))!);
+    }
+    const completed = e.activityTaskCompletedEventAttributes;
+    if (completed && scheduledAt.has(String(completed.scheduledEventId))) completedMs.push(timestampMs(e.eventTime));
+  }
+  return { firstStartMs, completedMs, dispatchMs };
+}
+
+/** The worker process under test. */
+interface WorkerUnderTest {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly activityPid?: number;
+  stats(): Promise<LoopDelay>;
+  stop(): Promise<void>;
+}
+
+async function startWorkerProcess(config: ScaleWorkerConfig, spawn: SpawnMode, cpuProfileDir?: string): Promise<WorkerUnderTest> {
+  // --cpu-prof reaches the activity-worker process too: it inherits the worker's Node flags.
+  const execArgv = ['--import', tsxImport, ...(cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [])];
+  const env = { ...process.env, DURABLE_HARNESS_SPAWN: spawn };
+  const child = fork(path.join(import.meta.dirname, 'scale-worker.ts'), [], { execArgv, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  let exitCode: number | string | undefined;
+  const exited = new Promise<void>((resolve) => child.once('exit', (code, signal) => resolve(void (exitCode = code ?? signal ?? 'unknown'))));
+  const next = <T extends ScaleWorkerMessage['type']>(type: T, timeoutMs: number) =>
+    new Promise<Extract<ScaleWorkerMessage, { type: T }>>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`scale worker: no "${type}" within ${timeoutMs} ms`)), timeoutMs);
+      void exited.then(() => reject(new Error(`scale worker exited (${exitCode}) while waiting for "${type}"`)));
+      const onMessage = (m: ScaleWorkerMessage) => {
+        if (m.type === 'failed') reject(new Error(`scale worker failed: ${m.message}`));
+        if (m.type !== type && m.type !== 'failed') return;
+        clearTimeout(timer);
+        child.off('message', onMessage);
+        resolve(m as Extract<ScaleWorkerMessage, { type: T }>);
+      };
+      child.on('message', onMessage);
+    });
+  const ready = next('ready', 60_000);
+  child.send(config);
+  const { pid, activityPid } = await ready;
+  return {
+    child,
+    pid,
+    activityPid,
+    async stats() {
+      const reply = next('stats', 10_000);
+      child.send({ type: 'stats' });
+      return (await reply).loop;
+    },
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.send({ type: 'stop' });
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** CPU seconds so far of the worker (all threads, main thread), the activity process, the server, and the harness processes. */
+function cpuNow(pids: { worker: number; activity?: number; server?: number }) {
+  const of = (pid: number | undefined, tid?: number, children = false) => (pid ? cpuSeconds(pid, tid, children) ?? 0 : 0);
+  return {
+    worker: of(pids.worker),
+    main: of(pids.worker, pids.worker),
+    activity: of(pids.activity),
+    server: of(pids.server),
+    // Harness processes are children of whichever process spawned them; the activity process is the worker's child.
+    harness: of(pids.worker, undefined, true) + of(pids.activity, undefined, true),
+  };
+}
+
+async function runLevel(
+  client: Client,
+  worker: WorkerUnderTest,
+  opts: { runs: number; turnSeconds: number; taskQueue: string; timeoutMs: number; serverPid?: number; setup: WorkerSetupChoice },
+): Promise<ScaleRow> {
+  const { runs, turnSeconds } = opts;
+  await worker.stats(); // resets the loop-delay histogram
+  const pids = { worker: worker.pid, activity: worker.activityPid, server: opts.serverPid };
+  const cpu0 = cpuNow(pids);
+  const machine0 = machineTicks();
+  const peak = { worker: 0, activity: 0 };
+  const sampler = setInterval(() => {
+    peak.worker = Math.max(peak.worker, rssMb(pids.worker) ?? 0);
+    if (pids.activity) peak.activity = Math.max(peak.activity, rssMb(pids.activity) ?? 0);
+  }, 250);
+  const t0 = Date.now();
+  const prefix = `scale-${runs}-${t0.toString(36)}`;
+  const started = await Promise.all(
+    Array.from({ length: runs }, async (_, i) => {
+      const at = Date.now();
+      const run = await startAgentRun(client, { agent: 'sleep', task: 'sleep', identity: { tenantId: 'bench', userId: 'bench' }, taskQueue: opts.taskQueue, workflowId: `${prefix}-${i}` });
+      return { run, at };
+    }),
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), opts.timeoutMs)));
+  const finished = new Set<number>();
+  const all = Promise.all(
+    started.map(async ({ run }, i) => {
+      const result = await run.result();
+      if (result.status !== 'succeeded') throw new Error(`scale run ${run.workflowId} ended ${result.status}: ${result.reason}`);
+      finished.add(i);
+    }),
+  );
+  const outcome = await Promise.race([all, deadline]);
+  clearTimeout(timer);
+  const wallS = (Date.now() - t0) / 1000;
+  clearInterval(sampler);
+  const cpu1 = cpuNow(pids);
+  const machine1 = machineTicks();
+  const loop = await worker.stats();
+  const timedOut = outcome === 'timeout';
+  if (timedOut) {
+    await Promise.all(started.filter((_, i) => !finished.has(i)).map(({ run }) => run.handle.terminate('scale bench level timed out').catch(() => undefined)));
+    await all.catch(() => undefined);
+  }
+
+  const overheads: number[] = [];
+  const dispatches: number[] = [];
+  const startLatencies: number[] = [];
+  let turnsDone = 0;
+  const perTurn = (cpuS: number) => (cpuS * 1000) / Math.max(1, turnsDone);
+  const done = started.filter((_, i) => finished.has(i));
+  for (let i = 0; i < done.length; i += 20) {
+    const batch = await Promise.all(done.slice(i, i + 20).map(async ({ run, at }) => ({ at, times: await turnTimes(run) })));
+    for (const { at, times } of batch) {
+      startLatencies.push(times.firstStartMs - at);
+      turnsDone += times.completedMs.length;
+      dispatches.push(...times.dispatchMs);
+      for (let t = 1; t < times.completedMs.length; t++) overheads.push(times.completedMs[t]! - times.completedMs[t - 1]! - turnSeconds * 1000);
+    }
+  }
+  return {
+    runs,
+    setup: opts.setup,
+    completed: done.length,
+    timedOut,
+    wallS,
+    turnOverheadMs: { p50: percentile(overheads, 50), p99: percentile(overheads, 99) },
+    dispatchMs: { p50: percentile(dispatches, 50), p99: percentile(dispatches, 99) },
+    startLatencyMs: { p50: percentile(startLatencies, 50), p99: percentile(startLatencies, 99) },
+    workerCores: (cpu1.worker - cpu0.worker) / wallS,
+    cpuMsPerTurn: {
+      worker: perTurn(cpu1.worker - cpu0.worker),
+      main: perTurn(cpu1.main - cpu0.main),
+      harness: perTurn(cpu1.harness - cpu0.harness),
+      ...(pids.activity ? { activity: perTurn(cpu1.activity - cpu0.activity) } : {}),
+      ...(pids.server ? { server: perTurn(cpu1.server - cpu0.server) } : {}),
+    },
+    mainThreadBusy: (cpu1.main - cpu0.main) / wallS,
+    loop,
+    workerPeakRssMb: peak.worker,
+    ...(pids.activity ? { activityPeakRssMb: peak.activity } : {}),
+    ...(pids.server ? { serverCores: (cpu1.server - cpu0.server) / wallS } : {}),
+    machineBusy: (machine1.busy - machine0.busy) / (machine1.total - machine0.total),
+  };
+}
+
+/** Runs the curve for each worker setup, interleaved level by level; see the file comment. */
+export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
+  const levels = opts.levels ?? [10, 50, 100, 200];
+  const turns = opts.turns ?? 3;
+  const turnSeconds = opts.turnSeconds ?? 2;
+  const setups = opts.setups ?? [{ placement: defaultActivityPlacement, spawn: defaultSpawnMode }];
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-scale-'));
+  const catalogFile = path.join(dataDir, 'catalog.json');
+  writeFileSync(catalogFile, JSON.stringify(scaleCatalog(turnSeconds, turns)));
+  let bundlePath = opts.workflowBundlePath;
+  if (!bundlePath) {
+    bundlePath = path.join(dataDir, 'workflow-bundle.js');
+    writeFileSync(bundlePath, (await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') })).code);
+  }
+  const connection = await Connection.connect({ address: opts.temporalAddress });
+  const client = new Client({ connection });
+  const workers: { setup: WorkerSetupChoice; worker: WorkerUnderTest; taskQueue: string; done: boolean }[] = [];
+  const rows: ScaleRow[] = [];
+  try {
+    for (const [i, setup] of setups.entries()) {
+      // One worker process per setup, each with its own task queue and data directory.
+      const taskQueue = `scale-${i}-${path.basename(dataDir)}`;
+      const workerDir = path.join(dataDir, `worker-${i}`);
+      const worker = await startWorkerProcess(
+        { address: opts.temporalAddress, taskQueue, catalogFile, dataDir: workerDir, bundlePath, placement: setup.placement, eagerTurnSlots: setup.eagerTurnSlots },
+        setup.spawn,
+        opts.cpuProfileDir,
+      );
+      workers.push({ setup, worker, taskQueue, done: false });
+      // A small warm-up level (module loading, SQLite statements, the workflow cache), not reported.
+      await runLevel(client, worker, { runs: 2, turnSeconds, taskQueue, timeoutMs: 60_000, setup });
+    }
+    for (const runs of levels) {
+      for (const w of workers.filter((x) => !x.done)) {
+        const row = await runLevel(client, w.worker, { runs, turnSeconds, taskQueue: w.taskQueue, timeoutMs: opts.levelTimeoutMs ?? 120_000 + runs * 500, serverPid: opts.serverPid, setup: w.setup });
+        rows.push(row);
+        w.done = row.timedOut; // a level that did not finish ends this setup's curve
+        await new Promise((r) => setTimeout(r, 1000)); // let the last turns' processes and ledger writes settle
+      }
+    }
+  } finally {
+    await Promise.all(workers.map((w) => w.worker.stop()));
+    await connection.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+/** Where the curve saturates: the first level with p99 turn overhead ≥ 1 s (or that timed out), and what was busiest. */
+export function saturation(all: readonly ScaleRow[], setup: WorkerSetupChoice): string {
+  const rows = all.filter((r) => setupLabel(r.setup) === setupLabel(setup));
+  const hit = rows.find((r) => r.timedOut || r.turnOverheadMs.p99 >= 1000);
+  if (!hit) return `not within ${rows.map((r) => r.runs).join('/')} runs (p99 turn overhead stayed under 1 s)`;
+  const busiest =
+    hit.mainThreadBusy >= 0.85 ? `the worker's main thread (${pct(hit.mainThreadBusy)} of a core)` :
+    hit.machineBusy >= 0.9 ? `the machine's CPUs (${pct(hit.machineBusy)} busy; server ${hit.serverCores?.toFixed(2) ?? '?'} cores, worker ${hit.workerCores.toFixed(2)})` :
+    `no single resource (main thread ${pct(hit.mainThreadBusy)}, machine ${pct(hit.machineBusy)})`;
+  // The SDK's default: a worker runs at most 100 activities (turns) at once; more wait for a slot.
+  const slots = hit.runs > 100 ? `; ${hit.runs} concurrent turns exceed the worker's 100 activity slots` : '';
+  return `${hit.runs} runs: p99 turn overhead ${fmt(hit.turnOverheadMs.p99)} ms${hit.timedOut ? ' (level timed out)' : ''}; busiest: ${busiest}${slots}`;
+}
+
+const pct = (x: number) => `${Math.round(x * 100)}%`;
+const fmt = (x: number) => (Number.isFinite(x) ? String(Math.round(x)) : '–');
+
+/** The curve as markdown table lines. */
+export function scaleTable(rows: readonly ScaleRow[]): string[] {
+  const ms = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
+  const lines = [
+    '| runs | activities / spawn | done | turn overhead p50 / p99 (ms) | of which dispatch wait p50 / p99 | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / activity proc / server / harness | worker cores | loop delay p99 / max (ms) | RSS worker / activity proc (MB) | machine busy |',
+    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const r of rows) {
+    const c = r.cpuMsPerTurn;
+    lines.push(
+      `| ${r.runs} | ${setupLabel(r.setup)} | ${r.completed}${r.timedOut ? ' (timed out)' : ''} | ${fmt(r.turnOverheadMs.p50)} / ${fmt(r.turnOverheadMs.p99)} | ${fmt(r.dispatchMs.p50)} / ${fmt(r.dispatchMs.p99)} | ${fmt(r.startLatencyMs.p50)} / ${fmt(r.startLatencyMs.p99)} | ` +
+        `${ms(c.worker)} (${ms(c.main)}) / ${ms(c.activity)} / ${ms(c.server)} / ${ms(c.harness)} | ${r.workerCores.toFixed(2)} | ${fmt(r.loop.p99)} / ${fmt(r.loop.max)} | ` +
+        `${Math.round(r.workerPeakRssMb)} / ${r.activityPeakRssMb !== undefined ? Math.round(r.activityPeakRssMb) : '–'} | ${pct(r.machineBusy)} |`,
+    );
+  }
+  return lines;
+}
+
+export function printScale(rows: readonly ScaleRow[], turns: number, turnSeconds: number): void {
+  console.log(`\nscale: one worker, concurrent runs of ${turns} turns of ${turnSeconds} s (shell harness):`);
+  for (const line of scaleTable(rows)) console.log(`  ${line}`);
+  const setups = [...new Map(rows.map((r) => [setupLabel(r.setup), r.setup])).values()];
+  for (const setup of setups) console.log(`  saturates (${setupLabel(setup)}) at: ${saturation(rows, setup)}`);
+}
+
+const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);
+if (isMain) {
+  const { values } = parseArgs({
+    options: { levels: { type: 'string' }, setups: { type: 'string' }, 'turn-seconds': { type: 'string' }, turns: { type: 'string' }, 'cpu-prof': { type: 'string' } },
+  });
+  const { findTemporalCli, temporalCliInstallHint } = await import('../src/temporal/cli-path.js');
+  const { startDevServer } = await import('../src/temporal/dev-server.js');
+  const { quietRuntime } = await import('./orchestration.js');
+  const temporal = findTemporalCli();
+  if (!temporal) throw new Error(`bench/scale.ts needs the Temporal CLI. ${temporalCliInstallHint}`);
+  quietRuntime();
+  const levels = (values.levels ?? '10,50,100,200').split(',').map(Number);
+  const setups = parseSetups(values.setups ?? `${defaultActivityPlacement}/${defaultSpawnMode}`);
+  const turns = Number(values.turns ?? 3);
+  const turnSeconds = Number(values['turn-seconds'] ?? 2);
+  const server = await startDevServer({ cliPath: temporal.path, dbFile: path.join(mkdtempSync(path.join(os.tmpdir(), 'dh-scale-db-')), 'temporal.db') });
+  try {
+    printScale(await benchScale({ temporalAddress: server.address, serverPid: server.process.pid, levels, turns, turnSeconds, setups, cpuProfileDir: values['cpu-prof'] }), turns, turnSeconds);
+  } finally {
+    await server.stop();
+  }
+}

@@ -1,0 +1,250 @@
+/**
+ * How the local provider contains a turn's processes, and the runtime state it keeps about them.
+ *
+ * Containment `pid-namespace` (the default): every process starts as PID 1 of its own PID namespace
+ * (`unshare --pid --fork --kill-child --mount-proc`). When it exits or is killed, the kernel kills everything
+ * else in the namespace — children that called setsid, `detached: true` spawns, double-forked daemons — so
+ * every descendant dies with its turn. `process-group` is the weaker, explicit opt-out: only the process
+ * group is signalled, and a descendant that leaves it can outlive the turn.
+ *
+ * With `user`, the harness runs as that unprivileged uid:gid (`setpriv`, no supplementary groups, no new
+ * privileges, empty capability sets), so it cannot read the worker's environment, the credentials file or
+ * the Docker socket.
+ *
+ * Pid bookkeeping lives in a state file under the runtime directory — never in the workspace — and records
+ * each pid with its start time, so a recycled pid is never signalled.
+ */
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+/** How descendants of a turn are contained. */
+export type LocalContainment = 'pid-namespace' | 'process-group';
+
+/** The local provider's isolation settings for one sandbox, frozen into its ref at start. */
+export interface LocalIsolation {
+  readonly containment: LocalContainment;
+  /** Run processes as this unprivileged uid:gid (the worker must be root). */
+  readonly user?: { readonly uid: number; readonly gid: number };
+}
+
+/** Stable code of `SandboxIsolationUnavailable`. */
+export const sandboxIsolationUnavailable = 'SandboxIsolationUnavailable' as const;
+
+/** The requested isolation cannot be provided here; the provider refuses rather than pretends. */
+export class SandboxIsolationUnavailable extends Error {
+  override readonly name = sandboxIsolationUnavailable;
+  readonly code = sandboxIsolationUnavailable;
+}
+
+/** Binaries from util-linux. */
+export interface ContainmentTools {
+  readonly unshare: string;
+  readonly setpriv: string;
+}
+
+export const defaultTools: ContainmentTools = { unshare: 'unshare', setpriv: 'setpriv' };
+
+const isRoot = (): boolean => typeof process.geteuid === 'function' && process.geteuid() === 0;
+
+/** Parses `sandbox.options.containment` and `sandbox.options.user` (`"uid:gid"`, numeric, not root). */
+export function parseLocalIsolation(options: Readonly<Record<string, unknown>> | undefined): LocalIsolation {
+  const containment = options?.containment ?? 'pid-namespace';
+  if (containment !== 'pid-namespace' && containment !== 'process-group') {
+    throw new SandboxIsolationUnavailable(`Invalid sandbox option containment=${JSON.stringify(containment)}: use "pid-namespace" (default) or "process-group".`);
+  }
+  const user = options?.user;
+  if (user === undefined) return { containment };
+  const match = typeof user === 'string' ? /^(\d+):(\d+)$/.exec(user) : null;
+  if (!match) throw new SandboxIsolationUnavailable(`Invalid sandbox option user=${JSON.stringify(user)}: use a numeric "uid:gid" such as "64055:64055".`);
+  const uid = Number(match[1]);
+  const gid = Number(match[2]);
+  if (uid === 0 || gid === 0) throw new SandboxIsolationUnavailable(`Sandbox option user=${JSON.stringify(user)} is root; use an unprivileged uid:gid.`);
+  return { containment, user: { uid, gid } };
+}
+
+/** The isolation as ref settings (small, serializable). */
+export function isolationSettings(isolation: LocalIsolation): Record<string, string> {
+  return { containment: isolation.containment, ...(isolation.user ? { user: `${isolation.user.uid}:${isolation.user.gid}` } : {}) };
+}
+
+/** Options for `unshare` that give a process its own PID namespace (and, not as root, a user namespace). */
+function unshareFlags(): string[] {
+  const base = ['--pid', '--fork', '--kill-child', '--mount-proc'];
+  // Without root a PID namespace needs a user namespace; --map-current-user keeps the uid the same inside.
+  return isRoot() ? base : ['--user', '--map-current-user', ...base];
+}
+
+/** `argv` wrapped so that it runs with `isolation` (the executable must already be an absolute path). */
+export function wrapArgv(isolation: LocalIsolation, argv: readonly string[], tools: ContainmentTools = defaultTools): string[] {
+  const drop = isolation.user
+    ? [tools.setpriv, '--reuid', String(isolation.user.uid), '--regid', String(isolation.user.gid), '--clear-groups', '--no-new-privs',
+       '--inh-caps=-all', '--bounding-set=-all', '--pdeathsig', 'keep', '--']
+    : [];
+  if (isolation.containment === 'process-group') return [...drop, ...argv];
+  return [tools.unshare, ...unshareFlags(), '--', ...drop, ...argv];
+}
+
+const probes = new Map<string, string | undefined>();
+
+/**
+ * Throws `SandboxIsolationUnavailable` unless this machine can give `isolation`: a working PID namespace,
+ * and for `user` a root worker and the kernel's hard-link protection. Probed once per setting and process.
+ */
+export function checkIsolation(isolation: LocalIsolation, tools: ContainmentTools = defaultTools): void {
+  const key = JSON.stringify([isolation, tools]);
+  if (!probes.has(key)) probes.set(key, isolationProblem(isolation, tools));
+  const problem = probes.get(key);
+  if (problem) throw new SandboxIsolationUnavailable(problem);
+}
+
+function isolationProblem(isolation: LocalIsolation, tools: ContainmentTools): string | undefined {
+  if (isolation.user) {
+    if (!isRoot()) {
+      return `Sandbox option user=${isolation.user.uid}:${isolation.user.gid} needs a worker running as root (to switch users); this worker runs as uid ${process.geteuid?.()}. Run it as root, or drop the option (the harness then runs as the worker's user: development only).`;
+    }
+    // Without it, a harness could hard-link a root-only file into its workspace and have a root worker read it.
+    const protectedLinks = readFileText('/proc/sys/fs/protected_hardlinks')?.trim();
+    if (protectedLinks !== '1') {
+      return `Sandbox option user needs the kernel's hard-link protection (fs.protected_hardlinks=1, found ${protectedLinks ?? 'nothing'}); enable it with: sysctl -w fs.protected_hardlinks=1.`;
+    }
+  }
+  const probe = wrapArgv(isolation, ['/bin/sh', '-c', 'test "$$" = 1 || [ -z "$EXPECT_PID1" ]'], tools);
+  const env = { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin', ...(isolation.containment === 'pid-namespace' ? { EXPECT_PID1: '1' } : {}) };
+  const result = spawnSync(probe[0]!, probe.slice(1), { env, encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'ignore', 'pipe'] });
+  if (result.error || result.status !== 0) {
+    const why = result.error ? result.error.message : (result.stderr || `exit ${result.status ?? result.signal}`).trim();
+    const what = isolation.containment === 'pid-namespace' ? `a PID namespace per turn (${tools.unshare} --pid)` : `running as ${isolation.user?.uid}:${isolation.user?.gid} (${tools.setpriv})`;
+    return (
+      `The local sandbox cannot give ${what} on this machine: ${why}. ` +
+      (isolation.containment === 'pid-namespace'
+        ? 'Install util-linux, run the worker as root or enable unprivileged user namespaces; or set sandbox.options.containment: ' +
+          'process-group to accept that a harness\'s setsid/daemon children can outlive its turn.'
+        : 'Install util-linux and run the worker as root.')
+    );
+  }
+  return undefined;
+}
+
+function readFileText(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** State, parent pid, process group and start time (clock ticks since boot) of one process, from /proc. */
+export function procStat(pid: number | string): { state: string; ppid: number; pgrp: number; start: number } | undefined {
+  const text = readFileText(`/proc/${pid}/stat`);
+  if (text === undefined) return undefined;
+  // The command name may hold spaces and parentheses: fields start after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { state: fields[0] ?? '', ppid: Number(fields[1]), pgrp: Number(fields[2]), start: Number(fields[19]) };
+}
+
+/** Whether `pid` is alive (not a zombie) and still the process that started at `start`. */
+export function sameProcessAlive(pid: number, start: number): boolean {
+  const stat = procStat(pid);
+  return stat !== undefined && stat.start === start && stat.state !== 'Z' && stat.state !== 'X';
+}
+
+/** Whether any process in group `pgid` is alive and not a zombie. */
+export function processGroupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+  } catch (error) {
+    // EPERM: it exists but belongs to someone else (alive, and not ours to kill).
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  // Signal 0 also succeeds for zombies; on Linux look closer so a killed group does not look alive.
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return true;
+  }
+  return entries.some((entry) => {
+    if (!/^\d+$/.test(entry)) return false;
+    const stat = procStat(entry);
+    return stat !== undefined && stat.pgrp === pgid && stat.state !== 'Z' && stat.state !== 'X';
+  });
+}
+
+/** Sends `signal` to a process group or process, ignoring one that is already gone. */
+export function signal(target: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(target, name);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ESRCH' && code !== 'EPERM') throw error;
+  }
+}
+
+/** The direct children of `pid` (from /proc/<pid>/task/<pid>/children). */
+export function childrenOf(pid: number): number[] {
+  const text = readFileText(`/proc/${pid}/task/${pid}/children`);
+  return text ? text.trim().split(/\s+/).filter(Boolean).map(Number) : [];
+}
+
+/** What the runtime records about a running turn process (outside the workspace). */
+export interface TurnRecord {
+  readonly containment: LocalContainment;
+  /** The spawned process (unshare, or the harness itself) and its process group. */
+  readonly pid: number;
+  readonly start: number;
+  /** PID 1 of the turn's namespace, as seen from the worker. */
+  readonly init?: { readonly pid: number; readonly start: number };
+}
+
+/** Records a turn process in `file` (atomically; the directory is private to the worker). */
+export function writeTurnRecord(file: string, record: TurnRecord): void {
+  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  chmodSync(path.dirname(file), 0o700);
+  const temp = `${file}.${process.pid}.tmp`;
+  writeFileSync(temp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
+  renameSync(temp, file);
+}
+
+/** Removes `file` if it still records `pid` (a newer turn may have replaced it). */
+export function removeTurnRecord(file: string, pid: number): void {
+  if (readTurnRecord(file)?.pid === pid) rmSync(file, { force: true });
+}
+
+function readTurnRecord(file: string): TurnRecord | undefined {
+  const text = readFileText(file);
+  if (text === undefined) return undefined;
+  try {
+    const record = JSON.parse(text) as TurnRecord;
+    const valid = (n: unknown): n is number => typeof n === 'number' && Number.isInteger(n) && n > 1;
+    if (!valid(record.pid) || typeof record.start !== 'number') return undefined;
+    if (record.init && (!valid(record.init.pid) || typeof record.init.start !== 'number')) return undefined;
+    return record;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Kills (SIGKILL) the turn recorded in `file` if it is still running — for a PID namespace, its PID 1, which
+ * takes every process in the namespace with it — waits up to `waitMs` for it to go, and removes the file.
+ * Returns whether something was killed. Pids whose start time differs (recycled) are left alone.
+ */
+export async function killRecordedTurn(file: string, waitMs = 2000): Promise<boolean> {
+  const record = readTurnRecord(file);
+  if (!record) {
+    rmSync(file, { force: true });
+    return false;
+  }
+  const targets = [record.init, { pid: record.pid, start: record.start }].filter(
+    (p): p is { pid: number; start: number } => p !== undefined && sameProcessAlive(p.pid, p.start),
+  );
+  const group = record.containment === 'process-group' && processGroupAlive(record.pid) ? record.pid : undefined;
+  for (const target of targets) signal(target.pid, 'SIGKILL');
+  if (group !== undefined) signal(-group, 'SIGKILL');
+  const alive = () => targets.some((t) => sameProcessAlive(t.pid, t.start)) || (group !== undefined && processGroupAlive(group));
+  const deadline = Date.now() + waitMs;
+  while (alive() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  rmSync(file, { force: true });
+  return targets.length > 0 || group !== undefined;
+}
