@@ -8,7 +8,7 @@ import type { ActionRegistry } from '../actions/index.js';
 import type { AdapterRegistry } from '../adapters/registry.js';
 import { UnknownDriverError } from '../adapters/registry.js';
 import { collectTurn } from '../adapters/fold.js';
-import type { HarnessEvent } from '../adapters/types.js';
+import type { HarnessEvent, Usage } from '../adapters/types.js';
 import { BlobMissingError, LedgerBlobStore, claimCheck, isBlobRef, previewOf, resolveText, type BlobStore, type TextRef } from '../blobs/index.js';
 import type { Catalog } from '../catalog/schema.js';
 import { findAgent, findHarness, promptWithContract } from '../catalog/index.js';
@@ -439,7 +439,11 @@ export function createActivities(deps: ActivityDeps) {
         }, deps.cancelledAccountingGraceMs ?? 10_000);
       };
       ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
-      const spent = (usageMissing = false): TurnSpend => spendOf(runs, info.attempt, usageMissing);
+      /** What earlier attempts of this scheduling spent (failed, timed out, lost with their worker): read once, on a retry. */
+      let earlier: EarlierSpend | undefined;
+      // The turn's spend as the workflow counts it: this attempt's, plus what its earlier attempts spent — Temporal
+      // hands the workflow only the last attempt's result or failure, so that is where the earlier ones reach it.
+      const spent = (usageMissing = false): TurnSpend => withEarlier(spendOf(runs, info.attempt, usageMissing), earlier);
       let handle: SandboxHandle | undefined;
       const harness = (): TurnHarness => ({
         handle: handle!,
@@ -466,6 +470,8 @@ export function createActivities(deps: ActivityDeps) {
           ...(sessionId ? { externalSessionId: sessionId } : {}),
           ...(model ? { reportedModel: model } : {}),
         });
+        // Every row of this attempt landed, re-reported calls of earlier attempts included: read what those spent.
+        if (info.attempt > 1) earlier = await waitForLedger(() => earlierSpend(deps.ledger, req.workflowId, runId, req.turn, scheduling, attemptId));
       };
       try {
         handle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
@@ -711,6 +717,29 @@ function spendOf(runs: readonly HarnessRun[], attempt: number, usageMissing = fa
     attempt,
     calls: spends.reduce((n, s) => n + s.calls, 0),
   };
+}
+
+/** The spend of a turn's earlier attempts, from their ledger rows. */
+interface EarlierSpend {
+  readonly usage: Usage;
+  readonly costUsd: number;
+  readonly costBlind: boolean;
+}
+
+/** What the attempts of this scheduling before `attemptId` spent, as their ledger rows say; none when there are none. */
+async function earlierSpend(ledger: Ledger, workflowId: string, runId: string, turn: number, scheduling: string, attemptId: string): Promise<EarlierSpend | undefined> {
+  const rows = (await ledger.listPromptRuns(workflowId, runId)).filter(
+    (r) => r.turn === turn && r.attemptId.startsWith(`${scheduling}:`) && r.attemptId !== attemptId && !r.attemptId.startsWith(`${attemptId}:`),
+  );
+  if (rows.length === 0) return undefined;
+  return { usage: rows.reduce((u, r) => addUsage(u, r.usage), noUsage), costUsd: rows.reduce((n, r) => n + r.costUsd, 0), costBlind: rows.some((r) => r.costBlind) };
+}
+
+/** The attempt's spend plus its earlier attempts'. */
+function withEarlier(spend: TurnSpend, earlier: EarlierSpend | undefined): TurnSpend {
+  if (!earlier) return spend;
+  const costBlind = spend.costBlind === true || earlier.costBlind;
+  return { ...spend, usage: addUsage(spend.usage, earlier.usage), costUsd: spend.costUsd + earlier.costUsd, ...(costBlind ? { costBlind: true, costSource: 'unknown' as const } : {}) };
 }
 
 /** The accounting part of a turn's result, as the workflow keeps it (small: flags only when set). */

@@ -125,7 +125,8 @@ describe('runTurn accounting', () => {
     // Attempt 2's harness process re-reports the unacknowledged call first, then does its own work.
     writeFileSync(path.join(book.dir, 'unread.json'), JSON.stringify({ turns: [{ calls: [call(10, 1)], ...ok() }] }));
     const outcome = await runTurn(activities, input, 2).done;
-    expect(outcome).toMatchObject({ step: { ok: true }, usage: { input: 10, output: 1 } });
+    // The turn's result carries what every attempt of the turn spent (the workflow sees only the last attempt's).
+    expect(outcome).toMatchObject({ step: { ok: true }, usage: { input: 3010, output: 301 } });
     const rows = await sqlite.listPromptRuns('unread');
     expect(rows.map((r) => [r.attempt, r.status, r.calls, r.usage])).toEqual([
       [1, 'failed', 2, { input: 3000, output: 300 }],
