@@ -18,6 +18,7 @@ import {
   continueAsNew,
   executeChild,
   isCancellation,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -60,6 +61,7 @@ import {
 import { roundUsd } from './money.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import type { RunState } from './state.js';
+import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
 import { compactSandbox, type AgentRunInput, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -167,6 +169,15 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       } catch (err) {
         if (isCancellation(err)) throw err;
         const cause = err instanceof ActivityFailure ? err.cause : err;
+        if (cause instanceof ApplicationFailure && patched('acct8-failed-spend')) {
+          // What the failed attempts spent counts: toward the run's totals and its guardrails.
+          update(foldFailedSpend(state, failedSpend(cause.details ?? undefined)));
+          const crossed = guardrailCrossed(state);
+          if (crossed) {
+            inbox.interruption = { kind: 'guardrail', guardrail: crossed.guardrail, reason: crossed.reason };
+            throw cause;
+          }
+        }
         if (cause instanceof ApplicationFailure && cause.nonRetryable) throw cause;
         const lastError = cause instanceof Error ? cause.message : String(cause);
         update({ ...state, lastError });
@@ -245,10 +256,14 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       const begun = beginTurn(state);
       update(begun.state);
       syncAttributes();
-      const result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!) });
+      // The run's remaining budget goes with the turn: the harness is stopped mid-turn when it is spent.
+      const budget = patched('acct8-turn-budget') ? { budget: turnBudget(state) } : {};
+      const result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!), ...budget });
       let { state: next, decision }: { state: RunState; decision: Decision } = applyTurn(state, result);
       update(next);
       syncAttributes();
+      const spent = budgetEnding(result);
+      if (spent) return runResult(state, workflowId, spent);
       for (;;) {
         if (decision.kind === 'end') return runResult(state, workflowId, decision.ending);
         const crossed = guardrailCrossed(state);
@@ -300,9 +315,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   setPhase(result.status, result.reason ?? result.result?.slice(0, 120) ?? result.status);
   if (state.policy) {
     const { sandbox, policy } = state;
-    await CancellationScope.nonCancellable(() =>
-      endSession({ workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }),
-    );
+    const end = () => endSession({ workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result });
+    await CancellationScope.nonCancellable(() => (patched('acct8-end-session-retry') ? untilDone(end) : end()));
   }
   return result;
 
@@ -319,5 +333,20 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     // A bug in the loop: still end the session, and say what happened.
     const message = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
     return runResult(state, workflowId, { status: 'failed', reason: `internal error in the run loop: ${message}`, failureType: 'InternalError' });
+  }
+}
+
+/**
+ * Compensation never fails the run: `endSession` (idempotent) is retried, with a growing pause, until it succeeds —
+ * a sandbox or ledger that is down for a while only delays the end.
+ */
+async function untilDone(step: () => Promise<void>): Promise<void> {
+  for (let failures = 0; ; failures++) {
+    try {
+      return await step();
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      await sleep(untilDoneDelayMs(failures));
+    }
   }
 }
