@@ -9,7 +9,7 @@ import { expect, it } from 'vitest';
 import { repoRoot } from '../support/worker.js';
 import { runChaos, shortPlan } from './driver.js';
 
-it('every token counted under every fault (short form): ledger = served, nothing lost, nothing counted twice, ended once, no orphans', { timeout: 360_000 }, async () => {
+it('every token counted under every fault (short form): ledger = served, nothing lost, nothing counted twice, ended once, no orphans', { timeout: 150_000 }, async () => {
   mkdirSync(path.join(repoRoot, '.data'), { recursive: true });
   const report = await runChaos(shortPlan, { dataDir: mkdtempSync(path.join(repoRoot, '.data', 'chaos-test-')) });
   expect(report.injected).toMatchObject({ workerKills: shortPlan.workerKills, serverRestarts: shortPlan.serverRestarts, cancels: shortPlan.cancelStorm });
