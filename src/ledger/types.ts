@@ -20,7 +20,10 @@ export type RunStatus =
   | 'succeeded'
   | 'failed'
   | 'stopped'
-  | 'cancelled';
+  | 'cancelled'
+  /** Closed by Temporal without the workflow's own end (reconciled by a worker at start). */
+  | 'terminated'
+  | 'timed_out';
 
 export interface RunRecord {
   readonly workflowId: string;
