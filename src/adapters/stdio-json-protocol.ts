@@ -45,6 +45,8 @@ export const usageLine = z.strictObject({
   /** Re-reports only: the attempt (from its request's `attempt`) and turn the call belongs to. */
   attempt: z.string().min(1).nullish(),
   turn: z.number().int().positive().nullish(),
+  /** The vendor's own usage object, if the harness passes it on: opaque, never counted (the fields above are). */
+  raw: z.unknown().optional(),
 });
 export const completeLine = z.object({
   type: z.literal('complete'),
