@@ -34,12 +34,13 @@ import type {
   StepView,
   TurnRequest,
   TurnResult,
+  TurnSpend,
 } from '../workflows/types.js';
 import { expandSandbox } from '../workflows/types.js';
-import { totalTokens } from '../workflows/usage.js';
+import { addUsage, noUsage, totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { announcingBroker, approvalActivities, attemptDeadlineMs, runAnnouncer } from './approvals.js';
-import { turnPriceUsd } from './pricing.js';
+import { isRetryable, ProgressEvents, TurnAccounting, type BudgetCrossing } from './turn-accounting.js';
 import { reportTurnIdentity } from '../observability/turn-telemetry.js';
 import { harnessRedactor, redactDeep, redactFailure, redactStream, type Redactor } from './redaction.js';
 
@@ -68,6 +69,8 @@ export interface ActivityDeps {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Heartbeat at least this often while a turn runs (ms). */
   readonly heartbeatIntervalMs?: number;
+  /** How long a cancelled turn still waits for an unwritable ledger before giving its rows up to the log (ms). */
+  readonly cancelledAccountingGraceMs?: number;
   /** Who answers permission requests the policy leaves open (default: the ledger, polled every `approvalPollMs`). */
   readonly approvals?: ApprovalBroker;
   readonly approvalPollMs?: number;
@@ -118,7 +121,8 @@ export function createActivities(deps: ActivityDeps) {
 
   const loadSpec = (hash: string) => blobCall(() => specs.load(hash));
   const text = (ref: TextRef) => blobCall(() => resolveText(blobs, ref));
-  const checked = (value: string) => claimCheck(blobs, value, inlineTextLimit);
+  // Blob writes are ledger writes: an unwritable ledger makes them wait and retry, never fail the run.
+  const checked = (value: string) => waitForLedger(() => claimCheck(blobs, value, inlineTextLimit));
 
   /** Checks what the catalog asks for against this worker, then freezes it. */
   function freeze(agentName: string): FrozenSpec {
@@ -163,57 +167,28 @@ export function createActivities(deps: ActivityDeps) {
     return p.hostBound && deps.hostQueue ? { ...ref, hostQueue: deps.hostQueue } : ref;
   }
 
-  /** Writes a turn's accounting row; a retried call never adds a second one. */
-  async function recordPromptRun(input: {
-    workflowId: string;
-    turn: number;
-    promptId: string;
-    vendor: string;
-    model: string;
-    reportedModel?: string;
-    usage: Usage;
-    costUsd: number;
-    costSource: 'harness' | 'price-table' | 'unknown';
-    externalSessionId?: string;
-    resumed: boolean;
-    durationMs: number;
-    input: string;
-    output: string;
-  }): Promise<{ inserted: boolean }> {
-    try {
-      return await deps.ledger.recordPromptRun({
-        workflowId: input.workflowId,
-        turn: input.turn,
-        promptId: input.promptId,
-        vendorId: input.vendor,
-        modelId: `${input.vendor}/${input.model}`,
-        reportedModel: input.reportedModel,
-        usage: input.usage,
-        costUsd: input.costUsd,
-        costSource: input.costSource,
-        externalSessionId: input.externalSessionId,
-        resumed: input.resumed,
-        durationMs: input.durationMs,
-        input: input.input,
-        output: input.output,
-      });
-    } catch (err) {
-      if (err instanceof UnresolvedAccountingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.AccountingUnresolved);
-      throw err;
-    }
+  /**
+   * Kept so histories that schedule it still replay: `runTurn` records each attempt's prompt run and usage itself.
+   * Writes nothing.
+   */
+  async function recordPromptRun(input: { workflowId: string; turn: number } & Record<string, unknown>): Promise<{ inserted: boolean }> {
+    void input;
+    return { inserted: false };
   }
 
   /** Parses the envelope against the frozen rules and records the step: the step and per-call parameter problems, or the problem. */
   async function validateStep(input: { workflowId: string; turn: number; seq: number; text: string; specHash: string }): Promise<StepValidation> {
     const spec = await loadSpec(input.specHash);
     const parsed = parseEnvelope(input.text, spec.envelopeRules);
-    await deps.ledger.recordStep({
-      workflowId: input.workflowId,
-      seq: input.seq,
-      turn: input.turn,
-      type: parsed.ok ? `step:${parsed.step.step}` : 'malformed-envelope',
-      payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem },
-    });
+    await waitForLedger(() =>
+      deps.ledger.recordStep({
+        workflowId: input.workflowId,
+        seq: input.seq,
+        turn: input.turn,
+        type: parsed.ok ? `step:${parsed.step.step}` : 'malformed-envelope',
+        payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem },
+      }),
+    );
     if (!parsed.ok) return { ok: false, problem: parsed.problem, feedback: formatFeedback(parsed.problem) };
     // Only parameter problems: which actions and sub-agents are allowed is the workflow's decision (planActions).
     const problems: (string | undefined)[] = parsed.step.step === 'actions' ? parsed.step.actions.map(() => undefined) : [];
@@ -240,11 +215,11 @@ export function createActivities(deps: ActivityDeps) {
   async function runAction(input: { workflowId: string; specHash: string; call: ActionCall; seq: number; turn: number }, fs: SandboxFs, redact: Redactor): Promise<ActionOutcome> {
     const spec = await loadSpec(input.specHash);
     const type = `action:${input.call.name}`;
-    const earlier = await deps.ledger.getStep(input.workflowId, input.seq);
+    const earlier = await waitForLedger(() => deps.ledger.getStep(input.workflowId, input.seq));
     const interrupted: ActionOutcome = { ok: false, error: `action "${input.call.name}" was started by an earlier, interrupted attempt of this turn; its outcome is unknown and it was not run again` };
     if (earlier) return (earlier.payload as { outcome?: ActionOutcome }).outcome ?? interrupted;
     const call = redactDeep(input.call, redact);
-    const { inserted } = await deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type, payload: { call } });
+    const { inserted } = await waitForLedger(() => deps.ledger.recordStep({ workflowId: input.workflowId, seq: input.seq, turn: input.turn, type, payload: { call } }));
     if (!inserted) return interrupted;
     const config = spec.actions.find((a) => a.name === input.call.name);
     const def = config && deps.actions.get(config.implementation);
@@ -271,7 +246,7 @@ export function createActivities(deps: ActivityDeps) {
       }
     }
     outcome = redactDeep(outcome, redact);
-    await deps.ledger.completeStep(input.workflowId, input.seq, { call, outcome });
+    await waitForLedger(() => deps.ledger.completeStep(input.workflowId, input.seq, { call, outcome }));
     return outcome;
   }
 
@@ -284,7 +259,7 @@ export function createActivities(deps: ActivityDeps) {
       case 'feedback':
         return formatFeedback(input.problem);
       case 'actions': {
-        const envelope = await deps.ledger.getStep(req.workflowId, input.envelopeSeq);
+        const envelope = await waitForLedger(() => deps.ledger.getStep(req.workflowId, input.envelopeSeq));
         const step = (envelope?.payload as { step?: NextStep } | undefined)?.step;
         if (step?.step !== 'actions') {
           throw ApplicationFailure.nonRetryable(`the ledger has no actions envelope at seq ${input.envelopeSeq} of ${req.workflowId}: was it replaced while the run was in flight?`, FailureTypes.LedgerInconsistent);
@@ -299,9 +274,12 @@ export function createActivities(deps: ActivityDeps) {
     }
   }
 
-  /** The conversation before `turn`, from the ledger's prompt runs: what a fresh session is given to continue. */
+  /**
+   * The conversation before `turn`, from the ledger's prompt runs: what a fresh session is given to continue. Only
+   * the attempt whose output the run used counts for a turn (failed and superseded attempts are not conversation).
+   */
   async function conversationBefore(workflowId: string, turn: number): Promise<ConversationEntry[]> {
-    const rows = (await deps.ledger.listPromptRuns(workflowId)).filter((r) => r.turn < turn);
+    const rows = (await deps.ledger.listPromptRuns(workflowId)).filter((r) => r.turn < turn && r.outputUsed);
     return rows.flatMap((r): ConversationEntry[] => [{ role: 'user', text: r.input }, { role: 'assistant', text: r.output }]);
   }
 
@@ -330,13 +308,15 @@ export function createActivities(deps: ActivityDeps) {
     /** Resolves the agent from the catalog, freezes its spec into the ledger, and returns what the workflow keeps. */
     async resolveAgent(input: { agent: string; budget?: InheritedBudget }): Promise<RunPolicy> {
       const spec = freeze(input.agent);
-      const hash = await specs.save(spec);
+      const hash = await waitForLedger(() => specs.save(spec));
       // The accounting ids of this spec resolve in the ledger for as long as the run lives, whatever the catalog does.
-      await deps.ledger.syncCatalog({
-        vendors: [{ id: spec.harness.vendor, name: spec.harness.vendor }],
-        models: [{ id: `${spec.harness.vendor}/${spec.harness.model}`, vendorId: spec.harness.vendor, name: spec.harness.model }],
-        prompts: [{ id: spec.agent.promptId, name: spec.agent.name, text: spec.agent.systemPrompt }],
-      });
+      await waitForLedger(() =>
+        deps.ledger.syncCatalog({
+          vendors: [{ id: spec.harness.vendor, name: spec.harness.vendor }],
+          models: [{ id: `${spec.harness.vendor}/${spec.harness.model}`, vendorId: spec.harness.vendor, name: spec.harness.model }],
+          prompts: [{ id: spec.agent.promptId, name: spec.agent.name, text: spec.agent.systemPrompt }],
+        }),
+      );
       return policyOf(spec, hash, { budget: input.budget, inlineTextLimit });
     },
 
@@ -352,26 +332,36 @@ export function createActivities(deps: ActivityDeps) {
     }): Promise<{ sandbox: SandboxRef; task: TextRef }> {
       const spec = await loadSpec(input.specHash);
       const task = isBlobRef(input.task) ? input.task : await checked(input.task);
-      await deps.ledger.startRun({
-        workflowId: input.workflowId,
-        runId: input.runId,
-        agent: spec.agent.name,
-        harness: spec.harness.name,
-        tenantId: input.identity.tenantId,
-        userId: input.identity.userId,
-        task: isBlobRef(input.task) ? previewOf(input.task) : input.task,
-        parentWorkflowId: input.parentWorkflowId,
-      });
+      await waitForLedger(() =>
+        deps.ledger.startRun({
+          workflowId: input.workflowId,
+          runId: input.runId,
+          agent: spec.agent.name,
+          harness: spec.harness.name,
+          tenantId: input.identity.tenantId,
+          userId: input.identity.userId,
+          task: isBlobRef(input.task) ? previewOf(input.task) : input.task,
+          parentWorkflowId: input.parentWorkflowId,
+        }),
+      );
       // What the posture becomes on this harness, for operators reading the run's record.
       const policy = spec.agent.permissions;
       const report = deps.adapters.has(spec.harness.driverClass) ? deps.adapters.create(spec.harness.driverClass).applyPermissionPolicy(policy.posture) : undefined;
-      await deps.ledger.appendEvent(input.workflowId, 0, 'permissions', {
-        posture: policy.posture,
-        rules: { allow: policy.allow.length, deny: policy.deny.length, ask: policy.ask.length },
-        gated: policyIsInteractive(policy),
-        enforced: spec.agent.permissionsEnforced,
-        note: !spec.agent.permissionsEnforced ? `advisory: harness "${spec.harness.name}" cannot ask before a tool runs` : report?.note,
-      });
+      await waitForLedger(() =>
+        deps.ledger.appendEvent(
+          input.workflowId,
+          0,
+          'permissions',
+          {
+            posture: policy.posture,
+            rules: { allow: policy.allow.length, deny: policy.deny.length, ask: policy.ask.length },
+            gated: policyIsInteractive(policy),
+            enforced: spec.agent.permissionsEnforced,
+            note: !spec.agent.permissionsEnforced ? `advisory: harness "${spec.harness.name}" cannot ask before a tool runs` : report?.note,
+          },
+          input.runId,
+        ),
+      );
       if (spec.agent.sandbox.workspaceScope === 'parent') {
         if (!input.parentSandbox) {
           throw ApplicationFailure.nonRetryable(`Agent "${spec.agent.name}" has workspaceScope "parent", which only a sub-agent can use: run it as another agent's sub-agent, or give it another scope.`, FailureTypes.WorkspaceScopeInvalid);
@@ -406,7 +396,13 @@ export function createActivities(deps: ActivityDeps) {
 
     /**
      * One turn, inside one attempt: run the actions the workflow approved → drive the harness (heartbeating; dies
-     * with the turn when cancelled) → write the accounting row → validate the envelope → return a small result.
+     * with the turn when cancelled) → account for it as it streams → validate the envelope → return a small result.
+     *
+     * Accounting is the activity's own, per attempt and per model call: the attempt's prompt run is opened before the
+     * harness starts, every usage event is a ledger row at once, and the row is closed with what became of the
+     * attempt, so a failed, killed or lost attempt's tokens are in the ledger too (and in a failure's details). With
+     * `budget`, streaming usage that crosses the run's remaining tokens or cost stops the harness mid-turn
+     * (`budgetExhausted`).
      */
     async runTurn(request: TurnRequest): Promise<TurnResult> {
       const spec = await loadSpec(request.specHash);
@@ -415,19 +411,31 @@ export function createActivities(deps: ActivityDeps) {
       const ctx = Context.current();
       const info = activityInfo();
       if (!info.workflowExecution) throw ApplicationFailure.nonRetryable('runTurn runs only as an activity of an agentRun workflow', FailureTypes.TurnFailed);
-      const req: RunTurn = { ...request, sandbox: expandSandbox(request.sandbox), workflowId: info.workflowExecution.workflowId };
+      // The ledger's run: this execution's run id, which the ledger resolves to the run's row (continue-as-new
+      // executions have another id: the ledger then takes the latest run of the workflow id, the open one).
+      const runId = info.workflowExecution.runId;
+      const req: RunTurn = { ...request, sandbox: expandSandbox(request.sandbox), workflowId: info.workflowExecution.workflowId, runId };
       const credentials = permanent(
         () => resolveCredentials({ agent: { name: spec.agent.name, credentials: [...spec.agent.credentials] }, harness: spec.harness, store: deps.credentials, env, log: ctx.log }),
         FailureTypes.CredentialMissing,
       );
       const redact = redactorFor(credentials.secrets);
-      const handle: SandboxHandle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
-      const progress: TurnProgress = { turn: req.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, events: 0 };
+      // One attempt of one scheduling of this turn: Temporal retries, operator retries and fresh-session replays
+      // each get their own id, so their rows never collide and none is counted twice.
+      const scheduling = `${runId}:${info.activityId}:${req.turn}`;
+      const attemptId = `${scheduling}:${info.attempt}`;
+      const progress: TurnProgress = { turn: req.turn, attempt: info.attempt, lastEvent: 'starting', tokens: 0, costUsd: 0, events: 0, ledger: 'ok' };
+      const ledgerState = (err: Error | undefined) => {
+        progress.ledger = err ? `waiting for the ledger: ${err.message}` : 'ok';
+        if (err) ctx.log.warn('ledger write failed; retrying', { workflowId: req.workflowId, turn: req.turn, error: err.message });
+      };
+      const events = new ProgressEvents(deps.ledger, { workflowId: req.workflowId, runId, turn: req.turn }, { onFault: ledgerState });
       const beat = () => heartbeat({ ...progress });
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
       const gate = createPermissionGate({
         ledger: deps.ledger,
         workflowId: req.workflowId,
+        runId,
         turn: req.turn,
         policy: spec.agent.permissions,
         workspace: req.sandbox.workspacePath,
@@ -453,76 +461,156 @@ export function createActivities(deps: ActivityDeps) {
           delete progress.pendingApproval;
         },
       });
+      // The harness stops when the turn is cancelled or its streaming usage crosses the budget. Accounting waits for
+      // the ledger; only a cancelled attempt stops waiting, after a grace period, so a cancellation always completes.
+      const stopTurn = new AbortController();
+      const runs: HarnessRun[] = [];
+      let giveUp: NodeJS.Timeout | undefined;
+      const onCancel = () => {
+        stopTurn.abort(ctx.cancellationSignal.reason);
+        giveUp = setTimeout(() => {
+          for (const r of runs) r.accounting.stop('the attempt was cancelled and the ledger stayed unwritable');
+        }, deps.cancelledAccountingGraceMs ?? 10_000);
+      };
+      ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+      /** What earlier attempts of this scheduling spent (failed, timed out, lost with their worker): read once, on a retry. */
+      let earlier: EarlierSpend | undefined;
+      // The turn's spend as the workflow counts it: this attempt's, plus what its earlier attempts spent — Temporal
+      // hands the workflow only the last attempt's result or failure, so that is where the earlier ones reach it.
+      const spent = (usageMissing = false): TurnSpend => withEarlier(spendOf(runs, info.attempt, usageMissing), earlier);
+      let handle: SandboxHandle | undefined;
+      const harness = (): TurnHarness => ({
+        handle: handle!,
+        secretEnv: credentials.env,
+        gate,
+        progress,
+        redact,
+        signal: stopTurn.signal,
+        events,
+        ledgerState,
+        stop: (reason) => stopTurn.abort(reason),
+      });
+      /** Closes the harness run's prompt run (once), with what became of it. */
+      const finish = async (run: HarnessRun, f: Omit<Parameters<TurnAccounting['finish']>[0], 'resumed' | 'durationMs'>) => {
+        if (run.finished) return;
+        run.finished = true;
+        progress.lastEvent = `recording turn ${req.turn}`;
+        const sessionId = run.turn?.sessionId ?? run.sessionId;
+        const model = run.turn?.model ?? run.model;
+        await run.accounting.finish({
+          ...f,
+          resumed: run.turn?.resumed === true || run.resumed,
+          durationMs: Date.now() - run.startedAt,
+          ...(sessionId ? { externalSessionId: sessionId } : {}),
+          ...(model ? { reportedModel: model } : {}),
+        });
+        // Every row of this attempt landed, re-reported calls of earlier attempts included: read what those spent.
+        if (info.attempt > 1) earlier = await waitForLedger(() => earlierSpend(deps.ledger, req.workflowId, runId, req.turn, scheduling, attemptId));
+      };
       try {
+        handle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
         if (info.attempt > 1) {
           // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
           await handle.killLeftovers();
-          await deps.ledger.appendEvent(req.workflowId, req.turn, 'retry', { attempt: info.attempt });
+          events.append('retry', { attempt: info.attempt });
         }
         const prompt = await composeInput(req, handle.fs, redact);
         beat();
         const withHistory = async () => (req.turn > 1 ? formatReplay(await conversationBefore(req.workflowId, req.turn), prompt) : prompt);
-        const started = Date.now();
+        const accountingFor = (id: string) =>
+          new TurnAccounting(
+            deps.ledger,
+            { workflowId: req.workflowId, runId, turn: req.turn, attempt: info.attempt, attemptId: id },
+            {
+              prices: spec.harness.prices,
+              budget: req.budget,
+              onFault: ledgerState,
+              onAbandoned: (row, reason) => ctx.log.error('ledger row NOT written (enter it by hand once the ledger is back)', { row, reason }),
+            },
+          );
         let resumeFailed: string | undefined;
-        const harness = { handle, secretEnv: credentials.env, gate, progress, redact, signal: ctx.cancellationSignal };
-        let run = await driveHarness(spec, req, harness, req.replay ? await withHistory() : prompt, req.resumeSessionId);
-        if (run.turn.error?.code === 'resume-failed' && req.resumeSessionId !== undefined) {
-          // The harness forgot the session: start fresh in this same attempt, with the conversation replayed.
+        let run = await driveHarness(spec, req, harness(), accountingFor(attemptId), (id) => id.startsWith(`${scheduling}:`), runs, req.replay ? await withHistory() : prompt, req.resumeSessionId, prompt);
+        if (!stopTurn.signal.aborted && run.crossing === undefined && run.turn?.error?.code === 'resume-failed' && req.resumeSessionId !== undefined) {
+          // The harness forgot the session: start fresh in this same attempt, with the conversation replayed. The
+          // fresh run is an attempt of its own in the ledger (its calls never collide with the refused one's).
           resumeFailed = redact(run.turn.error.message);
-          await deps.ledger.appendEvent(req.workflowId, req.turn, 'resume-failed', { message: resumeFailed });
-          run = await driveHarness(spec, req, harness, await withHistory(), undefined);
+          await finish(run, { status: 'resume-failed', outputUsed: false, output: '', error: resumeFailed });
+          events.append('resume-failed', { message: resumeFailed });
+          run = await driveHarness(spec, req, harness(), accountingFor(`${attemptId}:fresh`), (id) => id.startsWith(`${scheduling}:`), runs, await withHistory(), undefined, prompt);
         }
-        const turn = run.turn;
-        if (turn.error) {
-          if (turn.error.code === 'resume-failed') throw ApplicationFailure.nonRetryable(`the harness refused a fresh session: ${redact(turn.error.message)}`, FailureTypes.ResumeFailed);
-          throw turnFailure(turn.error, redact);
-        }
-        // Requests of this turn still pending came from an earlier attempt whose harness no longer asks them.
-        await deps.ledger.expireApprovals(req.workflowId, 'turn ended without asking it again', req.turn);
+        const turn = run.turn!;
         const sessionId = turn.sessionId ?? run.sessionId;
-        if (sessionId) await deps.ledger.setExternalSessionId(req.workflowId, sessionId);
-        const priced = spec.harness.prices ? turnPriceUsd(spec.harness.prices, turn.usage) : undefined;
-        const costSource = turn.costUsd !== undefined ? 'harness' : priced !== undefined ? 'price-table' : 'unknown';
-        const costUsd = turn.costUsd ?? priced ?? 0;
+        if (ctx.cancellationSignal.aborted) {
+          await finish(run, { status: 'cancelled', outputUsed: false, output: '', error: 'cancelled' });
+          throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
+        }
+        if (run.crossing) {
+          await finish(run, { status: 'budget-exhausted', outputUsed: false, output: '', error: run.crossing.reason });
+          const spend = spent();
+          return {
+            ...resultOf(spend, run),
+            ...(sessionId && sessionId !== req.resumeSessionId ? { externalSessionId: sessionId } : {}),
+            budgetExhausted: { guardrail: run.crossing.guardrail, message: run.crossing.reason },
+            step: { ok: false, problem: run.crossing.reason },
+          };
+        }
+        if (turn.error) {
+          const message = redact(turn.error.message);
+          if (turn.error.code === 'resume-failed') {
+            await finish(run, { status: 'resume-failed', outputUsed: false, output: '', error: message });
+            throw ApplicationFailure.nonRetryable(`the harness refused a fresh session: ${message}`, FailureTypes.ResumeFailed, { code: turn.error.code, spend: spent() });
+          }
+          await finish(run, { status: 'failed', outputUsed: false, output: '', error: message });
+          throw turnFailure(turn.error, redact, spent());
+        }
+        // A turn that ran and reported no usage at all spent tokens nobody counted: its cost is blind.
+        const usageMissing = turn.usageEvents === 0;
         const reply = redact(turn.text ?? '');
         const bytes = Buffer.byteLength(reply, 'utf8');
         const tooLarge = bytes > spec.harness.maxReplyBytes;
-        await recordPromptRun({
-          workflowId: req.workflowId,
-          turn: req.turn,
-          promptId: spec.agent.promptId,
-          vendor: spec.harness.vendor,
-          model: spec.harness.model,
-          reportedModel: turn.model ?? run.model,
-          usage: turn.usage,
-          costUsd,
-          costSource,
-          externalSessionId: sessionId,
-          resumed: turn.resumed || run.resumed,
-          durationMs: Date.now() - started,
-          input: prompt,
-          output: tooLarge ? `${reply.slice(0, KEPT_REPLY_CHARS)}\n[durable-harness: reply of ${bytes} bytes refused at the limit of ${spec.harness.maxReplyBytes}; only its opening is kept]` : reply,
-        });
+        const output = tooLarge ? `${reply.slice(0, KEPT_REPLY_CHARS)}\n[durable-harness: reply of ${bytes} bytes refused at the limit of ${spec.harness.maxReplyBytes}; only its opening is kept]` : reply;
+        await finish(run, { status: 'succeeded', outputUsed: true, output, usageMissing });
+        // Requests of this turn still pending came from an earlier attempt whose harness no longer asks them.
+        // Nobody waits for them and the run's end expires them anyway, so this never holds up the turn.
+        events.write(() => deps.ledger.expireApprovals(req.workflowId, 'turn ended without asking it again', req.turn, runId));
+        if (sessionId) events.write(() => deps.ledger.setExternalSessionId(req.workflowId, sessionId, runId));
         // The session id only when it changed: a steady resumed session costs no bytes of history per turn.
-        const usage = { usage: turn.usage, costUsd, costSource, usageReported: run.usageReported, ...(sessionId && sessionId !== req.resumeSessionId ? { externalSessionId: sessionId } : {}), ...(resumeFailed !== undefined ? { resumeFailed } : {}) } as const;
+        const result = {
+          ...resultOf(spent(usageMissing), run),
+          ...(sessionId && sessionId !== req.resumeSessionId ? { externalSessionId: sessionId } : {}),
+          ...(resumeFailed !== undefined ? { resumeFailed } : {}),
+        };
         if (tooLarge) {
           const problem = replyTooLargeProblem(bytes, spec.harness.maxReplyBytes);
-          await deps.ledger.recordStep({ workflowId: req.workflowId, seq: req.envelopeSeq, turn: req.turn, type: 'reply-too-large', payload: { bytes, limit: spec.harness.maxReplyBytes } });
-          await deps.ledger.appendEvent(req.workflowId, req.turn, 'reply-too-large', { bytes, limit: spec.harness.maxReplyBytes });
+          await waitForLedger(() => deps.ledger.recordStep({ workflowId: req.workflowId, seq: req.envelopeSeq, turn: req.turn, type: 'reply-too-large', payload: { bytes, limit: spec.harness.maxReplyBytes } }));
+          events.append('reply-too-large', { bytes, limit: spec.harness.maxReplyBytes });
           ctx.log.warn(`turn ${req.turn} of ${req.workflowId}: ${problem}`);
-          return { ...usage, step: { ok: false, problem, tooLarge: true } };
+          return { ...result, step: { ok: false, problem, tooLarge: true } };
         }
         const validation = await validateStep({ workflowId: req.workflowId, turn: req.turn, seq: req.envelopeSeq, text: reply, specHash: req.specHash });
-        if (!validation.ok) return { ...usage, step: { ok: false, problem: validation.problem } };
-        return { ...usage, step: { ok: true, view: await viewOf(validation) } };
+        if (!validation.ok) return { ...result, step: { ok: false, problem: validation.problem } };
+        return { ...result, step: { ok: true, view: await viewOf(validation) } };
       } catch (err) {
-        throw redactFailure(err, redact);
+        // Anything else that ended the attempt (a sandbox error, a throw above) still closes its prompt runs.
+        const message = redact(err instanceof Error ? err.message : String(err));
+        for (const r of runs) {
+          if (!r.finished && r.accounting.begun) {
+            await finish(r, { status: ctx.cancellationSignal.aborted ? 'cancelled' : 'failed', outputUsed: false, output: '', error: message }).catch(() => undefined);
+          }
+        }
+        if (err instanceof ApplicationFailure || !runs.some((r) => r.accounting.begun)) throw redactFailure(err, redact);
+        // Attach what the attempt spent, so the workflow can count it without reading the ledger.
+        throw ApplicationFailure.retryable(message, (err as { type?: string }).type ?? (err instanceof Error ? err.name : 'Error'), { spend: spent() });
       } finally {
+        ctx.cancellationSignal.removeEventListener('abort', onCancel);
+        clearTimeout(giveUp);
         clearInterval(timer);
         // Every descendant of the turn dies with it, also those that left its process group — unless Temporal
         // already gave this turn to a newer attempt (timed out / no longer known), whose processes those now are.
-        if (!superseded(ctx.cancellationSignal)) await handle.killLeftovers().catch(() => undefined);
-        await handle.release().catch(() => undefined);
+        if (handle && !superseded(ctx.cancellationSignal)) await handle.killLeftovers().catch(() => undefined);
+        await handle?.release().catch(() => undefined);
+        // Progress is not accounting: give its writes a moment, then let them go.
+        await events.close(2000);
       }
     },
 
@@ -534,17 +622,51 @@ export function createActivities(deps: ActivityDeps) {
     /** Compensation: ends the sandbox (unless borrowed from a parent) and closes the ledger row. Idempotent; runs on every exit path. */
     async endSession(input: { workflowId: string; sandbox?: SandboxRef; releaseSandbox: boolean; status: RunOutcome; result: AgentRunResult }): Promise<void> {
       if (input.sandbox && input.releaseSandbox) await sandboxCall(() => provider(input.sandbox!.provider).end(input.sandbox!));
-      await deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason });
-      await deps.ledger.expireApprovals(input.workflowId, `run ${input.status}`);
-      await deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result);
+      // Its effect happens once: a re-run (a retried attempt, a replayed workflow task after a crash) finds the run
+      // already closed and writes nothing again.
+      const run = await waitForLedger(() => deps.ledger.getRun(input.workflowId));
+      if (run?.finishedAt !== undefined) return;
+      await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason }));
+      await waitForLedger(() => deps.ledger.expireApprovals(input.workflowId, `run ${input.status}`));
+      await waitForLedger(() => deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result));
     },
   };
 
-  /** Starts a fresh adapter for one harness run (resumed or not) and folds its stream. Always ends the adapter. */
-  async function driveHarness(spec: FrozenSpec, req: RunTurn, with_: TurnHarness, input: string, resumeSessionId: string | undefined) {
-    const { handle, secretEnv, gate, progress, redact, signal } = with_;
+  /**
+   * Starts a fresh adapter for one harness run (resumed or not), opens its prompt run and records every usage event
+   * as it streams, and folds the stream. Always ends the adapter. The run is added to `runs` before the harness
+   * starts, so whatever ends the attempt can still close its prompt run.
+   */
+  async function driveHarness(
+    spec: FrozenSpec,
+    req: RunTurn,
+    with_: TurnHarness,
+    accounting: TurnAccounting,
+    sameScheduling: (attemptId: string) => boolean,
+    runs: HarnessRun[],
+    input: string,
+    resumeSessionId: string | undefined,
+    /** The turn's own message, as the ledger keeps it (a replay is rebuilt from these rows, never stored again). */
+    message: string,
+  ): Promise<HarnessRun> {
+    const { handle, secretEnv, gate, progress, redact, signal, events } = with_;
     const adapter = deps.adapters.create(spec.harness.driverClass);
+    const run: HarnessRun = { accounting, startedAt: Date.now(), finished: false, usageReported: false, resumed: false };
+    runs.push(run);
     try {
+      // The attempt's prompt run first: an unresolvable id fails before any token is spent, and while the ledger
+      // cannot be written the turn waits (heartbeating) instead of spending tokens nobody would record.
+      progress.lastEvent = 'opening the prompt run';
+      try {
+        await accounting.begin(
+          { promptId: spec.agent.promptId, vendorId: spec.harness.vendor, modelId: `${spec.harness.vendor}/${spec.harness.model}`, input: redact(message) },
+          sameScheduling,
+        );
+      } catch (err) {
+        if (err instanceof UnresolvedAccountingError) throw ApplicationFailure.nonRetryable(err.message, FailureTypes.AccountingUnresolved);
+        if (signal.aborted) throw signal.reason ?? err;
+        throw err;
+      }
       adapter.applyPermissionPolicy(spec.agent.permissions.posture);
       // A harness without a system prompt gets the contract in its input instead (on a fresh session).
       if (spec.harness.capabilities.systemPrompt) adapter.setSystemPrompt(spec.agent.systemPrompt);
@@ -562,30 +684,103 @@ export function createActivities(deps: ActivityDeps) {
         resumeSessionId,
         baseUrl: spec.harness.baseUrl,
         turnTimeoutMs: spec.harness.turnTimeoutMs,
-        settings: spec.harness.settings,
+        // A catalog that declares `capabilities.sessionFork` asks the adapter to fork resumed sessions.
+        settings: spec.harness.capabilities.sessionFork !== undefined ? { forkSessions: spec.harness.capabilities.sessionFork, ...spec.harness.settings } : spec.harness.settings,
       });
-      let usageReported = false;
+      const attemptId = accounting.attemptId;
+      // Durable: the harness may forget it (it re-reports what was never acknowledged).
+      accounting.onRecorded = (ack) => void adapter.acknowledgeUsage?.(ack).catch(() => undefined);
       // Every event is redacted as it leaves the adapter: nothing below sees a harness string unredacted (the
       // gate sees a permission request as asked, to decide on it, and stores it redacted).
-      const events = redactStream(adapter.runTurn({ prompt, turn: req.turn, signal, gate }), redact);
-      const turn = await collectTurn(events, async (event) => {
+      run.turn = await collectTurn(redactStream(adapter.runTurn({ prompt, turn: req.turn, attemptId, signal, gate }), redact), (event) => {
         progress.events += 1;
         // A usage report is not something the harness does: it keeps the last thing it did as lastEvent.
         if (event.type !== 'usage' || progress.lastEvent === 'starting') progress.lastEvent = describeEvent(event, redact);
         if (event.type === 'usage') {
-          usageReported = true;
-          progress.tokens += totalTokens(event.usage);
-          if (event.costUsd !== undefined) progress.costUsd = (progress.costUsd ?? 0) + event.costUsd;
+          run.usageReported = true;
+          const cost = event.costUsd !== undefined ? { costUsd: event.costUsd } : {};
+          const crossed = event.recovered
+            ? accounting.recordRecovered({ usage: event.usage, ...cost, recovered: event.recovered })
+            : accounting.recordUsage({ usage: event.usage, ...cost, ...(event.call !== undefined ? { call: event.call } : {}) });
+          const total = spendOf([run], 0);
+          progress.tokens = totalTokens(total.usage);
+          progress.costUsd = total.costUsd;
+          if (crossed && !run.crossing) {
+            run.crossing = crossed;
+            progress.lastEvent = crossed.reason;
+            with_.stop(new Error(crossed.reason));
+          }
         }
-        if (event.type !== 'text') await deps.ledger.appendEvent(req.workflowId, req.turn, event.type, clipEvent(event));
+        if (event.type !== 'text') events.append(event.type, clipEvent(event));
       });
-      if (signal.aborted) throw signal.reason ?? new Error('turn cancelled');
       // What the adapter remembers did not come through the stream: redacted here.
-      return { turn, usageReported, sessionId: optional(adapter.externalSessionId, redact), model: optional(adapter.reportedModel, redact), resumed: adapter.resumed };
+      run.sessionId = optional(adapter.externalSessionId, redact);
+      run.model = optional(adapter.reportedModel, redact);
+      run.resumed = adapter.resumed;
+      return run;
     } finally {
       await adapter.end().catch(() => undefined);
     }
   }
+}
+
+/** One harness run of a turn attempt (two when a forgotten session is replaced by a fresh one) and its accounting. */
+interface HarnessRun {
+  readonly accounting: TurnAccounting;
+  readonly startedAt: number;
+  finished: boolean;
+  usageReported: boolean;
+  turn?: Awaited<ReturnType<typeof collectTurn>>;
+  sessionId?: string;
+  model?: string;
+  resumed: boolean;
+  crossing?: BudgetCrossing;
+}
+
+/** What the attempt's harness runs spent together, priced by the one cost rule (see TurnAccounting.spend). */
+function spendOf(runs: readonly HarnessRun[], attempt: number, usageMissing = false): TurnSpend {
+  const spends = runs.map((r, i) => r.accounting.spend(usageMissing && i === runs.length - 1));
+  const harness = spends.flatMap((s) => (s.harnessCostUsd === undefined ? [] : [s.harnessCostUsd]));
+  const last = runs.at(-1);
+  return {
+    usage: spends.reduce((u, s) => addUsage(u, s.usage), noUsage),
+    costUsd: spends.reduce((n, s) => n + s.costUsd, 0),
+    costSource: spends.some((s) => s.costBlind) ? 'unknown' : (spends.at(-1)?.costSource ?? 'unknown'),
+    ...(harness.length > 0 ? { harnessCostUsd: harness.reduce((a, b) => a + b, 0) } : {}),
+    costMismatch: spends.some((s) => s.costMismatch),
+    costBlind: spends.some((s) => s.costBlind),
+    ...(last ? { attemptId: last.accounting.attemptId } : {}),
+    attempt,
+    calls: spends.reduce((n, s) => n + s.calls, 0),
+  };
+}
+
+/** The spend of a turn's earlier attempts, from their ledger rows. */
+interface EarlierSpend {
+  readonly usage: Usage;
+  readonly costUsd: number;
+  readonly costBlind: boolean;
+}
+
+/** What the attempts of this scheduling before `attemptId` spent, as their ledger rows say; none when there are none. */
+async function earlierSpend(ledger: Ledger, workflowId: string, runId: string, turn: number, scheduling: string, attemptId: string): Promise<EarlierSpend | undefined> {
+  const rows = (await ledger.listPromptRuns(workflowId, runId)).filter(
+    (r) => r.turn === turn && r.attemptId.startsWith(`${scheduling}:`) && r.attemptId !== attemptId && !r.attemptId.startsWith(`${attemptId}:`),
+  );
+  if (rows.length === 0) return undefined;
+  return { usage: rows.reduce((u, r) => addUsage(u, r.usage), noUsage), costUsd: rows.reduce((n, r) => n + r.costUsd, 0), costBlind: rows.some((r) => r.costBlind) };
+}
+
+/** The attempt's spend plus its earlier attempts'. */
+function withEarlier(spend: TurnSpend, earlier: EarlierSpend | undefined): TurnSpend {
+  if (!earlier) return spend;
+  const costBlind = spend.costBlind === true || earlier.costBlind;
+  return { ...spend, usage: addUsage(spend.usage, earlier.usage), costUsd: spend.costUsd + earlier.costUsd, ...(costBlind ? { costBlind: true, costSource: 'unknown' as const } : {}) };
+}
+
+/** The accounting part of a turn's result, as the workflow keeps it (small: flags only when set). */
+function resultOf(spend: TurnSpend, run: HarnessRun): Pick<TurnResult, 'usage' | 'costUsd' | 'costSource' | 'usageReported' | 'costBlind'> {
+  return { usage: spend.usage, costUsd: spend.costUsd, costSource: spend.costSource, usageReported: run.usageReported, ...(spend.costBlind ? { costBlind: true } : {}) };
 }
 
 /** The heartbeat details of a running turn. */
@@ -594,9 +789,10 @@ interface TurnProgress {
   attempt: number;
   lastEvent: string;
   tokens: number;
-  /** Cost the harness reported so far in this turn (when it reports one). */
-  costUsd?: number;
+  costUsd: number;
   events: number;
+  /** `ok`, or why the turn waits for the ledger (shown by `status` as "ledger NOT WRITABLE"). */
+  ledger: string;
   pendingApproval?: string;
 }
 
@@ -608,10 +804,14 @@ interface TurnHarness {
   readonly progress: TurnProgress;
   readonly redact: Redactor;
   readonly signal: AbortSignal;
+  readonly events: ProgressEvents;
+  readonly ledgerState: (err: Error | undefined) => void;
+  /** Stops the harness (a budget crossed mid-turn). */
+  readonly stop: (reason: Error) => void;
 }
 
 /** A turn request with the run it belongs to. */
-type RunTurn = Omit<TurnRequest, 'sandbox'> & { readonly sandbox: SandboxRef; readonly workflowId: string };
+type RunTurn = Omit<TurnRequest, 'sandbox'> & { readonly sandbox: SandboxRef; readonly workflowId: string; readonly runId: string };
 
 function clip(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max)}… (${text.length} characters in all)` : text;
@@ -678,13 +878,40 @@ function optional(value: string | undefined, redact: Redactor): string | undefin
 function turnFailure(
   error: { code: string; message: string; exitCode?: number | null; stderrTail?: string },
   redact: (s: string) => string,
+  spend: TurnSpend,
 ): ApplicationFailure {
   const stderr = error.stderrTail ? `\n${redact(error.stderrTail).slice(-2000)}` : '';
   // The CLI base class words a missing executable the same way locally (ENOENT) and in a container (exit 127).
   if (error.code === 'process-exit' && /could not start: executable .* was not found/.test(error.message)) {
-    return ApplicationFailure.nonRetryable(redact(error.message), FailureTypes.HarnessBinaryMissing);
+    return ApplicationFailure.nonRetryable(redact(error.message), FailureTypes.HarnessBinaryMissing, { code: error.code, spend });
   }
-  return ApplicationFailure.retryable(`turn failed (${error.code}): ${redact(error.message)}${stderr}`, FailureTypes.TurnFailed, { code: error.code, exitCode: error.exitCode ?? null });
+  return ApplicationFailure.retryable(`turn failed (${error.code}): ${redact(error.message)}${stderr}`, FailureTypes.TurnFailed, { code: error.code, exitCode: error.exitCode ?? null, spend });
+}
+
+/**
+ * Retries a short activity's ledger write while the ledger cannot take it (faults, I/O), until shortly before the
+ * activity's timeout; anything else (a bug, a constraint) fails at once.
+ */
+async function waitForLedger<T>(write: () => Promise<T>): Promise<T> {
+  let context: Context | undefined;
+  try {
+    context = Context.current();
+  } catch {
+    context = undefined; // called outside an activity: no deadline to respect
+  }
+  const info = context?.info;
+  const deadline = info ? info.currentAttemptScheduledTimestampMs + info.startToCloseTimeoutMs - 2000 : Date.now() + 60_000;
+  let delay = 100;
+  for (;;) {
+    try {
+      return await write();
+    } catch (err) {
+      if (!isRetryable(err) || Date.now() + delay > deadline || context?.cancellationSignal.aborted) throw err;
+      context?.log.warn('ledger write failed; retrying', { error: (err as Error).message });
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 2000);
+    }
+  }
 }
 
 /** Runs a catalog lookup and turns its error into a non-retryable failure with a stable type. */

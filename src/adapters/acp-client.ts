@@ -3,7 +3,8 @@
  * (`gemini --acp`) and OpenCode (`opencode acp`) speak it. One turn per process:
  *
  *   → initialize {protocolVersion: 1, clientCapabilities: no fs, no terminal} → session/new {cwd, mcpServers: []}
- *     or session/load {sessionId, cwd, mcpServers: []} → session/prompt {sessionId, prompt: [{type: text}]}
+ *     or session/load {sessionId, cwd, mcpServers: []} (or, to continue it in a new branch, session/fork with the
+ *     same params → {sessionId: the branch}) → session/prompt {sessionId, prompt: [{type: text}]}
  *   ← session/update (agent_message_chunk, tool_call, tool_call_update, …); on load the history is replayed
  *     first — after the load's result, up to the `available_commands_update` the agent sends once it is done
  *     (measured on gemini 0.61.0) — and ignored here
@@ -27,6 +28,8 @@ export interface AcpTurn {
   readonly cwd: string;
   /** Load this session instead of starting one. */
   readonly sessionId?: string;
+  /** Continue `sessionId` in a new session branched from it (`session/fork`), leaving it as it was. */
+  readonly fork?: boolean;
 }
 
 /** The prompt's result, as the agent sent it. */
@@ -180,7 +183,7 @@ export class AcpClient {
     if (message.id === initializeId) {
       if (message.error) return { type: 'session-error', code: 'protocol-error', message: `${host.label} refused ACP initialize: ${rpcErrorText(message)}` };
       scratch.phase = 'session';
-      if (turn.sessionId) this.send(state, scratch, 'session/load', { sessionId: turn.sessionId, cwd: turn.cwd, mcpServers: [] });
+      if (turn.sessionId) this.send(state, scratch, turn.fork ? 'session/fork' : 'session/load', { sessionId: turn.sessionId, cwd: turn.cwd, mcpServers: [] });
       else this.send(state, scratch, 'session/new', { cwd: turn.cwd, mcpServers: [] });
       return undefined;
     }
@@ -190,8 +193,9 @@ export class AcpClient {
         return { type: 'session-error', code: 'protocol-error', message: `${host.label} could not start an ACP session: ${rpcErrorText(message)}` };
       }
       const created = newSessionResult.safeParse(message.result);
-      const sessionId = turn.sessionId ?? (created.success ? created.data.sessionId : undefined);
-      if (!sessionId) return { type: 'session-error', code: 'protocol-error', message: `${host.label} answered session/new without a session id` };
+      // A fork answers with the branch's id; a load keeps the id it was given.
+      const sessionId = turn.sessionId !== undefined && !turn.fork ? turn.sessionId : created.success ? created.data.sessionId : undefined;
+      if (!sessionId) return { type: 'session-error', code: 'protocol-error', message: `${host.label} answered ${turn.fork ? 'session/fork' : 'session/new'} without a session id` };
       scratch.sessionId = sessionId;
       scratch.replaying = turn.sessionId !== undefined;
       this.prompt(state, scratch, turn.prompt);

@@ -1,31 +1,40 @@
 /**
  * Claude Code adapter (driver class `ClaudeCode`), measured against `@anthropic-ai/claude-code` 2.1.197.
  *
- * One process per turn: `claude -p PROMPT --output-format stream-json --verbose --permission-mode M
- * [--model MODEL] [--append-system-prompt TEXT] [--resume ID]` with stdin ignored.
- * Output lines: `system/init` (session_id, model, permissionMode), `system/api_retry`, `assistant` (message with
- * text / tool_use blocks and the model the vendor answered with), `user` (tool results), and one `result` that
- * ends the turn (`is_error`, `result` text, `usage`, `total_cost_usd`, `errors`). Every line carries `session_id`.
+ * One process per turn: `claude -p PROMPT --output-format stream-json --verbose --include-partial-messages
+ * --permission-mode M [--model MODEL] [--append-system-prompt TEXT] [--resume ID --fork-session]` with stdin
+ * ignored. Output lines: `system/init` (session_id, model, permissionMode), `system/api_retry`, `stream_event`
+ * (the raw Messages API stream of each model call), `assistant` (message with text / tool_use blocks and the model
+ * the vendor answered with), `user` (tool results), and one `result` that ends the turn (`is_error`, `result`
+ * text, `usage`, `total_cost_usd`, `errors`). Every line carries `session_id`.
  *
- * Usage: `result.usage` covers every model call of the turn; its `input_tokens` EXCLUDES cache reads and
- * writes (`cache_read_input_tokens`, `cache_creation_input_tokens`), so it maps straight onto `Usage`. The usage
- * on `assistant` lines is a streaming snapshot (output_tokens 1) and is ignored. Cost: `total_cost_usd`, the
- * CLI's own estimate from its price table, per invocation (not cumulative across `--resume`).
- * Resume: `--resume ID` keeps the session id, so "resumed" is "the reported id equals the requested one"; an
- * unknown id ends with a `result` whose `errors` say "No conversation found with session ID" (exit 1).
+ * Usage, per model call as it streams: a call's `message_start` carries its input and cache tokens (its
+ * `input_tokens` EXCLUDES cache reads and writes), its `message_delta` the final `output_tokens`; the adapter
+ * emits one usage event per call at `message_delta`. Anthropic counts thinking inside `output_tokens`, so
+ * `reasoning` stays unknown (undefined) and the total is still exact. `result.usage` covers every call of the
+ * turn: the adapter emits only what it adds beyond the calls already counted (normally nothing), with
+ * `total_cost_usd` (the CLI's own estimate, per invocation). A turn that ends early (killed, timed out) still
+ * counts the calls that finished, and the input of one in flight (its output unknown). The usage on `assistant`
+ * lines is a streaming snapshot (output_tokens 1) and is ignored.
+ * Resume: `--resume ID --fork-session` continues the session in a NEW session branched from it, leaving ID as it
+ * was; a retried attempt forks ID again, so the prompt of a failed attempt is never fed twice
+ * (`settings.forkSessions: false` resumes in place). An unknown id ends with a `result` whose `errors` say
+ * "No conversation found with session ID" (exit 1).
  *
  * Two-way mode (when the turn's permission gate can deny or ask): `-p --input-format stream-json
- * --permission-mode default --permission-prompt-tool stdio`, the prompt as a `user` line on stdin after an
- * `initialize` control request, stdin kept open. Before a tool that needs permission (edits, Bash; not the
- * read-only tools) claude sends `control_request` `can_use_tool` (`tool_name`, `input`, `tool_use_id`) and waits;
- * the answer is a `control_response` `{behavior: "allow", updatedInput}` (edits are native) or
- * `{behavior: "deny", message}` (the model sees the message and the turn goes on). Output is otherwise the same
- * stream-json as the one-way mode, ending with `result`; closing stdin then ends the process.
+ * --permission-mode default --permission-prompt-tool stdio` (with the same `--include-partial-messages`, resume
+ * and fork flags), the prompt as a `user` line on stdin after an `initialize` control request, stdin kept open.
+ * Before a tool that needs permission (edits, Bash; not the read-only tools) claude sends `control_request`
+ * `can_use_tool` (`tool_name`, `input`, `tool_use_id`) and waits; the answer is a `control_response`
+ * `{behavior: "allow", updatedInput}` (edits are native) or `{behavior: "deny", message}` (the model sees the
+ * message and the turn goes on). Output is otherwise the same stream-json as the one-way mode, ending with
+ * `result`; closing stdin then ends the process.
  */
 import { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
 import { harnessHome, numberSetting, parseJsonLine, stringSetting, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
+import { addUsage, noUsage, subtractUsage, totalTokens, usageKnown, usageOf } from '../workflows/usage.js';
 import type { PermissionRequest } from '../permissions/types.js';
 import type { WireAnswer } from './cli-adapter.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
@@ -36,6 +45,7 @@ export const claudeCodeDriverClass = 'ClaudeCode';
 /** What Claude Code really gives in `-p --output-format stream-json` mode, as this adapter drives it. */
 export const claudeCodeCapabilities: Capabilities = {
   sessionResume: true,
+  sessionFork: true,
   // `--json-schema` exists but is not wired: the envelope goes through the feedback loop.
   structuredOutput: false,
   usageReporting: true,
@@ -100,6 +110,16 @@ const resultLine = z.object({
   errors: z.array(z.string()).nullish(),
   permission_denials: z.array(z.unknown()).nullish(),
 });
+/** `--include-partial-messages`: the Messages API stream events of each model call (only usage is read). */
+const streamEventLine = z.object({
+  type: z.literal('stream_event'),
+  parent_tool_use_id: z.string().nullish(),
+  event: z.union([
+    z.object({ type: z.literal('message_start'), message: z.object({ id: z.string().nullish(), usage: usageSchema.nullish() }) }),
+    z.object({ type: z.literal('message_delta'), usage: z.object({ output_tokens: z.number().nullish() }).nullish() }),
+    z.object({ type: z.string() }),
+  ]),
+});
 const controlRequestLine = z.object({
   type: z.literal('control_request'),
   request_id: z.string(),
@@ -107,17 +127,15 @@ const controlRequestLine = z.object({
 });
 const otherLine = z.object({ type: z.string(), subtype: z.string().nullish() });
 /** Every line Claude Code prints in stream-json mode; unknown types fall through to the catch-all. */
-export const claudeLine = z.union([initLine, retryLine, assistantLine, userLine, resultLine, controlRequestLine, otherLine]);
+export const claudeLine = z.union([initLine, retryLine, streamEventLine, assistantLine, userLine, resultLine, controlRequestLine, otherLine]);
 export type ClaudeLine = z.infer<typeof claudeLine>;
 
-/** `result.usage` normalised: Claude's `input_tokens` already excludes cached tokens. */
+/**
+ * `result.usage` (or one call's usage) normalised: Claude's `input_tokens` already excludes cached tokens; its
+ * `output_tokens` include thinking, so `reasoning` is left unknown. A field Claude leaves out stays unknown.
+ */
 export function claudeUsage(u: z.infer<typeof usageSchema>): Usage {
-  return {
-    input: u.input_tokens ?? 0,
-    output: u.output_tokens ?? 0,
-    cacheRead: u.cache_read_input_tokens ?? 0,
-    cacheWrite: u.cache_creation_input_tokens ?? 0,
-  };
+  return usageOf({ input: u.input_tokens, output: u.output_tokens, cacheRead: u.cache_read_input_tokens, cacheWrite: u.cache_creation_input_tokens });
 }
 
 /** `ANTHROPIC_BASE_URL` is the host root: Claude appends `/v1/messages` itself. */
@@ -152,6 +170,10 @@ export function claudePermissionRequest(requestId: string, tool: string, input: 
 interface Scratch {
   sessionId?: string;
   model?: string;
+  /** Input and cache tokens of the model call in flight (from its `message_start`). */
+  call?: Usage;
+  /** Usage of the calls already emitted this turn. */
+  counted?: Usage;
 }
 
 /** Adapter for Claude Code (`claude -p`). */
@@ -197,15 +219,15 @@ export class ClaudeCode extends CliHarnessAdapter {
     const home = this.home ?? harnessHome(ctx.config, 'claude');
     // Two-way: the prompt goes on stdin (after the initialize request), so it never enters argv either.
     const argv = ctx.twoWay
-      ? [ctx.config.executable, ...ctx.config.baseArgs, '-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose']
-      : [ctx.config.executable, ...ctx.config.baseArgs, '-p', input.prompt, '--output-format', 'stream-json', '--verbose'];
+      ? [ctx.config.executable, ...ctx.config.baseArgs, '-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose', '--include-partial-messages']
+      : [ctx.config.executable, ...ctx.config.baseArgs, '-p', input.prompt, '--output-format', 'stream-json', '--verbose', '--include-partial-messages'];
     if (ctx.twoWay) argv.push('--permission-mode', 'default', '--permission-prompt-tool', 'stdio');
     else if (ctx.posture === 'dangerous') argv.push('--dangerously-skip-permissions');
     else argv.push('--permission-mode', permissionModes[ctx.posture]);
     if (ctx.config.model) argv.push('--model', ctx.config.model);
     // Every turn: the system prompt is per invocation, it is not stored with the session.
     if (ctx.systemPrompt !== undefined) argv.push('--append-system-prompt', ctx.systemPrompt);
-    if (ctx.resumeSessionId) argv.push('--resume', ctx.resumeSessionId);
+    if (ctx.resumeSessionId) argv.push('--resume', ctx.resumeSessionId, ...(ctx.fork ? ['--fork-session'] : []));
 
     const env: Record<string, string> = { ...claudeQuietEnv, CLAUDE_CONFIG_DIR: home.sandbox };
     if (ctx.config.baseUrl) env.ANTHROPIC_BASE_URL = claudeBaseUrl(ctx.config.baseUrl);
@@ -248,6 +270,8 @@ export class ClaudeCode extends CliHarnessAdapter {
       return { type: 'activity', description: `claude retries the model API (attempt ${v.attempt ?? '?'} of ${v.max_retries ?? '?'}): ${v.error_status ?? ''} ${v.error ?? ''}`.trim() };
     }
     switch (value.type) {
+      case 'stream_event':
+        return this.streamEvent(value as z.infer<typeof streamEventLine>, scratch);
       case 'assistant':
         return this.assistant(value as z.infer<typeof assistantLine>, scratch);
       case 'user':
@@ -261,6 +285,30 @@ export class ClaudeCode extends CliHarnessAdapter {
       default:
         return { type: 'unknown', raw: line };
     }
+  }
+
+  /** Per-call usage: remember `message_start`'s input side, emit the call at `message_delta` with its output. */
+  private streamEvent(value: z.infer<typeof streamEventLine>, scratch: Scratch): HarnessEvent | undefined {
+    const event = value.event;
+    if (event.type === 'message_start' && 'message' in event) {
+      scratch.call = event.message.usage ? usageOf({ ...claudeUsage(event.message.usage), output: undefined }) : noUsage;
+      return undefined;
+    }
+    if (event.type === 'message_delta' && 'usage' in event && scratch.call) {
+      const usage = usageOf({ ...scratch.call, output: event.usage?.output_tokens });
+      scratch.call = undefined;
+      scratch.counted = addUsage(scratch.counted ?? noUsage, usage);
+      return { type: 'usage', usage };
+    }
+    return undefined;
+  }
+
+  /** A call in flight when the turn ended early: its input side is known, its output is not. */
+  protected override unreportedUsage(state: LineState): HarnessEvent[] {
+    const scratch = state.scratch as Scratch;
+    const call = scratch.call;
+    scratch.call = undefined;
+    return call && usageKnown(call) ? [{ type: 'usage', usage: call }] : [];
   }
 
   private controlRequest(value: z.infer<typeof controlRequestLine>, state: LineState): HarnessEvent | undefined {
@@ -295,7 +343,14 @@ export class ClaudeCode extends CliHarnessAdapter {
       return [this.resumeFailed(state, { reason: errors.join('; ') })];
     }
     const events: HarnessEvent[] = [];
-    if (value.usage) events.push({ type: 'usage', usage: claudeUsage(value.usage), costUsd: value.total_cost_usd ?? undefined });
+    const scratch = state.scratch as Scratch;
+    // The result covers every call of the turn: count only what the per-call events did not already count.
+    // The event also carries the invocation's cost, so it is emitted whenever there is a cost or uncounted tokens.
+    const rest = value.usage ? subtractUsage(claudeUsage(value.usage), scratch.counted ?? noUsage) : noUsage;
+    const cost = value.total_cost_usd ?? undefined;
+    if (cost !== undefined || totalTokens(rest) > 0 || (scratch.counted === undefined && usageKnown(rest))) {
+      events.push({ type: 'usage', usage: rest, ...(cost !== undefined ? { costUsd: cost } : {}) });
+    }
     if (value.is_error) {
       const detail = errors.length > 0 ? errors.join('; ') : (value.result ?? `result subtype ${value.subtype ?? 'unknown'}`);
       const status = value.api_error_status ? ` (HTTP ${value.api_error_status})` : '';

@@ -48,6 +48,11 @@ export interface TurnContext {
    * the harness said it does not know that session (the turn then starts a fresh one).
    */
   readonly resumeSessionId: string | undefined;
+  /**
+   * Continue `resumeSessionId` in a NEW session branched from it (the CLI's fork), leaving it untouched: a retried
+   * attempt then forks the same state again instead of resuming what the failed attempt appended.
+   */
+  readonly fork: boolean;
   /** The turn has an interactive permission gate: use the two-way mode, where the CLI asks before tools run. */
   readonly twoWay: boolean;
 }
@@ -56,6 +61,10 @@ export interface TurnContext {
 export interface LineState {
   readonly turn: number;
   readonly resumeSessionId: string | undefined;
+  /** The turn forks `resumeSessionId`: a session event with another id is the branch, and counts as resumed. */
+  readonly fork: boolean;
+  /** The ledger id of this attempt, when the runtime gave one. */
+  readonly attemptId: string | undefined;
   /** Free space for a subclass's mapper to carry facts between lines of one turn. */
   readonly scratch: Record<string, unknown>;
   /** Writes one line (a newline is added) to the process's stdin: for two-way protocols. */
@@ -154,8 +163,25 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   /** Maps one stdout line (never empty) to zero or more events. Throwing makes it an `unknown` event. */
   protected abstract mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined;
 
+  /**
+   * Whether resumed turns fork their session: when the adapter declares `sessionFork`, unless the catalog's
+   * `settings.forkSessions` is false.
+   */
+  protected forksSessions(config: HarnessSessionConfig): boolean {
+    return this.capabilities.sessionFork === true && config.settings?.forkSessions !== false;
+  }
+
   /** Hook: prepares the session (config files in a home inside the workspace). Throw to fail `start`. */
   protected async prepare(_config: HarnessSessionConfig): Promise<void> {}
+
+  /**
+   * Hook: usage of model calls the harness made (or started) but never reported because the turn ended early —
+   * killed, cancelled, timed out, or exited without its terminal line. Yielded before that terminal event, so the
+   * tokens of a failed attempt are still counted. Default: nothing more is known.
+   */
+  protected unreportedUsage(_state: LineState): HarnessEvent[] {
+    return [];
+  }
 
   /** Hook: a custom terminal event when the process exits without one; `undefined` for the default error. */
   protected onExit(_code: number | null, _stderrTail: string, _state: LineState): TerminalEvent | undefined {
@@ -177,6 +203,11 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       `${this.harnessLabel ?? this.driverClass} no longer knows ${this.sessionNoun} ${session}${why}; start a fresh session and replay the conversation.`,
       extra,
     );
+  }
+
+  /** Hook: the stdin line (without newline) that acknowledges a recorded usage event; `undefined` = none. */
+  protected formatUsageAck(_ack: { attemptId: string; call: number }): string | undefined {
+    return undefined;
   }
 
   /** Hook: the stdin line (without newline) that answers a permission request; `undefined` = no hooks. */
@@ -258,6 +289,12 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     if (line !== undefined) this.current?.write(`${line}\n`);
   }
 
+  /** Writes the formatted acknowledgement to the running process's stdin; a no-op without one or a running turn. */
+  async acknowledgeUsage(ack: { attemptId: string; call: number }): Promise<void> {
+    const line = this.formatUsageAck(ack);
+    if (line !== undefined) this.current?.write(`${line}\n`);
+  }
+
   async end(): Promise<void> {
     if (this.ended) return;
     this.ended = true;
@@ -291,12 +328,15 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     this.lastResumed = false;
     this.lastModel = undefined;
     const resumeSessionId = this.sessionId !== undefined && !this.unknownSessions.has(this.sessionId) ? this.sessionId : undefined;
+    const fork = resumeSessionId !== undefined && this.forksSessions(config);
     const twoWay = input.gate?.interactive === true && this.capabilities.permissionHooks;
-    const ctx: TurnContext = { config, systemPrompt: this.systemPrompt, posture: this.posture, resumeSessionId, twoWay };
+    const ctx: TurnContext = { config, systemPrompt: this.systemPrompt, posture: this.posture, resumeSessionId, fork, twoWay };
     const io: { proc?: ExecProcess } = {};
     const state: LineState = {
       turn: input.turn,
       resumeSessionId: ctx.resumeSessionId,
+      fork,
+      attemptId: input.attemptId,
       scratch: {},
       send: (line) => io.proc?.write(`${line}\n`),
       notes: [],
@@ -344,7 +384,9 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       const next = await Promise.race([lines.next(), stopWins]);
       // A stop that happened while we were suspended wins over output that ended because of it.
       if (stop.reason || stopped in next) {
-        yield await this.stopped(proc, stop.reason ?? 'cancelled');
+        const terminal = await this.stopped(proc, stop.reason ?? 'cancelled');
+        yield* this.safeUnreported(state);
+        yield terminal;
         return;
       }
       if (next.done) break;
@@ -363,7 +405,9 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
         const decided = await this.decidePermission(request, input.gate, proc, stop);
         if (decided === undefined) {
           // Stopped while waiting: the tool never got an answer, so it never ran.
-          yield await this.stopped(proc, stop.reason ?? 'cancelled');
+          const stoppedTerminal = await this.stopped(proc, stop.reason ?? 'cancelled');
+          yield* this.safeUnreported(state);
+          yield stoppedTerminal;
           return;
         }
         if (decided === 'exited') continue; // the process died while waiting; its exit is reported below
@@ -380,10 +424,14 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     }
     const exit = await Promise.race([proc.exit, stopWins]);
     if (stop.reason || stopped in exit) {
-      yield await this.stopped(proc, stop.reason ?? 'cancelled');
+      const terminal = await this.stopped(proc, stop.reason ?? 'cancelled');
+      yield* this.safeUnreported(state);
+      yield terminal;
       return;
     }
-    yield this.exitWithoutTerminal(command, exit.code, exit.signal, proc.stderrTail(), state);
+    const terminalEvent = this.exitWithoutTerminal(command, exit.code, exit.signal, proc.stderrTail(), state);
+    yield* this.safeUnreported(state);
+    yield terminalEvent;
   }
 
   /** Waits for the gate with the turn clock paused; `undefined` when the turn was stopped meanwhile. */
@@ -472,6 +520,15 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     return sessionError('process-exit', `Harness "${harness}" ${how} before finishing the turn${tail}`, { exitCode: code, stderrTail });
   }
 
+  /** The `unreportedUsage` hook's events (usage only); a hook that throws adds nothing. */
+  private safeUnreported(state: LineState): HarnessEvent[] {
+    try {
+      return this.unreportedUsage(state).filter((e) => e.type === 'usage');
+    } catch {
+      return [];
+    }
+  }
+
   /** Never throws: a line the mapper cannot handle becomes an `unknown` event. */
   private safeMap(rawLine: string, state: LineState): HarnessEvent[] {
     const line = rawLine.endsWith('\r') ? rawLine.slice(0, -1) : rawLine;
@@ -488,7 +545,8 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   /** Records session identity from `session` events; infers `resumed` when the harness does not say. */
   private track(event: HarnessEvent, state: LineState): HarnessEvent {
     if (event.type !== 'session') return event;
-    const resumed = event.resumed ?? (state.resumeSessionId !== undefined && event.sessionId === state.resumeSessionId);
+    // A fork reports the branch's new id: it continued the requested session all the same.
+    const resumed = event.resumed ?? (state.resumeSessionId !== undefined && (state.fork || event.sessionId === state.resumeSessionId));
     this.sessionId = event.sessionId;
     this.lastResumed = resumed;
     if (event.model !== undefined) this.lastModel = event.model;

@@ -4,8 +4,10 @@
  * One process per turn, stdin ignored (codex reads a non-TTY stdin as extra prompt):
  *   turn 1:  `codex exec --json --skip-git-repo-check -c sandbox_mode=… -c approval_policy="never"
  *             [-m MODEL] [-c developer_instructions=…] PROMPT`
- *   resumed: `codex exec resume <same options> THREAD_ID PROMPT` (`exec resume` has no `--sandbox` flag, hence
- *             `-c sandbox_mode=…` for both).
+ *   resumed: `codex exec fork <same options> THREAD_ID PROMPT`: a NEW thread branched from THREAD_ID, which stays as
+ *             it was, so a retried attempt forks the same state again instead of feeding its prompt twice
+ *             (`settings.forkSessions: false` uses `codex exec resume`, which continues THREAD_ID in place). Neither
+ *             has a `--sandbox` flag, hence `-c sandbox_mode=…` for all.
  * Config lives in `CODEX_HOME=<workspace>/.home/codex/config.toml`: a custom provider (`wire_api="responses"`,
  * `base_url` ending in `/v1`, `env_key` naming the variable with the key), update checks, analytics, otel and the
  * plugin marketplace (which resolves github.com at start) off.
@@ -16,9 +18,13 @@
  * web_search, todo_list, error), `turn.completed` (usage) or `turn.failed` (error), and top-level `error`.
  *
  * Usage: `input_tokens` INCLUDES cached tokens (`cached_input_tokens`), so input = input_tokens − cached
- * (− cache_write_input_tokens, which the Responses API never reports here). On `exec resume` the usage is the
- * THREAD's running total, not the turn's (measured: turn 2 reported turn 1 + turn 2), so the adapter keeps the
- * last total per thread in the codex home and reports the difference.
+ * (− cache_write_input_tokens, which the Responses API never reports here); `output_tokens` INCLUDES
+ * `reasoning_output_tokens`, so output = output_tokens − reasoning. On a resumed or forked thread the usage is
+ * the THREAD's running total, not the turn's (measured: turn 2 reported turn 1 + turn 2; a fork starts from its
+ * parent's total), so the adapter keeps the last total per thread in the codex home and reports the difference.
+ * A failed turn (`turn.failed`, a crash, a kill) prints no usage, but codex's rollout file
+ * (`$CODEX_HOME/sessions/…/rollout-…-<thread>.jsonl`) has a `token_count` event per model call: the adapter
+ * reads the thread's last total there, so the calls a failed attempt made are still counted.
  * Model: codex does not print it in the JSONL (only in its rollout file); `reportedModel` stays undefined.
  * No cost is reported.
  *
@@ -29,8 +35,9 @@ import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
 import { CodexAppServer, type TokenBreakdown, type TwoWayHost } from './codex-app-server.js';
-import { harnessHome, homePath, parseJsonLine, readHomeFile, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homePath, listHomeDir, parseJsonLine, readHomeFile, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
+import { subtractUsage, usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
@@ -39,6 +46,7 @@ export const codexDriverClass = 'Codex';
 /** What `codex exec --json` really gives, as this adapter drives it. */
 export const codexCapabilities: Capabilities = {
   sessionResume: true,
+  sessionFork: true,
   // `--output-schema` exists but is not wired: the envelope goes through the feedback loop.
   structuredOutput: false,
   usageReporting: true,
@@ -83,21 +91,25 @@ const otherLine = z.object({ type: z.string() });
 export const codexLine = z.union([threadStarted, itemLine, turnCompleted, turnFailed, errorLine, otherLine]);
 export type CodexLine = z.infer<typeof codexLine>;
 
-/** Codex's usage normalised: its `input_tokens` include the cached ones. */
+/** Codex's usage normalised: its `input_tokens` include the cached ones, its `output_tokens` the reasoning ones. */
 export function codexUsage(u: z.infer<typeof usageSchema>): Usage {
   const cached = u.cached_input_tokens ?? 0;
   const written = u.cache_write_input_tokens ?? 0;
-  return { input: Math.max(0, (u.input_tokens ?? 0) - cached - written), output: u.output_tokens ?? 0, cacheRead: cached, cacheWrite: written };
+  const reasoning = u.reasoning_output_tokens ?? undefined;
+  return usageOf({
+    input: u.input_tokens == null ? undefined : Math.max(0, u.input_tokens - cached - written),
+    output: u.output_tokens == null ? undefined : Math.max(0, u.output_tokens - (reasoning ?? 0)),
+    cacheRead: u.cached_input_tokens,
+    cacheWrite: u.cache_write_input_tokens,
+    reasoning,
+  });
 }
 
-function subtract(total: Usage, before: Usage): Usage {
-  return {
-    input: Math.max(0, total.input - before.input),
-    output: Math.max(0, total.output - before.output),
-    cacheRead: Math.max(0, total.cacheRead - before.cacheRead),
-    cacheWrite: Math.max(0, total.cacheWrite - before.cacheWrite),
-  };
-}
+/** A rollout line with the thread's running usage total (one per model call). */
+const tokenCountLine = z.object({
+  type: z.literal('event_msg'),
+  payload: z.object({ type: z.literal('token_count'), info: z.object({ total_token_usage: usageSchema.nullish() }).nullish() }),
+});
 
 /** Codex's provider `base_url` includes `/v1` (it appends `/responses`). */
 export function codexBaseUrl(url: string): string {
@@ -145,6 +157,8 @@ interface Scratch {
   threadId?: string;
   /** Text of the last agent message: the envelope is the final one. */
   text?: string;
+  /** The turn's usage was reported (from `turn.completed` or recovered from the rollout). */
+  counted?: boolean;
 }
 
 /** Adapter for Codex CLI (`codex exec --json`). */
@@ -161,7 +175,13 @@ export class Codex extends CliHarnessAdapter {
     resumeFailed: (state, detail) => this.resumeFailed(state, detail),
     takeFollowUp: (state) => this.takeFollowUp(state),
     usage: (b: TokenBreakdown) =>
-      codexUsage({ input_tokens: b.inputTokens, cached_input_tokens: b.cachedInputTokens, cache_write_input_tokens: b.cacheWriteInputTokens, output_tokens: b.outputTokens }),
+      codexUsage({
+        input_tokens: b.inputTokens,
+        cached_input_tokens: b.cachedInputTokens,
+        cache_write_input_tokens: b.cacheWriteInputTokens,
+        output_tokens: b.outputTokens,
+        reasoning_output_tokens: b.reasoningOutputTokens,
+      }),
   };
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
@@ -192,7 +212,7 @@ export class Codex extends CliHarnessAdapter {
       const stdin = this.appServer.begin({
         prompt: input.prompt,
         cwd: ctx.config.workspacePath,
-        ...(ctx.resumeSessionId ? { threadId: ctx.resumeSessionId } : {}),
+        ...(ctx.resumeSessionId ? { threadId: ctx.resumeSessionId, fork: ctx.fork } : {}),
         ...(ctx.config.model ? { model: ctx.config.model } : {}),
         ...(ctx.systemPrompt !== undefined ? { developerInstructions: ctx.systemPrompt } : {}),
       });
@@ -205,7 +225,7 @@ export class Codex extends CliHarnessAdapter {
     if (ctx.systemPrompt !== undefined) options.push('-c', `developer_instructions=${tomlString(ctx.systemPrompt)}`);
     const head = [ctx.config.executable, ...ctx.config.baseArgs, 'exec'];
     // `--` keeps a prompt that starts with "-" from being read as a flag.
-    const argv = resume ? [...head, 'resume', ...options, '--', resume, input.prompt] : [...head, ...options, '--', input.prompt];
+    const argv = resume ? [...head, ctx.fork ? 'fork' : 'resume', ...options, '--', resume, input.prompt] : [...head, ...options, '--', input.prompt];
     return { argv, env: { CODEX_HOME: home.sandbox } };
   }
 
@@ -233,10 +253,10 @@ export class Codex extends CliHarnessAdapter {
       case 'item.completed':
         return this.item(value as z.infer<typeof itemLine>, scratch);
       case 'turn.completed':
-        return this.completed(value as z.infer<typeof turnCompleted>, scratch);
+        return this.completed(value as z.infer<typeof turnCompleted>, state);
       case 'turn.failed': {
         const v = value as z.infer<typeof turnFailed>;
-        return { type: 'session-error', code: 'vendor-error', message: `Codex ended the turn with an error: ${v.error?.message ?? 'no message'}` };
+        return [...this.unreportedUsage(state), { type: 'session-error', code: 'vendor-error', message: `Codex ended the turn with an error: ${v.error?.message ?? 'no message'}` }];
       }
       case 'error': {
         // A top-level error precedes turn.failed; keep it as progress, the terminal comes with turn.failed.
@@ -270,16 +290,63 @@ export class Codex extends CliHarnessAdapter {
     return { type: 'activity', description: `codex item: ${it.type}` };
   }
 
-  private completed(value: z.infer<typeof turnCompleted>, scratch: Scratch): HarnessEvent[] {
+  private completed(value: z.infer<typeof turnCompleted>, state: LineState): HarnessEvent[] {
+    const scratch = state.scratch as Scratch;
     const events: HarnessEvent[] = [];
     if (value.usage) {
-      const total = codexUsage(value.usage);
-      const before = scratch.threadId ? this.previousTotal(scratch.threadId) : undefined;
-      events.push({ type: 'usage', usage: before ? subtract(total, before) : total });
-      if (scratch.threadId) this.saveTotal(scratch.threadId, total);
+      scratch.counted = true;
+      events.push({ type: 'usage', usage: this.sinceLastTotal(codexUsage(value.usage), state) });
+    } else {
+      events.push(...this.unreportedUsage(state));
     }
     events.push({ type: 'turn-complete', text: scratch.text ?? '' });
     return events;
+  }
+
+  /**
+   * The turn's share of a thread's running total, remembered for the next turn. A fork's first total includes its
+   * parent's, so a thread seen for the first time is measured against the session it forked.
+   */
+  private sinceLastTotal(total: Usage, state: LineState): Usage {
+    const threadId = (state.scratch as Scratch).threadId;
+    if (!threadId) return total;
+    const before = this.previousTotal(threadId) ?? (state.fork && state.resumeSessionId ? this.previousTotal(state.resumeSessionId) : undefined);
+    this.saveTotal(threadId, total);
+    return before ? subtractUsage(total, before) : total;
+  }
+
+  /**
+   * A turn that failed, crashed or was killed printed no usage: the thread's rollout file has the running total
+   * after each model call. Reports what this turn added to it.
+   */
+  protected override unreportedUsage(state: LineState): HarnessEvent[] {
+    const scratch = state.scratch as Scratch;
+    if (scratch.counted || !scratch.threadId) return [];
+    const total = this.rolloutTotal(scratch.threadId);
+    if (!total) return [];
+    scratch.counted = true;
+    return [{ type: 'usage', usage: this.sinceLastTotal(total, state) }];
+  }
+
+  /** The last `token_count` total in the thread's rollout file, if codex wrote one. */
+  private rolloutTotal(threadId: string): Usage | undefined {
+    if (!this.home) return undefined;
+    const file = findRollout(homePath(this.home, 'sessions'), threadId);
+    if (!file) return undefined;
+    let last: Usage | undefined;
+    let text: string | undefined;
+    try {
+      text = readHomeFile(file);
+    } catch {
+      return undefined;
+    }
+    for (const line of (text ?? '').split('\n')) {
+      if (!line.includes('"token_count"')) continue;
+      const parsed = tokenCountLine.safeParse(parseJsonLine(line));
+      const total = parsed.success ? parsed.data.payload.info?.total_token_usage : undefined;
+      if (total) last = codexUsage(total);
+    }
+    return last;
   }
 
   /** Where the thread's last running usage total is kept between turns (and between activities). */
@@ -306,6 +373,25 @@ export class Codex extends CliHarnessAdapter {
     if (!file) return;
     writeHomeFile(file, `${JSON.stringify({ ...this.readTotals(), [threadId]: total })}\n`);
   }
+}
+
+/** `sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl` below `dir`, newest first; walked without following links. */
+function findRollout(dir: HarnessHome, threadId: string): HarnessHome | undefined {
+  let entries: { name: string; type: string }[];
+  try {
+    entries = listHomeDir(dir) ?? [];
+  } catch {
+    return undefined;
+  }
+  for (const entry of entries.sort((a, b) => b.name.localeCompare(a.name))) {
+    if (entry.type === 'directory') {
+      const found = findRollout(homePath(dir, entry.name), threadId);
+      if (found) return found;
+    } else if (entry.type === 'file' && entry.name.startsWith('rollout-') && entry.name.endsWith(`${threadId}.jsonl`)) {
+      return homePath(dir, entry.name);
+    }
+  }
+  return undefined;
 }
 
 /** Registers the Codex CLI adapter. */

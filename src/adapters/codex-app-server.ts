@@ -3,7 +3,8 @@
  * pinned binary. The adapter drives one turn per process:
  *
  *   → initialize → (result) → initialized + thread/start {cwd, approvalPolicy: "untrusted", sandbox: "workspace-write",
- *     model, developerInstructions} | thread/resume {threadId, …} → (result: thread.id, model) → turn/start
+ *     model, developerInstructions} | thread/resume {threadId, …} | thread/fork {threadId, …} (a NEW thread branched
+ *     from threadId, which stays as it was) → (result: thread.id, model) → turn/start
  *   ← item/started|completed (commandExecution, fileChange, agentMessage …), thread/tokenUsage/updated (`last` =
  *     one model call), turn/completed {turn: {status, error}}
  *   ← item/commandExecution/requestApproval, item/fileChange/requestApproval (server requests: codex waits)
@@ -27,6 +28,8 @@ export interface AppServerTurn {
   readonly prompt: string;
   readonly cwd: string;
   readonly threadId?: string;
+  /** Continue `threadId` in a new thread branched from it (`thread/fork`) instead of resuming it in place. */
+  readonly fork?: boolean;
   readonly model?: string;
   readonly developerInstructions?: string;
 }
@@ -153,7 +156,7 @@ export class CodexAppServer {
         ...(turn.model ? { model: turn.model } : {}),
         ...(turn.developerInstructions !== undefined ? { developerInstructions: turn.developerInstructions } : {}),
       };
-      if (turn.threadId) this.send(state, scratch, 'thread/resume', { threadId: turn.threadId, ...common, excludeTurns: true });
+      if (turn.threadId) this.send(state, scratch, turn.fork ? 'thread/fork' : 'thread/resume', { threadId: turn.threadId, ...common, excludeTurns: true });
       else this.send(state, scratch, 'thread/start', common);
       return undefined;
     }

@@ -1,5 +1,6 @@
 /** Folds a turn's event stream into one result: the envelope text or the error, usage, identity. */
-import { zeroUsage, type HarnessEvent, type SessionErrorCode, type Usage } from './types.js';
+import { addUsage, noUsage, usageKnown } from '../workflows/usage.js';
+import type { HarnessEvent, SessionErrorCode, Usage } from './types.js';
 
 const keptActivities = 5;
 
@@ -14,9 +15,15 @@ export interface TurnResult {
     readonly exitCode?: number | null;
     readonly stderrTail?: string;
   };
-  /** Sum of the turn's incremental usage events. */
+  /** Sum of the turn's incremental usage events (fields unknown where no event said). */
   readonly usage: Usage;
-  /** Sum of reported costs; absent when the harness reported none. */
+  /** Usage events seen (model calls, for harnesses that report per call). */
+  readonly usageEvents: number;
+  /** Usage events that said tokens were spent without saying how many: the turn's true usage is unknown. */
+  readonly unknownUsageEvents: number;
+  /** Re-reported calls of earlier attempts (not part of this turn's usage; the ledger books them to their attempt). */
+  readonly recoveredEvents: number;
+  /** Sum of the harness's own costs; absent when the harness reported none. */
   readonly costUsd?: number;
   readonly sessionId?: string;
   readonly resumed: boolean;
@@ -26,20 +33,11 @@ export interface TurnResult {
   readonly eventCount: number;
 }
 
-function addUsage(a: Usage, b: Usage): Usage {
-  return {
-    input: a.input + b.input,
-    output: a.output + b.output,
-    cacheRead: a.cacheRead + b.cacheRead,
-    cacheWrite: a.cacheWrite + b.cacheWrite,
-  };
-}
-
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** Folds a turn's events (in order) into a `TurnResult`. */
 export function foldTurn(events: Iterable<HarnessEvent>): TurnResult {
-  const result: Mutable<TurnResult> = { usage: zeroUsage, resumed: false, activities: [], eventCount: 0 };
+  const result: Mutable<TurnResult> = { usage: noUsage, usageEvents: 0, unknownUsageEvents: 0, recoveredEvents: 0, resumed: false, activities: [], eventCount: 0 };
   const activities: string[] = [];
   for (const event of events) {
     result.eventCount += 1;
@@ -52,7 +50,13 @@ export function foldTurn(events: Iterable<HarnessEvent>): TurnResult {
 function applyEvent(result: Mutable<TurnResult>, activities: string[], event: HarnessEvent): void {
   switch (event.type) {
     case 'usage':
+      if (event.recovered) {
+        result.recoveredEvents += 1;
+        return;
+      }
       result.usage = addUsage(result.usage, event.usage);
+      result.usageEvents += 1;
+      if (!usageKnown(event.usage)) result.unknownUsageEvents += 1;
       if (event.costUsd !== undefined) result.costUsd = (result.costUsd ?? 0) + event.costUsd;
       return;
     case 'session':

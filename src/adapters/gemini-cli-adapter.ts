@@ -7,23 +7,34 @@
  * `error` warnings, and one `result` (`status` success|error, `stats`) that ends the turn.
  *
  * Usage: `result.stats.input_tokens` INCLUDES cached tokens (`stats.cached`), so input = input_tokens - cached;
- * Gemini has no cache-write count. Stats cover every model call of the turn. No cost is reported.
+ * Gemini has no cache-write count. Thinking tokens are billed as output but missing from `output_tokens`; they
+ * are in `total_tokens` (measured: 200 in, 9 out, 100 thoughts → total 309), so reasoning = total − input_tokens −
+ * output_tokens. Stats cover every model call of the turn and arrive only with `result` (no per-call usage: a
+ * mid-turn budget stop can overshoot by one turn). No cost is reported.
+ * Loop detection stops a turn in the middle of a model call whose usage Gemini never records (measured: 5 calls
+ * served, 4 in the stats): the adapter adds one call of unknown usage, so the turn's cost is blind rather than
+ * silently short. Stats that are all zero although the model answered say nothing at all: unknown, never zero.
+ * Retries: Gemini has no session fork, so a retried attempt resumes the session as the failed one left it. A
+ * vendor error before any answer leaves no trace in it (measured: one copy of the prompt after a retry); a failure
+ * after a tool call or a killed process can leave the prompt twice (see docs/accounting.md).
  * System prompt: Gemini has no flag; `GEMINI_SYSTEM_MD=<file>` REPLACES its built-in prompt, so the file holds
  * a minimal base plus the runtime's prompt.
  *
  * Two-way mode (when the turn's permission gate can deny or ask): `gemini --acp --approval-mode default`, the
- * Agent Client Protocol (acp-client.ts). Gemini asks before shell commands and edits (not reads); its usage is
- * only the prompt's `_meta.quota.token_count` (input INCLUDES cached tokens there, with no split), and its
- * model `_meta.quota.model_usage[].model`. `session/load` works, except that 0.61.0 overwrites the session's
+ * Agent Client Protocol (acp-client.ts). Gemini asks before shell commands and edits (not reads). The prompt's
+ * `_meta.quota.token_count` leaves out thinking tokens and has no cache split, so the turn's usage is read from
+ * gemini's own chat file (one `gemini` message per model call with `tokens` {input, output, cached, thoughts,
+ * tool} and `model`), the quota only as a fallback. `session/load` works, except that 0.61.0 overwrites the session's
  * chat file when it is loaded in the same minute it was written (see `keepChatFiles`).
  */
 import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
 import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
-import { harnessHome, homePath, listHomeDir, makeHomeDir, parseJsonLine, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homePath, listHomeDir, makeHomeDir, parseJsonLine, readHomeBytes, readHomeFile, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
+import { noUsage, usageOf } from '../workflows/usage.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const geminiCliDriverClass = 'GeminiCli';
@@ -54,6 +65,7 @@ const toolUseLine = z.object({ type: z.literal('tool_use'), tool_name: z.string(
 const toolResultLine = z.object({ type: z.literal('tool_result'), tool_id: z.string().nullish(), status: z.string().nullish() });
 const warningLine = z.object({ type: z.literal('error'), severity: z.string().nullish(), message: z.string().nullish() });
 const stats = z.object({
+  total_tokens: z.number().nullish(),
   input_tokens: z.number().nullish(),
   output_tokens: z.number().nullish(),
   cached: z.number().nullish(),
@@ -74,6 +86,10 @@ interface Scratch {
   sessionId?: string;
   /** Assistant text since the last tool use: the envelope is the final message. */
   text?: string;
+  /** The model answered this turn (text or a tool call): zero stats cannot be true. */
+  answered?: boolean;
+  /** Loop detection stopped the turn mid-call: that call's usage is missing from the stats. */
+  loop?: boolean;
 }
 
 const quota = z.object({
@@ -82,30 +98,110 @@ const quota = z.object({
 });
 
 /**
- * Usage of one ACP prompt from `_meta.quota`: the only usage gemini's ACP mode reports. Its input count includes
- * cached tokens and there is no split, so cached reads are counted as input here.
+ * Usage of one ACP prompt from `_meta.quota`, the only usage gemini's ACP mode reports itself. Its output count
+ * leaves out thinking tokens (measured: 200 in, 9 out, 100 thoughts served → quota 200 / 9) and its input count
+ * includes cached tokens with no split, so this is only the fallback when the session's chat file cannot be read:
+ * reasoning and the cache fields are unknown there, not zero.
  */
 export function geminiPromptUsage(result: PromptResult, sessionId: string): HarnessEvent[] {
   const parsed = quota.safeParse(result._meta?.quota);
   if (!parsed.success || !parsed.data.token_count) return [];
   const { input_tokens, output_tokens } = parsed.data.token_count;
-  const events: HarnessEvent[] = [{ type: 'usage', usage: { input: input_tokens ?? 0, output: output_tokens ?? 0, cacheRead: 0, cacheWrite: 0 } }];
+  const events: HarnessEvent[] = [{ type: 'usage', usage: usageOf({ input: input_tokens, output: output_tokens }) }];
   const models = parsed.data.model_usage ?? [];
   if (models.length === 1) events.push({ type: 'session', sessionId, model: models[0]!.model });
   return events;
 }
 
-/** Usage from `result.stats`, normalised (input without cached tokens). */
-export function geminiUsage(s: z.infer<typeof stats>): { input: number; output: number; cacheRead: number; cacheWrite: number } {
+const chatMessage = z.object({
+  id: z.string(),
+  timestamp: z.string(),
+  type: z.string(),
+  model: z.string().nullish(),
+  tokens: z
+    .object({ input: z.number().nullish(), output: z.number().nullish(), cached: z.number().nullish(), thoughts: z.number().nullish(), tool: z.number().nullish() })
+    .nullish(),
+});
+
+/**
+ * The model calls gemini recorded for `sessionId` since `since` (epoch ms), from its chat files
+ * (`<home>/.gemini/tmp/<project>/chats/*.jsonl`): one `gemini` message per call with `tokens` {input (cached
+ * included), output, cached, thoughts, tool}, and the model. Every file of the session counts (a kept one and the
+ * one gemini records into); a message is taken once by its id.
+ */
+export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, since: number): z.infer<typeof chatMessage>[] {
+  const calls = new Map<string, z.infer<typeof chatMessage>>();
+  const tmp = homePath(geminiHome, '.gemini', 'tmp');
+  for (const project of safeList(tmp)) {
+    if (project.type !== 'directory') continue;
+    const chats = homePath(tmp, project.name, 'chats');
+    for (const file of safeList(chats)) {
+      if (file.type !== 'file' || !file.name.endsWith('.jsonl')) continue;
+      let text: string | undefined;
+      try {
+        text = readHomeFile(homePath(chats, file.name));
+      } catch {
+        continue;
+      }
+      const lines = (text ?? '').split('\n');
+      const head = parseJsonLine(lines[0] ?? '') as { sessionId?: unknown } | undefined;
+      if (head?.sessionId !== sessionId) continue;
+      for (const line of lines) {
+        const m = chatMessage.safeParse(parseJsonLine(line));
+        if (m.success && m.data.type === 'gemini' && m.data.tokens && Date.parse(m.data.timestamp) >= since) calls.set(m.data.id, m.data);
+      }
+    }
+  }
+  return [...calls.values()].sort((a, b) => Date.parse(a.timestamp) - Date.parse(b.timestamp));
+}
+
+/** A file's size below a home (read without following links); `undefined` when absent or unreadable. */
+function sizeOf(file: HarnessHome): number | undefined {
+  try {
+    return readHomeBytes(file)?.length;
+  } catch {
+    return undefined;
+  }
+}
+
+/** One recorded call's tokens, normalised: input without cached tokens (tool-use prompt tokens are input), thoughts as reasoning. */
+export function geminiChatUsage(t: NonNullable<z.infer<typeof chatMessage>['tokens']>): Usage {
+  return usageOf({
+    input: t.input == null ? undefined : Math.max(0, t.input - (t.cached ?? 0)) + (t.tool ?? 0),
+    output: t.output,
+    cacheRead: t.cached,
+    reasoning: t.thoughts,
+  });
+}
+
+/**
+ * Usage from `result.stats`, normalised: input without cached tokens, reasoning = total − input − output (the
+ * thinking tokens Gemini leaves out of `output_tokens`). Gemini has no cache-write count: unknown, not zero.
+ */
+export function geminiUsage(s: z.infer<typeof stats>): Usage {
   const cached = s.cached ?? 0;
-  return { input: Math.max(0, (s.input_tokens ?? 0) - cached), output: s.output_tokens ?? 0, cacheRead: cached, cacheWrite: 0 };
+  const reasoning =
+    s.total_tokens != null && s.input_tokens != null && s.output_tokens != null ? Math.max(0, s.total_tokens - s.input_tokens - s.output_tokens) : undefined;
+  return usageOf({
+    input: s.input_tokens == null ? undefined : Math.max(0, s.input_tokens - cached),
+    output: s.output_tokens,
+    cacheRead: s.cached,
+    reasoning,
+  });
+}
+
+/** Stats that count nothing at all. */
+function allZero(s: z.infer<typeof stats>): boolean {
+  return !s.total_tokens && !s.input_tokens && !s.output_tokens && !s.cached;
 }
 
 /**
  * Gemini 0.61.0 names a session's chat file after the minute it starts (`session-YYYY-MM-DDTHH-MM-<id8>.jsonl`)
  * and, when `session/load` runs in that same minute, starts a fresh recording in the very same file before
  * reading it, which wipes the conversation ("No previous sessions found"). Renaming the session's files to a
- * name it never generates keeps them: gemini finds them by content (session id), not by name.
+ * name it never generates keeps them: gemini finds them by content (session id), not by name. A second load in the
+ * same minute (a retried attempt) finds the kept file already there: the shorter of the two is renamed out of
+ * gemini's reach (`superseded-…`, not a session file name) instead of overwriting the conversation.
  * The home is in the workspace, which the harness writes: directories are walked and entries renamed without
  * following a link (a planted link is skipped, never renamed through).
  */
@@ -117,7 +213,17 @@ export function keepChatFiles(geminiHome: HarnessHome, sessionId: string): void 
     if (project.type !== 'directory') continue;
     const chats = homePath(tmp, project.name, 'chats');
     for (const file of safeList(chats)) {
-      if (file.type === 'file' && generated.test(file.name)) renameHomeEntry(homePath(chats, file.name), file.name.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl'));
+      if (file.type !== 'file' || !generated.test(file.name)) continue;
+      const keptName = file.name.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl');
+      // A kept file of that minute exists when an earlier load in the same minute (a retried attempt) already
+      // wiped-and-rewrote: gemini appended the conversation to the kept file and left a fresh recording under the
+      // generated name. Never let the shorter one replace the longer: rename it out of gemini's reach.
+      const kept = sizeOf(homePath(chats, keptName));
+      if (kept !== undefined && kept >= (sizeOf(homePath(chats, file.name)) ?? 0)) {
+        renameHomeEntry(homePath(chats, file.name), `superseded-${Date.now()}-${file.name}.aside`);
+        continue;
+      }
+      renameHomeEntry(homePath(chats, file.name), keptName);
     }
   }
 }
@@ -144,8 +250,30 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
     label: 'Gemini CLI',
     resumeFailed: (state, detail) => this.resumeFailed(state, detail),
     takeFollowUp: (state) => this.takeFollowUp(state),
-    promptUsage: (result, sessionId) => geminiPromptUsage(result, sessionId),
+    promptUsage: (result, sessionId, startedAt) => this.promptUsage(result, sessionId, startedAt),
   };
+
+  /**
+   * One ACP prompt's usage from gemini's chat file (per call, thinking tokens included); the ACP quota, which
+   * misses them, only when the file cannot be read.
+   */
+  private promptUsage(result: PromptResult, sessionId: string, startedAt: number): HarnessEvent[] {
+    let calls: ReturnType<typeof readGeminiChatCalls> = [];
+    try {
+      calls = this.home ? readGeminiChatCalls(this.home, sessionId, startedAt) : [];
+    } catch {
+      calls = [];
+    }
+    if (calls.length === 0) {
+      const fallback = geminiPromptUsage(result, sessionId);
+      if (fallback.length === 0) return fallback;
+      return [{ type: 'activity', description: "Gemini CLI usage from its ACP quota (thinking tokens unknown): its session's chat file was not readable" }, ...fallback];
+    }
+    const events: HarnessEvent[] = calls.map((c) => ({ type: 'usage', usage: geminiChatUsage(c.tokens!) }));
+    const model = calls.at(-1)?.model;
+    if (model) events.push({ type: 'session', sessionId, model });
+    return events;
+  }
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'gemini');
@@ -222,12 +350,14 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       case 'message': {
         const v = value as z.infer<typeof messageLine>;
         if (v.role !== 'assistant' || !v.content) return undefined;
+        scratch.answered = true;
         scratch.text = (scratch.text ?? '') + v.content;
         return { type: 'text', text: v.content };
       }
       case 'tool_use': {
         const v = value as z.infer<typeof toolUseLine>;
         scratch.text = undefined;
+        scratch.answered = true;
         return { type: 'activity', description: `${v.tool_name} ${JSON.stringify(v.parameters ?? {})}` };
       }
       case 'tool_result': {
@@ -236,6 +366,11 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       }
       case 'error': {
         const v = value as z.infer<typeof warningLine>;
+        // Loop detection stops the turn mid-call: that call never reaches the stats.
+        if (/loop detected/i.test(v.message ?? '')) {
+          scratch.answered = true;
+          scratch.loop = true;
+        }
         return { type: 'activity', description: `gemini ${v.severity ?? 'error'}: ${v.message ?? ''}` };
       }
       case 'result':
@@ -248,7 +383,11 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
   private result(value: z.infer<typeof resultLine>, scratch: Scratch): HarnessEvent[] {
     const events: HarnessEvent[] = [];
     if (value.stats) {
-      events.push({ type: 'usage', usage: geminiUsage(value.stats) });
+      // All-zero stats after the model answered are not a count: the usage is unknown.
+      const usage = allZero(value.stats) && scratch.answered ? noUsage : geminiUsage(value.stats);
+      events.push({ type: 'usage', usage });
+      // The call loop detection cut off: spent, and not in the stats.
+      if (scratch.loop && usage !== noUsage) events.push({ type: 'usage', usage: noUsage });
       // The models that actually answered (routing may differ from the requested one).
       const used = Object.keys(value.stats.models ?? {});
       if (used.length === 1 && scratch.sessionId) events.push({ type: 'session', sessionId: scratch.sessionId, model: used[0] });

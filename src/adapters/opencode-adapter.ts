@@ -9,12 +9,14 @@
  *
  * Usage: each `step_finish.part.tokens` is one model call; `tokens.input` already EXCLUDES cached tokens
  * (measured: prompt_tokens 120 with 20 cached → input 100, cache.read 20), `cache.write` is reported, and
- * reasoning tokens are counted separately from `output`, so output = output + reasoning. The turn's usage is
- * the sum over its steps. OpenCode's per-session title call (a second model call on a new session) never
+ * reasoning tokens are reported apart from `output` (measured: completion 109 with 100 reasoning → output 9,
+ * reasoning 100), which is exactly the normalised shape. One usage event per step, as it finishes. OpenCode's per-session title call (a second model call on a new session) never
  * appears in the JSON output, so its tokens cannot be counted: the adapter passes `--title` on a new session,
  * which skips that call altogether. Cost: `part.cost` per step, from OpenCode's own price table; for the custom
  * provider it defines, the adapter reports it only when `settings.cost` gave prices (else OpenCode says 0).
  * Model: the JSON output never names the model, so `reportedModel` stays undefined.
+ * Resume: `--session ID --fork` continues the session in a NEW one branched from it, leaving ID as it was, so a
+ * retried attempt never feeds its prompt twice (`settings.forkSessions: false` resumes in place).
  *
  * Two-way mode (when the turn's permission gate can deny or ask): `opencode acp`, the Agent Client Protocol
  * (acp-client.ts), with `permission` set to "ask" for edit, bash, webfetch and external directories. A denial
@@ -33,7 +35,8 @@ import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
 import { harnessHome, homePath, numberSetting, parseJsonLine, readHomeBytes, readHomePrefix, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
+import { usageOf } from '../workflows/usage.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const openCodeDriverClass = 'OpenCode';
@@ -41,6 +44,7 @@ export const openCodeDriverClass = 'OpenCode';
 /** What `opencode run --format json` really gives. */
 export const openCodeCapabilities: Capabilities = {
   sessionResume: true,
+  sessionFork: true,
   structuredOutput: false,
   usageReporting: true,
   // `run` cannot ask; the two-way mode `opencode acp` does (test/e2e/permissions-live.test.ts).
@@ -162,14 +166,9 @@ interface Scratch {
   lastReason?: string;
 }
 
-/** Usage of one `step_finish`, normalised. */
-export function openCodeUsage(t: z.infer<typeof tokens>): { input: number; output: number; cacheRead: number; cacheWrite: number } {
-  return {
-    input: t.input ?? 0,
-    output: (t.output ?? 0) + (t.reasoning ?? 0),
-    cacheRead: t.cache?.read ?? 0,
-    cacheWrite: t.cache?.write ?? 0,
-  };
+/** Usage of one `step_finish` (one model call), normalised; a count OpenCode leaves out stays unknown. */
+export function openCodeUsage(t: z.infer<typeof tokens>): Usage {
+  return usageOf({ input: t.input, output: t.output, reasoning: t.reasoning, cacheRead: t.cache?.read, cacheWrite: t.cache?.write });
 }
 
 /**
@@ -277,14 +276,14 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
     this.twoWayTurn = ctx.twoWay;
     if (ctx.twoWay) {
       this.writeConfig(ctx.config, true);
-      const stdin = this.acp.begin({ prompt: input.prompt, cwd: ctx.config.workspacePath, ...(ctx.resumeSessionId ? { sessionId: ctx.resumeSessionId } : {}) });
+      const stdin = this.acp.begin({ prompt: input.prompt, cwd: ctx.config.workspacePath, ...(ctx.resumeSessionId ? { sessionId: ctx.resumeSessionId, fork: ctx.fork } : {}) });
       return { argv: [ctx.config.executable, ...ctx.config.baseArgs, 'acp'], env: this.environment(home), stdin, keepStdinOpen: true };
     }
     const argv = [ctx.config.executable, ...ctx.config.baseArgs, 'run', '--format', 'json'];
     const model = this.modelArg(ctx.config);
     if (model) argv.push('-m', model);
     // A given title skips OpenCode's title-generation model call, whose tokens it never reports.
-    if (ctx.resumeSessionId) argv.push('--session', ctx.resumeSessionId);
+    if (ctx.resumeSessionId) argv.push('--session', ctx.resumeSessionId, ...(ctx.fork ? ['--fork'] : []));
     else argv.push('--title', `durable-harness ${ctx.config.runId}`);
     return { argv, stdin: input.prompt, env: this.environment(home) };
   }
@@ -322,7 +321,7 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
       // The store could not be read: the ACP figure undercounts multi-call prompts, and says so.
       return [
         { type: 'activity', description: 'OpenCode usage from its ACP result (last model call only): its session store was not readable' },
-        { type: 'usage', usage: { input: u.inputTokens ?? 0, output: u.outputTokens ?? 0, cacheRead: u.cachedReadTokens ?? 0, cacheWrite: u.cachedWriteTokens ?? 0 } },
+        { type: 'usage', usage: usageOf({ input: u.inputTokens, output: u.outputTokens, cacheRead: u.cachedReadTokens, cacheWrite: u.cachedWriteTokens }) },
       ];
     }
     const events: HarnessEvent[] = messages.flatMap((m): HarnessEvent[] => {

@@ -13,7 +13,10 @@
  * EXCLUDES cached tokens (measured: prompt_tokens 120 with 20 cached → input 100, cacheRead 20), plus
  * `cacheRead`, `cacheWrite`, `output`. Cost: pi computes `usage.cost.total` from the `cost` table in models.json;
  * it is reported only when the catalog supplied that table (`settings.cost`), else pi would say 0.
+ * Pi's `output` includes reasoning tokens (the OpenAI completions count), so `reasoning` stays unknown.
  * Model: `message.model` of the assistant messages.
+ * Resume: `--fork ID` continues the session in a NEW session file branched from it, leaving ID as it was, so a
+ * retried attempt never feeds its prompt twice (`settings.forkSessions: false` uses `--session ID`, in place).
  *
  * Two-way mode (when the turn's permission gate can deny or ask): `pi --mode rpc` with a gate extension that asks
  * before every tool call (pi-rpc.ts); the session id comes from `get_state`, the rest of the output is the same.
@@ -24,6 +27,7 @@ import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, 
 import { answerPiRequest, mapPiRpcLine, piGateExtension, piRpcStdin } from './pi-rpc.js';
 import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
+import { usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
@@ -32,6 +36,7 @@ export const piDriverClass = 'Pi';
 /** What `pi -p --mode json` really gives. */
 export const piCapabilities: Capabilities = {
   sessionResume: true,
+  sessionFork: true,
   structuredOutput: false,
   usageReporting: true,
   // Print mode cannot ask; RPC mode with the gate extension does (test/e2e/permissions-live.test.ts).
@@ -144,7 +149,7 @@ export class PiAdapter extends CliHarnessAdapter {
       if (ctx.config.baseUrl) argv.push('--provider', stringSetting(ctx.config, 'providerId') ?? piProviderId);
       argv.push('--model', ctx.config.model);
     }
-    if (ctx.resumeSessionId) argv.push('--session', ctx.resumeSessionId);
+    if (ctx.resumeSessionId) argv.push(ctx.fork ? '--fork' : '--session', ctx.resumeSessionId);
     if (ctx.systemPrompt !== undefined) {
       // `--append-system-prompt` takes a file's contents: the prompt stays out of argv. Every turn: pi does not
       // store the system prompt in the session.
@@ -217,7 +222,7 @@ export class PiAdapter extends CliHarnessAdapter {
     const events: HarnessEvent[] = [];
     if (scratch.sessionId && m.model) events.push({ type: 'session', sessionId: scratch.sessionId, model: m.model });
     if (m.usage) {
-      const usage = { input: m.usage.input ?? 0, output: m.usage.output ?? 0, cacheRead: m.usage.cacheRead ?? 0, cacheWrite: m.usage.cacheWrite ?? 0 };
+      const usage = usageOf({ input: m.usage.input, output: m.usage.output, cacheRead: m.usage.cacheRead, cacheWrite: m.usage.cacheWrite });
       const cost = this.reportsCost && m.usage.cost?.total != null ? { costUsd: m.usage.cost.total } : {};
       events.push({ type: 'usage', usage, ...cost });
     }

@@ -16,9 +16,11 @@ import {
   sessionLine,
   textLine,
   turnRequest,
+  usageAck,
   usageLine,
 } from './stdio-json-protocol.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, SessionErrorCode, TurnInput } from './types.js';
+import { usageOf } from '../workflows/usage.js';
+import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, SessionErrorCode, TurnInput } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const stdioJsonDriverClass = 'StdioJson';
@@ -95,6 +97,12 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
     this.capabilities = { ...stdioJsonCapabilities, ...options.capabilities };
   }
 
+  /** Forks when the harness is declared able to (`settings.forkSessions`, or `capabilities.sessionFork` in the catalog). */
+  protected override forksSessions(config: HarnessSessionConfig): boolean {
+    const setting = config.settings?.forkSessions;
+    return typeof setting === 'boolean' ? setting : this.capabilities.sessionFork === true;
+  }
+
   protected override permissionReport(posture: PermissionPosture): PermissionReport {
     if (posture !== 'strict') return { posture, enforced: true };
     return this.capabilities.permissionHooks
@@ -109,6 +117,8 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
       turn: input.turn,
       systemPrompt: this.capabilities.systemPrompt ? (ctx.systemPrompt ?? null) : null,
       sessionId: ctx.resumeSessionId ?? null,
+      ...(ctx.fork ? { fork: true as const } : {}),
+      ...(input.attemptId ? { attempt: input.attemptId } : {}),
       model: ctx.config.model ?? null,
       workspace: ctx.config.workspacePath,
       permissions: ctx.posture,
@@ -120,12 +130,16 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
     };
   }
 
+  protected override formatUsageAck(ack: { attemptId: string; call: number }): string {
+    return JSON.stringify(usageAck.parse({ type: 'usage-ack', attempt: ack.attemptId, call: ack.call }));
+  }
+
   protected override formatResponse(requestId: string, decision: { allow: boolean; message?: string; editedInput?: unknown }): string {
     const { editedInput, ...rest } = decision;
     return JSON.stringify(permissionResponse.parse({ type: 'permission-response', id: requestId, ...rest, ...(editedInput !== undefined ? { input: editedInput } : {}) }));
   }
 
-  protected override mapLine(line: string, _state: LineState): Mapped {
+  protected override mapLine(line: string, state: LineState): Mapped {
     const json = parseJson(line);
     const typed = otherLine.safeParse(json);
     if (!typed.success) return { type: 'unknown', raw: line };
@@ -145,7 +159,7 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
         return parsed.success ? permissionRequestOf(parsed.data) : { type: 'unknown', raw: line };
       }
       case 'usage':
-        return this.mapUsage(json, line);
+        return this.mapUsage(json, line, state);
       case 'complete':
         return this.mapComplete(json, line);
       case 'error': {
@@ -167,12 +181,22 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
     return { type: 'session', sessionId: id, resumed: resumed ?? undefined, model: model ?? undefined };
   }
 
-  private mapUsage(json: unknown, line: string): Mapped {
+  /** A usage line the runtime cannot read exactly ends the turn: tokens must never silently count as nothing. */
+  private mapUsage(json: unknown, line: string, state: LineState): Mapped {
     const parsed = usageLine.safeParse(json);
-    if (!parsed.success) return { type: 'unknown', raw: line };
+    if (!parsed.success) {
+      const problems = parsed.error.issues.map((i) => (i.code === 'unrecognized_keys' ? `unknown field(s) ${i.keys.join(', ')}` : `${i.path.join('.')}: ${i.message}`));
+      return this.malformedTerminal(line, 'usage', problems.join('; '));
+    }
     const u = parsed.data;
-    const usage = { input: u.input ?? 0, output: u.output ?? 0, cacheRead: u.cacheRead ?? 0, cacheWrite: u.cacheWrite ?? 0 };
-    return u.costUsd == null ? { type: 'usage', usage } : { type: 'usage', usage, costUsd: u.costUsd };
+    const usage = usageOf({ input: u.input, output: u.output, cacheRead: u.cacheRead, cacheWrite: u.cacheWrite, reasoning: u.reasoning });
+    const cost = u.costUsd == null ? {} : { costUsd: u.costUsd };
+    // A call of an earlier attempt, re-reported because its acknowledgement never came.
+    if (u.attempt && u.attempt !== state.attemptId) {
+      if (u.call == null || u.turn == null) return this.malformedTerminal(line, 'usage', 'a re-reported call needs its attempt, turn and call');
+      return { type: 'usage', usage, ...cost, recovered: { attemptId: u.attempt, turn: u.turn, call: u.call } };
+    }
+    return { type: 'usage', usage, ...cost, ...(u.call != null ? { call: u.call } : {}) };
   }
 
   private mapComplete(json: unknown, line: string): Mapped {
@@ -184,9 +208,10 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
     return [{ type: 'session', sessionId, resumed: resumed ?? undefined, model: model ?? undefined }, complete];
   }
 
-  /** A terminal line with bad fields still ends the turn, with an error that says what was wrong. */
-  private malformedTerminal(line: string, type: 'complete' | 'error'): HarnessEvent {
+  /** A terminal (or usage) line with bad fields ends the turn, with an error that says what was wrong. */
+  private malformedTerminal(line: string, type: 'complete' | 'error' | 'usage', problem?: string): HarnessEvent {
     const shown = line.length > 200 ? `${line.slice(0, 200)}…` : line;
-    return { type: 'session-error', code: 'protocol-error', message: `The harness printed a malformed "${type}" line (see docs/stdio-json.md): ${shown}` };
+    const why = problem ? ` (${problem})` : '';
+    return { type: 'session-error', code: 'protocol-error', message: `The harness printed a malformed "${type}" line${why} (see docs/stdio-json.md): ${shown}` };
   }
 }

@@ -28,13 +28,25 @@ export const permissionLine = z.object({
   /** The harness runs the `input` of an allowing answer instead of its own (so edits can be native). */
   editable: z.boolean().nullish(),
 });
-export const usageLine = z.object({
+/**
+ * Strict, unlike the other lines: a misspelt count (`input_tokens`, `outputTokens`) would otherwise vanish and the
+ * tokens count as nothing, so any field not listed here makes the line a protocol error.
+ */
+export const usageLine = z.strictObject({
   type: z.literal('usage'),
   input: count.nullish(),
   output: count.nullish(),
   cacheRead: count.nullish(),
   cacheWrite: count.nullish(),
+  reasoning: count.nullish(),
   costUsd: count.nullish(),
+  /** The harness's number for this call within its attempt (1, 2, …): makes a re-report idempotent. */
+  call: z.number().int().positive().nullish(),
+  /** Re-reports only: the attempt (from its request's `attempt`) and turn the call belongs to. */
+  attempt: z.string().min(1).nullish(),
+  turn: z.number().int().positive().nullish(),
+  /** The vendor's own usage object, if the harness passes it on: opaque, never counted (the fields above are). */
+  raw: z.unknown().optional(),
 });
 export const completeLine = z.object({
   type: z.literal('complete'),
@@ -78,11 +90,23 @@ export const turnRequest = z.strictObject({
   turn: z.number().int().positive(),
   systemPrompt: z.string().nullable(),
   sessionId: z.string().nullable(),
+  /** Only when true: continue `sessionId` in a NEW session branched from it, leaving it as it was. */
+  fork: z.literal(true).optional(),
+  /** The ledger id of this attempt: usage lines the harness re-reports later carry it (see `usage-ack`). */
+  attempt: z.string().optional(),
   model: z.string().nullable(),
   workspace: z.string(),
   permissions: z.enum(['strict', 'auto', 'dangerous']),
 });
 export type TurnRequest = z.infer<typeof turnRequest>;
+
+/** Runtime → harness: a usage line is durable in the ledger; the harness need never re-report it. */
+export const usageAck = z.strictObject({
+  type: z.literal('usage-ack'),
+  attempt: z.string(),
+  call: z.number().int().positive(),
+});
+export type UsageAck = z.infer<typeof usageAck>;
 
 /** Runtime → harness: the answer to a `permission` line. */
 export const permissionResponse = z.strictObject({

@@ -6,6 +6,12 @@ import type { SandboxExecutor } from '../sandbox/types.js';
 export interface Capabilities {
   /** Can continue a session natively; if false the workflow replays the conversation each turn. */
   readonly sessionResume: boolean;
+  /**
+   * Can branch a session into a new one (the CLI's own fork). Resumed turns then fork the session they continue,
+   * so a retried attempt starts again from the state before the failed one instead of feeding the prompt twice.
+   * Absent = false: a retry resumes the session as the failed attempt left it.
+   */
+  readonly sessionFork?: boolean;
   /** Has a structured-output mode for the envelope; if false the feedback loop does the work. */
   readonly structuredOutput: boolean;
   /** Reports token usage; if false the cost guardrail is blind. */
@@ -28,15 +34,19 @@ export interface PermissionReport {
   readonly note?: string;
 }
 
-/** Token usage of one turn, normalised: `input` excludes cached tokens. */
+/**
+ * Token usage, normalised. A field is `undefined` when the harness did not say: unknown is not zero.
+ * `input` excludes cached tokens; `output` excludes `reasoning` (thinking tokens, billed as output) where the
+ * harness reports them apart; a harness that folds thinking into its output count leaves `reasoning` undefined.
+ * Read and combine it only through src/workflows/usage.ts (`addUsage`, `totalTokens`, `usageKnown`, …).
+ */
 export interface Usage {
-  readonly input: number;
-  readonly output: number;
-  readonly cacheRead: number;
-  readonly cacheWrite: number;
+  readonly input?: number | undefined;
+  readonly output?: number | undefined;
+  readonly cacheRead?: number | undefined;
+  readonly cacheWrite?: number | undefined;
+  readonly reasoning?: number | undefined;
 }
-
-export const zeroUsage: Usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
 
 /** Everything an adapter needs to launch a session; no secrets other than `env`. */
 export interface HarnessSessionConfig {
@@ -69,6 +79,8 @@ export interface TurnInput {
   readonly prompt: string;
   /** 1-based turn number within the run. */
   readonly turn: number;
+  /** The ledger id of this turn attempt, for harnesses that acknowledge usage (stdio-JSON `usage-ack`). */
+  readonly attemptId?: string;
   readonly signal?: AbortSignal;
   /**
    * Decides the harness's permission requests (policy, then a human). With an interactive gate an adapter that
@@ -106,8 +118,23 @@ export type HarnessEvent =
       readonly edited: boolean;
       readonly message?: string;
     }
-  /** Usage so far in this turn (incremental: the fold adds them up), and the harness's own cost when it gives one. */
-  | { readonly type: 'usage'; readonly usage: Usage; readonly costUsd?: number }
+  /**
+   * Usage of one model call, or of the calls since the last usage event (incremental: the fold adds them up),
+   * and the harness's own cost for them when it gives one. An all-`undefined` usage says "tokens were spent and
+   * the harness did not say how many".
+   */
+  | {
+      readonly type: 'usage';
+      readonly usage: Usage;
+      readonly costUsd?: number;
+      /** The harness's own number for this call within its attempt (stdio-JSON `call`), used as the ledger's. */
+      readonly call?: number;
+      /**
+       * A call of an EARLIER attempt whose usage the runtime never acknowledged (its worker died before recording
+       * it), re-reported by the harness's next process: recorded under that attempt, at most once.
+       */
+      readonly recovered?: { readonly attemptId: string; readonly turn: number; readonly call: number };
+    }
   /** The harness's session identity, whether it resumed, and the model it says it used. */
   | { readonly type: 'session'; readonly sessionId: string; readonly resumed?: boolean; readonly model?: string }
   /** Terminal: the turn ended; `text` holds the raw envelope text. */
@@ -139,6 +166,11 @@ export interface HarnessAdapter {
   runTurn(input: TurnInput): AsyncIterable<HarnessEvent>;
   /** Answers a permission request; a no-op for adapters without hooks. */
   respond(requestId: string, decision: { allow: boolean; message?: string; editedInput?: unknown }): Promise<void>;
+  /**
+   * Tells the harness a usage event is durable in the ledger (stdio-JSON `usage-ack`), so it never re-reports it;
+   * optional, a no-op for harnesses without acknowledgements.
+   */
+  acknowledgeUsage?(ack: { attemptId: string; call: number }): Promise<void>;
   /** Whether the last turn really continued the previous session. */
   readonly resumed: boolean;
   /** The model the harness reported for the last turn, if it reports one. */

@@ -6,6 +6,7 @@ const name = z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'use lowercase letters, 
 
 export const capabilitiesSchema = z.strictObject({
   sessionResume: z.boolean().optional(),
+  sessionFork: z.boolean().optional(),
   structuredOutput: z.boolean().optional(),
   usageReporting: z.boolean().optional(),
   permissionHooks: z.boolean().optional(),

@@ -10,7 +10,7 @@ import {
   isGrpcServiceError,
 } from '@temporalio/client';
 import { CatalogError } from '../catalog/index.js';
-import { InvalidRunInputError, RunRejectedError, createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
+import { InvalidRunInputError, RunIdTakenError, RunRejectedError, createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
 import { PayloadKeyConfigError, dataConverterFromEnvironment, payloadCodecFromEnvironment, startCodecServer } from '../codec/index.js';
 import { LedgerConfigError } from '../ledger/index.js';
 import { ObservabilityConfigError } from '../observability/index.js';
@@ -24,6 +24,7 @@ import { escapeControl } from './escape.js';
 import { CliError, ExitCodes, exitCodeForResult, exitCodeForState, exitCodeTable, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
+import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
 import { openLedgerIfPresent, resolveSettings, type Settings } from './settings.js';
 
@@ -270,7 +271,11 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
     } catch (e) {
       if (e instanceof WorkflowNotFoundError) throw e;
     }
-  } else {
+  }
+  // The books: the ledger's totals over every attempt (failed ones included) and whether it can be written.
+  const ledger = openLedgerIfPresent(s);
+  const books = await ledgerStatus(run, ledger).finally(() => ledger?.close());
+  if (description.status.name !== 'RUNNING') {
     // Ended: the result is in history, no worker needed. A terminated or timed-out run has none: its status query
     // would answer the state it was in, so Temporal's own status says how it ended.
     const agent = String(description.searchAttributes?.DurableHarnessAgent?.[0] ?? '');
@@ -278,19 +283,21 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
       view = viewFromResult(await run.result(), agent);
     } catch (e) {
       const message = `run ${id} ended ${description.status.name}: ${escapeControl(((e as Error).cause as Error | undefined)?.message ?? (e as Error).message)}`;
-      if (flags.json) jsonLine({ workflowId: id, status: description.status.name.toLowerCase(), temporalStatus: description.status.name, message });
-      else out(message);
+      if (flags.json) jsonLine({ workflowId: id, status: description.status.name.toLowerCase(), temporalStatus: description.status.name, message, ledger: books });
+      else for (const line of [message, ...ledgerStatusLines(books)]) out(line);
       return exitCodeForClosed(description.status.name);
     }
   }
   if (!view) {
     const status = String(description.searchAttributes?.DurableHarnessStatus?.[0] ?? 'unknown');
-    throw new CliError(noWorkerMessage(s, `run ${id} is open (DurableHarnessStatus ${status}) but no worker answered its status query within 3 s`), ExitCodes.noWorker);
+    const problem = books.problem ? ` (ledger NOT WRITABLE: ${books.problem})` : '';
+    throw new CliError(noWorkerMessage(s, `run ${id} is open (DurableHarnessStatus ${status}) but no worker answered its status query within 3 s${problem}`), ExitCodes.noWorker);
   }
-  if (flags.json) out(JSON.stringify(view, null, 2));
+  if (flags.json) out(JSON.stringify({ ...view, ledger: books }, null, 2));
   else {
     out(progressLine(view));
     for (const line of permissionLines(view, id, commandLine(flags))) out(line);
+    for (const line of ledgerStatusLines(books)) out(line);
     if (humanStates.has(view.state)) out(needsHumanText(view, id, flags));
   }
   return exitCodeForState(view.state);
@@ -482,6 +489,7 @@ export function exitFor(e: unknown): { code: ExitCode; message: string } {
     e instanceof CatalogError ||
     e instanceof CatalogMismatchError ||
     e instanceof InvalidRunInputError ||
+    e instanceof RunIdTakenError ||
     e instanceof PayloadKeyConfigError ||
     e instanceof ObservabilityConfigError ||
     e instanceof LedgerConfigError

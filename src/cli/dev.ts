@@ -14,6 +14,7 @@ import { loadCatalog, watchCatalogFile, type Catalog } from '../catalog/index.js
 import { createAgentClient, startAgentRun } from '../client/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
 import { reapClosedRunContainers } from '../worker.js';
+import { reconcileClosedRuns } from '../temporal/reconcile-runs.js';
 import { roundUsd } from '../workflows/money.js';
 import type { AgentRunResult } from '../workflows/types.js';
 import { startEmbeddedTemporal } from './embedded-temporal.js';
@@ -117,6 +118,8 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
   }
   const removed = await reapClosedRunContainers(placed.deps, client);
   if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
+  const reconciled = await reconcileClosedRuns(placed.deps.ledger, client, out);
+  if (reconciled.length) out(`closed ${reconciled.length} run(s) Temporal terminated or timed out in the ledger: ${reconciled.map((r) => `${r.workflowId} (${r.status})`).join(', ')}`);
   out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
   out(placed.worker.hostQueue ? `host queue: ${placed.worker.hostQueue} (runs with a local workspace on this worker come back here; docs/multi-host.md)` : 'host affinity: off (DURABLE_HARNESS_HOST_AFFINITY)');
   const running = placed.run();

@@ -37,7 +37,7 @@ export type ExitCode = (typeof ExitCodes)[keyof typeof ExitCodes];
 export const exitCodeTable: readonly (readonly [ExitCode, string])[] = [
   [ExitCodes.succeeded, 'the run succeeded, or the command did what it was asked'],
   [ExitCodes.internal, 'an unexpected error (a bug: please report it with the message)'],
-  [ExitCodes.usage, 'bad usage or configuration: unknown command/flag, missing argument, broken catalog, unknown agent, harness or run id, a missing credential'],
+  [ExitCodes.usage, 'bad usage or configuration: unknown command/flag, missing argument, broken catalog, unknown agent, harness or run id, a run id already taken, a missing credential'],
   [ExitCodes.unavailable, 'Temporal is unreachable'],
   [ExitCodes.noWorker, 'no worker polls the task queue, or none picks up the run'],
   [ExitCodes.rejected, "the run's state rejects the command (reason printed), or the run has already ended"],

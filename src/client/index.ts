@@ -1,8 +1,7 @@
 /** A typed client for services: start agent runs and operate them (status, cancel, retry, reply). */
 import { randomUUID } from 'node:crypto';
-import { Client, WorkflowFailedError, WorkflowNotFoundError, WorkflowUpdateFailedError, type ConnectionLike, type WorkflowHandle } from '@temporalio/client';
-import { CancelledFailure } from '@temporalio/common';
-import type { DataConverter } from '@temporalio/common';
+import { Client, WorkflowExecutionAlreadyStartedError, WorkflowFailedError, WorkflowNotFoundError, WorkflowUpdateFailedError, type ConnectionLike, type WorkflowHandle } from '@temporalio/client';
+import { CancelledFailure, WorkflowIdReusePolicy, type DataConverter } from '@temporalio/common';
 import { dataConverterFromEnvironment } from '../codec/keys.js';
 import { z } from 'zod';
 import { previewOf } from '../blobs/text-ref.js';
@@ -45,6 +44,23 @@ export type StartAgentRunInput = AgentRunInput & {
 /** Raised for input a run cannot start with; the message says what to fix. */
 export class InvalidRunInputError extends Error {
   override readonly name = 'InvalidRunInputError';
+}
+
+/**
+ * Raised when a start names a run id that already exists, running or ended: run ids are never reused, so two runs
+ * can never share one history or one ledger row.
+ */
+export class RunIdTakenError extends Error {
+  override readonly name = 'RunIdTakenError';
+  constructor(
+    readonly workflowId: string,
+    readonly existingStatus: string | undefined,
+  ) {
+    super(
+      `run id "${workflowId}" is already taken by a ${existingStatus ? `${existingStatus.toLowerCase()} ` : ''}run; run ids are never reused. ` +
+        'Choose another id, or leave it out to get a fresh one.',
+    );
+  }
 }
 
 /** Operations on one run. */
@@ -176,18 +192,30 @@ export async function startAgentRun(client: Client, input: StartAgentRunInput): 
   }
   const { workflowId, taskQueue, eager, ...rest } = input;
   const args: AgentRunInput = { ...rest };
-  const handle = await client.workflow.start<typeof agentRun>('agentRun', {
-    taskQueue: taskQueue ?? defaultTaskQueue,
-    workflowId: workflowId ?? `run-${input.agent}-${randomUUID().slice(0, 8)}`,
-    args: [args],
-    ...(eager ? { requestEagerStart: true } : {}),
-    staticSummary: `${input.agent}: ${previewOf(input.task, 100)}`,
-    typedSearchAttributes: [
-      { key: agentAttribute, value: input.agent },
-      { key: tenantAttribute, value: input.identity.tenantId },
-      { key: statusAttribute, value: 'starting' },
-    ],
-  });
+  const id = workflowId ?? `run-${input.agent}-${randomUUID().slice(0, 8)}`;
+  const handle = await client.workflow
+    .start<typeof agentRun>('agentRun', {
+      taskQueue: taskQueue ?? defaultTaskQueue,
+      workflowId: id,
+      // An id is one run for ever: a start with an id that exists, open or closed, is refused.
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      args: [args],
+      ...(eager ? { requestEagerStart: true } : {}),
+      staticSummary: `${input.agent}: ${previewOf(input.task, 100)}`,
+      typedSearchAttributes: [
+        { key: agentAttribute, value: input.agent },
+        { key: tenantAttribute, value: input.identity.tenantId },
+        { key: statusAttribute, value: 'starting' },
+      ],
+    })
+    .catch(async (err: unknown) => {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      const status = await client.workflow
+        .getHandle(id)
+        .describe()
+        .then((d) => d.status.name, () => undefined);
+      throw new RunIdTakenError(id, status);
+    });
   return new AgentRunHandle(handle);
 }
 

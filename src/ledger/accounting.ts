@@ -10,7 +10,7 @@ export interface CatalogLookup {
 }
 
 /** Names every id of `row` that does not resolve, so the operator knows which catalog entry to fix. */
-export function unresolvedAccounting(row: PromptRunRecord, found: CatalogLookup): string[] {
+export function unresolvedAccounting(row: Pick<PromptRunRecord, 'workflowId' | 'turn' | 'promptId' | 'modelId' | 'vendorId'>, found: CatalogLookup): string[] {
   const problems: string[] = [];
   const where = `prompt run for ${row.workflowId} turn ${row.turn}`;
   if (!found.promptExists) {

@@ -1,29 +1,71 @@
 /**
  * The run ledger in PostgreSQL (node-postgres), for several workers on several hosts: the same contract as the
  * SQLite ledger. Selected by DATABASE_URL (see ./open.ts). Migrations run on open, under an advisory lock.
+ *
+ * Rows are keyed by (workflow_id, run_id) like SQLite's; a call without a run id (or with one the ledger does not
+ * know) resolves to the latest run of the workflow id inside the statement itself (`runOf`), so it costs no extra
+ * round trip. A write the server cannot take (read-only, unreachable, out of space) raises a LedgerFaultError that
+ * writers retry, and `health()` says why.
  */
 import pg from 'pg';
 import { unresolvedAccounting } from './accounting.js';
 import { migrate, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
-import { approvalColumns, approvalFromRow, decisionColumns, eventFromRow, promptRunFromRow, runFromRow, stepFromRow, toJson, type Row, type RunView } from './rows.js';
+import { totalsOf } from './cost.js';
 import {
+  approvalColumns,
+  approvalFromRow,
+  decisionColumns,
+  eventFromRow,
+  promptRunsFromRows,
+  runFromRow,
+  stepFromRow,
+  toJson,
+  usageColumns,
+  type Row,
+} from './rows.js';
+import {
+  LedgerFaultError,
   UnresolvedAccountingError,
   type ApprovalDecisionInput,
   type ApprovalRecord,
   type ApprovalStatus,
-  type NewApproval,
+  type AttemptFinish,
+  type AttemptStart,
   type CatalogEntries,
   type Ledger,
   type LedgerEvent,
+  type LedgerHealth,
+  type NewApproval,
   type PromptRunRecord,
   type RunRecord,
   type RunStatus,
   type BlobRecord,
   type RunStepRecord,
+  type RunTotals,
+  type RunView,
+  type UsageRecord,
 } from './types.js';
 
 const DEFAULT_EVENT_PAGE = 100;
 const MAX_EVENT_PAGE = 1000;
+
+/**
+ * SQL for "the run a row belongs to", given the workflow id as `$w` and the run id (or NULL) as `$r`: that run if
+ * the ledger knows it, else the latest run of the workflow id, else the given id (or '').
+ */
+function runOf(w: string, r: string): string {
+  return `COALESCE((SELECT run_id FROM runs WHERE workflow_id = ${w} ORDER BY (run_id = ${r}::text) DESC NULLS LAST, seq DESC LIMIT 1), ${r}::text, '')`;
+}
+
+/** SQLSTATE classes and codes that mean "this write cannot land now" rather than a bug in the statement. */
+function faultKind(err: unknown): 'LedgerReadOnly' | 'LedgerUnavailable' | undefined {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string') return undefined;
+  if (code === '25006') return 'LedgerReadOnly'; // read_only_sql_transaction (a hot standby, default_transaction_read_only)
+  // connection exceptions, insufficient resources (disk full), operator intervention (shutdown), system errors
+  if (/^(08|53|57P|58)/.test(code) || /^E[A-Z]+$/.test(code)) return 'LedgerUnavailable';
+  return undefined;
+}
 
 export interface PostgresLedgerOptions {
   /** postgres://user:password@host:port/database (`?options=-c search_path=NAME` picks a schema). */
@@ -48,12 +90,15 @@ export class PostgresLedger implements Ledger {
   /** Resolves once the schema is migrated; every call waits for it. */
   readonly ready: Promise<void>;
   private closed = false;
+  private readonly location: string;
+  private lastFault: LedgerFaultError | undefined;
 
   private constructor(options: PostgresLedgerOptions) {
     this.pool = new pg.Pool({ connectionString: options.connectionString, max: options.maxConnections ?? 10 });
     // An idle client that loses its server must not crash the worker; the next query reconnects.
     this.pool.on('error', () => undefined);
     const where = redactDatabaseUrl(options.connectionString);
+    this.location = where;
     this.ready = migrate(this.pool).then(
       () => undefined,
       (e: Error) => {
@@ -85,6 +130,63 @@ export class PostgresLedger implements Ledger {
     return this.pool.query<R>(text, values);
   }
 
+  /** Runs a write; server faults become LedgerFaultErrors (writers retry them), remembered for `health`. */
+  private async write<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.closed) throw new LedgerFaultError('LedgerUnavailable', 'the ledger is closed');
+    try {
+      const out = await fn();
+      this.lastFault = undefined;
+      return out;
+    } catch (err) {
+      const kind = faultKind(err);
+      if (!kind) throw err;
+      const why = kind === 'LedgerReadOnly' ? 'is read-only' : 'cannot be written';
+      const fault = new LedgerFaultError(
+        kind,
+        `the PostgreSQL ledger at ${this.location} ${why} (${(err as { code?: string }).code}: ${(err as Error).message}); writes wait and retry until it can be written again.`,
+        { cause: err },
+      );
+      this.lastFault = fault;
+      throw fault;
+    }
+  }
+
+  /** Runs `fn` in one transaction on one pooled client. */
+  private async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    await this.ready;
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const out = await fn(client);
+      await client.query('COMMIT');
+      return out;
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw e;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** The run id rows of `workflowId` belong to (see `runOf`). */
+  private async resolveRun(workflowId: string, runId?: string): Promise<string> {
+    const { rows } = await this.query<{ run_id: string }>(`SELECT ${runOf('$1', '$2')} AS run_id`, [workflowId, runId ?? null]);
+    return rows[0]!.run_id;
+  }
+
+  async health(): Promise<LedgerHealth> {
+    const location = this.location;
+    if (this.closed) return { ok: false, location, problem: 'the ledger is closed' };
+    try {
+      const { rows } = await this.query<{ ro: string }>(`SELECT current_setting('transaction_read_only') AS ro`);
+      if (rows[0]?.ro === 'on') return { ok: false, location, problem: `the PostgreSQL ledger at ${location} is read-only (a standby, or default_transaction_read_only); writes wait and retry` };
+    } catch (err) {
+      return { ok: false, location, problem: `the PostgreSQL ledger at ${location} cannot be reached: ${(err as Error).message}` };
+    }
+    if (this.lastFault) return { ok: false, location, problem: this.lastFault.message };
+    return { ok: true, location };
+  }
+
   /** The migrated schema version. */
   async schemaVersion(): Promise<number> {
     const { rows } = await this.query<{ v: number }>('SELECT max(version) AS v FROM ledger_migrations');
@@ -92,10 +194,8 @@ export class PostgresLedger implements Ledger {
   }
 
   async syncCatalog(entries: CatalogEntries): Promise<void> {
-    await this.ready;
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await this.write(() =>
+      this.transaction(async (client) => {
       for (const v of entries.vendors) {
         await client.query(
           `INSERT INTO vendors (id, name, updated_at) VALUES ($1, $2, now())
@@ -117,107 +217,203 @@ export class PostgresLedger implements Ledger {
           [p.id, p.name, p.text],
         );
       }
-      await client.query('COMMIT');
-    } catch (e) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw e;
-    } finally {
-      client.release();
-    }
-  }
-
-  async startRun(run: RunRecord): Promise<void> {
-    await this.query(
-      `INSERT INTO runs (workflow_id, run_id, agent, harness, tenant_id, user_id, task, parent_workflow_id, status, started_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', now())
-       ON CONFLICT (workflow_id) DO NOTHING`,
-      [run.workflowId, run.runId, run.agent, run.harness, run.tenantId, run.userId, run.task, run.parentWorkflowId ?? null],
+      }),
     );
   }
 
-  async finishRun(workflowId: string, status: RunStatus, result: unknown): Promise<void> {
-    await this.query(`UPDATE runs SET status = $2, result_json = $3, finished_at = now() WHERE workflow_id = $1`, [workflowId, status, toJson(result)]);
+  async startRun(run: RunRecord): Promise<{ created: boolean }> {
+    const result = await this.write(() =>
+      this.query(
+        `INSERT INTO runs (workflow_id, run_id, agent, harness, tenant_id, user_id, task, parent_workflow_id, status, started_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'running', now())
+         ON CONFLICT (workflow_id, run_id) DO NOTHING`,
+        [run.workflowId, run.runId, run.agent, run.harness, run.tenantId, run.userId, run.task, run.parentWorkflowId ?? null],
+      ),
+    );
+    return { created: (result.rowCount ?? 0) > 0 };
   }
 
-  async setRunStatus(workflowId: string, status: RunStatus): Promise<void> {
-    await this.query(`UPDATE runs SET status = $2 WHERE workflow_id = $1`, [workflowId, status]);
+  async finishRun(workflowId: string, status: RunStatus, result: unknown, runId?: string): Promise<void> {
+    await this.write(() =>
+      this.query(`UPDATE runs SET status = $3, result_json = $4, finished_at = now() WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')}`, [
+        workflowId,
+        runId ?? null,
+        status,
+        toJson(result),
+      ]),
+    );
   }
 
-  async setExternalSessionId(workflowId: string, sessionId: string): Promise<void> {
-    await this.query(`UPDATE runs SET external_session_id = $2 WHERE workflow_id = $1`, [workflowId, sessionId]);
+  async setRunStatus(workflowId: string, status: RunStatus, runId?: string): Promise<void> {
+    await this.write(() => this.query(`UPDATE runs SET status = $3 WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')}`, [workflowId, runId ?? null, status]));
   }
 
-  async getRun(workflowId: string): Promise<RunView | undefined> {
-    const { rows } = await this.query(`SELECT * FROM runs WHERE workflow_id = $1`, [workflowId]);
+  async setExternalSessionId(workflowId: string, sessionId: string, runId?: string): Promise<void> {
+    await this.write(() =>
+      this.query(`UPDATE runs SET external_session_id = $3 WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')}`, [workflowId, runId ?? null, sessionId]),
+    );
+  }
+
+  async getRun(workflowId: string, runId?: string): Promise<RunView | undefined> {
+    const { rows } = await this.query(`SELECT * FROM runs WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')}`, [workflowId, runId ?? null]);
     return rows[0] ? runFromRow(rows[0]) : undefined;
   }
 
-  async recordPromptRun(row: PromptRunRecord): Promise<{ inserted: boolean }> {
+  async listRuns(workflowId: string): Promise<RunView[]> {
+    const { rows } = await this.query(`SELECT * FROM runs WHERE workflow_id = $1 ORDER BY seq`, [workflowId]);
+    return rows.map(runFromRow);
+  }
+
+  async listOpenRuns(limit = 100): Promise<RunView[]> {
+    const { rows } = await this.query(`SELECT * FROM runs WHERE finished_at IS NULL ORDER BY seq LIMIT $1`, [Math.max(1, Math.floor(limit))]);
+    return rows.map(runFromRow);
+  }
+
+  /** Names every id of `start` that does not resolve, so the operator knows which catalog entry to fix. */
+  private async unresolved(start: AttemptStart): Promise<string[]> {
     const { rows } = await this.query<{ prompt: boolean; model_vendor: string | null; vendor: boolean }>(
       `SELECT EXISTS (SELECT 1 FROM prompts WHERE id = $1) AS prompt,
               (SELECT vendor_id FROM models WHERE id = $2) AS model_vendor,
               EXISTS (SELECT 1 FROM vendors WHERE id = $3) AS vendor`,
-      [row.promptId, row.modelId, row.vendorId],
+      [start.promptId, start.modelId, start.vendorId],
     );
     const found = rows[0]!;
-    const problems = unresolvedAccounting(row, { promptExists: found.prompt, modelVendor: found.model_vendor ?? undefined, vendorExists: found.vendor });
+    return unresolvedAccounting(start, { promptExists: found.prompt, modelVendor: found.model_vendor ?? undefined, vendorExists: found.vendor });
+  }
+
+  async beginAttempt(start: AttemptStart): Promise<{ inserted: boolean }> {
+    const problems = await this.unresolved(start);
     if (problems.length > 0) throw new UnresolvedAccountingError(problems.join('; '));
-    const result = await this.query(
-      `INSERT INTO prompt_runs (workflow_id, turn, prompt_id, model_id, vendor_id, reported_model,
-         input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_source,
-         external_session_id, resumed, duration_ms, input, output, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, now())
-       ON CONFLICT (workflow_id, turn) DO NOTHING`,
-      [
-        row.workflowId,
-        row.turn,
-        row.promptId,
-        row.modelId,
-        row.vendorId,
-        row.reportedModel ?? null,
-        row.usage.input,
-        row.usage.output,
-        row.usage.cacheRead,
-        row.usage.cacheWrite,
-        row.costUsd,
-        row.costSource,
-        row.externalSessionId ?? null,
-        row.resumed,
-        Math.round(row.durationMs),
-        row.input,
-        row.output,
-      ],
+    const inserted = await this.write(() =>
+      this.transaction(async (client) => {
+        const { rows } = await client.query<{ run_id: string }>(`SELECT ${runOf('$1', '$2')} AS run_id`, [start.workflowId, start.runId ?? null]);
+        const runId = rows[0]!.run_id;
+        const keys = [start.workflowId, runId, start.turn, start.attemptId];
+        // Earlier attempts of the turn still running lost their worker; any earlier attempt's output is not used.
+        await client.query(
+          `UPDATE attempts SET status = 'lost', finished_at = now()
+           WHERE workflow_id = $1 AND run_id = $2 AND turn = $3 AND attempt_id <> $4 AND status = 'running'`,
+          keys,
+        );
+        await client.query(
+          `UPDATE attempts SET output_used = false
+           WHERE workflow_id = $1 AND run_id = $2 AND turn = $3 AND attempt_id <> $4 AND output_used`,
+          keys,
+        );
+        const result = await client.query(
+          `INSERT INTO attempts (workflow_id, run_id, turn, attempt_id, attempt, status, priced, prompt_id, model_id, vendor_id, input, started_at)
+           VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $10, now())
+           ON CONFLICT (workflow_id, run_id, attempt_id) DO NOTHING`,
+          [...keys, start.attempt, start.priced, start.promptId, start.modelId, start.vendorId, start.input],
+        );
+        return (result.rowCount ?? 0) > 0;
+      }),
+    );
+    return { inserted };
+  }
+
+  async recordUsage(row: UsageRecord): Promise<{ inserted: boolean }> {
+    const u = usageColumns(row.usage);
+    const result = await this.write(() =>
+      this.query(
+        `INSERT INTO model_calls (workflow_id, run_id, attempt_id, turn, call, input_tokens, output_tokens, cache_read_tokens,
+           cache_write_tokens, reasoning_tokens, price_usd, harness_cost_usd, at)
+         VALUES ($1, ${runOf('$1', '$2')}, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now())
+         ON CONFLICT (workflow_id, run_id, attempt_id, call) DO NOTHING`,
+        [
+          row.workflowId,
+          row.runId ?? null,
+          row.attemptId,
+          row.turn,
+          row.call,
+          u.input,
+          u.output,
+          u.cacheRead,
+          u.cacheWrite,
+          u.reasoning,
+          row.priceUsd ?? null,
+          row.harnessCostUsd ?? null,
+        ],
+      ),
     );
     return { inserted: (result.rowCount ?? 0) > 0 };
   }
 
-  async listPromptRuns(workflowId: string): Promise<PromptRunRecord[]> {
-    const { rows } = await this.query(`SELECT * FROM prompt_runs WHERE workflow_id = $1 ORDER BY turn`, [workflowId]);
-    return rows.map(promptRunFromRow);
+  async finishAttempt(finish: AttemptFinish): Promise<{ updated: boolean }> {
+    // `status = 'running'` is re-checked after waiting on a concurrent finish's row lock, so only the first lands.
+    const result = await this.write(() =>
+      this.query(
+        `UPDATE attempts SET status = $4, output_used = $5, output = $6, error = $7, reported_model = $8, external_session_id = $9,
+           resumed = $10, duration_ms = $11, usage_missing = $12, finished_at = now()
+         WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} AND attempt_id = $3 AND status = 'running'`,
+        [
+          finish.workflowId,
+          finish.runId ?? null,
+          finish.attemptId,
+          finish.status,
+          finish.outputUsed,
+          finish.output,
+          finish.error ?? null,
+          finish.reportedModel ?? null,
+          finish.externalSessionId ?? null,
+          finish.resumed,
+          Math.round(finish.durationMs),
+          finish.usageMissing === true,
+        ],
+      ),
+    );
+    return { updated: (result.rowCount ?? 0) > 0 };
+  }
+
+  /** Attempts and their calls, folded into prompt-run views. */
+  private async promptRuns(workflowId: string, runId: string | undefined): Promise<PromptRunRecord[]> {
+    const run = await this.resolveRun(workflowId, runId);
+    const [attempts, calls] = await Promise.all([
+      this.query(`SELECT * FROM attempts WHERE workflow_id = $1 AND run_id = $2 ORDER BY turn, id`, [workflowId, run]),
+      this.query(`SELECT * FROM model_calls WHERE workflow_id = $1 AND run_id = $2 ORDER BY id`, [workflowId, run]),
+    ]);
+    return promptRunsFromRows(attempts.rows, calls.rows);
+  }
+
+  async listPromptRuns(workflowId: string, runId?: string): Promise<PromptRunRecord[]> {
+    return this.promptRuns(workflowId, runId);
+  }
+
+  async runTotals(workflowId: string, runId?: string, options: { turn?: number } = {}): Promise<RunTotals> {
+    const rows = (await this.promptRuns(workflowId, runId)).filter((r) => options.turn === undefined || r.turn === options.turn);
+    return totalsOf(rows);
   }
 
   async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
-    const result = await this.query(
-      `INSERT INTO run_steps (workflow_id, seq, turn, type, payload_json, created_at) VALUES ($1, $2, $3, $4, $5, now())
-       ON CONFLICT (workflow_id, seq) DO NOTHING`,
-      [step.workflowId, step.seq, step.turn, step.type, toJson(step.payload)],
+    const result = await this.write(() =>
+      this.query(
+        `INSERT INTO run_steps (workflow_id, run_id, seq, turn, type, payload_json, created_at) VALUES ($1, ${runOf('$1', '$2')}, $3, $4, $5, $6, now())
+         ON CONFLICT (workflow_id, run_id, seq) DO NOTHING`,
+        [step.workflowId, step.runId ?? null, step.seq, step.turn, step.type, toJson(step.payload)],
+      ),
     );
     return { inserted: (result.rowCount ?? 0) > 0 };
   }
 
-  async getStep(workflowId: string, seq: number): Promise<RunStepRecord | undefined> {
-    const { rows } = await this.query(`SELECT * FROM run_steps WHERE workflow_id = $1 AND seq = $2`, [workflowId, seq]);
+  async getStep(workflowId: string, seq: number, runId?: string): Promise<RunStepRecord | undefined> {
+    const { rows } = await this.query(`SELECT * FROM run_steps WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} AND seq = $3`, [workflowId, runId ?? null, seq]);
     return rows[0] && stepFromRow(rows[0]);
   }
 
-  async completeStep(workflowId: string, seq: number, payload: unknown): Promise<void> {
-    await this.query(`UPDATE run_steps SET payload_json = $3 WHERE workflow_id = $1 AND seq = $2`, [workflowId, seq, toJson(payload)]);
+  async completeStep(workflowId: string, seq: number, payload: unknown, runId?: string): Promise<void> {
+    await this.write(() =>
+      this.query(`UPDATE run_steps SET payload_json = $4 WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} AND seq = $3`, [workflowId, runId ?? null, seq, toJson(payload)]),
+    );
   }
 
   async putBlob(blob: BlobRecord): Promise<void> {
-    await this.query(
-      `INSERT INTO blobs (hash, kind, bytes, content, created_at) VALUES ($1, $2, $3, $4, now()) ON CONFLICT (hash) DO NOTHING`,
-      [blob.hash, blob.kind, Buffer.byteLength(blob.content, 'utf8'), blob.content],
+    await this.write(() =>
+      this.query(`INSERT INTO blobs (hash, kind, bytes, content, created_at) VALUES ($1, $2, $3, $4, now()) ON CONFLICT (hash) DO NOTHING`, [
+        blob.hash,
+        blob.kind,
+        Buffer.byteLength(blob.content, 'utf8'),
+        blob.content,
+      ]),
     );
   }
 
@@ -226,15 +422,17 @@ export class PostgresLedger implements Ledger {
     return rows[0]?.content;
   }
 
-  async listSteps(workflowId: string): Promise<RunStepRecord[]> {
-    const { rows } = await this.query(`SELECT * FROM run_steps WHERE workflow_id = $1 ORDER BY seq`, [workflowId]);
+  async listSteps(workflowId: string, runId?: string): Promise<RunStepRecord[]> {
+    const { rows } = await this.query(`SELECT * FROM run_steps WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} ORDER BY seq`, [workflowId, runId ?? null]);
     return rows.map(stepFromRow);
   }
 
-  async appendEvent(workflowId: string, turn: number, type: string, data: unknown): Promise<number> {
-    const { rows } = await this.query<{ cursor: string }>(
-      `INSERT INTO events (workflow_id, turn, type, data_json, at) VALUES ($1, $2, $3, $4, now()) RETURNING cursor`,
-      [workflowId, turn, type, toJson(data)],
+  async appendEvent(workflowId: string, turn: number, type: string, data: unknown, runId?: string): Promise<number> {
+    const { rows } = await this.write(() =>
+      this.query<{ cursor: string }>(
+        `INSERT INTO events (workflow_id, run_id, turn, type, data_json, at) VALUES ($1, ${runOf('$1', '$2')}, $3, $4, $5, now()) RETURNING cursor`,
+        [workflowId, runId ?? null, turn, type, toJson(data)],
+      ),
     );
     return Number(rows[0]!.cursor);
   }
@@ -246,53 +444,66 @@ export class PostgresLedger implements Ledger {
   }
 
   async requestApproval(request: NewApproval): Promise<{ record: ApprovalRecord; created: boolean }> {
-    const c = approvalColumns(request);
+    const runId = await this.resolveRun(request.workflowId, request.runId);
+    const c = approvalColumns(request, runId);
     // One now() for requested_at and (when already decided) decided_at, as SQLite does. A concurrent insert of the
     // same id waits for the first to commit, then does nothing and reads the committed row below.
-    const inserted = await this.query(
-      `INSERT INTO approvals (workflow_id, request_id, turn, tool, kind, title, input_json, command, paths_json, status,
-         requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-         now(), $11, $12, CASE WHEN $10 = 'pending' THEN NULL ELSE now() END, $13, $14, $15)
-       ON CONFLICT (workflow_id, request_id) DO NOTHING
-       RETURNING *`,
-      [c.workflowId, c.requestId, c.turn, c.tool, c.kind, c.title, c.input, c.command, c.paths, c.status, c.expiresAt, c.decidedBy, c.editedInput, c.scope, c.message],
+    const inserted = await this.write(() =>
+      this.query(
+        `INSERT INTO approvals (workflow_id, run_id, request_id, turn, tool, kind, title, input_json, command, paths_json, status,
+           requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+           now(), $12, $13, CASE WHEN $11 = 'pending' THEN NULL ELSE now() END, $14, $15, $16)
+         ON CONFLICT (workflow_id, run_id, request_id) DO NOTHING
+         RETURNING *`,
+        [c.workflowId, c.runId, c.requestId, c.turn, c.tool, c.kind, c.title, c.input, c.command, c.paths, c.status, c.expiresAt, c.decidedBy, c.editedInput, c.scope, c.message],
+      ),
     );
     if (inserted.rows[0]) return { record: approvalFromRow(inserted.rows[0]), created: true };
-    const existing = await this.getApproval(request.workflowId, request.requestId);
+    const existing = await this.getApproval(request.workflowId, request.requestId, runId);
     return { record: existing!, created: false };
   }
 
-  async decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput): Promise<ApprovalRecord | undefined> {
+  async decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput, runId?: string): Promise<ApprovalRecord | undefined> {
+    const run = await this.resolveRun(workflowId, runId);
     const c = decisionColumns(decision);
     // `status = 'pending'` is re-checked after waiting on a concurrent decision's row lock, so only the first wins.
-    await this.query(
-      `UPDATE approvals SET status = $3, decided_by = $4, decided_at = now(), edited_input_json = $5, scope = $6, message = $7
-       WHERE workflow_id = $1 AND request_id = $2 AND status = 'pending'`,
-      [workflowId, requestId, c.status, c.decidedBy, c.editedInput, c.scope, c.message],
+    await this.write(() =>
+      this.query(
+        `UPDATE approvals SET status = $4, decided_by = $5, decided_at = now(), edited_input_json = $6, scope = $7, message = $8
+         WHERE workflow_id = $1 AND run_id = $2 AND request_id = $3 AND status = 'pending'`,
+        [workflowId, run, requestId, c.status, c.decidedBy, c.editedInput, c.scope, c.message],
+      ),
     );
-    return this.getApproval(workflowId, requestId);
+    return this.getApproval(workflowId, requestId, run);
   }
 
-  async getApproval(workflowId: string, requestId: string): Promise<ApprovalRecord | undefined> {
-    const { rows } = await this.query(`SELECT * FROM approvals WHERE workflow_id = $1 AND request_id = $2`, [workflowId, requestId]);
+  async getApproval(workflowId: string, requestId: string, runId?: string): Promise<ApprovalRecord | undefined> {
+    const { rows } = await this.query(`SELECT * FROM approvals WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} AND request_id = $3`, [
+      workflowId,
+      runId ?? null,
+      requestId,
+    ]);
     return rows[0] ? approvalFromRow(rows[0]) : undefined;
   }
 
-  async listApprovals(filter: { workflowId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
+  async listApprovals(filter: { workflowId?: string; runId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
     const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
     const { rows } = await this.query(
-      `SELECT * FROM approvals WHERE ($1::text IS NULL OR workflow_id = $1) AND ($2::text IS NULL OR status = $2) ORDER BY id LIMIT $3`,
-      [filter.workflowId ?? null, filter.status ?? null, limit],
+      `SELECT * FROM approvals WHERE ($1::text IS NULL OR (workflow_id = $1 AND run_id = ${runOf('$1', '$2')})) AND ($3::text IS NULL OR status = $3)
+       ORDER BY id LIMIT $4`,
+      [filter.workflowId ?? null, filter.runId ?? null, filter.status ?? null, limit],
     );
     return rows.map(approvalFromRow);
   }
 
-  async expireApprovals(workflowId: string, reason: string, turn?: number): Promise<number> {
-    const result = await this.query(
-      `UPDATE approvals SET status = 'expired', decided_by = $2, decided_at = now()
-       WHERE workflow_id = $1 AND status = 'pending' AND ($3::integer IS NULL OR turn = $3)`,
-      [workflowId, reason, turn ?? null],
+  async expireApprovals(workflowId: string, reason: string, turn?: number, runId?: string): Promise<number> {
+    const result = await this.write(() =>
+      this.query(
+        `UPDATE approvals SET status = 'expired', decided_by = $3, decided_at = now()
+         WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} AND status = 'pending' AND ($4::integer IS NULL OR turn = $4)`,
+        [workflowId, runId ?? null, reason, turn ?? null],
+      ),
     );
     return result.rowCount ?? 0;
   }

@@ -136,6 +136,91 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 4,
+    name: 'rows keyed by run; accounting per turn attempt and per model call',
+    // Like SQLite's migration 4: a reused workflow id never mixes two runs (runs, steps, events and approvals are
+    // keyed by (workflow_id, run_id); `seq` orders a workflow id's runs, the latest is the open one), and every
+    // attempt of a turn and every model call is a row, counts NULL where the harness did not say (unknown is not
+    // zero). An older prompt run becomes attempt "v1:<turn>" with one call carrying its totals.
+    sql: `
+      ALTER TABLE runs DROP CONSTRAINT runs_pkey;
+      ALTER TABLE runs ADD PRIMARY KEY (workflow_id, run_id);
+      ALTER TABLE runs ADD COLUMN seq BIGINT GENERATED ALWAYS AS IDENTITY;
+      CREATE INDEX runs_latest ON runs (workflow_id, seq);
+      CREATE INDEX runs_open ON runs (seq) WHERE finished_at IS NULL;
+
+      CREATE TABLE attempts (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        workflow_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        turn INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        attempt_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'cancelled', 'resume-failed', 'budget-exhausted', 'lost')),
+        output_used BOOLEAN NOT NULL DEFAULT false,
+        priced BOOLEAN NOT NULL,
+        usage_missing BOOLEAN NOT NULL DEFAULT false,
+        prompt_id TEXT NOT NULL REFERENCES prompts(id),
+        model_id TEXT NOT NULL REFERENCES models(id),
+        vendor_id TEXT NOT NULL REFERENCES vendors(id),
+        reported_model TEXT,
+        external_session_id TEXT,
+        resumed BOOLEAN NOT NULL DEFAULT false,
+        duration_ms BIGINT NOT NULL DEFAULT 0,
+        input TEXT NOT NULL,
+        output TEXT NOT NULL DEFAULT '',
+        error TEXT,
+        started_at TIMESTAMPTZ NOT NULL,
+        finished_at TIMESTAMPTZ,
+        UNIQUE (workflow_id, run_id, attempt_id)
+      );
+      CREATE INDEX attempts_by_turn ON attempts (workflow_id, run_id, turn);
+      CREATE TABLE model_calls (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        workflow_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        attempt_id TEXT NOT NULL,
+        turn INTEGER NOT NULL,
+        call INTEGER NOT NULL,
+        input_tokens BIGINT,
+        output_tokens BIGINT,
+        cache_read_tokens BIGINT,
+        cache_write_tokens BIGINT,
+        reasoning_tokens BIGINT,
+        price_usd DOUBLE PRECISION,
+        harness_cost_usd DOUBLE PRECISION,
+        at TIMESTAMPTZ NOT NULL,
+        UNIQUE (workflow_id, run_id, attempt_id, call)
+      );
+      INSERT INTO attempts (workflow_id, run_id, turn, attempt, attempt_id, status, output_used, priced, prompt_id, model_id,
+          vendor_id, reported_model, external_session_id, resumed, duration_ms, input, output, started_at, finished_at)
+        SELECT p.workflow_id, COALESCE(r.run_id, ''), p.turn, 1, 'v1:' || p.turn, 'succeeded', true, p.cost_source = 'price-table',
+          p.prompt_id, p.model_id, p.vendor_id, p.reported_model, p.external_session_id, p.resumed, p.duration_ms, p.input, p.output,
+          p.created_at, p.created_at
+        FROM prompt_runs p LEFT JOIN runs r ON r.workflow_id = p.workflow_id ORDER BY p.id;
+      INSERT INTO model_calls (workflow_id, run_id, attempt_id, turn, call, input_tokens, output_tokens, cache_read_tokens,
+          cache_write_tokens, price_usd, harness_cost_usd, at)
+        SELECT p.workflow_id, COALESCE(r.run_id, ''), 'v1:' || p.turn, p.turn, 1, p.input_tokens, p.output_tokens,
+          p.cache_read_tokens, p.cache_write_tokens,
+          CASE p.cost_source WHEN 'price-table' THEN p.cost_usd END, CASE p.cost_source WHEN 'harness' THEN p.cost_usd END, p.created_at
+        FROM prompt_runs p LEFT JOIN runs r ON r.workflow_id = p.workflow_id ORDER BY p.id;
+      DROP TABLE prompt_runs;
+
+      ALTER TABLE run_steps ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
+      UPDATE run_steps s SET run_id = r.run_id FROM runs r WHERE r.workflow_id = s.workflow_id;
+      ALTER TABLE run_steps DROP CONSTRAINT run_steps_workflow_id_seq_key;
+      ALTER TABLE run_steps ADD CONSTRAINT run_steps_run_seq_key UNIQUE (workflow_id, run_id, seq);
+
+      ALTER TABLE events ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
+      UPDATE events e SET run_id = r.run_id FROM runs r WHERE r.workflow_id = e.workflow_id;
+
+      ALTER TABLE approvals ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
+      UPDATE approvals a SET run_id = r.run_id FROM runs r WHERE r.workflow_id = a.workflow_id;
+      ALTER TABLE approvals DROP CONSTRAINT approvals_workflow_id_request_id_key;
+      ALTER TABLE approvals ADD CONSTRAINT approvals_run_request_key UNIQUE (workflow_id, run_id, request_id);
+    `,
+  },
 ];
 
 /** Schema version this code writes. */

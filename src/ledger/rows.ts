@@ -2,23 +2,26 @@
  * Row ↔ record mapping shared by the SQLite and PostgreSQL ledgers. Both schemas use the same table and column
  * names; only the drivers' value types differ (SQLite: 0/1 and ISO text; node-postgres: booleans, Date for
  * TIMESTAMPTZ and strings for BIGINT), so the helpers below accept either and a record reads the same from both.
+ * How an attempt's calls fold into its prompt-run view (usage, cost) is here too, so both ledgers count alike.
  */
+import type { Usage } from '../adapters/types.js';
+import { addUsage, noUsage, usageOf } from '../workflows/usage.js';
+import { attemptCost } from './cost.js';
 import type {
   ApprovalDecisionInput,
   ApprovalRecord,
   ApprovalStatus,
+  AttemptStatus,
   LedgerEvent,
   NewApproval,
   PromptRunRecord,
-  RunRecord,
   RunStatus,
   RunStepRecord,
+  RunView,
 } from './types.js';
 
 /** A row as either driver returns it. */
 export type Row = Record<string, unknown>;
-
-export type RunView = RunRecord & { status: RunStatus; result: unknown; externalSessionId?: string };
 
 export function toJson(value: unknown): string {
   return JSON.stringify(value ?? null);
@@ -31,6 +34,8 @@ export function fromJson(text: unknown): unknown {
 const str = (v: unknown): string => v as string;
 /** BIGINT arrives as a string from node-postgres. */
 const num = (v: unknown): number => Number(v);
+/** A nullable count: NULL is unknown (undefined), never zero. */
+const count = (v: unknown): number | undefined => (v === null || v === undefined ? undefined : Number(v));
 /** SQLite stores booleans as 0/1. */
 const bool = (v: unknown): boolean => v === true || v === 1;
 /** TIMESTAMPTZ arrives as a Date; SQLite keeps the ISO text it was given. */
@@ -53,44 +58,96 @@ export function runFromRow(r: Row): RunView {
     status: r.status as RunStatus,
     result: fromJson(r.result_json),
     ...opt('externalSessionId', r.external_session_id, str),
+    startedAt: iso(r.started_at),
+    ...opt('finishedAt', r.finished_at, iso),
   };
 }
 
-export function promptRunFromRow(r: Row): PromptRunRecord {
+/** The usage of one `model_calls` row: NULL columns are unknown fields. */
+export function callUsage(r: Row): Usage {
+  return usageOf({
+    input: count(r.input_tokens),
+    output: count(r.output_tokens),
+    cacheRead: count(r.cache_read_tokens),
+    cacheWrite: count(r.cache_write_tokens),
+    reasoning: count(r.reasoning_tokens),
+  });
+}
+
+/** The column values of a usage row's counts: unknown is NULL, not 0. */
+export function usageColumns(u: Usage) {
   return {
-    workflowId: str(r.workflow_id),
-    turn: num(r.turn),
-    promptId: str(r.prompt_id),
-    modelId: str(r.model_id),
-    vendorId: str(r.vendor_id),
-    ...opt('reportedModel', r.reported_model, str),
-    usage: {
-      input: num(r.input_tokens),
-      output: num(r.output_tokens),
-      cacheRead: num(r.cache_read_tokens),
-      cacheWrite: num(r.cache_write_tokens),
-    },
-    costUsd: num(r.cost_usd),
-    costSource: r.cost_source as PromptRunRecord['costSource'],
-    ...opt('externalSessionId', r.external_session_id, str),
-    resumed: bool(r.resumed),
-    durationMs: num(r.duration_ms),
-    input: str(r.input),
-    output: str(r.output),
+    input: u.input ?? null,
+    output: u.output ?? null,
+    cacheRead: u.cacheRead ?? null,
+    cacheWrite: u.cacheWrite ?? null,
+    reasoning: u.reasoning ?? null,
   };
+}
+
+/**
+ * Prompt-run views from `attempts` rows (in order) and their `model_calls` rows: each attempt's usage is the sum
+ * of its calls, and its cost follows the one cost rule (src/ledger/cost.ts).
+ */
+export function promptRunsFromRows(attempts: readonly Row[], calls: readonly Row[]): PromptRunRecord[] {
+  const byAttempt = new Map<string, Row[]>();
+  for (const c of calls) {
+    const id = str(c.attempt_id);
+    const list = byAttempt.get(id);
+    if (list) list.push(c);
+    else byAttempt.set(id, [c]);
+  }
+  return attempts.map((a) => {
+    const own = byAttempt.get(str(a.attempt_id)) ?? [];
+    const cost = attemptCost(
+      own.map((c) => ({ priceUsd: count(c.price_usd), harnessCostUsd: count(c.harness_cost_usd) })),
+      { priced: bool(a.priced), usageMissing: bool(a.usage_missing) },
+    );
+    return {
+      workflowId: str(a.workflow_id),
+      runId: str(a.run_id),
+      turn: num(a.turn),
+      attempt: num(a.attempt),
+      attemptId: str(a.attempt_id),
+      status: a.status as AttemptStatus,
+      outputUsed: bool(a.output_used),
+      promptId: str(a.prompt_id),
+      modelId: str(a.model_id),
+      vendorId: str(a.vendor_id),
+      ...opt('reportedModel', a.reported_model, str),
+      usage: own.reduce((sum, c) => addUsage(sum, callUsage(c)), noUsage),
+      calls: own.length,
+      ...cost,
+      ...opt('externalSessionId', a.external_session_id, str),
+      resumed: bool(a.resumed),
+      durationMs: num(a.duration_ms),
+      input: str(a.input),
+      output: str(a.output),
+      ...opt('error', a.error, str),
+    };
+  });
 }
 
 export function stepFromRow(r: Row): RunStepRecord {
-  return { workflowId: str(r.workflow_id), seq: num(r.seq), turn: num(r.turn), type: str(r.type), payload: fromJson(r.payload_json) };
+  return { workflowId: str(r.workflow_id), runId: str(r.run_id), seq: num(r.seq), turn: num(r.turn), type: str(r.type), payload: fromJson(r.payload_json) };
 }
 
 export function eventFromRow(r: Row): LedgerEvent {
-  return { cursor: num(r.cursor), workflowId: str(r.workflow_id), turn: num(r.turn), type: str(r.type), data: fromJson(r.data_json), at: iso(r.at) };
+  return {
+    cursor: num(r.cursor),
+    workflowId: str(r.workflow_id),
+    runId: str(r.run_id),
+    turn: num(r.turn),
+    type: str(r.type),
+    data: fromJson(r.data_json),
+    at: iso(r.at),
+  };
 }
 
 export function approvalFromRow(r: Row): ApprovalRecord {
   return {
     workflowId: str(r.workflow_id),
+    runId: str(r.run_id),
     requestId: str(r.request_id),
     turn: num(r.turn),
     tool: str(r.tool),
@@ -121,10 +178,11 @@ export function decisionColumns(d: ApprovalDecisionInput | undefined) {
   };
 }
 
-/** The column values of a new request, already decided when it carries a decision. */
-export function approvalColumns(request: NewApproval) {
+/** The column values of a new request (its run resolved by the ledger), already decided when it carries a decision. */
+export function approvalColumns(request: NewApproval, runId: string) {
   return {
     workflowId: request.workflowId,
+    runId,
     requestId: request.requestId,
     turn: request.turn,
     tool: request.tool,

@@ -1,24 +1,42 @@
-/** The embedded run ledger: better-sqlite3 behind the async Ledger interface (PostgreSQL will follow). */
-import { mkdirSync } from 'node:fs';
+/** The embedded run ledger: better-sqlite3 behind the async Ledger interface (PostgreSQL mirrors it). */
+import { mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import type { Usage } from '../adapters/types.js';
 import { unresolvedAccounting } from './accounting.js';
-import { approvalColumns, approvalFromRow, decisionColumns, eventFromRow, promptRunFromRow, runFromRow, stepFromRow, toJson, type Row, type RunView } from './rows.js';
+import { totalsOf } from './cost.js';
 import {
+  approvalColumns,
+  approvalFromRow,
+  decisionColumns,
+  eventFromRow,
+  promptRunsFromRows,
+  runFromRow,
+  stepFromRow,
+  toJson,
+  usageColumns,
+  type Row,
+} from './rows.js';
+import {
+  LedgerFaultError,
   UnresolvedAccountingError,
+  type ApprovalDecisionInput,
+  type ApprovalRecord,
+  type ApprovalStatus,
+  type AttemptFinish,
+  type BlobRecord,
+  type AttemptStart,
   type CatalogEntries,
   type Ledger,
   type LedgerEvent,
-  type BlobRecord,
+  type LedgerHealth,
+  type NewApproval,
   type PromptRunRecord,
   type RunRecord,
   type RunStatus,
   type RunStepRecord,
-  type ApprovalDecisionInput,
-  type ApprovalRecord,
-  type ApprovalStatus,
-  type NewApproval,
+  type RunTotals,
+  type RunView,
+  type UsageRecord,
 } from './types.js';
 
 /** Ordered migrations; migration N brings the schema to version N (stored in PRAGMA user_version). */
@@ -134,6 +152,143 @@ const MIGRATIONS: readonly string[] = [
     created_at TEXT NOT NULL
   );
   `,
+  // 4: rows keyed by (workflow_id, run_id) so a reused workflow id never mixes two runs; one prompt run per turn
+  // ATTEMPT and one row per model call (nullable counts: unknown is not zero). Older prompt runs become
+  // attempt "v1:<turn>" with one call carrying their totals.
+  `
+  CREATE TABLE runs_v2 (
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    harness TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    task TEXT NOT NULL,
+    parent_workflow_id TEXT,
+    status TEXT NOT NULL,
+    result_json TEXT,
+    external_session_id TEXT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    PRIMARY KEY (workflow_id, run_id)
+  );
+  INSERT INTO runs_v2 SELECT workflow_id, run_id, agent, harness, tenant_id, user_id, task, parent_workflow_id, status,
+    result_json, external_session_id, started_at, finished_at FROM runs;
+  DROP TABLE runs;
+  ALTER TABLE runs_v2 RENAME TO runs;
+  CREATE INDEX runs_parent ON runs(parent_workflow_id);
+  CREATE INDEX runs_open ON runs(status) WHERE finished_at IS NULL;
+
+  CREATE TABLE attempts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    attempt_id TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'cancelled', 'resume-failed', 'budget-exhausted', 'lost')),
+    output_used INTEGER NOT NULL DEFAULT 0,
+    priced INTEGER NOT NULL,
+    usage_missing INTEGER NOT NULL DEFAULT 0,
+    prompt_id TEXT NOT NULL REFERENCES prompts(id),
+    model_id TEXT NOT NULL REFERENCES models(id),
+    vendor_id TEXT NOT NULL REFERENCES vendors(id),
+    reported_model TEXT,
+    external_session_id TEXT,
+    resumed INTEGER NOT NULL DEFAULT 0,
+    duration_ms INTEGER NOT NULL DEFAULT 0,
+    input TEXT NOT NULL,
+    output TEXT NOT NULL DEFAULT '',
+    error TEXT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    UNIQUE (workflow_id, run_id, attempt_id)
+  );
+  CREATE INDEX attempts_by_turn ON attempts(workflow_id, run_id, turn);
+  CREATE TABLE model_calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    attempt_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    call INTEGER NOT NULL,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    cache_read_tokens INTEGER,
+    cache_write_tokens INTEGER,
+    reasoning_tokens INTEGER,
+    price_usd REAL,
+    harness_cost_usd REAL,
+    at TEXT NOT NULL,
+    UNIQUE (workflow_id, run_id, attempt_id, call)
+  );
+  INSERT INTO attempts (workflow_id, run_id, turn, attempt, attempt_id, status, output_used, priced, prompt_id, model_id,
+      vendor_id, reported_model, external_session_id, resumed, duration_ms, input, output, started_at, finished_at)
+    SELECT p.workflow_id, COALESCE(r.run_id, ''), p.turn, 1, 'v1:' || p.turn, 'succeeded', 1,
+      CASE p.cost_source WHEN 'price-table' THEN 1 ELSE 0 END, p.prompt_id, p.model_id, p.vendor_id, p.reported_model,
+      p.external_session_id, p.resumed, p.duration_ms, p.input, p.output, p.created_at, p.created_at
+    FROM prompt_runs p LEFT JOIN runs r ON r.workflow_id = p.workflow_id;
+  INSERT INTO model_calls (workflow_id, run_id, attempt_id, turn, call, input_tokens, output_tokens, cache_read_tokens,
+      cache_write_tokens, price_usd, harness_cost_usd, at)
+    SELECT p.workflow_id, COALESCE(r.run_id, ''), 'v1:' || p.turn, p.turn, 1, p.input_tokens, p.output_tokens,
+      p.cache_read_tokens, p.cache_write_tokens,
+      CASE p.cost_source WHEN 'price-table' THEN p.cost_usd END, CASE p.cost_source WHEN 'harness' THEN p.cost_usd END, p.created_at
+    FROM prompt_runs p LEFT JOIN runs r ON r.workflow_id = p.workflow_id;
+  DROP TABLE prompt_runs;
+
+  CREATE TABLE run_steps_v2 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (workflow_id, run_id, seq)
+  );
+  INSERT INTO run_steps_v2 (workflow_id, run_id, seq, turn, type, payload_json, created_at)
+    SELECT s.workflow_id, COALESCE(r.run_id, ''), s.seq, s.turn, s.type, s.payload_json, s.created_at
+    FROM run_steps s LEFT JOIN runs r ON r.workflow_id = s.workflow_id;
+  DROP TABLE run_steps;
+  ALTER TABLE run_steps_v2 RENAME TO run_steps;
+
+  ALTER TABLE events ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
+  UPDATE events SET run_id = COALESCE((SELECT r.run_id FROM runs r WHERE r.workflow_id = events.workflow_id), '');
+
+  -- Approvals too: a decision of one run must never answer another run's request with the same id.
+  CREATE TABLE approvals_v4 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    title TEXT NOT NULL,
+    input_json TEXT NOT NULL,
+    command TEXT,
+    paths_json TEXT,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied', 'expired')),
+    requested_at TEXT NOT NULL,
+    expires_at TEXT,
+    decided_by TEXT,
+    decided_at TEXT,
+    edited_input_json TEXT,
+    scope TEXT CHECK (scope IS NULL OR scope IN ('once', 'session')),
+    message TEXT,
+    UNIQUE (workflow_id, run_id, request_id)
+  );
+  INSERT INTO approvals_v4 (id, workflow_id, run_id, request_id, turn, tool, kind, title, input_json, command, paths_json,
+      status, requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
+    SELECT a.id, a.workflow_id, COALESCE((SELECT r.run_id FROM runs r WHERE r.workflow_id = a.workflow_id ORDER BY r.rowid DESC LIMIT 1), ''),
+      a.request_id, a.turn, a.tool, a.kind, a.title, a.input_json, a.command, a.paths_json, a.status, a.requested_at,
+      a.expires_at, a.decided_by, a.decided_at, a.edited_input_json, a.scope, a.message
+    FROM approvals a;
+  DROP TABLE approvals;
+  ALTER TABLE approvals_v4 RENAME TO approvals;
+  CREATE INDEX approvals_by_status ON approvals(status, id);
+  `,
 ];
 
 /** Schema version this code writes. */
@@ -182,80 +337,139 @@ function prepareStatements(db: Database.Database) {
     insertRun: db.prepare(
       `INSERT INTO runs (workflow_id, run_id, agent, harness, tenant_id, user_id, task, parent_workflow_id, status, started_at)
        VALUES (@workflowId, @runId, @agent, @harness, @tenantId, @userId, @task, @parentWorkflowId, 'running', @at)
-       ON CONFLICT(workflow_id) DO NOTHING`,
+       ON CONFLICT(workflow_id, run_id) DO NOTHING`,
     ),
+    latestRunId: db.prepare(`SELECT run_id FROM runs WHERE workflow_id = ? ORDER BY rowid DESC LIMIT 1`).pluck(),
+    runExists: db.prepare(`SELECT 1 FROM runs WHERE workflow_id = ? AND run_id = ?`).pluck(),
     finishRun: db.prepare(
-      `UPDATE runs SET status = @status, result_json = @result, finished_at = @at WHERE workflow_id = @workflowId`,
+      `UPDATE runs SET status = @status, result_json = @result, finished_at = @at WHERE workflow_id = @workflowId AND run_id = @runId`,
     ),
-    setStatus: db.prepare(`UPDATE runs SET status = @status WHERE workflow_id = @workflowId`),
-    setSession: db.prepare(`UPDATE runs SET external_session_id = @sessionId WHERE workflow_id = @workflowId`),
-    getRun: db.prepare(`SELECT * FROM runs WHERE workflow_id = ?`),
-    insertPromptRun: db.prepare(
-      `INSERT INTO prompt_runs (workflow_id, turn, prompt_id, model_id, vendor_id, reported_model,
-         input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, cost_source,
-         external_session_id, resumed, duration_ms, input, output, created_at)
-       VALUES (@workflowId, @turn, @promptId, @modelId, @vendorId, @reportedModel,
-         @inputTokens, @outputTokens, @cacheReadTokens, @cacheWriteTokens, @costUsd, @costSource,
-         @externalSessionId, @resumed, @durationMs, @input, @output, @at)
-       ON CONFLICT(workflow_id, turn) DO NOTHING`,
+    setStatus: db.prepare(`UPDATE runs SET status = @status WHERE workflow_id = @workflowId AND run_id = @runId`),
+    setSession: db.prepare(`UPDATE runs SET external_session_id = @sessionId WHERE workflow_id = @workflowId AND run_id = @runId`),
+    getRun: db.prepare(`SELECT * FROM runs WHERE workflow_id = ? AND run_id = ?`),
+    listRuns: db.prepare(`SELECT * FROM runs WHERE workflow_id = ? ORDER BY rowid`),
+    listOpenRuns: db.prepare(`SELECT * FROM runs WHERE finished_at IS NULL ORDER BY rowid LIMIT ?`),
+    insertAttempt: db.prepare(
+      `INSERT INTO attempts (workflow_id, run_id, turn, attempt, attempt_id, status, priced, prompt_id, model_id, vendor_id, input, started_at)
+       VALUES (@workflowId, @runId, @turn, @attempt, @attemptId, 'running', @priced, @promptId, @modelId, @vendorId, @input, @at)
+       ON CONFLICT(workflow_id, run_id, attempt_id) DO NOTHING`,
     ),
-    listPromptRuns: db.prepare(`SELECT * FROM prompt_runs WHERE workflow_id = ? ORDER BY turn`),
+    loseEarlierAttempts: db.prepare(
+      `UPDATE attempts SET status = 'lost', finished_at = @at
+       WHERE workflow_id = @workflowId AND run_id = @runId AND turn = @turn AND attempt_id != @attemptId AND status = 'running'`,
+    ),
+    unuseEarlierAttempts: db.prepare(
+      `UPDATE attempts SET output_used = 0
+       WHERE workflow_id = @workflowId AND run_id = @runId AND turn = @turn AND attempt_id != @attemptId AND output_used = 1`,
+    ),
+    finishAttempt: db.prepare(
+      `UPDATE attempts SET status = @status, output_used = @outputUsed, output = @output, error = @error, reported_model = @reportedModel,
+         external_session_id = @externalSessionId, resumed = @resumed, duration_ms = @durationMs, usage_missing = @usageMissing, finished_at = @at
+       WHERE workflow_id = @workflowId AND run_id = @runId AND attempt_id = @attemptId AND status = 'running'`,
+    ),
+    insertCall: db.prepare(
+      `INSERT INTO model_calls (workflow_id, run_id, attempt_id, turn, call, input_tokens, output_tokens, cache_read_tokens,
+         cache_write_tokens, reasoning_tokens, price_usd, harness_cost_usd, at)
+       VALUES (@workflowId, @runId, @attemptId, @turn, @call, @input, @output, @cacheRead, @cacheWrite, @reasoning, @priceUsd, @harnessCostUsd, @at)
+       ON CONFLICT(workflow_id, run_id, attempt_id, call) DO NOTHING`,
+    ),
+    listAttempts: db.prepare(`SELECT * FROM attempts WHERE workflow_id = ? AND run_id = ? ORDER BY turn, id`),
+    listCalls: db.prepare(`SELECT * FROM model_calls WHERE workflow_id = ? AND run_id = ? ORDER BY id`),
     insertStep: db.prepare(
-      `INSERT INTO run_steps (workflow_id, seq, turn, type, payload_json, created_at)
-       VALUES (@workflowId, @seq, @turn, @type, @payload, @at)
-       ON CONFLICT(workflow_id, seq) DO NOTHING`,
+      `INSERT INTO run_steps (workflow_id, run_id, seq, turn, type, payload_json, created_at)
+       VALUES (@workflowId, @runId, @seq, @turn, @type, @payload, @at)
+       ON CONFLICT(workflow_id, run_id, seq) DO NOTHING`,
     ),
-    listSteps: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? ORDER BY seq`),
-    getStep: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? AND seq = ?`),
-    completeStep: db.prepare(`UPDATE run_steps SET payload_json = @payload WHERE workflow_id = @workflowId AND seq = @seq`),
+    listSteps: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? AND run_id = ? ORDER BY seq`),
+    getStep: db.prepare(`SELECT * FROM run_steps WHERE workflow_id = ? AND run_id = ? AND seq = ?`),
+    completeStep: db.prepare(`UPDATE run_steps SET payload_json = @payload WHERE workflow_id = @workflowId AND run_id = @runId AND seq = @seq`),
     putBlob: db.prepare(
       `INSERT INTO blobs (hash, kind, bytes, content, created_at) VALUES (@hash, @kind, @bytes, @content, @at)
        ON CONFLICT(hash) DO NOTHING`,
     ),
     getBlob: db.prepare(`SELECT content FROM blobs WHERE hash = ?`).pluck(),
     insertEvent: db.prepare(
-      `INSERT INTO events (workflow_id, turn, type, data_json, at) VALUES (@workflowId, @turn, @type, @data, @at)`,
+      `INSERT INTO events (workflow_id, run_id, turn, type, data_json, at) VALUES (@workflowId, @runId, @turn, @type, @data, @at)`,
     ),
-    readEvents: db.prepare(
-      `SELECT * FROM events WHERE workflow_id = ? AND cursor > ? ORDER BY cursor LIMIT ?`,
-    ),
+    readEvents: db.prepare(`SELECT * FROM events WHERE workflow_id = ? AND cursor > ? ORDER BY cursor LIMIT ?`),
     insertApproval: db.prepare(
-      `INSERT INTO approvals (workflow_id, request_id, turn, tool, kind, title, input_json, command, paths_json, status,
+      `INSERT INTO approvals (workflow_id, run_id, request_id, turn, tool, kind, title, input_json, command, paths_json, status,
          requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
-       VALUES (@workflowId, @requestId, @turn, @tool, @kind, @title, @input, @command, @paths, @status,
+       VALUES (@workflowId, @runId, @requestId, @turn, @tool, @kind, @title, @input, @command, @paths, @status,
          @at, @expiresAt, @decidedBy, @decidedAt, @editedInput, @scope, @message)
-       ON CONFLICT(workflow_id, request_id) DO NOTHING`,
+       ON CONFLICT(workflow_id, run_id, request_id) DO NOTHING`,
     ),
     decideApproval: db.prepare(
       `UPDATE approvals SET status = @status, decided_by = @decidedBy, decided_at = @at, edited_input_json = @editedInput,
          scope = @scope, message = @message
-       WHERE workflow_id = @workflowId AND request_id = @requestId AND status = 'pending'`,
+       WHERE workflow_id = @workflowId AND run_id = @runId AND request_id = @requestId AND status = 'pending'`,
     ),
-    getApproval: db.prepare(`SELECT * FROM approvals WHERE workflow_id = ? AND request_id = ?`),
+    getApproval: db.prepare(`SELECT * FROM approvals WHERE workflow_id = ? AND run_id = ? AND request_id = ?`),
     listApprovals: db.prepare(
-      `SELECT * FROM approvals WHERE (@workflowId IS NULL OR workflow_id = @workflowId) AND (@status IS NULL OR status = @status)
+      `SELECT * FROM approvals WHERE (@workflowId IS NULL OR (workflow_id = @workflowId AND run_id = @runId)) AND (@status IS NULL OR status = @status)
        ORDER BY id LIMIT @limit`,
     ),
     expireApprovals: db.prepare(
       `UPDATE approvals SET status = 'expired', decided_by = @reason, decided_at = @at
-       WHERE workflow_id = @workflowId AND status = 'pending' AND (@turn IS NULL OR turn = @turn)`,
+       WHERE workflow_id = @workflowId AND run_id = @runId AND status = 'pending' AND (@turn IS NULL OR turn = @turn)`,
     ),
   };
 }
 
-/** The ledger in one SQLite file (WAL mode), safe to share between a worker and a command line on one host. */
+/** A file's identity: a deleted or replaced ledger file has another one (or none). */
+interface FileIdentity {
+  readonly dev: number;
+  readonly ino: number;
+}
+
+function identityOf(file: string): FileIdentity | undefined {
+  try {
+    const s = statSync(file);
+    return { dev: s.dev, ino: s.ino };
+  } catch {
+    return undefined;
+  }
+}
+
+/** SQLite error codes that mean "this write cannot land now" rather than a bug in the statement. */
+const faultCodes: Readonly<Record<string, 'LedgerReadOnly' | 'LedgerUnavailable'>> = {
+  SQLITE_READONLY: 'LedgerReadOnly',
+  SQLITE_READONLY_DBMOVED: 'LedgerReadOnly',
+  SQLITE_READONLY_RECOVERY: 'LedgerReadOnly',
+  SQLITE_READONLY_CANTLOCK: 'LedgerReadOnly',
+  SQLITE_READONLY_DIRECTORY: 'LedgerReadOnly',
+  SQLITE_BUSY: 'LedgerUnavailable',
+  SQLITE_LOCKED: 'LedgerUnavailable',
+  SQLITE_IOERR: 'LedgerUnavailable',
+  SQLITE_FULL: 'LedgerUnavailable',
+  SQLITE_CANTOPEN: 'LedgerUnavailable',
+};
+
+/**
+ * The ledger in one SQLite file (WAL mode), safe to share between a worker and a command line on one host.
+ * Every write first checks that the file is still the one it opened: SQLite keeps writing into a deleted (or
+ * replaced) file's old inode, where nobody will ever read it, so such a write is refused with a LedgerFaultError
+ * instead of silently lost. Read-only and I/O failures become LedgerFaultErrors too; writers retry them.
+ */
 export class SqliteLedger implements Ledger {
   private readonly stmts: ReturnType<typeof prepareStatements>;
   private closed = false;
+  private readOnly = false;
+  private lastFault: LedgerFaultError | undefined;
 
-  private constructor(private readonly db: Database.Database) {
+  private constructor(
+    private readonly db: Database.Database,
+    private readonly file: string,
+    private readonly identity: FileIdentity | undefined,
+  ) {
     this.stmts = prepareStatements(db);
   }
 
   /** Opens (creating directories and the file if needed) and migrates the ledger at `file`. */
   static open(file: string): SqliteLedger {
-    if (file !== ':memory:') mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-    const db = new Database(file);
+    const resolved = file === ':memory:' ? file : path.resolve(file);
+    if (resolved !== ':memory:') mkdirSync(path.dirname(resolved), { recursive: true });
+    const db = new Database(resolved);
     try {
       db.pragma('journal_mode = WAL');
       db.pragma('busy_timeout = 5000');
@@ -263,7 +477,7 @@ export class SqliteLedger implements Ledger {
       // WAL + NORMAL is durable across process crashes; only an OS crash can lose the last commits.
       db.pragma('synchronous = NORMAL');
       migrate(db);
-      return new SqliteLedger(db);
+      return new SqliteLedger(db, resolved, resolved === ':memory:' ? undefined : identityOf(resolved));
     } catch (e) {
       db.close();
       throw e;
@@ -275,47 +489,136 @@ export class SqliteLedger implements Ledger {
     return this.db.pragma('user_version', { simple: true }) as number;
   }
 
-  async syncCatalog(entries: CatalogEntries): Promise<void> {
-    const at = now();
-    this.db.transaction(() => {
-      for (const v of entries.vendors) this.stmts.upsertVendor.run({ id: v.id, name: v.name, at });
-      for (const m of entries.models) this.stmts.upsertModel.run({ id: m.id, vendorId: m.vendorId, name: m.name, at });
-      for (const p of entries.prompts) this.stmts.upsertPrompt.run({ id: p.id, name: p.name, text: p.text, at });
-    })();
+  /**
+   * Refuses (on) or allows (off) writes, as a read-only database would: SQLite itself rejects them
+   * (`PRAGMA query_only`). For maintenance windows and fault drills; writers wait and retry meanwhile.
+   */
+  setReadOnly(on: boolean): void {
+    this.readOnly = on;
+    this.db.pragma(`query_only = ${on ? 'ON' : 'OFF'}`);
   }
 
-  async startRun(run: RunRecord): Promise<void> {
-    this.stmts.insertRun.run({
-      workflowId: run.workflowId,
-      runId: run.runId,
-      agent: run.agent,
-      harness: run.harness,
-      tenantId: run.tenantId,
-      userId: run.userId,
-      task: run.task,
-      parentWorkflowId: run.parentWorkflowId ?? null,
-      at: now(),
+  /** Checks the file is still the one opened; throws LedgerFaultError when it was deleted or replaced. */
+  private checkIdentity(): void {
+    if (!this.identity) return;
+    const current = identityOf(this.file);
+    if (!current) {
+      throw new LedgerFaultError(
+        'LedgerMissing',
+        `the ledger file ${this.file} was deleted while the worker had it open; writes would be lost. Restore the file (or move the data directory back) and restart the worker.`,
+      );
+    }
+    if (current.dev !== this.identity.dev || current.ino !== this.identity.ino) {
+      throw new LedgerFaultError(
+        'LedgerReplaced',
+        `the ledger file ${this.file} was replaced by another file while the worker had it open; writes would go to the old one. Restart the worker to open the new file.`,
+      );
+    }
+  }
+
+  /** Runs one write: identity check first, SQLite faults as LedgerFaultError, remembered for `health`. */
+  private write<T>(fn: () => T): T {
+    if (this.closed) throw new LedgerFaultError('LedgerUnavailable', 'the ledger is closed');
+    try {
+      this.checkIdentity();
+      const out = fn();
+      this.lastFault = undefined;
+      return out;
+    } catch (err) {
+      const fault = err instanceof LedgerFaultError ? err : this.asFault(err);
+      if (fault) {
+        this.lastFault = fault;
+        throw fault;
+      }
+      throw err;
+    }
+  }
+
+  private asFault(err: unknown): LedgerFaultError | undefined {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code !== 'string') return undefined;
+    const kind = faultCodes[code] ?? (code.startsWith('SQLITE_IOERR') ? 'LedgerUnavailable' : undefined);
+    if (!kind) return undefined;
+    const why = kind === 'LedgerReadOnly' ? 'is read-only' : 'cannot be written';
+    return new LedgerFaultError(kind, `the ledger ${this.file} ${why} (${code}: ${(err as Error).message}); writes wait and retry until it can be written again.`, {
+      cause: err,
     });
   }
 
-  async finishRun(workflowId: string, status: RunStatus, result: unknown): Promise<void> {
-    this.stmts.finishRun.run({ workflowId, status, result: toJson(result), at: now() });
+  /** The run a row belongs to: the given one if the ledger knows it, else the latest run with this workflow id. */
+  private runOf(workflowId: string, runId?: string): string {
+    if (runId !== undefined && this.stmts.runExists.get(workflowId, runId) !== undefined) return runId;
+    return (this.stmts.latestRunId.get(workflowId) as string | undefined) ?? runId ?? '';
   }
 
-  async setRunStatus(workflowId: string, status: RunStatus): Promise<void> {
-    this.stmts.setStatus.run({ workflowId, status });
+  async health(): Promise<LedgerHealth> {
+    const location = this.file;
+    if (this.closed) return { ok: false, location, problem: 'the ledger is closed' };
+    try {
+      this.checkIdentity();
+    } catch (err) {
+      return { ok: false, location, problem: (err as Error).message };
+    }
+    if (this.readOnly) return { ok: false, location, problem: `the ledger ${this.file} is read-only (set by the operator); writes wait and retry` };
+    if (this.lastFault) return { ok: false, location, problem: this.lastFault.message };
+    return { ok: true, location };
   }
 
-  async setExternalSessionId(workflowId: string, sessionId: string): Promise<void> {
-    this.stmts.setSession.run({ workflowId, sessionId });
+  async syncCatalog(entries: CatalogEntries): Promise<void> {
+    const at = now();
+    this.write(() =>
+      this.db.transaction(() => {
+        for (const v of entries.vendors) this.stmts.upsertVendor.run({ id: v.id, name: v.name, at });
+        for (const m of entries.models) this.stmts.upsertModel.run({ id: m.id, vendorId: m.vendorId, name: m.name, at });
+        for (const p of entries.prompts) this.stmts.upsertPrompt.run({ id: p.id, name: p.name, text: p.text, at });
+      })(),
+    );
   }
 
-  async getRun(workflowId: string): Promise<RunView | undefined> {
-    const row = this.stmts.getRun.get(workflowId) as Row | undefined;
+  async startRun(run: RunRecord): Promise<{ created: boolean }> {
+    const info = this.write(() =>
+      this.stmts.insertRun.run({
+        workflowId: run.workflowId,
+        runId: run.runId,
+        agent: run.agent,
+        harness: run.harness,
+        tenantId: run.tenantId,
+        userId: run.userId,
+        task: run.task,
+        parentWorkflowId: run.parentWorkflowId ?? null,
+        at: now(),
+      }),
+    );
+    return { created: info.changes > 0 };
+  }
+
+  async finishRun(workflowId: string, status: RunStatus, result: unknown, runId?: string): Promise<void> {
+    this.write(() => this.stmts.finishRun.run({ workflowId, runId: this.runOf(workflowId, runId), status, result: toJson(result), at: now() }));
+  }
+
+  async setRunStatus(workflowId: string, status: RunStatus, runId?: string): Promise<void> {
+    this.write(() => this.stmts.setStatus.run({ workflowId, runId: this.runOf(workflowId, runId), status }));
+  }
+
+  async setExternalSessionId(workflowId: string, sessionId: string, runId?: string): Promise<void> {
+    this.write(() => this.stmts.setSession.run({ workflowId, runId: this.runOf(workflowId, runId), sessionId }));
+  }
+
+  async getRun(workflowId: string, runId?: string): Promise<RunView | undefined> {
+    const row = this.stmts.getRun.get(workflowId, this.runOf(workflowId, runId)) as Row | undefined;
     return row ? runFromRow(row) : undefined;
   }
 
-  private unresolved(row: PromptRunRecord): string[] {
+  async listRuns(workflowId: string): Promise<RunView[]> {
+    return (this.stmts.listRuns.all(workflowId) as Row[]).map(runFromRow);
+  }
+
+  async listOpenRuns(limit = 100): Promise<RunView[]> {
+    return (this.stmts.listOpenRuns.all(Math.max(1, Math.floor(limit))) as Row[]).map(runFromRow);
+  }
+
+  /** Names every id of `row` that does not resolve, so the operator knows which catalog entry to fix. */
+  private unresolved(row: AttemptStart): string[] {
     return unresolvedAccounting(row, {
       promptExists: this.stmts.promptExists.get(row.promptId) !== undefined,
       modelVendor: this.stmts.modelVendor.get(row.modelId) as string | undefined,
@@ -323,72 +626,123 @@ export class SqliteLedger implements Ledger {
     });
   }
 
-  async recordPromptRun(row: PromptRunRecord): Promise<{ inserted: boolean }> {
-    const problems = this.unresolved(row);
+  async beginAttempt(start: AttemptStart): Promise<{ inserted: boolean }> {
+    const problems = this.unresolved(start);
     if (problems.length > 0) throw new UnresolvedAccountingError(problems.join('; '));
-    const usage: Usage = row.usage;
-    const info = this.stmts.insertPromptRun.run({
-      workflowId: row.workflowId,
-      turn: row.turn,
-      promptId: row.promptId,
-      modelId: row.modelId,
-      vendorId: row.vendorId,
-      reportedModel: row.reportedModel ?? null,
-      inputTokens: usage.input,
-      outputTokens: usage.output,
-      cacheReadTokens: usage.cacheRead,
-      cacheWriteTokens: usage.cacheWrite,
-      costUsd: row.costUsd,
-      costSource: row.costSource,
-      externalSessionId: row.externalSessionId ?? null,
-      resumed: row.resumed ? 1 : 0,
-      durationMs: Math.round(row.durationMs),
-      input: row.input,
-      output: row.output,
-      at: now(),
-    });
+    const runId = this.runOf(start.workflowId, start.runId);
+    const at = now();
+    const info = this.write(() =>
+      this.db.transaction(() => {
+        const keys = { workflowId: start.workflowId, runId, turn: start.turn, attemptId: start.attemptId, at };
+        this.stmts.loseEarlierAttempts.run(keys);
+        this.stmts.unuseEarlierAttempts.run(keys);
+        return this.stmts.insertAttempt.run({
+          ...keys,
+          attempt: start.attempt,
+          priced: start.priced ? 1 : 0,
+          promptId: start.promptId,
+          modelId: start.modelId,
+          vendorId: start.vendorId,
+          input: start.input,
+        });
+      })(),
+    );
     return { inserted: info.changes > 0 };
   }
 
-  async listPromptRuns(workflowId: string): Promise<PromptRunRecord[]> {
-    return (this.stmts.listPromptRuns.all(workflowId) as Row[]).map(promptRunFromRow);
+  async recordUsage(row: UsageRecord): Promise<{ inserted: boolean }> {
+    const u = row.usage;
+    const info = this.write(() =>
+      this.stmts.insertCall.run({
+        workflowId: row.workflowId,
+        runId: this.runOf(row.workflowId, row.runId),
+        attemptId: row.attemptId,
+        turn: row.turn,
+        call: row.call,
+        ...usageColumns(u),
+        priceUsd: row.priceUsd ?? null,
+        harnessCostUsd: row.harnessCostUsd ?? null,
+        at: now(),
+      }),
+    );
+    return { inserted: info.changes > 0 };
+  }
+
+  async finishAttempt(finish: AttemptFinish): Promise<{ updated: boolean }> {
+    const info = this.write(() =>
+      this.stmts.finishAttempt.run({
+        workflowId: finish.workflowId,
+        runId: this.runOf(finish.workflowId, finish.runId),
+        attemptId: finish.attemptId,
+        status: finish.status,
+        outputUsed: finish.outputUsed ? 1 : 0,
+        output: finish.output,
+        error: finish.error ?? null,
+        reportedModel: finish.reportedModel ?? null,
+        externalSessionId: finish.externalSessionId ?? null,
+        resumed: finish.resumed ? 1 : 0,
+        durationMs: Math.round(finish.durationMs),
+        usageMissing: finish.usageMissing ? 1 : 0,
+        at: now(),
+      }),
+    );
+    return { updated: info.changes > 0 };
+  }
+
+  /** Attempts and their calls, folded into prompt-run views. */
+  private promptRuns(workflowId: string, runId: string): PromptRunRecord[] {
+    return promptRunsFromRows(this.stmts.listAttempts.all(workflowId, runId) as Row[], this.stmts.listCalls.all(workflowId, runId) as Row[]);
+  }
+
+  async listPromptRuns(workflowId: string, runId?: string): Promise<PromptRunRecord[]> {
+    return this.promptRuns(workflowId, this.runOf(workflowId, runId));
+  }
+
+  async runTotals(workflowId: string, runId?: string, options: { turn?: number } = {}): Promise<RunTotals> {
+    const rows = this.promptRuns(workflowId, this.runOf(workflowId, runId)).filter((r) => options.turn === undefined || r.turn === options.turn);
+    return totalsOf(rows);
   }
 
   async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
-    const info = this.stmts.insertStep.run({
-      workflowId: step.workflowId,
-      seq: step.seq,
-      turn: step.turn,
-      type: step.type,
-      payload: toJson(step.payload),
-      at: now(),
-    });
+    const info = this.write(() =>
+      this.stmts.insertStep.run({
+        workflowId: step.workflowId,
+        runId: this.runOf(step.workflowId, step.runId),
+        seq: step.seq,
+        turn: step.turn,
+        type: step.type,
+        payload: toJson(step.payload),
+        at: now(),
+      }),
+    );
     return { inserted: info.changes > 0 };
   }
 
-  async getStep(workflowId: string, seq: number): Promise<RunStepRecord | undefined> {
-    const r = this.stmts.getStep.get(workflowId, seq) as Row | undefined;
+  async getStep(workflowId: string, seq: number, runId?: string): Promise<RunStepRecord | undefined> {
+    const r = this.stmts.getStep.get(workflowId, this.runOf(workflowId, runId), seq) as Row | undefined;
     return r && stepFromRow(r);
   }
 
-  async completeStep(workflowId: string, seq: number, payload: unknown): Promise<void> {
-    this.stmts.completeStep.run({ workflowId, seq, payload: toJson(payload) });
+  async completeStep(workflowId: string, seq: number, payload: unknown, runId?: string): Promise<void> {
+    this.write(() => this.stmts.completeStep.run({ workflowId, runId: this.runOf(workflowId, runId), seq, payload: toJson(payload) }));
   }
 
   async putBlob(blob: BlobRecord): Promise<void> {
-    this.stmts.putBlob.run({ hash: blob.hash, kind: blob.kind, bytes: Buffer.byteLength(blob.content, 'utf8'), content: blob.content, at: now() });
+    this.write(() => this.stmts.putBlob.run({ hash: blob.hash, kind: blob.kind, bytes: Buffer.byteLength(blob.content, 'utf8'), content: blob.content, at: now() }));
   }
 
   async getBlob(hash: string): Promise<string | undefined> {
     return this.stmts.getBlob.get(hash) as string | undefined;
   }
 
-  async listSteps(workflowId: string): Promise<RunStepRecord[]> {
-    return (this.stmts.listSteps.all(workflowId) as Row[]).map(stepFromRow);
+  async listSteps(workflowId: string, runId?: string): Promise<RunStepRecord[]> {
+    return (this.stmts.listSteps.all(workflowId, this.runOf(workflowId, runId)) as Row[]).map(stepFromRow);
   }
 
-  async appendEvent(workflowId: string, turn: number, type: string, data: unknown): Promise<number> {
-    const info = this.stmts.insertEvent.run({ workflowId, turn, type, data: toJson(data), at: now() });
+  async appendEvent(workflowId: string, turn: number, type: string, data: unknown, runId?: string): Promise<number> {
+    const info = this.write(() =>
+      this.stmts.insertEvent.run({ workflowId, runId: this.runOf(workflowId, runId), turn, type, data: toJson(data), at: now() }),
+    );
     return Number(info.lastInsertRowid);
   }
 
@@ -399,30 +753,36 @@ export class SqliteLedger implements Ledger {
 
   async requestApproval(request: NewApproval): Promise<{ record: ApprovalRecord; created: boolean }> {
     const at = now();
-    const columns = approvalColumns(request);
-    const info = this.stmts.insertApproval.run({ ...columns, at, decidedAt: columns.status === 'pending' ? null : at });
-    const record = await this.getApproval(request.workflowId, request.requestId);
+    const runId = this.runOf(request.workflowId, request.runId);
+    const columns = approvalColumns(request, runId);
+    const info = this.write(() => this.stmts.insertApproval.run({ ...columns, at, decidedAt: columns.status === 'pending' ? null : at }));
+    const record = await this.getApproval(request.workflowId, request.requestId, runId);
     return { record: record!, created: info.changes > 0 };
   }
 
-  async decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput): Promise<ApprovalRecord | undefined> {
-    this.stmts.decideApproval.run({ workflowId, requestId, ...decisionColumns(decision), at: now() });
-    return this.getApproval(workflowId, requestId);
+  async decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput, runId?: string): Promise<ApprovalRecord | undefined> {
+    const run = this.runOf(workflowId, runId);
+    this.write(() =>
+      this.stmts.decideApproval.run({ workflowId, runId: run, requestId, ...decisionColumns(decision), at: now() }),
+    );
+    return this.getApproval(workflowId, requestId, run);
   }
 
-  async getApproval(workflowId: string, requestId: string): Promise<ApprovalRecord | undefined> {
-    const row = this.stmts.getApproval.get(workflowId, requestId) as Row | undefined;
+  async getApproval(workflowId: string, requestId: string, runId?: string): Promise<ApprovalRecord | undefined> {
+    const row = this.stmts.getApproval.get(workflowId, this.runOf(workflowId, runId), requestId) as Row | undefined;
     return row ? approvalFromRow(row) : undefined;
   }
 
-  async listApprovals(filter: { workflowId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
+  async listApprovals(filter: { workflowId?: string; runId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
     const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
-    const rows = this.stmts.listApprovals.all({ workflowId: filter.workflowId ?? null, status: filter.status ?? null, limit }) as Row[];
+    const runId = filter.workflowId !== undefined ? this.runOf(filter.workflowId, filter.runId) : null;
+    const rows = this.stmts.listApprovals.all({ workflowId: filter.workflowId ?? null, runId, status: filter.status ?? null, limit }) as Row[];
     return rows.map(approvalFromRow);
   }
 
-  async expireApprovals(workflowId: string, reason: string, turn?: number): Promise<number> {
-    return this.stmts.expireApprovals.run({ workflowId, reason, turn: turn ?? null, at: now() }).changes;
+  async expireApprovals(workflowId: string, reason: string, turn?: number, runId?: string): Promise<number> {
+    const run = this.runOf(workflowId, runId);
+    return this.write(() => this.stmts.expireApprovals.run({ workflowId, runId: run, reason, turn: turn ?? null, at: now() }).changes);
   }
 
   /** Closes the database; calling it again does nothing. */

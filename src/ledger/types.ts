@@ -1,4 +1,16 @@
-/** The run ledger: accounting, run steps and live events. Embedded SQLite by default; PostgreSQL later. */
+/**
+ * The run ledger: accounting, run steps and live events. Embedded SQLite by default; PostgreSQL mirrors it.
+ *
+ * Rows are keyed by (workflowId, runId): two executions that share a workflow id never mix. `runId` is the run's
+ * first execution run id (the one `startRun` recorded; continue-as-new keeps it). Wherever it is optional, an
+ * omitted `runId` (or one the ledger does not know) means the latest run with that workflow id — at most one
+ * execution of a workflow id is open at a time, so that is the open one.
+ *
+ * Accounting is per turn ATTEMPT and per model CALL: `beginAttempt` → `recordUsage` for every usage event as it
+ * streams → `finishAttempt`. All three are idempotent (by attempt id, and by (attempt id, call) for usage), so a
+ * retried write changes nothing and a crashed attempt keeps the calls it recorded. `runTotals` sums every call of
+ * every attempt, failed ones included: that is what the run spent.
+ */
 import type { Usage } from '../adapters/types.js';
 
 export type RunStatus =
@@ -8,7 +20,10 @@ export type RunStatus =
   | 'succeeded'
   | 'failed'
   | 'stopped'
-  | 'cancelled';
+  | 'cancelled'
+  /** Closed by Temporal without the workflow's own end (reconciled by a worker at start). */
+  | 'terminated'
+  | 'timed_out';
 
 export interface RunRecord {
   readonly workflowId: string;
@@ -21,36 +36,138 @@ export interface RunRecord {
   readonly parentWorkflowId?: string;
 }
 
+export interface RunView extends RunRecord {
+  readonly status: RunStatus;
+  readonly result: unknown;
+  readonly externalSessionId?: string;
+  readonly startedAt: string;
+  readonly finishedAt?: string;
+}
+
 export interface CatalogEntries {
   readonly vendors: readonly { id: string; name: string }[];
   readonly models: readonly { id: string; vendorId: string; name: string }[];
   readonly prompts: readonly { id: string; name: string; text: string }[];
 }
 
-/** One accounting row per turn. (workflowId, turn) is unique: a retried write changes nothing. */
-export interface PromptRunRecord {
+/** Where a turn attempt's accounting belongs. */
+export interface AttemptKey {
   readonly workflowId: string;
+  /** The run (see the file comment); omitted = the latest run with this workflow id. */
+  readonly runId?: string;
+  /**
+   * Unique id of one attempt of one turn: the activity execution's run id, activity id and attempt number. A
+   * Temporal retry, an operator retry and a fresh-session replay of the same turn each get a new one.
+   */
+  readonly attemptId: string;
+}
+
+/** What became of a turn attempt. `running` = started and never finished (its worker died, or it is running). */
+export type AttemptStatus = 'running' | 'succeeded' | 'failed' | 'cancelled' | 'resume-failed' | 'budget-exhausted' | 'lost';
+
+/** Where a cost figure came from: the catalog's price table, the harness's own report, or nowhere. */
+export type CostSource = 'price-table' | 'harness' | 'unknown';
+
+/** Opens the accounting of one turn attempt. */
+export interface AttemptStart extends AttemptKey {
   readonly turn: number;
+  /** Temporal's attempt number (1-based) within this scheduling of the turn. */
+  readonly attempt: number;
   readonly promptId: string;
   readonly modelId: string;
   readonly vendorId: string;
+  /** A price table applies: every call with known input and output gets a `priceUsd`. */
+  readonly priced: boolean;
+  /** The turn input, secrets already redacted. */
+  readonly input: string;
+}
+
+/** One usage event of an attempt: usually one model call. Idempotent by (attempt, call). */
+export interface UsageRecord extends AttemptKey {
+  readonly turn: number;
+  /** 1-based position of the event within its attempt. */
+  readonly call: number;
+  readonly usage: Usage;
+  /** The price table's figure for these tokens; undefined when there is no table or the usage is unknown. */
+  readonly priceUsd?: number;
+  /** The harness's own figure, when it gave one with this event. */
+  readonly harnessCostUsd?: number;
+}
+
+/** Closes an attempt; only a `running` attempt changes. */
+export interface AttemptFinish extends AttemptKey {
+  readonly status: Exclude<AttemptStatus, 'running' | 'lost'>;
+  /** Whether the workflow gets this attempt's output (its result reaches the run). */
+  readonly outputUsed: boolean;
+  /** The raw envelope text, redacted; empty for a failed attempt. */
+  readonly output: string;
+  /** Why the attempt failed, redacted. */
+  readonly error?: string;
   /** The model string the harness reported, if any (may differ from modelId's name). */
   readonly reportedModel?: string;
-  readonly usage: Usage;
-  readonly costUsd: number;
-  /** Where the cost came from. */
-  readonly costSource: 'harness' | 'price-table' | 'unknown';
   readonly externalSessionId?: string;
   readonly resumed: boolean;
   readonly durationMs: number;
-  /** The turn input and the raw envelope, secrets already redacted. */
+  /** The harness reported no usage at all for a turn that ran: its tokens are unknown. */
+  readonly usageMissing?: boolean;
+}
+
+/** Cost of some calls, from the price table and from the harness, and which one counts. */
+export interface CostView {
+  /** The figure that counts: the price table's when it could price every call, else the harness's, else what could be priced. */
+  readonly costUsd: number;
+  readonly costSource: CostSource;
+  /** The harness's own figure, recorded beside the price table's. */
+  readonly harnessCostUsd?: number;
+  /** The price table's figure, when it could price every call. */
+  readonly priceUsd?: number;
+  /** Both figures exist and disagree (more than rounding). */
+  readonly costMismatch: boolean;
+  /** The cost cannot be known: usage unknown, or no price table and no harness cost. `costUsd` is then a lower bound. */
+  readonly costBlind: boolean;
+}
+
+/** One turn attempt as the ledger shows it (a prompt run). */
+export interface PromptRunRecord extends CostView {
+  readonly workflowId: string;
+  readonly runId: string;
+  readonly turn: number;
+  readonly attempt: number;
+  readonly attemptId: string;
+  readonly status: AttemptStatus;
+  readonly outputUsed: boolean;
+  readonly promptId: string;
+  readonly modelId: string;
+  readonly vendorId: string;
+  readonly reportedModel?: string;
+  /** Sum of the attempt's calls. */
+  readonly usage: Usage;
+  /** Usage events recorded (model calls, for harnesses that report per call). */
+  readonly calls: number;
+  readonly externalSessionId?: string;
+  readonly resumed: boolean;
+  readonly durationMs: number;
   readonly input: string;
   readonly output: string;
+  readonly error?: string;
+}
+
+/** What a run spent, over every call of every attempt (failed and lost ones included). */
+export interface RunTotals extends CostView {
+  readonly usage: Usage;
+  readonly calls: number;
+  readonly attempts: number;
+  /** Attempts whose output the run did not use (failed, cancelled, lost, superseded). */
+  readonly unusedAttempts: number;
+  /** Usage of those attempts: spent, and never part of a turn result. */
+  readonly unusedUsage: Usage;
 }
 
 export interface RunStepRecord {
   readonly workflowId: string;
-  /** Position within the run; (workflowId, seq) is unique. */
+  /** The run; omitted = the latest run with this workflow id. */
+  readonly runId?: string;
+  /** Position within the run; (workflowId, runId, seq) is unique. */
   readonly seq: number;
   readonly turn: number;
   readonly type: string;
@@ -68,6 +185,7 @@ export interface BlobRecord {
 export interface LedgerEvent {
   readonly cursor: number;
   readonly workflowId: string;
+  readonly runId: string;
   readonly turn: number;
   readonly type: string;
   readonly data: unknown;
@@ -79,6 +197,8 @@ export type ApprovalStatus = 'pending' | 'allowed' | 'denied' | 'expired';
 /** A permission request of a run and what became of it: every decision, by a rule or a person, is one row. */
 export interface ApprovalRecord {
   readonly workflowId: string;
+  /** The run of `workflowId` it belongs to: a decision never answers another run's request. */
+  readonly runId: string;
   /** Durable within the run (`t<turn>-<hash of tool and input>[-n]`): a retried attempt asking again finds it. */
   readonly requestId: string;
   readonly turn: number;
@@ -104,6 +224,8 @@ export interface ApprovalRecord {
 /** A new request: pending (for a human), or already decided (by the policy or a grant). */
 export interface NewApproval {
   readonly workflowId: string;
+  /** The run (its first execution run id); absent or unknown to the ledger = the latest run of `workflowId`. */
+  readonly runId?: string;
   readonly requestId: string;
   readonly turn: number;
   readonly tool: string;
@@ -125,17 +247,29 @@ export interface ApprovalDecisionInput {
   readonly message?: string;
 }
 
-/** Durable permission requests and decisions; the turn activity polls it while the harness waits. */
+/**
+ * Durable permission requests and decisions; the turn activity polls it while the harness waits. Rows are keyed by
+ * (workflowId, runId, requestId); a method without `runId` (or with one the ledger does not know) addresses the
+ * latest run of `workflowId`, so a reused workflow id never finds another run's decisions.
+ */
 export interface ApprovalLedger {
   /** Records the request; if the run already has one with this id (a retried attempt), returns that one unchanged. */
   requestApproval(request: NewApproval): Promise<{ record: ApprovalRecord; created: boolean }>;
   /** Decides a pending request; the first decision wins and later ones return the row as it stands. */
-  decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput): Promise<ApprovalRecord | undefined>;
-  getApproval(workflowId: string, requestId: string): Promise<ApprovalRecord | undefined>;
-  /** Oldest first; `status` filters, `workflowId` narrows to one run. */
-  listApprovals(filter?: { workflowId?: string; status?: ApprovalStatus; limit?: number }): Promise<ApprovalRecord[]>;
+  decideApproval(workflowId: string, requestId: string, decision: ApprovalDecisionInput, runId?: string): Promise<ApprovalRecord | undefined>;
+  getApproval(workflowId: string, requestId: string, runId?: string): Promise<ApprovalRecord | undefined>;
+  /** Oldest first; `status` filters, `workflowId` (and `runId`) narrows to one run. */
+  listApprovals(filter?: { workflowId?: string; runId?: string; status?: ApprovalStatus; limit?: number }): Promise<ApprovalRecord[]>;
   /** Marks a run's still-pending requests (of one turn, if given) `expired`: nobody waits for them; returns how many. */
-  expireApprovals(workflowId: string, reason: string, turn?: number): Promise<number>;
+  expireApprovals(workflowId: string, reason: string, turn?: number, runId?: string): Promise<number>;
+}
+
+/** Whether the ledger can take writes; `problem` says what is wrong and how to fix it. */
+export interface LedgerHealth {
+  readonly ok: boolean;
+  /** Where the ledger lives (a file, a database URL without credentials). */
+  readonly location: string;
+  readonly problem?: string;
 }
 
 /** Raised when a prompt run's prompt, model or vendor id does not resolve. */
@@ -143,31 +277,66 @@ export class UnresolvedAccountingError extends Error {
   override readonly name = 'UnresolvedAccountingError';
 }
 
+/** Why the ledger cannot take a write right now. Writers wait and retry; nothing is dropped. */
+export type LedgerFaultCode = 'LedgerMissing' | 'LedgerReplaced' | 'LedgerReadOnly' | 'LedgerUnavailable';
+
+/** Raised by a write the ledger cannot take (deleted or replaced file, read-only, I/O error). */
+export class LedgerFaultError extends Error {
+  override readonly name = 'LedgerFaultError';
+  constructor(
+    readonly code: LedgerFaultCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
 export interface Ledger extends ApprovalLedger {
   /** Upserts vendors, models and prompts so prompt runs can reference them. */
   syncCatalog(entries: CatalogEntries): Promise<void>;
-  /** Creates the run row, or leaves an existing one as it is. */
-  startRun(run: RunRecord): Promise<void>;
-  finishRun(workflowId: string, status: RunStatus, result: unknown): Promise<void>;
-  setRunStatus(workflowId: string, status: RunStatus): Promise<void>;
-  setExternalSessionId(workflowId: string, sessionId: string): Promise<void>;
-  getRun(workflowId: string): Promise<(RunRecord & { status: RunStatus; result: unknown; externalSessionId?: string }) | undefined>;
-  /** Idempotent by (workflowId, turn); throws UnresolvedAccountingError when an id does not resolve. */
-  recordPromptRun(row: PromptRunRecord): Promise<{ inserted: boolean }>;
-  listPromptRuns(workflowId: string): Promise<PromptRunRecord[]>;
-  /** Idempotent by (workflowId, seq): `inserted` is false when the step was already recorded (and nothing changed). */
+  /** Creates the run row for (workflowId, runId), or leaves an existing one as it is. */
+  startRun(run: RunRecord): Promise<{ created: boolean }>;
+  finishRun(workflowId: string, status: RunStatus, result: unknown, runId?: string): Promise<void>;
+  setRunStatus(workflowId: string, status: RunStatus, runId?: string): Promise<void>;
+  setExternalSessionId(workflowId: string, sessionId: string, runId?: string): Promise<void>;
+  getRun(workflowId: string, runId?: string): Promise<RunView | undefined>;
+  /** Every run recorded under this workflow id, oldest first (more than one only when an id was reused). */
+  listRuns(workflowId: string): Promise<RunView[]>;
+  /** Runs still `running` (or waiting) in the ledger, for reconciliation against Temporal. */
+  listOpenRuns(limit?: number): Promise<RunView[]>;
+
+  /**
+   * Opens an attempt's prompt run; throws UnresolvedAccountingError when an id does not resolve. Earlier attempts
+   * of the same turn still `running` become `lost` (their worker died), and any earlier attempt of the turn is
+   * marked not used.
+   */
+  beginAttempt(start: AttemptStart): Promise<{ inserted: boolean }>;
+  /** Records one usage event of an attempt. Idempotent by (workflowId, runId, attemptId, call). */
+  recordUsage(row: UsageRecord): Promise<{ inserted: boolean }>;
+  /** Closes a running attempt. Idempotent: a finished attempt stays as it is. */
+  finishAttempt(finish: AttemptFinish): Promise<{ updated: boolean }>;
+  /** One row per turn attempt, by turn then attempt order. */
+  listPromptRuns(workflowId: string, runId?: string): Promise<PromptRunRecord[]>;
+  /** What the run spent: every call of every attempt; `turn` narrows it to one turn. */
+  runTotals(workflowId: string, runId?: string, options?: { turn?: number }): Promise<RunTotals>;
+
+  /** Idempotent by (workflowId, runId, seq): `inserted` is false when the step was already recorded (and nothing changed). */
   recordStep(step: RunStepRecord): Promise<{ inserted: boolean }>;
-  /** The step at (workflowId, seq), if recorded. */
-  getStep(workflowId: string, seq: number): Promise<RunStepRecord | undefined>;
+  /** The step at (workflowId, runId, seq), if recorded. */
+  getStep(workflowId: string, seq: number, runId?: string): Promise<RunStepRecord | undefined>;
   /** Replaces the payload of a recorded step (an action's outcome, after its start was recorded). */
-  completeStep(workflowId: string, seq: number, payload: unknown): Promise<void>;
-  listSteps(workflowId: string): Promise<RunStepRecord[]>;
-  /** Stores a blob once; storing the same hash again changes nothing. */
+  completeStep(workflowId: string, seq: number, payload: unknown, runId?: string): Promise<void>;
+  listSteps(workflowId: string, runId?: string): Promise<RunStepRecord[]>;
+  /** Stores a blob once; storing the same hash again changes nothing. Blobs are content-addressed, not per run. */
   putBlob(blob: BlobRecord): Promise<void>;
   /** The content stored under `hash`, if any. */
   getBlob(hash: string): Promise<string | undefined>;
-  appendEvent(workflowId: string, turn: number, type: string, data: unknown): Promise<number>;
-  /** Events after `cursor` (exclusive), oldest first. */
+  appendEvent(workflowId: string, turn: number, type: string, data: unknown, runId?: string): Promise<number>;
+  /** Events after `cursor` (exclusive), oldest first, of every run with this workflow id. */
   readEvents(workflowId: string, afterCursor: number, limit?: number): Promise<LedgerEvent[]>;
+
+  /** Whether writes can land; never throws. */
+  health(): Promise<LedgerHealth>;
   close(): Promise<void>;
 }

@@ -45,7 +45,7 @@ export async function decidePendingApproval(ledger: ApprovalLedger, workflowId: 
     scope: decision.scope ?? 'once',
     ...(decision.edit !== undefined ? { editedInput: applyEdit(row.input, decision.edit) } : {}),
     ...(decision.message !== undefined ? { message: decision.message } : decision.allow ? {} : { message: `Denied by ${decision.by}.` }),
-  });
+  }, row.runId);
   if (!after || after.decidedBy !== decision.by || after.status === 'pending') {
     throw new ApprovalDecisionError('ApprovalAlreadyDecided', `Permission request "${requestId}" of run ${workflowId} was decided by someone else first.`, after);
   }

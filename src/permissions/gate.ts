@@ -16,6 +16,8 @@ import type { ApprovalBroker, PermissionAnswer, PermissionGate, PermissionReques
 export interface PermissionGateOptions {
   readonly ledger: ApprovalLedger;
   readonly workflowId: string;
+  /** The ledger run (the run's first execution run id): grants and decisions of another run never apply. */
+  readonly runId?: string;
   readonly turn: number;
   readonly policy: PermissionPolicy;
   /** The workspace as the harness sees it: relative path rules are relative to it. */
@@ -66,13 +68,14 @@ function denialMessage(by: string): string {
 
 /** Creates the gate for one turn attempt. */
 export function createPermissionGate(options: PermissionGateOptions): PermissionGate {
-  const { ledger, workflowId, turn, policy, workspace, broker } = options;
+  const { ledger, workflowId, runId, turn, policy, workspace, broker } = options;
   const occurrences = new Map<string, number>();
   const redact = options.redact ?? ((text: string) => text);
   const scrub = (value: unknown): unknown => JSON.parse(redact(JSON.stringify(value ?? null))) as unknown;
   /** The request as stored: redacted. */
   const stored = (request: PermissionRequest) => ({
     workflowId,
+    ...(runId !== undefined ? { runId } : {}),
     turn,
     tool: redact(request.tool),
     kind: request.kind,
@@ -117,7 +120,7 @@ export function createPermissionGate(options: PermissionGateOptions): Permission
     occurrences.set(base, n);
     const approvalId = approvalIdFor(turn, request, n);
 
-    const existing = await ledger.getApproval(workflowId, approvalId);
+    const existing = await ledger.getApproval(workflowId, approvalId, runId);
     if (existing) {
       const answer = answerOf(existing);
       if (answer) return answer;
@@ -126,7 +129,7 @@ export function createPermissionGate(options: PermissionGateOptions): Permission
 
     const verdict = evaluatePolicy(policy, request, workspace);
     if (verdict.outcome === 'deny') return record(request, approvalId, { decision: 'deny', scope: 'once', decidedBy: verdict.by, message: denialMessage(verdict.by), approvalId });
-    const allowed = await ledger.listApprovals({ workflowId, status: 'allowed' });
+    const allowed = await ledger.listApprovals({ workflowId, ...(runId !== undefined ? { runId } : {}), status: 'allowed' });
     const edit = editGrant(allowed, request);
     if (edit) return record(request, approvalId, { decision: 'allow', scope: 'once', decidedBy: `edit-of:${edit.requestId}`, approvalId });
     if (verdict.outcome === 'ask') {

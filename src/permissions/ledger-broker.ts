@@ -49,15 +49,20 @@ export function ledgerApprovalBroker(options: LedgerApprovalBrokerOptions): Appr
         const deadline = Date.parse(current.expiresAt ?? expiresAt);
         if (now() >= deadline) {
           const within = request.timeoutMs < 1000 ? `${request.timeoutMs} ms` : `${Math.round(request.timeoutMs / 1000)} s`;
-          current = await ledger.decideApproval(request.workflowId, request.requestId, {
-            status: 'denied',
-            decidedBy: 'timeout',
-            message: `Nobody approved this within ${within}, so it was denied. Do not retry it; continue without it or explain in your envelope.`,
-          });
+          current = await ledger.decideApproval(
+            request.workflowId,
+            request.requestId,
+            {
+              status: 'denied',
+              decidedBy: 'timeout',
+              message: `Nobody approved this within ${within}, so it was denied. Do not retry it; continue without it or explain in your envelope.`,
+            },
+            record.runId,
+          );
           continue;
         }
         await sleep(Math.min(pollMs, Math.max(1, deadline - now())), signal);
-        current = await ledger.getApproval(request.workflowId, request.requestId);
+        current = await ledger.getApproval(request.workflowId, request.requestId, record.runId);
       }
     },
   };

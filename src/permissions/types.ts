@@ -66,6 +66,8 @@ export interface PermissionGate {
 /** A request the policy left open, as the broker stores it. */
 export interface PendingApproval {
   readonly workflowId: string;
+  /** The ledger run; absent = the latest run of `workflowId`. */
+  readonly runId?: string;
   /** Durable id within the run: the same request asked again (a retried attempt) gets the same id. */
   readonly requestId: string;
   readonly turn: number;

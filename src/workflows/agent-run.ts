@@ -67,6 +67,7 @@ import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenan
 import { installApprovalHandlers } from './approval-handlers.js';
 import { detailsText, turnStartToCloseMs } from './approvals.js';
 import type { RunState } from './state.js';
+import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
 import { compactSandbox, type AgentRunInput, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -204,6 +205,15 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           continue;
         }
         const cause = err instanceof ActivityFailure ? err.cause : err;
+        if (cause instanceof ApplicationFailure && patched('acct8-failed-spend')) {
+          // What the failed attempts spent counts: toward the run's totals and its guardrails.
+          update(foldFailedSpend(state, failedSpend(cause.details ?? undefined)));
+          const crossed = guardrailCrossed(state);
+          if (crossed) {
+            inbox.interruption = { kind: 'guardrail', guardrail: crossed.guardrail, reason: crossed.reason };
+            throw cause;
+          }
+        }
         if (cause instanceof ApplicationFailure && cause.nonRetryable) throw cause;
         const lastError = hostLost ?? (cause instanceof Error ? cause.message : String(cause));
         update({ ...state, lastError });
@@ -284,10 +294,14 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       const begun = beginTurn(state);
       update(begun.state);
       syncAttributes();
-      const result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!) });
+      // The run's remaining budget goes with the turn: the harness is stopped mid-turn when it is spent.
+      const budget = patched('acct8-turn-budget') ? { budget: turnBudget(state) } : {};
+      const result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!), ...budget });
       let { state: next, decision }: { state: RunState; decision: Decision } = applyTurn(state, result);
       update(next);
       syncAttributes();
+      const spent = budgetEnding(result);
+      if (spent) return runResult(state, workflowId, spent);
       for (;;) {
         if (decision.kind === 'end') return runResult(state, workflowId, decision.ending);
         const crossed = guardrailCrossed(state);
@@ -344,9 +358,9 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   if (inTemporalTerms && !state.policy) upsertSearchAttributes([{ key: statusAttribute, value: result.status }]);
   if (state.policy) {
     const { sandbox, policy } = state;
-    await CancellationScope.nonCancellable(() =>
-      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, endSession),
-    );
+    const end = () =>
+      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, endSession);
+    await CancellationScope.nonCancellable(() => (patched('acct8-end-session-retry') ? untilDone(end) : end()));
   }
   if (inTemporalTerms) {
     if (result.status === 'cancelled') {
@@ -374,5 +388,20 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     // A bug in the loop: still end the session, and say what happened.
     const message = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
     return runResult(state, workflowId, { status: 'failed', reason: `internal error in the run loop: ${message}`, failureType: 'InternalError' });
+  }
+}
+
+/**
+ * Compensation never fails the run: `endSession` (idempotent) is retried, with a growing pause, until it succeeds —
+ * a sandbox or ledger that is down for a while only delays the end.
+ */
+async function untilDone(step: () => Promise<void>): Promise<void> {
+  for (let failures = 0; ; failures++) {
+    try {
+      return await step();
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      await sleep(untilDoneDelayMs(failures));
+    }
   }
 }

@@ -137,7 +137,8 @@ export function applyTurn(state: RunState, result: TurnResult): { state: RunStat
     ...state,
     usage: addUsage(state.usage, result.usage),
     costUsd: state.costUsd + result.costUsd,
-    costBlind: state.costBlind || (!result.usageReported && !policy.priced),
+    // The turn's own verdict (one cost authority, in runTurn) counts; a turn without usage on an unpriced harness too.
+    costBlind: state.costBlind || result.costBlind === true || (!result.usageReported && !policy.priced),
     externalSessionId: result.externalSessionId ?? (result.resumeFailed ? undefined : state.externalSessionId),
     lastError: result.resumeFailed !== undefined ? clip(result.resumeFailed) : state.lastError,
   };

@@ -86,6 +86,34 @@ export interface InFlightTurn {
 /** Answer of the `status` query: the run's state itself, plus its token total (and, from the client, the turn in flight). */
 export type RunStatusView = RunState & { readonly totalTokens: number; readonly inFlight?: InFlightTurn };
 
+/** The accounting of one turn attempt, as `runTurn` recorded it in the ledger (a failed attempt's failure details carry it as `spend`). */
+export interface TurnSpend {
+  /** Tokens of this attempt (every model call it made); fields unknown where the harness did not say. */
+  readonly usage: Usage;
+  /** The cost that counts: the price table's when configured and able to price it, else the harness's own. */
+  readonly costUsd: number;
+  readonly costSource: 'harness' | 'price-table' | 'unknown';
+  /** The harness's own cost figure, recorded beside the price table's. */
+  readonly harnessCostUsd?: number;
+  /** Both figures exist and disagree. */
+  readonly costMismatch?: boolean;
+  /** The cost cannot be known (usage unknown, or neither price table nor harness cost): `costUsd` is a lower bound. */
+  readonly costBlind?: boolean;
+  /** The attempt's ledger id (see Ledger.beginAttempt) and Temporal attempt number. */
+  readonly attemptId?: string;
+  readonly attempt?: number;
+  /** Usage events recorded for this attempt (model calls, for harnesses that report per call). */
+  readonly calls?: number;
+}
+
+/** What the run has left when the workflow schedules a turn: the turn stops its harness when streaming usage crosses it. */
+export interface TurnBudget {
+  /** Tokens left (input, output, reasoning, cache reads and writes). */
+  readonly tokens?: number;
+  /** USD left. */
+  readonly costUsd?: number;
+}
+
 /** A step as the workflow sees it: what it needs to decide, with large texts by reference. */
 export type StepView =
   | { readonly step: 'success'; readonly result: TextRef }
@@ -139,6 +167,8 @@ export interface TurnRequest {
   readonly replay?: boolean;
   /** Ledger seq for this turn's envelope step. */
   readonly envelopeSeq: number;
+  /** The run's budget left: streaming usage that crosses it stops the harness mid-turn (`budgetExhausted`). */
+  readonly budget?: TurnBudget;
 }
 
 /** What a turn produced, as the workflow keeps it (secrets redacted, large texts by reference). */
@@ -150,6 +180,10 @@ export interface TurnResult {
   readonly externalSessionId?: string;
   /** Set when the harness had forgotten the session: the turn started fresh with the conversation replayed. */
   readonly resumeFailed?: string;
+  /** The cost cannot be known (tokens spent that nobody counted, or no price table and no harness cost): set only when true. */
+  readonly costBlind?: true;
+  /** The turn's streaming usage crossed `TurnRequest.budget`: the harness was stopped mid-turn (the step is not ok). */
+  readonly budgetExhausted?: { readonly guardrail: 'tokens' | 'cost'; readonly message: string };
   /** The envelope, or what was wrong with the reply. */
   readonly step: { readonly ok: true; readonly view: StepView } | { readonly ok: false; readonly problem: string; readonly tooLarge?: boolean };
 }

@@ -52,7 +52,7 @@ async function started(runs: FakeRun[], extra: Partial<HarnessSessionConfig> = {
 }
 
 describe('ClaudeCode adapter over recorded fixtures', () => {
-  it('plain answer: text, result usage (input excludes cache), cost, session and model', async () => {
+  it('plain answer: text, per-call usage as it streams (input excludes cache), cost, session and model', async () => {
     const { adapter } = await started([recorded('plain')]);
     const events = await turn(adapter);
     const result = fixtureLines('plain').find((l) => l.type === 'result') as { usage: Record<string, number>; total_cost_usd: number; session_id: string };
@@ -68,23 +68,57 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
     expect(folded.resumed).toBe(false);
     expect(adapter.resumed).toBe(false);
     expect(adapter.reportedModel).toBe('claude-sonnet-4-5');
-    // Only the result line's usage counts (assistant lines carry a streaming snapshot).
-    expect(events.filter((e) => e.type === 'usage')).toHaveLength(1);
+    // The call's usage arrives at its message_delta; the result adds nothing but the invocation's cost.
+    const usage = events.filter((e) => e.type === 'usage');
+    expect(usage).toEqual([
+      { type: 'usage', usage: { input: 1200, output: 15, cacheRead: 300, cacheWrite: 40 } },
+      { type: 'usage', usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, costUsd: result.total_cost_usd },
+    ]);
   });
 
-  it('tool call: the Read tool shows as activity, usage sums both model calls', async () => {
+  it('tool call: the Read tool shows as activity; one usage event per model call, as each finishes', async () => {
     const { adapter } = await started([recorded('tool-call')]);
     const events = await turn(adapter);
     const folded = foldTurn(events);
     expect(events.some((e) => e.type === 'activity' && e.description.startsWith('Read ') && e.description.includes('notes.txt'))).toBe(true);
     expect(folded.text).toBe('{"step":"success","result":"PELICAN"}');
     // Two calls: (1500 in, 0 read, 500 write, 30 out) + (200 in, 1500 read, 60 write, 12 out).
+    const calls = events.filter((e) => e.type === 'usage').map((e) => (e as { usage: unknown }).usage);
+    expect(calls.slice(0, 2)).toEqual([
+      { input: 1500, output: 30, cacheRead: 0, cacheWrite: 500 },
+      { input: 200, output: 12, cacheRead: 1500, cacheWrite: 60 },
+    ]);
+    // The first call's usage came before the tool ran.
+    const firstUsage = events.findIndex((e) => e.type === 'usage');
+    expect(firstUsage).toBeLessThan(events.findIndex((e) => e.type === 'activity' && e.description === 'tool result'));
     expect(folded.usage).toEqual({ input: 1700, output: 42, cacheRead: 1500, cacheWrite: 560 });
     expect(folded.costUsd).toBeCloseTo(0.00828, 8);
   });
 
-  it('resume: turn 2 passes --resume with the id from turn 1, and reports resumed=true', async () => {
-    const { adapter, executor } = await started([recorded('resume-setup'), recorded('resume')]);
+  it('thinking tokens: Anthropic counts them inside output_tokens, so the total is exact and reasoning stays unknown', async () => {
+    const { adapter } = await started([recorded('reasoning')]);
+    const folded = foldTurn(await turn(adapter));
+    // Served: 200 in, 9 out, 100 thinking.
+    expect(folded.usage).toEqual({ input: 200, output: 109, cacheRead: 0, cacheWrite: 0 });
+    expect(folded.usage.reasoning).toBeUndefined();
+  });
+
+  it('killed mid-call: the calls that finished count, and the input of the one in flight (its output unknown)', async () => {
+    const lines = recorded('tool-call').lines!;
+    // Cut the recording right after the second call's message_start: the process then hangs until the timeout.
+    const cut = lines.findIndex((l, i) => i > 5 && l.includes('"message_start"'));
+    const { adapter } = await started([{ lines: lines.slice(0, cut + 1), hang: true }], { turnTimeoutMs: 300 });
+    const events = await turn(adapter);
+    expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'timeout' });
+    const calls = events.filter((e) => e.type === 'usage').map((e) => (e as { usage: unknown }).usage);
+    expect(calls).toEqual([
+      { input: 1500, output: 30, cacheRead: 0, cacheWrite: 500 },
+      { input: 200, cacheRead: 1500, cacheWrite: 60 },
+    ]);
+  });
+
+  it('resume in place (settings.forkSessions: false): turn 2 passes --resume with the id from turn 1', async () => {
+    const { adapter, executor } = await started([recorded('resume-setup'), recorded('resume')], { settings: { forkSessions: false } });
     await turn(adapter, 'Remember the number 42.', 1);
     const firstId = adapter.externalSessionId;
     expect(firstId).toBe(fixtureLines('resume-setup')[0]!.session_id);
@@ -99,14 +133,9 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
     expect(folded.usage).toEqual({ input: 50, output: 9, cacheRead: 950, cacheWrite: 10 });
 
     const [first, second] = executor.requests.map((r) => r.argv);
-    expect(first).toEqual([
-      'claude', '-p', 'Remember the number 42.', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
-      '--model', 'claude-sonnet-4-5', '--append-system-prompt', 'ENVELOPE CONTRACT',
-    ]);
-    expect(second).toEqual([
-      'claude', '-p', 'What number?', '--output-format', 'stream-json', '--verbose', '--permission-mode', 'acceptEdits',
-      '--model', 'claude-sonnet-4-5', '--append-system-prompt', 'ENVELOPE CONTRACT', '--resume', firstId,
-    ]);
+    const common = ['--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--permission-mode', 'acceptEdits', '--model', 'claude-sonnet-4-5', '--append-system-prompt', 'ENVELOPE CONTRACT'];
+    expect(first).toEqual(['claude', '-p', 'Remember the number 42.', ...common]);
+    expect(second).toEqual(['claude', '-p', 'What number?', ...common, '--resume', firstId]);
     for (const request of executor.requests) {
       expect(request.argv.join(' ')).not.toContain(secret);
       expect(request.stdin).toBeUndefined();
@@ -115,6 +144,21 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
       expect(request.env?.CLAUDE_CONFIG_DIR).toBe(path.join(workspace, '.home', 'claude'));
       expect(request.env).toMatchObject({ DISABLE_TELEMETRY: '1', DISABLE_AUTOUPDATER: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' });
     }
+  });
+
+  it('fork (the default): turn 2 continues turn 1 in a branch (--resume ID --fork-session), a new id that counts as resumed', async () => {
+    const { adapter, executor } = await started([recorded('fork-setup'), recorded('fork')]);
+    await turn(adapter, 'Remember the number 42.', 1);
+    const firstId = adapter.externalSessionId!;
+    const events = await turn(adapter, 'What number?', 2);
+    const folded = foldTurn(events);
+    expect(executor.requests[1]!.argv.slice(-3)).toEqual(['--resume', firstId, '--fork-session']);
+    expect(folded.text).toBe('{"step":"success","result":"42"}');
+    expect(adapter.externalSessionId).toBe(fixtureLines('fork')[0]!.session_id);
+    expect(adapter.externalSessionId).not.toBe(firstId);
+    expect(folded.resumed).toBe(true);
+    expect(adapter.resumed).toBe(true);
+    expect(folded.usage).toEqual({ input: 50, output: 9, cacheRead: 950, cacheWrite: 10 });
   });
 
   it('unknown session: exactly one resume-failed error, and the next turn starts fresh', async () => {
@@ -127,6 +171,7 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
     const next = await turn(adapter, 'replayed context', 2);
     expect(executor.requests[0]!.argv).toContain('--resume');
     expect(executor.requests[1]!.argv).not.toContain('--resume');
+    expect(executor.requests[1]!.argv).not.toContain('--fork-session');
     expect(next.at(-1)?.type).toBe('turn-complete');
     expect(adapter.resumed).toBe(false);
   });
@@ -189,6 +234,6 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
     expect(registry.create('ClaudeCode')).toBeInstanceOf(ClaudeCode);
     expect(claudeBaseUrl('http://h:1/v1/')).toBe('http://h:1');
     expect(claudeBaseUrl('http://h:1')).toBe('http://h:1');
-    expect(new ClaudeCode().capabilities).toMatchObject({ sessionResume: true, structuredOutput: false, usageReporting: true });
+    expect(new ClaudeCode().capabilities).toMatchObject({ sessionResume: true, sessionFork: true, structuredOutput: false, usageReporting: true });
   });
 });

@@ -1,5 +1,5 @@
 /** Codex adapter over JSONL recorded from the real pinned CLI (test/fixtures/codex, see its README). */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -58,7 +58,7 @@ describe('Codex adapter over recorded fixtures', () => {
     expect(terminals(events)).toHaveLength(1);
     expect(events.at(-1)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"hello"}' });
     // Recorded turn.completed: input_tokens 1500 INCLUDING cached 300 → 1200 non-cached.
-    expect(folded.usage).toEqual({ input: 1200, output: 15, cacheRead: 300, cacheWrite: 0 });
+    expect(folded.usage).toEqual({ input: 1200, output: 15, cacheRead: 300, cacheWrite: 0, reasoning: 0 });
     expect(folded.costUsd).toBeUndefined();
     expect(adapter.externalSessionId).toBe(threadId);
     expect(adapter.resumed).toBe(false);
@@ -74,15 +74,15 @@ describe('Codex adapter over recorded fixtures', () => {
     expect(events).toContainEqual({ type: 'activity', description: "command: /bin/bash -lc 'cat notes.txt' → exit 0" });
     expect(folded.text).toBe('{"step":"success","result":"PELICAN"}');
     // (1500 + 0 cached) + (200 + 1500 cached) = 3200 reported, 1500 cached.
-    expect(folded.usage).toEqual({ input: 1700, output: 42, cacheRead: 1500, cacheWrite: 0 });
+    expect(folded.usage).toEqual({ input: 1700, output: 42, cacheRead: 1500, cacheWrite: 0, reasoning: 0 });
   });
 
-  it('resume: `exec resume THREAD`, resumed=true, and the running total turned back into this turn', async () => {
-    const { adapter, executor, workspace } = await started([recorded('resume-setup'), recorded('resume')]);
+  it('resume in place (settings.forkSessions: false): `exec resume THREAD`, resumed=true, the running total turned back into this turn', async () => {
+    const { adapter, executor, workspace } = await started([recorded('resume-setup'), recorded('resume')], { settings: { forkSessions: false } });
     const first = foldTurn(await turn(adapter, 'Remember the number 42.', 1));
     const threadId = adapter.externalSessionId;
     expect(threadId).toBe(fixtureLines('resume-setup')[0]!.thread_id);
-    expect(first.usage).toEqual({ input: 900, output: 5, cacheRead: 0, cacheWrite: 0 });
+    expect(first.usage).toEqual({ input: 900, output: 5, cacheRead: 0, cacheWrite: 0, reasoning: 0 });
     const events = await turn(adapter, 'What number?', 2);
     const folded = foldTurn(events);
     expect(adapter.resumed).toBe(true);
@@ -90,7 +90,7 @@ describe('Codex adapter over recorded fixtures', () => {
     expect(folded.text).toBe('{"step":"success","result":"42"}');
     // Recorded turn 2 reports the thread total (1900 in incl. 950 cached, 14 out); this turn alone was 50/950/9.
     expect(fixtureLines('resume').at(-1)).toMatchObject({ usage: { input_tokens: 1900, cached_input_tokens: 950, output_tokens: 14 } });
-    expect(folded.usage).toEqual({ input: 50, output: 9, cacheRead: 950, cacheWrite: 0 });
+    expect(folded.usage).toEqual({ input: 50, output: 9, cacheRead: 950, cacheWrite: 0, reasoning: 0 });
 
     const [turn1, turn2] = executor.requests.map((r) => r.argv);
     const options = [
@@ -113,6 +113,38 @@ describe('Codex adapter over recorded fixtures', () => {
     expect(toml).not.toContain(secret);
   });
 
+  it('fork (the default): `exec fork THREAD` branches a new thread; its total starts from the parent, so the turn is the difference', async () => {
+    const { adapter, executor } = await started([recorded('fork-setup'), recorded('fork')]);
+    await turn(adapter, 'Remember the number 42.', 1);
+    const parent = adapter.externalSessionId!;
+    const folded = foldTurn(await turn(adapter, 'What number?', 2));
+    expect(executor.requests[1]!.argv.slice(0, 3)).toEqual(['codex', 'exec', 'fork']);
+    expect(executor.requests[1]!.argv.slice(-2)).toEqual([parent, 'What number?']);
+    expect(adapter.externalSessionId).toBe(fixtureLines('fork')[0]!.thread_id);
+    expect(adapter.externalSessionId).not.toBe(parent);
+    expect(folded.resumed).toBe(true);
+    // Recorded: the fork's first total is 1900 in (950 cached), 14 out — the parent's 900/5 included.
+    expect(folded.usage).toEqual({ input: 50, output: 9, cacheRead: 950, cacheWrite: 0, reasoning: 0 });
+  });
+
+  it('reasoning tokens: codex counts them inside output_tokens; the adapter reports them apart', async () => {
+    const { adapter } = await started([recorded('reasoning')]);
+    // Served: 200 in, 9 out, 100 reasoning; recorded turn.completed: output_tokens 109, reasoning_output_tokens 100.
+    expect(foldTurn(await turn(adapter)).usage).toEqual({ input: 200, output: 9, reasoning: 100, cacheRead: 0, cacheWrite: 0 });
+  });
+
+  it('a vendor fault after a good call: turn.failed has no usage, so the calls are read back from the rollout file', async () => {
+    const { adapter, workspace } = await started([recorded('fault')]);
+    const threadId = fixtureLines('fault')[0]!.thread_id as string;
+    const dir = path.join(workspace, '.home/codex/sessions/2026/12/01');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, `rollout-2026-12-01T03-20-50-${threadId}.jsonl`), readFileSync(path.join(fixtures, 'fault.rollout.jsonl')));
+    const events = await turn(adapter);
+    expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'vendor-error' });
+    // Served: the tool call (4000 in, 700 out), then the failing call (nothing).
+    expect(events.filter((e) => e.type === 'usage')).toEqual([{ type: 'usage', usage: { input: 4000, output: 700, cacheRead: 0, cacheWrite: 0, reasoning: 0 } }]);
+  });
+
   it('unknown thread (nothing on stdout, stderr says so): one resume-failed, then a fresh thread', async () => {
     const missing = '00000000-0000-4000-8000-000000000000';
     const { adapter, executor } = await started([recorded('resume-missing'), recorded('plain')], { resumeSessionId: missing });
@@ -120,7 +152,7 @@ describe('Codex adapter over recorded fixtures', () => {
     expect(terminals(events)).toHaveLength(1);
     expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'resume-failed', exitCode: 1 });
     const next = await turn(adapter, 'replayed context', 2);
-    expect(executor.requests[0]!.argv.slice(0, 3)).toEqual(['codex', 'exec', 'resume']);
+    expect(executor.requests[0]!.argv.slice(0, 3)).toEqual(['codex', 'exec', 'fork']);
     expect(executor.requests[1]!.argv).not.toContain('resume');
     expect(next.at(-1)?.type).toBe('turn-complete');
     expect(adapter.resumed).toBe(false);

@@ -25,7 +25,9 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
     expect(result.resumed).toBe(false);
     // Fixture: input_tokens 1500 INCLUDING 300 cached.
     expect(stats).toMatchObject({ input_tokens: 1500, cached: 300, output_tokens: 15 });
-    expect(result.usage).toEqual({ input: 1200, cacheRead: 300, cacheWrite: 0, output: 15 });
+    // Gemini has no cache-write count: unknown, not zero. total_tokens = in + out, so reasoning is a known 0.
+    expect(result.usage).toEqual({ input: 1200, cacheRead: 300, output: 15, reasoning: 0 });
+    expect(result.usage.cacheWrite).toBeUndefined();
     expect(result.costUsd).toBeUndefined();
     expect(adapter.externalSessionId).toBe(sessionOf('plain'));
     expect(adapter.reportedModel).toBe('gemini-2.5-flash');
@@ -41,7 +43,58 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
     expect(result.text).toBe('{"step":"actions","actions":[{"name":"echo","params":{"text":"PELICAN"}}]}');
     // Two calls: 1500 + (200 + 1500 cached) = 3200 prompt tokens, 1500 cached.
     expect(statsOf('tool-call')).toMatchObject({ input_tokens: 3200, cached: 1500, output_tokens: 42 });
-    expect(result.usage).toEqual({ input: 1700, cacheRead: 1500, cacheWrite: 0, output: 42 });
+    expect(result.usage).toEqual({ input: 1700, cacheRead: 1500, output: 42, reasoning: 0 });
+  });
+
+  it('thinking tokens: missing from output_tokens but in total_tokens, so reasoning = total − input − output', async () => {
+    const adapter = new GeminiCliAdapter();
+    await startWith(adapter, [fixtureRun(cli, 'reasoning')], options);
+    const result = foldTurn(await collect(adapter));
+    // Served: 200 in, 9 out, 100 thoughts; recorded stats: total 309, input 200, output 9.
+    expect(fixtureLines(cli, 'reasoning').find((l) => l.type === 'result')?.stats).toMatchObject({ total_tokens: 309, input_tokens: 200, output_tokens: 9 });
+    expect(result.usage).toEqual({ input: 200, output: 9, reasoning: 100, cacheRead: 0 });
+  });
+
+  it('a vendor fault after a good call: the result (status error) still counts the good call', async () => {
+    const adapter = new GeminiCliAdapter();
+    await startWith(adapter, [fixtureRun(cli, 'fault')], options);
+    const events = await collect(adapter);
+    expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'vendor-error' });
+    expect(foldTurn(events).usage).toEqual({ input: 4000, output: 700, cacheRead: 0, reasoning: 0 });
+  });
+
+  it('loop detection: the call it cut off is missing from the stats, so one call of unknown usage is added', async () => {
+    const adapter = new GeminiCliAdapter();
+    await startWith(adapter, [fixtureRun(cli, 'loop')], options);
+    const events = await collect(adapter);
+    const lines = fixtureLines(cli, 'loop');
+    expect(lines.some((l) => l.type === 'error' && /Loop detected/.test(String(l.message)))).toBe(true);
+    const toolCalls = lines.filter((l) => l.type === 'tool_use').length;
+    const stats = lines.find((l) => l.type === 'result')?.stats as { input_tokens: number; tool_calls: number };
+    // Recorded: 5 calls served (100 in each), the stats count one fewer.
+    expect(stats.input_tokens).toBe(100 * toolCalls);
+    const usage = events.filter((e) => e.type === 'usage').map((e) => (e as { usage: unknown }).usage);
+    expect(usage).toEqual([{ input: 100 * toolCalls, output: 10 * toolCalls, cacheRead: 0, reasoning: 0 }, {}]);
+    expect(foldTurn(events).unknownUsageEvents).toBe(1);
+  });
+
+  it('all-zero stats after the model answered (loop detection) are unknown usage, not zero tokens', async () => {
+    const lines = fixtureRun(cli, 'tool-call').lines!.slice(0, -1);
+    const zero = { total_tokens: 0, input_tokens: 0, output_tokens: 0, cached: 0, input: 0, duration_ms: 5, tool_calls: 1, models: {} };
+    const adapter = new GeminiCliAdapter();
+    await startWith(
+      adapter,
+      [{ lines: [...lines, JSON.stringify({ type: 'error', severity: 'warning', message: 'Loop detected, stopping execution' }), JSON.stringify({ type: 'result', status: 'success', stats: zero })] }],
+      options,
+    );
+    const events = await collect(adapter);
+    const usage = events.filter((e) => e.type === 'usage');
+    expect(usage).toEqual([{ type: 'usage', usage: {} }]);
+    expect(foldTurn(events).unknownUsageEvents).toBe(1);
+    // A vendor refusal before any answer really costs nothing: its zero stats stay a count.
+    const refused = new GeminiCliAdapter();
+    await startWith(refused, [fixtureRun(cli, 'error')], options);
+    expect(foldTurn(await collect(refused)).usage).toEqual({ input: 0, output: 0, cacheRead: 0, reasoning: 0 });
   });
 
   it('turn 1 starts a session; turn 2 resumes it with --resume and reports resumed', async () => {
@@ -57,7 +110,7 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
     expect(second.resumed).toBe(true);
     expect(adapter.resumed).toBe(true);
     expect(second.text).toBe('{"step":"success","result":"PELICAN"}');
-    expect(second.usage).toEqual({ input: 50, cacheRead: 1750, cacheWrite: 0, output: 9 });
+    expect(second.usage).toEqual({ input: 50, cacheRead: 1750, output: 9, reasoning: 0 });
     // Config in the per-run home; the key only in env.
     const home = path.join(workspace, '.home/gemini');
     expect(turn1?.env).toMatchObject({ HOME: home, GOOGLE_GEMINI_BASE_URL: 'http://127.0.0.1:9', GEMINI_API_KEY: testKey, GEMINI_SYSTEM_MD: path.join(home, 'system.md') });

@@ -26,7 +26,7 @@ describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
     expect(result.sessionId).toBe(sessionOf('plain'));
     // Vendor said prompt_tokens 1500 with 300 cached; OpenCode reports input 1200, cache.read 300.
     expect(stepTokens('plain')).toEqual([{ total: 1515, input: 1200, output: 15, reasoning: 0, cache: { write: 0, read: 300 } }]);
-    expect(result.usage).toEqual({ input: 1200, cacheRead: 300, cacheWrite: 0, output: 15 });
+    expect(result.usage).toEqual({ input: 1200, cacheRead: 300, cacheWrite: 0, output: 15, reasoning: 0 });
     // The JSON output never names the model.
     expect(result.model).toBeUndefined();
     expect(adapter.reportedModel).toBeUndefined();
@@ -42,7 +42,7 @@ describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
     expect(result.activities.some((a) => a.startsWith('read'))).toBe(true);
     expect(result.text).toBe('{"step":"actions","actions":[{"name":"echo","params":{"text":"PELICAN"}}]}');
     expect(stepTokens('tool-call')).toHaveLength(2);
-    expect(result.usage).toEqual({ input: 1700, cacheRead: 1500, cacheWrite: 0, output: 42 });
+    expect(result.usage).toEqual({ input: 1700, cacheRead: 1500, cacheWrite: 0, output: 42, reasoning: 0 });
   });
 
   it('reports the step cost when the catalog gave prices', async () => {
@@ -51,17 +51,33 @@ describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
     expect(foldTurn(await collect(adapter)).costUsd).toBe(0);
   });
 
-  it('turn 1 uses --title (no title model call), turn 2 resumes with --session; config in the per-run home', async () => {
+  it('reasoning tokens: reported apart from output (output 9, reasoning 100), as the normalised shape wants', async () => {
+    const adapter = new OpenCodeAdapter();
+    await startWith(adapter, [fixtureRun(cli, 'reasoning')], options);
+    expect(foldTurn(await collect(adapter)).usage).toEqual({ input: 200, output: 9, reasoning: 100, cacheRead: 0, cacheWrite: 0 });
+  });
+
+  it('a vendor fault after a good call: the good step was reported as it finished, so it counts', async () => {
+    const adapter = new OpenCodeAdapter();
+    await startWith(adapter, [fixtureRun(cli, 'fault')], options);
+    const events = await collect(adapter);
+    expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'vendor-error' });
+    expect(foldTurn(events).usage).toEqual({ input: 4000, output: 700, reasoning: 0, cacheRead: 0, cacheWrite: 0 });
+  });
+
+  it('turn 1 uses --title (no title model call), turn 2 continues it in a fork (--session ID --fork); config in the per-run home', async () => {
     const adapter = new OpenCodeAdapter();
     const { executor, workspace } = await startWith(adapter, [fixtureRun(cli, 'tool-call'), fixtureRun(cli, 'resume')], options);
     await collect(adapter, 'first', 1);
     const second = foldTurn(await collect(adapter, 'second', 2));
     const [turn1, turn2] = executor.requests;
     expect(turn1?.argv).toEqual(['/opt/cli/bin/harness', 'run', '--format', 'json', '-m', 'durable/fake-model', '--title', 'durable-harness run-1']);
-    expect(turn2?.argv.slice(-2)).toEqual(['--session', sessionOf('tool-call')]);
+    expect(turn2?.argv.slice(-3)).toEqual(['--session', sessionOf('tool-call'), '--fork']);
     expect(turn2?.stdin).toBe('second');
     expect(second.resumed).toBe(true);
-    expect(second.usage).toEqual({ input: 50, cacheRead: 1750, cacheWrite: 0, output: 9 });
+    expect(second.sessionId).toBe(sessionOf('resume'));
+    expect(second.sessionId).not.toBe(sessionOf('tool-call'));
+    expect(second.usage).toEqual({ input: 50, cacheRead: 1750, cacheWrite: 0, output: 9, reasoning: 0 });
     const home = path.join(workspace, '.home/opencode');
     expect(turn1?.env).toMatchObject({ OPENCODE_CONFIG: path.join(home, 'opencode.json'), OPENCODE_DISABLE_MODELS_FETCH: '1', OPENCODE_DISABLE_AUTOUPDATE: '1', XDG_DATA_HOME: path.join(home, 'data') });
     const config = JSON.parse(readFileSync(path.join(home, 'opencode.json'), 'utf8')) as Record<string, unknown>;

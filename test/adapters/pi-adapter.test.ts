@@ -50,7 +50,21 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
     expect(models.providers.durable.models[0]).toMatchObject({ id: 'fake-model', cost: { input: 3, output: 15 } });
   });
 
-  it('turn 2 resumes with --session; system prompt by file; config and key handling', async () => {
+  it('reasoning tokens: pi folds them into output (the completions count); the total is exact, reasoning unknown', async () => {
+    const adapter = new PiAdapter();
+    await startWith(adapter, [fixtureRun(cli, 'reasoning')], options);
+    expect(foldTurn(await collect(adapter)).usage).toEqual({ input: 200, output: 109, cacheRead: 0, cacheWrite: 0 });
+  });
+
+  it('a vendor fault after a good call: the good call was reported at its message_end, so it counts', async () => {
+    const adapter = new PiAdapter();
+    await startWith(adapter, [fixtureRun(cli, 'fault')], options);
+    const events = await collect(adapter);
+    expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'vendor-error' });
+    expect(foldTurn(events).usage).toEqual({ input: 4000, output: 700, cacheRead: 0, cacheWrite: 0 });
+  });
+
+  it('turn 2 continues turn 1 in a fork (--fork ID); system prompt by file; config and key handling', async () => {
     const adapter = new PiAdapter();
     const { executor, workspace } = await startWith(adapter, [fixtureRun(cli, 'tool-call'), fixtureRun(cli, 'resume')], options);
     await collect(adapter, 'first', 1);
@@ -62,10 +76,12 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
       '/opt/cli/bin/harness', '-p', '--mode', 'json', '--provider', 'durable', '--model', 'fake-model',
       '--append-system-prompt', path.join(home, 'system-prompt.md'),
     ]);
-    expect(turn2?.argv).toContain('--session');
-    expect(turn2?.argv[turn2.argv.indexOf('--session') + 1]).toBe(sessionOf('tool-call'));
+    expect(turn2?.argv).not.toContain('--session');
+    expect(turn2?.argv[turn2.argv.indexOf('--fork') + 1]).toBe(sessionOf('tool-call'));
     expect(turn2?.stdin).toBe('second');
     expect(second.resumed).toBe(true);
+    expect(second.sessionId).toBe(sessionOf('resume'));
+    expect(second.sessionId).not.toBe(sessionOf('tool-call'));
     expect(second.usage).toEqual({ input: 50, cacheRead: 1750, cacheWrite: 0, output: 9 });
     expect(turn1?.env).toMatchObject({ HOME: home, PI_CODING_AGENT_DIR: path.join(home, 'agent'), PI_OFFLINE: '1', OPENAI_API_KEY: testKey });
     const models = JSON.parse(readFileSync(path.join(home, 'agent/models.json'), 'utf8')) as Record<string, unknown>;

@@ -149,6 +149,68 @@ describe('StdioJsonAdapter', () => {
     expect(result.error).toBeUndefined();
   });
 
+  it('a usage line with misnamed (or mistyped) fields is a protocol error, never zero tokens', async () => {
+    for (const bad of [
+      { type: 'usage', input_tokens: 100, output_tokens: 20 },
+      { type: 'usage', input: 100, outputTokens: 20 },
+      { type: 'usage', input: '100' },
+      { type: 'usage', input: -1 },
+    ]) {
+      const { adapter } = await started([{ lines: [line(bad), line({ type: 'complete', text: envelope })] }]);
+      const result = await collectTurn(adapter.runTurn({ prompt: 'x', turn: 1 }));
+      expect(result.error).toMatchObject({ code: 'protocol-error', message: expect.stringContaining('malformed "usage" line') });
+      expect(result.text).toBeUndefined();
+      expect(result.usageEvents).toBe(0);
+    }
+    const { adapter } = await started([{ lines: [line({ type: 'usage', input_tokens: 5 })] }]);
+    const result = await collectTurn(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(result.error?.message).toContain('unknown field(s) input_tokens');
+  });
+
+  it('reasoning tokens are their own field; a usage line with no counts says "spent, unknown how many"', async () => {
+    const { adapter } = await started([
+      { lines: [line({ type: 'usage', input: 10, output: 2, reasoning: 30 }), line({ type: 'usage' }), line({ type: 'complete', text: envelope })] },
+    ]);
+    const result = await collectTurn(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(result.usage).toEqual({ input: 10, output: 2, reasoning: 30 });
+    expect(result).toMatchObject({ usageEvents: 2, unknownUsageEvents: 1 });
+  });
+
+  it('forks a resumed session only when declared able to (settings.forkSessions / capabilities.sessionFork)', async () => {
+    const run = () => ({ lines: [line({ type: 'session', id: 's-new' }), line({ type: 'complete', text: envelope })] });
+    const plain = await started([run()], { resumeSessionId: 's-old' });
+    await collectTurn(plain.adapter.runTurn({ prompt: 'x', turn: 2 }));
+    expect(JSON.parse(plain.executor.requests[0]!.stdin!)).not.toHaveProperty('fork');
+    const forking = await started([run()], { resumeSessionId: 's-old', settings: { forkSessions: true } });
+    const result = await collectTurn(forking.adapter.runTurn({ prompt: 'x', turn: 2 }));
+    expect(JSON.parse(forking.executor.requests[0]!.stdin!)).toMatchObject({ sessionId: 's-old', fork: true });
+    // The branch's new id still counts as having continued the session.
+    expect(result).toMatchObject({ sessionId: 's-new', resumed: true });
+  });
+
+  it('exactly-once usage: the request names the attempt; a call number is kept; a re-report of an earlier attempt is marked recovered; acks go to stdin', async () => {
+    const { adapter, executor } = await started([
+      {
+        lines: [
+          line({ type: 'usage', input: 5, output: 1, attempt: 'old:1:1:1', turn: 1, call: 2 }),
+          line({ type: 'usage', input: 10, output: 2, call: 1 }),
+        ],
+        hang: true,
+      },
+    ]);
+    const iterator = adapter.runTurn({ prompt: 'x', turn: 2, attemptId: 'new:2:2:1' })[Symbol.asyncIterator]();
+    expect((await iterator.next()).value).toEqual({ type: 'usage', usage: { input: 5, output: 1 }, recovered: { attemptId: 'old:1:1:1', turn: 1, call: 2 } });
+    expect(JSON.parse(executor.requests[0]!.stdin!)).toMatchObject({ attempt: 'new:2:2:1' });
+    expect((await iterator.next()).value).toEqual({ type: 'usage', usage: { input: 10, output: 2 }, call: 1 });
+    await adapter.acknowledgeUsage({ attemptId: 'new:2:2:1', call: 1 });
+    expect(executor.processes[0]!.written).toEqual([`${JSON.stringify({ type: 'usage-ack', attempt: 'new:2:2:1', call: 1 })}\n`]);
+    await adapter.end();
+    // A re-report without its turn and call cannot be booked: a protocol error.
+    const bad = await started([{ lines: [line({ type: 'usage', input: 5, attempt: 'old:1:1:1' })] }]);
+    const result = await collectTurn(bad.adapter.runTurn({ prompt: 'x', turn: 2, attemptId: 'new' }));
+    expect(result.error).toMatchObject({ code: 'protocol-error', message: expect.stringContaining('needs its attempt, turn and call') });
+  });
+
   it('writes permission answers to the running process stdin', async () => {
     const { adapter, executor } = await started([{ lines: [line({ type: 'permission', id: 'p1', tool: 'bash', input: { cmd: 'ls' } })], hang: true }]);
     const iterator = adapter.runTurn({ prompt: 'x', turn: 1 })[Symbol.asyncIterator]();
@@ -232,9 +294,10 @@ describe('StdioJsonAdapter with a permission gate', () => {
 });
 
 describe('foldTurn', () => {
-  it('has zero usage and no cost for a turn that reported none', () => {
+  it('has unknown usage (not zero) and no cost for a turn that reported none', () => {
     const result = foldTurn([{ type: 'session-error', code: 'timeout', message: 'slow' }]);
-    expect(result).toMatchObject({ usage: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, resumed: false, eventCount: 1 });
+    expect(result).toMatchObject({ usage: {}, usageEvents: 0, unknownUsageEvents: 0, resumed: false, eventCount: 1 });
+    expect(result.usage.input).toBeUndefined();
     expect(result.costUsd).toBeUndefined();
     expect(result.error).toEqual({ code: 'timeout', message: 'slow' });
   });

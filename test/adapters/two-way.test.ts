@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { harnessHome } from '../../src/adapters/harness-home.js';
 import type { HarnessAdapter, HarnessEvent, HarnessSessionConfig } from '../../src/adapters/types.js';
 import type { PermissionAnswer } from '../../src/permissions/types.js';
+import { addUsage, noUsage } from '../../src/workflows/usage.js';
 import { cliNames, type CliName } from '../e2e/fake-vendor/tool-calls.js';
 import { cliProfiles, missingSessionIds, ScriptedGate } from '../e2e/support/two-way.js';
 import { ReplayExecutor, twoWayFixture, type TwoWayFixture } from './two-way-replay.js';
@@ -63,8 +64,11 @@ function promptOf(name: string): string {
 }
 
 const of = <T extends HarnessEvent['type']>(events: HarnessEvent[], type: T) => events.filter((e): e is Extract<HarnessEvent, { type: T }> => e.type === type);
-const usageSum = (events: readonly { type: string; usage?: { input: number; output: number; cacheRead: number } }[]) =>
-  events.filter((e) => e.type === 'usage').reduce((sum, e) => ({ input: sum.input + e.usage!.input, output: sum.output + e.usage!.output, cacheRead: sum.cacheRead + e.usage!.cacheRead }), { input: 0, output: 0, cacheRead: 0 });
+/** Input, output and cache reads over the turn's usage events (unknown fields stay undefined). */
+const usageSum = (events: readonly Extract<HarnessEvent, { type: 'usage' }>[]) => {
+  const u = events.reduce((sum, e) => addUsage(sum, e.usage), noUsage);
+  return { input: u.input, output: u.output, cacheRead: u.cacheRead };
+};
 const terminal = (events: HarnessEvent[]) => events.at(-1)!;
 
 describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded from the real binary)', ({ cli }) => {
@@ -85,23 +89,33 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
     expect(r.fixture.meta.files).toMatchObject({ 'ran.txt': true, 'out.txt': true });
     if (cli === 'opencode') {
       // The ACP result only has the last call; the store (read live, not replayable) has all three.
-      expect(usageSum(of(r.events, 'usage'))).toEqual({ input: 300, output: 30, cacheRead: 0 });
+      expect(usageSum(of(r.events, 'usage'))).toEqual({ input: 300, output: 30, cacheRead: undefined }); // no cache count there: unknown
       expect(of(r.events, 'activity').some((a) => /session store was not readable/.test(a.description))).toBe(true);
     } else {
-      // Three model calls: 100+200+300 input (gemini counts the 20 cached tokens as input: it has no split).
-      expect(usageSum(of(r.events, 'usage'))).toEqual(cli === 'gemini' ? { input: 620, output: 60, cacheRead: 0 } : { input: 600, output: 60, cacheRead: 20 });
+      // Three model calls: 100+200+300 input (gemini counts the 20 cached tokens as input: it has no split, so its
+      // cache reads are unknown, not zero).
+      expect(usageSum(of(r.events, 'usage'))).toEqual(cli === 'gemini' ? { input: 620, output: 60, cacheRead: undefined } : { input: 600, output: 60, cacheRead: 20 });
     }
     if (cli !== 'opencode') expect(r.adapter.reportedModel).toBe(profile.model);
   });
 
-  it('resumed: the second turn continues the same session in the two-way mode', async () => {
+  it('resumed: the second turn continues the session in the two-way mode, in a fork where the CLI has one', async () => {
     const first = twoWayFixture(cli, 'allow').meta.events.find((e) => e.type === 'session') as { sessionId: string };
     const r = await replay(cli, 'resume', first.sessionId);
     expect(r.written).toEqual(r.expectedWrites);
     expect(terminal(r.events)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"resumed"}' });
-    expect(r.adapter.externalSessionId).toBe(first.sessionId);
+    if (cli === 'gemini') {
+      // No fork in gemini: the session itself continues (a retried attempt would find its prompt there).
+      expect(r.adapter.externalSessionId).toBe(first.sessionId);
+    } else {
+      // A branch with a new id (claude --fork-session, codex thread/fork, opencode session/fork, pi --fork); the
+      // original stays as it was for a retried attempt to fork again.
+      expect(r.adapter.externalSessionId).toBeDefined();
+      expect(r.adapter.externalSessionId).not.toBe(first.sessionId);
+      expect(r.written.join('\n') + r.executor.requests[0]!.argv.join(' ')).toMatch(/thread\/fork|session\/fork|--fork-session|--fork /);
+    }
     expect(r.adapter.resumed).toBe(true);
-    if (cli !== 'opencode') expect(usageSum(of(r.events, 'usage'))).toEqual(cli === 'gemini' ? { input: 650, output: 5, cacheRead: 0 } : { input: 50, output: 5, cacheRead: 600 });
+    if (cli !== 'opencode') expect(usageSum(of(r.events, 'usage'))).toEqual(cli === 'gemini' ? { input: 650, output: 5, cacheRead: undefined } : { input: 50, output: 5, cacheRead: 600 });
   });
 
   it('denied: neither tool runs, and the model learns why (natively or in a follow-up prompt)', async () => {
@@ -195,5 +209,46 @@ describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it w
     symlinkSync(outside, path.join(planted, '.home', 'gemini', '.gemini', 'tmp'));
     keepChatFiles(geminiHome(planted), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
     expect(readdirSync(path.join(outside, 'ws', 'chats'))).toEqual([victim]);
+  });
+
+  it("a second load in the same minute (a retried attempt) never lets gemini's fresh recording replace the kept conversation", async () => {
+    const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const { mkdirSync, readdirSync, readFileSync, writeFileSync } = await import('node:fs');
+    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-home-'));
+    const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
+    mkdirSync(chats, { recursive: true });
+    // The first load kept the conversation (gemini appended the failed attempt to it) and left a fresh recording.
+    writeFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'the whole conversation\n'.repeat(20));
+    writeFileSync(path.join(chats, 'session-2026-12-01T03-06-b545a306.jsonl'), 'context only\n');
+    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    // The fresh recording is renamed out of gemini's reach (no session file name), never over the conversation.
+    expect(readdirSync(chats).sort()).toEqual([expect.stringMatching(/^session-2026-12-01T03-06-kept-b545a306\.jsonl$/), expect.stringMatching(/^superseded-\d+-session-2026-12-01T03-06-b545a306\.jsonl\.aside$/)]);
+    expect(readFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'utf8')).toContain('the whole conversation');
+  });
+});
+
+describe("gemini's two-way usage comes from its chat file (the ACP quota misses thinking tokens)", () => {
+  it('reads the gemini messages of the session since the prompt started, once each, with thoughts as reasoning', async () => {
+    const { geminiChatUsage, readGeminiChatCalls } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const { mkdirSync, writeFileSync } = await import('node:fs');
+    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-chat-'));
+    const home = harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini');
+    const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
+    mkdirSync(chats, { recursive: true });
+    const msg = (id: string, at: string, tokens: Record<string, number>) => JSON.stringify({ id, timestamp: at, type: 'gemini', content: 'x', tokens, model: 'gemini-2.5-flash' });
+    const old = msg('m0', '2026-12-01T05:00:00.000Z', { input: 50, output: 1 });
+    const call1 = msg('m1', '2026-12-01T05:10:00.000Z', { input: 220, output: 9, cached: 20, thoughts: 100, tool: 0, total: 329 });
+    const call2 = msg('m2', '2026-12-01T05:10:01.000Z', { input: 300, output: 5, cached: 0, thoughts: 0, tool: 7 });
+    const head = (id: string) => JSON.stringify({ sessionId: id, kind: 'main' });
+    writeFileSync(path.join(chats, 'session-2026-12-01T05-00-kept-s1.jsonl'), [head('s1'), old, call1, '{"$set":{"lastUpdated":"x"}}', ''].join('\n'));
+    writeFileSync(path.join(chats, 'session-2026-12-01T05-10-s1.jsonl'), [head('s1'), call1, call2, ''].join('\n'));
+    writeFileSync(path.join(chats, 'session-2026-12-01T05-10-other.jsonl'), [head('other'), msg('o1', '2026-12-01T05:10:00.000Z', { input: 999, output: 9 }), ''].join('\n'));
+    const calls = readGeminiChatCalls(home, 's1', Date.parse('2026-12-01T05:05:00.000Z'));
+    expect(calls.map((c) => c.id)).toEqual(['m1', 'm2']);
+    expect(calls.map((c) => geminiChatUsage(c.tokens!))).toEqual([
+      { input: 200, output: 9, cacheRead: 20, reasoning: 100 },
+      { input: 307, output: 5, cacheRead: 0, reasoning: 0 },
+    ]);
+    expect(readGeminiChatCalls(harnessHome({ hostWorkspacePath: path.join(workspace, 'nowhere'), workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini'), 's1', 0)).toEqual([]);
   });
 });

@@ -174,10 +174,8 @@ describe('lookups', () => {
     try {
       await ledger.syncCatalog(entries);
       const ids = accountingIds(loadCatalog(defaultConfig), 'demo');
-      const res = await ledger.recordPromptRun({
-        workflowId: 'wf', turn: 1, ...ids, usage: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0 },
-        costUsd: 0, costSource: 'price-table', resumed: false, durationMs: 1, input: '', output: '',
-      });
+      await ledger.startRun({ workflowId: 'wf', runId: 'r', agent: 'demo', harness: 'demo', tenantId: 't', userId: 'u', task: 'x' });
+      const res = await ledger.beginAttempt({ workflowId: 'wf', runId: 'r', attemptId: 'a', turn: 1, attempt: 1, ...ids, priced: true, input: '' });
       expect(res.inserted).toBe(true);
     } finally {
       await ledger.close();

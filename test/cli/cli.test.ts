@@ -101,6 +101,32 @@ describe('durable-harness run', () => {
     expect(await listed('running')).toBeUndefined();
   }, 120_000);
 
+  it('status shows the books: attempts, tokens, the price-table cost and the harness figure beside it, a mismatch', async () => {
+    const id = testWorkflowId('cli-books');
+    // $1/M in, $2/M out: 1M in = $1.00; the harness claims $3.
+    await cli(['run', 'scripted', book.write('cli-books', [{ usage: { input: 1_000_000, output: 0, costUsd: 3 }, ...ok() }]), '--id', id]);
+    const { stdout } = await cli(['status', id]);
+    expect(stdout).toMatch(/^ledger: 1 attempt\(s\) · 1,000,000 tok · \$1\.0000 price table · harness says \$3\.0000 — MISMATCH$/m);
+    const json = JSON.parse((await cli(['status', id, '--json'])).stdout) as { ledger: { totals: Record<string, unknown> } };
+    expect(json.ledger.totals).toMatchObject({ costUsd: 1, harnessCostUsd: 3, costMismatch: true, attempts: 1 });
+  });
+
+  it('status says when the ledger cannot be written: the turn waits (its heartbeat says why), then finishes', async () => {
+    const id = testWorkflowId('cli-readonly');
+    await cli(['run', 'scripted', book.write('cli-readonly', [{ usage: { input: 7, output: 1 }, sleepMs: 1500, ...ok() }]), '--detach', '--id', id]);
+    await expect.poll(async () => (await w.ledger.runTotals(id)).calls, { timeout: 15_000, interval: 50 }).toBe(1);
+    // The ledger goes read-only mid-turn: the turn's closing rows cannot land, so it waits.
+    w.ledger.setReadOnly(true);
+    try {
+      await expect.poll(async () => (await cli(['status', id])).stdout, { timeout: 20_000, interval: 300 }).toMatch(/^ledger NOT WRITABLE: waiting for the ledger: .*read-only/m);
+      expect(JSON.parse((await cli(['status', id, '--json'])).stdout)).toMatchObject({ state: 'running' });
+    } finally {
+      w.ledger.setReadOnly(false);
+    }
+    expect(await w.client.workflow.getHandle(id).result()).toMatchObject({ status: 'succeeded' });
+    expect((await w.ledger.runTotals(id)).usage).toEqual({ input: 7, output: 1 });
+  });
+
   it('a run that needs an operator exits 13 and prints the exact retry and abandon commands; the printed commands work', async () => {
     const task = book.write('cli-fragile', [{ failTimes: 1, ...ok('fixed on retry') }]);
     const id = testWorkflowId('cli-op');
@@ -253,6 +279,22 @@ describe('no worker', () => {
 });
 
 describe('bad input', () => {
+  it('a run id that exists (running or ended) is refused with exit 2, and the first run keeps its one ledger row', async () => {
+    const id = testWorkflowId('cli-reuse');
+    expect((await cli(['run', 'scripted', book.write('cli-once', [{ usage: { input: 5, output: 1 }, ...ok('first') }]), '--id', id])).code).toBe(0);
+    const again = await cli(['run', 'scripted', book.write('cli-twice', [ok('second')]), '--id', id]);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toMatch(new RegExp(`run id "${id}" is already taken by a completed run; run ids are never reused`));
+    const running = testWorkflowId('cli-reuse-open');
+    await cli(['run', 'scripted', book.write('cli-open', [{ sleepMs: 20_000, ...ok() }]), '--detach', '--id', running]);
+    const clash = await cli(['run', 'scripted', book.write('cli-clash', [ok()]), '--id', running]);
+    expect(clash.code).toBe(2);
+    expect(clash.stderr).toMatch(/already taken by a running run/);
+    await cli(['cancel', running]);
+    expect(await w.ledger.listRuns(id)).toHaveLength(1);
+    expect((await w.ledger.listPromptRuns(id)).map((r) => r.output)).toEqual([expect.stringContaining('first')]);
+  });
+
   it('an unknown command, option or missing argument exits 2 with usage', async () => {
     expect((await cli(['frobnicate'])).code).toBe(2);
     expect((await cli(['run', 'scripted', 'x', '--frobnicate'])).code).toBe(2);

@@ -327,8 +327,10 @@ describe('agentRun with a Docker sandbox (real Temporal dev server, real engine)
 
     const rows = await w.ledger.listPromptRuns(workflowId);
     expect(rows.map((r) => r.resumed)).toEqual([false, true]);
-    expect(rows[1]!.externalSessionId).toBe(rows[0]!.externalSessionId);
-    expect(rows.every((r) => r.costSource === 'harness' && r.costUsd > 0)).toBe(true);
+    // Turn 2 continued turn 1's session in a fork of it (a new id; the history carried over, see below).
+    expect(rows[1]!.externalSessionId).not.toBe(rows[0]!.externalSessionId);
+    // The price table is the cost authority; claude's own figure is recorded beside it.
+    expect(rows.every((r) => r.costSource === 'price-table' && r.costUsd > 0 && (r.harnessCostUsd ?? 0) > 0)).toBe(true);
     // claude's session store is in the workspace, under the project key of its cwd INSIDE the container
     // (/workspace → -workspace): it ran there, and the store it resumed from survives the container.
     expect(existsSync(path.join(workspace, '.home', 'claude', 'projects', '-workspace', `${result.externalSessionId}.jsonl`))).toBe(true);
@@ -462,7 +464,13 @@ it('a worker stopped mid-turn and restarted (same data dir and task queue) finis
 
     const result = await run.result();
     expect(result).toMatchObject({ status: 'succeeded', result: 'finished elsewhere', iterations: 3 });
-    expect((await second.ledger.listPromptRuns(workflowId)).map((r) => r.turn)).toEqual([1, 2, 3]);
+    // The interrupted attempt keeps its own row (unused); the turn's result came from the retry.
+    expect((await second.ledger.listPromptRuns(workflowId)).map((r) => [r.turn, r.status, r.outputUsed])).toEqual([
+      [1, 'succeeded', true],
+      [2, 'cancelled', false],
+      [2, 'succeeded', true],
+      [3, 'succeeded', true],
+    ]);
     // Turn 2 ran twice: the interrupted attempt and the new worker's retry (which first killed leftovers).
     expect((await second.ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.turn === 2 && e.type === 'retry')).toHaveLength(1);
     // Across both workers the engine created exactly one container for the run, and removed it at the end.

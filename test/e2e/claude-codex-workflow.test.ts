@@ -25,14 +25,14 @@ const clis = [
     harness: { name: 'claude-code', driverClass: 'ClaudeCode', vendor: 'anthropic', model: 'claude-sonnet-4-5', apiKeyEnv: 'ANTHROPIC_API_KEY', settings: { maxRetries: 0 } },
     readCall: (workspace: string) => ({ name: 'Read', input: { file_path: path.join(workspace, 'notes.txt') } }),
     reportedModel: 'claude-sonnet-4-5' as string | null,
-    costSource: 'harness',
+    harnessCost: true,
   },
   {
     name: 'codex' as const,
     harness: { name: 'codex', driverClass: 'Codex', vendor: 'openai', model: 'gpt-5.5', apiKeyEnv: 'OPENAI_API_KEY' },
     readCall: () => ({ name: 'exec_command', input: { cmd: 'cat notes.txt' } }),
     reportedModel: null,
-    costSource: 'price-table',
+    harnessCost: false,
   },
 ];
 
@@ -99,11 +99,18 @@ describe.each(clis)('$name through the agentRun workflow (real binary, fake vend
     const rows = await w.ledger.listPromptRuns(workflowId);
     expect(rows.map((r) => r.turn)).toEqual([1, 2]);
     expect(rows.map((r) => r.resumed)).toEqual([false, true]);
-    expect(rows[0]!.usage).toEqual({ input: 1100, output: 50, cacheRead: 1000, cacheWrite: 0 });
-    expect(rows[1]!.usage).toEqual({ input: 40, output: 12, cacheRead: 1200, cacheWrite: 0 });
+    expect(rows[0]!.usage).toMatchObject({ input: 1100, output: 50, cacheRead: 1000, cacheWrite: 0 });
+    expect(rows[1]!.usage).toMatchObject({ input: 40, output: 12, cacheRead: 1200, cacheWrite: 0 });
     expect(rows.every((r) => r.costUsd > 0 && r.modelId.length > 0)).toBe(true);
-    expect(rows[1]!.externalSessionId).toBe(rows[0]!.externalSessionId);
-    expect(rows.every((r) => r.costSource === cli.costSource)).toBe(true);
+    // Turn 2 continued turn 1's session in a fork of it (a new id; the history carried over, see below).
+    expect(rows[1]!.externalSessionId).toBeTruthy();
+    expect(rows[1]!.externalSessionId).not.toBe(rows[0]!.externalSessionId);
+    // One cost authority: the price table; claude's own figure recorded beside it.
+    expect(rows.every((r) => r.costSource === 'price-table')).toBe(true);
+    for (const r of rows) {
+      if (cli.harnessCost) expect(r.harnessCostUsd).toBeGreaterThan(0);
+      else expect(r.harnessCostUsd).toBeUndefined();
+    }
     expect(rows.every((r) => (r.reportedModel ?? null) === cli.reportedModel)).toBe(true);
 
     // The resumed turn carried turn 1's history, and the CLI talked to nothing else on the fake server.

@@ -79,16 +79,18 @@ describe.each(clis)('%s: real binary through its adapter against the fake vendor
       expect(first.result.text).toBe(actionsEnvelope);
       expect(first.result.resumed).toBe(false);
       expect(first.result.sessionId).toBeTruthy();
-      expect(first.result.usage).toEqual({ input: 1100, output: 50, cacheRead: 1000, cacheWrite: 0 });
+      expect(first.result.usage).toMatchObject({ input: 1100, output: 50, cacheRead: 1000 });
       const firstSession = first.result.sessionId;
 
       const second = await run(adapter, 'The echo action returned PELICAN. Finish.', 2);
       expect(second.result.error).toBeUndefined();
       expect(second.result.text).toBe(successEnvelope);
       expect(second.result.resumed).toBe(true);
-      expect(second.result.sessionId).toBe(firstSession);
+      // OpenCode and Pi continue turn 1's session in a fork of it (a new id); Gemini cannot fork, it resumes in place.
+      if (cli === 'gemini') expect(second.result.sessionId).toBe(firstSession);
+      else expect(second.result.sessionId).not.toBe(firstSession);
       expect(adapter.resumed).toBe(true);
-      expect(second.result.usage).toEqual({ input: 40, output: 10, cacheRead: 1200, cacheWrite: 0 });
+      expect(second.result.usage).toMatchObject({ input: 40, output: 10, cacheRead: 1200 });
       // The model where the CLI says it; OpenCode's JSON never names it.
       expect(second.result.model).toBe(cli === 'opencode' ? undefined : profile.model);
 

@@ -10,6 +10,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Usage } from '../../src/adapters/types.js';
+import { priceUsage } from '../../src/workflows/usage.js';
 import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
 import { profiles, type RecordedCli } from '../fixtures/record-more.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
@@ -25,8 +27,8 @@ const task = 'Find the secret word in notes.txt and echo it.';
 const prices = { input: 3.0, output: 15.0, cacheRead: 0.3, cacheWrite: 3.75 };
 
 /** The USD cost of one turn's usage at `prices`. */
-function priced(usage: { input: number; output: number; cacheRead: number; cacheWrite: number }): number {
-  return (usage.input * prices.input + usage.output * prices.output + usage.cacheRead * prices.cacheRead + usage.cacheWrite * prices.cacheWrite) / 1e6;
+function priced(usage: Usage): number | undefined {
+  return priceUsage(prices, usage);
 }
 
 interface WorkflowCli {
@@ -37,13 +39,16 @@ interface WorkflowCli {
   readonly settings: Record<string, unknown>;
   /** Non-secret process environment from the catalog. */
   readonly env: Record<string, string>;
-  readonly costSource: 'harness' | 'price-table';
+  /** The CLI computes its own cost (from `settings.cost`): recorded beside the price table's, and equal to it. */
+  readonly harnessCost: boolean;
+  /** Resumed turns fork the session (a new session id per turn). */
+  readonly forks: boolean;
   /** What the CLI says it used; OpenCode's JSON never names the model. */
   readonly reportedModel: string | undefined;
 }
 
 const clis: WorkflowCli[] = [
-  { name: 'gemini', driverClass: 'GeminiCli', vendor: 'google', settings: {}, env: {}, costSource: 'price-table', reportedModel: profiles.gemini.model },
+  { name: 'gemini', driverClass: 'GeminiCli', vendor: 'google', settings: {}, env: {}, harnessCost: false, forks: false, reportedModel: profiles.gemini.model },
   {
     name: 'opencode',
     driverClass: 'OpenCode',
@@ -52,10 +57,11 @@ const clis: WorkflowCli[] = [
     // OpenCode 1.18.33 npm-installs @opencode-ai/plugin into its config dir in the background at every start
     // (strace: DNS for registry.npmjs.org, then a TLS connect); npm's offline mode stops it.
     env: { npm_config_offline: 'true' },
-    costSource: 'harness',
+    harnessCost: true,
+    forks: true,
     reportedModel: undefined,
   },
-  { name: 'pi', driverClass: 'Pi', vendor: 'openai', settings: { cost: prices }, env: {}, costSource: 'harness', reportedModel: profiles.pi.model },
+  { name: 'pi', driverClass: 'Pi', vendor: 'openai', settings: { cost: prices }, env: {}, harnessCost: true, forks: true, reportedModel: profiles.pi.model },
 ];
 
 describe.each(clis)('$name through the agentRun workflow (real binary, fake vendor)', (cli) => {
@@ -131,13 +137,19 @@ describe.each(clis)('$name through the agentRun workflow (real binary, fake vend
     const rows = await w.ledger.listPromptRuns(workflowId);
     expect(rows.map((r) => r.turn)).toEqual([1, 2]);
     expect(rows.map((r) => r.resumed)).toEqual([false, true]);
-    expect(rows[0]!.usage).toEqual({ input: 1100, output: 50, cacheRead: 1000, cacheWrite: 0 });
-    expect(rows[1]!.usage).toEqual({ input: 40, output: 12, cacheRead: 1200, cacheWrite: 0 });
+    expect(rows[0]!.usage).toMatchObject({ input: 1100, output: 50, cacheRead: 1000 });
+    expect(rows[1]!.usage).toMatchObject({ input: 40, output: 12, cacheRead: 1200 });
     expect(rows[0]!.externalSessionId).toBeTruthy();
-    expect(rows[1]!.externalSessionId).toBe(rows[0]!.externalSessionId);
+    // A forking CLI continues turn 1's session in a branch of it: a new id that carried the history (see below).
+    if (cli.forks) expect(rows[1]!.externalSessionId).not.toBe(rows[0]!.externalSessionId);
+    else expect(rows[1]!.externalSessionId).toBe(rows[0]!.externalSessionId);
     for (const row of rows) {
-      expect(row.costSource).toBe(cli.costSource);
-      expect(row.costUsd).toBeCloseTo(priced(row.usage), 9);
+      // One cost authority: the price table; the CLI's own figure beside it, agreeing.
+      expect(row.costSource).toBe('price-table');
+      expect(row.costUsd).toBeCloseTo(priced(row.usage)!, 9);
+      if (cli.harnessCost) expect(row.harnessCostUsd).toBeCloseTo(row.costUsd, 9);
+      else expect(row.harnessCostUsd).toBeUndefined();
+      expect(row.costMismatch).toBe(false);
       expect(row.modelId.length).toBeGreaterThan(0);
       expect(row.reportedModel).toBe(cli.reportedModel);
       expect(row.durationMs).toBeGreaterThan(0);

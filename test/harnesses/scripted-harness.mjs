@@ -9,13 +9,22 @@
 //
 // Every turn's request is kept in <workspace>/.scripted/last-request.json (for tests of what the runtime sends).
 // Turn 1: the prompt contains `script:NAME`; a new session is stored in <workspace>/.scripted/sessions/<id>.json.
-// Later turns resume by the request's sessionId. Unknown session and no `script:` → an error line.
+// Later turns resume by the request's sessionId; with `fork: true` in the request they continue a COPY of it under a
+// new id (the original stays as it was). Like a real CLI, every prompt is appended to the session's `prompts` as soon
+// as the turn starts, so a failed attempt that resumed in place leaves its prompt behind.
+// Unknown session and no `script:` → an error line.
 // Script file: { "turns": [step, ...] }. A step's fields are applied in THIS order:
 //   failUntilAttempt N  exit 1 ("transient failure") until the Nth run of this step: runs 1..N-1 fail, run N goes on
 //   failTimes K         fail the first K runs of this step the same way (for operator-retry tests)
 //   model               reported in the session line (printed next, for every turn)
 //   activity            an activity line
-//   usage               a usage line ({input, output, cacheRead, cacheWrite, costUsd})
+//   usage               a usage line ({input, output, cacheRead, cacheWrite, reasoning, costUsd})
+//   calls               [{usage, sleepMs, exit, unread}] model calls: each sleeps, then is "served" (appended to
+//                       .scripted/served.jsonl, the vendor's bill) and reported as a usage line; `exit: N` exits right
+//                       after that call without a terminal line (a crash after a good call); `unread: true` serves it
+//                       but its line never reaches the runtime, as when the worker dies just then (then exits 1)
+// With the request's `attempt`, served calls stay in .scripted/unacked.json until the runtime's `usage-ack`; the
+// next process re-reports what is left first (exactly-once usage across worker crashes).
 //   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
@@ -45,26 +54,56 @@
 // Past the last step → error line "script exhausted".
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 
 const scriptsDir = process.argv[process.argv.indexOf('--scripts') + 1];
 const stateless = process.argv.includes('--stateless');
 
+// Like the real CLIs, SIGTERM ends the process — also as PID 1 of the local sandbox's PID namespace, where the
+// kernel ignores signals a process installed no handler for (the runtime's stop would wait its kill grace).
+process.on('SIGTERM', () => process.exit(143));
+
 const emit = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
 const finish = (line) => process.stdout.write(`${JSON.stringify(line)}\n`, () => process.exit(0));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const stdinLines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+/**
+ * Reads stdin as lines for the whole process: the first is the turn request; later ones are the runtime's
+ * `usage-ack` lines (kept in `acked`) and permission answers (read with `nextLine`). When stdin closes the runtime
+ * is gone: stop, serve nothing more.
+ */
+let runtimeGone = false;
+const acked = [];
+let onAck;
+const queued = [];
+let waiting;
+const stdinLines = createInterface({ input: process.stdin });
+stdinLines.on('line', (line) => {
+  if (line.trim() === '') return;
+  const value = JSON.parse(line);
+  if (value.type === 'usage-ack') {
+    acked.push(value);
+    onAck?.(value);
+  } else if (waiting) {
+    const resolve = waiting;
+    waiting = undefined;
+    resolve(value);
+  } else queued.push(value);
+});
+stdinLines.on('close', () => {
+  runtimeGone = true;
+  const resolve = waiting;
+  waiting = undefined;
+  resolve?.(undefined);
+});
 
-/** The next non-empty stdin line as JSON; stdin stays open for permission answers. */
-async function nextLine() {
-  for (;;) {
-    const next = await stdinLines.next();
-    if (next.done) return undefined;
-    if (next.value.trim() !== '') return JSON.parse(next.value);
-  }
+/** The next non-empty stdin line as JSON (acknowledgements aside); `undefined` once stdin is closed. */
+function nextLine() {
+  if (queued.length > 0) return Promise.resolve(queued.shift());
+  if (runtimeGone) return Promise.resolve(undefined);
+  return new Promise((resolve) => (waiting = resolve));
 }
 
 async function readRequest() {
@@ -121,12 +160,13 @@ function openSession(dir, request) {
     return { session: { id: randomUUID(), script: name, position: request.prompt.split('</assistant>').length - 1 }, resumed: false };
   }
   const known = request.sessionId ? readJson(path.join(dir, 'sessions', `${path.basename(request.sessionId)}.json`)) : undefined;
+  if (known && request.fork) return { session: { ...known, id: randomUUID(), forkedFrom: known.id }, resumed: true };
   if (known) return { session: known, resumed: true };
   // Like a real CLI: asked to resume a session it does not know, it refuses rather than starting fresh.
   if (request.sessionId) return { error: `unknown session ${request.sessionId}` };
   const name = /script:([A-Za-z0-9_.-]+)/.exec(request.prompt)?.[1];
   if (!name) return { error: request.sessionId ? `unknown session ${request.sessionId}` : 'no script:NAME in the prompt and no session to resume' };
-  return { session: { id: randomUUID(), script: name, position: 0 }, resumed: false };
+  return { session: { id: randomUUID(), script: name, position: 0, prompts: [] }, resumed: false };
 }
 
 function startSleeper(dir, ms) {
@@ -136,6 +176,29 @@ function startSleeper(dir, ms) {
   // Announce only once both pids are on disk, so a test that kills on this line can check them.
   emit({ type: 'activity', description: 'sleeping' });
   return sleep(ms);
+}
+
+/**
+ * Exactly-once usage: every call served is kept in .scripted/unacked.json until the runtime acknowledges it; the
+ * next process re-reports what is left (with its attempt, turn and call), which the runtime books idempotently.
+ */
+function unackedStore(dir, request) {
+  const file = path.join(dir, 'unacked.json');
+  const entries = readJson(file) ?? {};
+  const save = () => writeFile(file, JSON.stringify(entries));
+  const forget = (ack) => {
+    if (delete entries[`${ack.attempt}#${ack.call}`]) save();
+  };
+  onAck = forget;
+  for (const ack of acked) forget(ack);
+  return {
+    /** Calls of earlier attempts nobody acknowledged. */
+    pending: () => Object.values(entries).filter((e) => e.attempt !== request.attempt),
+    add: (entry) => {
+      entries[`${entry.attempt}#${entry.call}`] = entry;
+      save();
+    },
+  };
 }
 
 const substitute = (text) => text.replace(/\$\{env:([A-Z0-9_]+)\}/g, (_, name) => process.env[name] ?? '');
@@ -170,12 +233,17 @@ async function main() {
   const request = await readRequest();
   const dir = path.join(request.workspace, '.scripted');
   writeFile(path.join(dir, 'last-request.json'), JSON.stringify(request));
+  const unacked = request.attempt ? unackedStore(dir, request) : undefined;
+  for (const entry of unacked?.pending() ?? []) emit({ type: 'usage', ...entry.usage, attempt: entry.attempt, turn: entry.turn, call: entry.call });
   const opened = openSession(dir, request);
   if (opened.error) return finish({ type: 'error', code: request.sessionId ? 'resume-failed' : 'protocol-error', message: opened.error });
   const { session, resumed } = opened;
   const script = JSON.parse(readFileSync(path.join(scriptsDir, `${session.script}.json`), 'utf8'));
   const step = script.turns[session.position];
   const save = () => writeFile(path.join(dir, 'sessions', `${session.id}.json`), JSON.stringify(session));
+  // The prompt enters the session at once, as a CLI writes the user message before calling the model.
+  session.prompts = [...(session.prompts ?? []), request.prompt];
+  save();
   if (!step) {
     save();
     emit({ type: 'session', id: session.id, resumed, model: request.model ?? 'scripted' });
@@ -214,6 +282,22 @@ async function main() {
   }
   if (step.activity) emit({ type: 'activity', description: step.activity });
   if (step.usage) emit({ type: 'usage', ...step.usage });
+  let served = 0;
+  for (const call of step.calls ?? []) {
+    if (call.sleepMs) await sleep(call.sleepMs);
+    // A model call whose runtime died meanwhile is never made (a CLI killed with its worker).
+    if (runtimeGone) process.exit(0);
+    served += 1;
+    unacked?.add({ attempt: request.attempt, turn: request.turn, call: served, usage: call.usage });
+    appendFileSync(path.join(dir, 'served.jsonl'), `${JSON.stringify({ session: session.id, turn: request.turn, usage: call.usage })}\n`);
+    if (call.unread) process.exit(1);
+    emit({ type: 'usage', ...call.usage, ...(unacked ? { call: served } : {}) });
+    if (call.exit !== undefined) {
+      process.stderr.write('crashed after a model call\n');
+      process.stdout.write('', () => process.exit(call.exit));
+      return;
+    }
+  }
   if (step.sleepMs) await startSleeper(dir, step.sleepMs);
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
   if (step.permissions) await askPermissions(step.permissions, request.workspace);

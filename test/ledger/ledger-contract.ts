@@ -3,15 +3,15 @@
  * describeLedgerContract with a factory for a fresh, empty ledger.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { UnresolvedAccountingError, type CatalogEntries, type Ledger, type PromptRunRecord, type RunRecord } from '../../src/ledger/index.js';
-
-export interface LedgerUnderTest {
-  readonly ledger: Ledger;
-  /** Another handle on the same store (a second worker, or the same one after a restart). */
-  open(): Promise<Ledger>;
-  /** Removes the store after the test. */
-  cleanup(): Promise<void>;
-}
+import {
+  UnresolvedAccountingError,
+  type AttemptFinish,
+  type AttemptStart,
+  type CatalogEntries,
+  type Ledger,
+  type RunRecord,
+  type UsageRecord,
+} from '../../src/ledger/index.js';
 
 export const catalog: CatalogEntries = {
   vendors: [{ id: 'demo', name: 'demo' }],
@@ -19,32 +19,48 @@ export const catalog: CatalogEntries = {
   prompts: [{ id: 'agent:demo', name: 'demo', text: 'You are a demo.' }],
 };
 
-export const run: RunRecord = {
-  workflowId: 'wf-1',
-  runId: 'r-1',
-  agent: 'demo',
-  harness: 'demo',
-  tenantId: 't',
-  userId: 'u',
-  task: 'write hello.txt',
-};
+export const run: RunRecord = { workflowId: 'wf-1', runId: 'r-1', agent: 'demo', harness: 'demo', tenantId: 't', userId: 'u', task: 'write hello.txt' };
 
-export function promptRun(overrides: Partial<PromptRunRecord> = {}): PromptRunRecord {
+export function attemptStart(overrides: Partial<AttemptStart> = {}): AttemptStart {
   return {
     workflowId: 'wf-1',
+    runId: 'r-1',
+    attemptId: 'x:1:1',
     turn: 1,
+    attempt: 1,
     promptId: 'agent:demo',
     modelId: 'demo/demo-1',
     vendorId: 'demo',
-    usage: { input: 100, output: 20, cacheRead: 5, cacheWrite: 7 },
-    costUsd: 0.0123,
-    costSource: 'price-table',
-    resumed: false,
-    durationMs: 1500,
+    priced: true,
     input: 'task',
-    output: '{"step":"success","result":"ok"}',
     ...overrides,
   };
+}
+
+export function usageRow(overrides: Partial<UsageRecord> = {}): UsageRecord {
+  return { workflowId: 'wf-1', runId: 'r-1', attemptId: 'x:1:1', turn: 1, call: 1, usage: { input: 100, output: 20, cacheRead: 5, cacheWrite: 7 }, priceUsd: 0.01, ...overrides };
+}
+
+export function attemptFinish(overrides: Partial<AttemptFinish> = {}): AttemptFinish {
+  return {
+    workflowId: 'wf-1',
+    runId: 'r-1',
+    attemptId: 'x:1:1',
+    status: 'succeeded',
+    outputUsed: true,
+    output: '{"step":"success","result":"ok"}',
+    resumed: false,
+    durationMs: 1500,
+    ...overrides,
+  };
+}
+
+export interface LedgerUnderTest {
+  readonly ledger: Ledger;
+  /** Another handle on the same store (a second worker, or the same one after a restart). */
+  open(): Promise<Ledger>;
+  /** Removes the store after the test. */
+  cleanup(): Promise<void>;
 }
 
 export function describeLedgerContract(name: string, make: () => Promise<LedgerUnderTest>): void {
@@ -57,6 +73,7 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
       store = await make();
       ledger = store.ledger;
       await ledger.syncCatalog(catalog);
+      await ledger.startRun(run);
     });
 
     afterEach(async () => {
@@ -65,35 +82,111 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
       await store.cleanup();
     });
 
-    it('prompt runs are idempotent by (workflowId, turn)', async () => {
-      expect(await ledger.recordPromptRun(promptRun())).toEqual({ inserted: true });
-      expect(await ledger.recordPromptRun(promptRun({ costUsd: 99 }))).toEqual({ inserted: false });
-      expect(await ledger.recordPromptRun(promptRun({ turn: 2 }))).toEqual({ inserted: true });
+    it('a turn attempt: begin, one row per model call as it streams, finish; every write is idempotent', async () => {
+      expect(await ledger.beginAttempt(attemptStart())).toEqual({ inserted: true });
+      expect(await ledger.beginAttempt(attemptStart({ input: 'changed' }))).toEqual({ inserted: false });
+      expect(await ledger.recordUsage(usageRow())).toEqual({ inserted: true });
+      expect(await ledger.recordUsage(usageRow({ usage: { input: 999 } }))).toEqual({ inserted: false });
+      expect(await ledger.recordUsage(usageRow({ call: 2, usage: { input: 50, output: 10, reasoning: 30 }, priceUsd: 0.02, harnessCostUsd: 0.0301 }))).toEqual({ inserted: true });
+      expect(await ledger.finishAttempt(attemptFinish({ reportedModel: 'demo-1-2025', externalSessionId: 's-9', resumed: true }))).toEqual({ updated: true });
+      expect(await ledger.finishAttempt(attemptFinish({ status: 'failed', outputUsed: false }))).toEqual({ updated: false });
+      const [row] = await ledger.listPromptRuns('wf-1');
+      expect(row).toMatchObject({
+        workflowId: 'wf-1',
+        runId: 'r-1',
+        turn: 1,
+        attempt: 1,
+        attemptId: 'x:1:1',
+        status: 'succeeded',
+        outputUsed: true,
+        reportedModel: 'demo-1-2025',
+        externalSessionId: 's-9',
+        resumed: true,
+        calls: 2,
+        input: 'task',
+        output: '{"step":"success","result":"ok"}',
+        costSource: 'price-table',
+        harnessCostUsd: 0.0301,
+        costMismatch: false,
+        costBlind: false,
+      });
+      expect(row!.usage).toEqual({ input: 150, output: 30, cacheRead: 5, cacheWrite: 7, reasoning: 30 });
+      expect(row!.costUsd).toBeCloseTo(0.03, 10);
+    });
+
+    it('unknown counts stay unknown (never zero), and make the cost blind when nothing else prices them', async () => {
+      await ledger.beginAttempt(attemptStart({ priced: false }));
+      await ledger.recordUsage(usageRow({ usage: { input: 10 }, priceUsd: undefined }));
+      await ledger.recordUsage(usageRow({ call: 2, usage: {}, priceUsd: undefined }));
+      await ledger.finishAttempt(attemptFinish());
+      const [row] = await ledger.listPromptRuns('wf-1');
+      expect(row!.usage.output).toBeUndefined();
+      expect(row!.usage.input).toBe(10);
+      expect(row).toMatchObject({ costBlind: true, costSource: 'unknown', calls: 2 });
+    });
+
+    it('one cost authority: the price table counts, the harness figure is kept beside it, a mismatch shows', async () => {
+      await ledger.beginAttempt(attemptStart());
+      await ledger.recordUsage(usageRow({ priceUsd: 0.01, harnessCostUsd: 0.5 }));
+      await ledger.finishAttempt(attemptFinish());
+      const [row] = await ledger.listPromptRuns('wf-1');
+      expect(row).toMatchObject({ costUsd: 0.01, costSource: 'price-table', harnessCostUsd: 0.5, priceUsd: 0.01, costMismatch: true });
+      // Without a price table the harness's figure counts.
+      await ledger.beginAttempt(attemptStart({ attemptId: 'y:1:1', turn: 2, priced: false }));
+      await ledger.recordUsage(usageRow({ attemptId: 'y:1:1', turn: 2, priceUsd: undefined, harnessCostUsd: 0.2 }));
+      await ledger.finishAttempt(attemptFinish({ attemptId: 'y:1:1' }));
+      expect((await ledger.listPromptRuns('wf-1'))[1]).toMatchObject({ costUsd: 0.2, costSource: 'harness', costMismatch: false, costBlind: false });
+    });
+
+    it('a harness that ran a turn and reported no usage is cost-blind, even with a price table', async () => {
+      await ledger.beginAttempt(attemptStart());
+      await ledger.finishAttempt(attemptFinish({ usageMissing: true }));
+      expect((await ledger.listPromptRuns('wf-1'))[0]).toMatchObject({ costBlind: true, costSource: 'unknown', calls: 0 });
+    });
+
+    it('run totals sum every call of every attempt: failed and lost attempts too; unused ones are named', async () => {
+      // Turn 1, attempt 1: two calls, then the worker dies (never finished).
+      await ledger.beginAttempt(attemptStart({ attemptId: 'e:5:1' }));
+      await ledger.recordUsage(usageRow({ attemptId: 'e:5:1', usage: { input: 1000, output: 100 }, priceUsd: 0.1 }));
+      await ledger.recordUsage(usageRow({ attemptId: 'e:5:1', call: 2, usage: { input: 2000, output: 200 }, priceUsd: 0.2 }));
+      // Attempt 2 fails after one call.
+      await ledger.beginAttempt(attemptStart({ attemptId: 'e:5:2', attempt: 2 }));
+      await ledger.recordUsage(usageRow({ attemptId: 'e:5:2', usage: { input: 500, output: 50 }, priceUsd: 0.05 }));
+      await ledger.finishAttempt(attemptFinish({ attemptId: 'e:5:2', status: 'failed', outputUsed: false, output: '', error: 'vendor 500' }));
+      // Attempt 3 succeeds.
+      await ledger.beginAttempt(attemptStart({ attemptId: 'e:5:3', attempt: 3 }));
+      await ledger.recordUsage(usageRow({ attemptId: 'e:5:3', usage: { input: 300, output: 30, cacheRead: 700 }, priceUsd: 0.03 }));
+      await ledger.finishAttempt(attemptFinish({ attemptId: 'e:5:3' }));
+
       const rows = await ledger.listPromptRuns('wf-1');
-      expect(rows.map((r) => [r.turn, r.costUsd])).toEqual([
-        [1, 0.0123],
-        [2, 0.0123],
+      expect(rows.map((r) => [r.attempt, r.status, r.outputUsed])).toEqual([
+        [1, 'lost', false],
+        [2, 'failed', false],
+        [3, 'succeeded', true],
       ]);
+      const totals = await ledger.runTotals('wf-1');
+      expect(totals.usage).toEqual({ input: 3800, output: 380, cacheRead: 700 });
+      expect(totals).toMatchObject({ calls: 4, attempts: 3, unusedAttempts: 2, costSource: 'price-table', costBlind: false });
+      expect(totals.costUsd).toBeCloseTo(0.38, 10);
+      expect(totals.unusedUsage).toEqual({ input: 3500, output: 350 });
+      expect((await ledger.runTotals('wf-1', undefined, { turn: 2 })).calls).toBe(0);
     });
 
-    it('keeps token fields apart and round-trips the record', async () => {
-      const row = promptRun({ reportedModel: 'demo-1-2025', externalSessionId: 'sess-9', resumed: true, costSource: 'harness' });
-      await ledger.recordPromptRun(row);
-      const [stored] = await ledger.listPromptRuns('wf-1');
-      expect(stored).toEqual(row);
-      expect(stored?.usage).toEqual({ input: 100, output: 20, cacheRead: 5, cacheWrite: 7 });
+    it('a later attempt of a turn marks an earlier one as not used (its result was lost)', async () => {
+      await ledger.beginAttempt(attemptStart({ attemptId: 'e:5:1' }));
+      await ledger.finishAttempt(attemptFinish({ attemptId: 'e:5:1' }));
+      await ledger.beginAttempt(attemptStart({ attemptId: 'e:5:2', attempt: 2 }));
+      await ledger.finishAttempt(attemptFinish({ attemptId: 'e:5:2' }));
+      expect((await ledger.listPromptRuns('wf-1')).map((r) => r.outputUsed)).toEqual([false, true]);
     });
 
-    it('rejects unresolved ids with a message naming which id', async () => {
-      const attempt = ledger.recordPromptRun(promptRun({ modelId: 'x' }));
-      await expect(attempt).rejects.toBeInstanceOf(UnresolvedAccountingError);
-      await expect(ledger.recordPromptRun(promptRun({ modelId: 'x', turn: 3 }))).rejects.toThrow(
+    it('rejects unresolved ids with a message naming which id, before any row is written', async () => {
+      await expect(ledger.beginAttempt(attemptStart({ modelId: 'x' }))).rejects.toBeInstanceOf(UnresolvedAccountingError);
+      await expect(ledger.beginAttempt(attemptStart({ modelId: 'x', turn: 3 }))).rejects.toThrow(
         "prompt run for wf-1 turn 3: model id 'x' is not in the catalog — add it to the harness entry",
       );
-      await expect(ledger.recordPromptRun(promptRun({ promptId: 'agent:nope' }))).rejects.toThrow(
-        /prompt id 'agent:nope' is not in the catalog/,
-      );
-      await expect(ledger.recordPromptRun(promptRun({ vendorId: 'acme' }))).rejects.toThrow(
+      await expect(ledger.beginAttempt(attemptStart({ promptId: 'agent:nope' }))).rejects.toThrow(/prompt id 'agent:nope' is not in the catalog/);
+      await expect(ledger.beginAttempt(attemptStart({ vendorId: 'acme' }))).rejects.toThrow(
         "model id 'demo/demo-1' belongs to vendor 'demo', not 'acme' — fix the harness entry; prompt run for wf-1 turn 1: vendor id 'acme' is not in the catalog",
       );
       expect(await ledger.listPromptRuns('wf-1')).toEqual([]);
@@ -102,26 +195,58 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
     it('catalog sync is an upsert', async () => {
       await ledger.syncCatalog({ ...catalog, prompts: [{ id: 'agent:demo', name: 'demo', text: 'v2' }] });
       await ledger.syncCatalog(catalog);
-      expect(await ledger.recordPromptRun(promptRun())).toEqual({ inserted: true });
+      expect(await ledger.beginAttempt(attemptStart())).toEqual({ inserted: true });
     });
 
-    it('run steps are idempotent by (workflowId, seq)', async () => {
+    it('two runs under one workflow id never mix: rows are keyed by (workflowId, runId)', async () => {
+      await ledger.beginAttempt(attemptStart());
+      await ledger.recordUsage(usageRow());
+      await ledger.finishAttempt(attemptFinish());
+      await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'step:success', payload: 'first' });
+      await ledger.finishRun('wf-1', 'succeeded', { result: 'first' });
+      // The same workflow id again (a reused id): a second run row, its own attempts, steps and totals.
+      expect(await ledger.startRun({ ...run, runId: 'r-2', task: 'second' })).toEqual({ created: true });
+      expect(await ledger.startRun({ ...run, runId: 'r-2', task: 'second again' })).toEqual({ created: false });
+      await ledger.beginAttempt(attemptStart({ runId: 'r-2' }));
+      await ledger.recordUsage(usageRow({ runId: 'r-2', usage: { input: 1, output: 1 } }));
+      await ledger.finishAttempt(attemptFinish({ runId: 'r-2' }));
+      await ledger.recordStep({ workflowId: 'wf-1', runId: 'r-2', seq: 1, turn: 1, type: 'step:success', payload: 'second' });
+      expect((await ledger.listRuns('wf-1')).map((r) => [r.runId, r.task, r.status])).toEqual([
+        ['r-1', 'write hello.txt', 'succeeded'],
+        ['r-2', 'second', 'running'],
+      ]);
+      expect(await ledger.getRun('wf-1')).toMatchObject({ runId: 'r-2', task: 'second' });
+      expect(await ledger.getRun('wf-1', 'r-1')).toMatchObject({ runId: 'r-1', status: 'succeeded' });
+      expect((await ledger.runTotals('wf-1', 'r-1')).usage).toEqual({ input: 100, output: 20, cacheRead: 5, cacheWrite: 7 });
+      expect((await ledger.runTotals('wf-1', 'r-2')).usage).toEqual({ input: 1, output: 1 });
+      expect((await ledger.listSteps('wf-1', 'r-1')).map((s) => s.payload)).toEqual(['first']);
+      expect((await ledger.listSteps('wf-1')).map((s) => s.payload)).toEqual(['second']);
+      expect((await ledger.listOpenRuns()).map((r) => r.runId)).toEqual(['r-2']);
+    });
+
+    it('run steps are idempotent by (workflowId, runId, seq)', async () => {
       expect(await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 1 } })).toEqual({ inserted: true });
       expect(await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 'changed' } })).toEqual({ inserted: false });
       await ledger.recordStep({ workflowId: 'wf-1', seq: 2, turn: 2, type: 'success', payload: 'done' });
       await ledger.recordStep({ workflowId: 'wf-2', seq: 1, turn: 1, type: 'chat', payload: null });
       expect(await ledger.listSteps('wf-1')).toEqual([
-        { workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload: { a: 1 } },
-        { workflowId: 'wf-1', seq: 2, turn: 2, type: 'success', payload: 'done' },
+        { workflowId: 'wf-1', runId: 'r-1', seq: 1, turn: 1, type: 'actions', payload: { a: 1 } },
+        { workflowId: 'wf-1', runId: 'r-1', seq: 2, turn: 2, type: 'success', payload: 'done' },
       ]);
     });
 
-    it('reads one step by (workflowId, seq) and completes its payload', async () => {
+    it('reads one step by (workflowId, runId, seq) and completes its payload; another run of the id has its own', async () => {
       await ledger.recordStep({ workflowId: 'wf-1', seq: 3, turn: 2, type: 'action:echo', payload: { started: true } });
       expect(await ledger.getStep('wf-1', 4)).toBeUndefined();
       expect(await ledger.getStep('wf-2', 3)).toBeUndefined();
       await ledger.completeStep('wf-1', 3, { outcome: { ok: true } });
-      expect(await ledger.getStep('wf-1', 3)).toEqual({ workflowId: 'wf-1', seq: 3, turn: 2, type: 'action:echo', payload: { outcome: { ok: true } } });
+      expect(await ledger.getStep('wf-1', 3)).toEqual({ workflowId: 'wf-1', runId: 'r-1', seq: 3, turn: 2, type: 'action:echo', payload: { outcome: { ok: true } } });
+      await ledger.startRun({ ...run, runId: 'r-2' });
+      expect(await ledger.getStep('wf-1', 3)).toBeUndefined();
+      expect(await ledger.recordStep({ workflowId: 'wf-1', seq: 3, turn: 1, type: 'action:echo', payload: { started: true } })).toEqual({ inserted: true });
+      await ledger.completeStep('wf-1', 3, { outcome: { ok: false } });
+      expect((await ledger.getStep('wf-1', 3, 'r-1'))?.payload).toEqual({ outcome: { ok: true } });
+      expect((await ledger.getStep('wf-1', 3))?.payload).toEqual({ outcome: { ok: false } });
     });
 
     it('stores a blob once by its hash', async () => {
@@ -148,27 +273,28 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
       const rest = await ledger.readEvents('wf-1', second[1]!.cursor);
       expect(rest.map((e) => e.data)).toEqual([{ i: 4 }]);
       expect(await ledger.readEvents('wf-1', rest[0]!.cursor)).toEqual([]);
-      expect(rest[0]).toMatchObject({ workflowId: 'wf-1', turn: 1, type: 'text' });
+      expect(rest[0]).toMatchObject({ workflowId: 'wf-1', runId: 'r-1', turn: 1, type: 'text' });
       expect(typeof rest[0]!.at).toBe('string');
     });
 
     it('run lifecycle', async () => {
-      expect(await ledger.getRun('wf-1')).toBeUndefined();
-      await ledger.startRun(run);
-      expect(await ledger.getRun('wf-1')).toEqual({ ...run, status: 'running', result: null });
+      expect(await ledger.getRun('wf-none')).toBeUndefined();
+      expect(await ledger.getRun('wf-1')).toMatchObject({ ...run, status: 'running', result: null });
       await ledger.startRun({ ...run, task: 'a retry must not overwrite' });
       await ledger.setExternalSessionId('wf-1', 'sess-1');
       await ledger.setRunStatus('wf-1', 'waiting_for_reply');
       expect(await ledger.getRun('wf-1')).toMatchObject({ task: run.task, status: 'waiting_for_reply', externalSessionId: 'sess-1' });
       await ledger.finishRun('wf-1', 'succeeded', { result: 'ok' });
       expect(await ledger.getRun('wf-1')).toMatchObject({ status: 'succeeded', result: { result: 'ok' } });
-      await ledger.startRun({ ...run, workflowId: 'wf-child', parentWorkflowId: 'wf-1' });
+      expect((await ledger.getRun('wf-1'))?.finishedAt).toBeTruthy();
+      await ledger.startRun({ ...run, workflowId: 'wf-child', runId: 'r-c', parentWorkflowId: 'wf-1' });
       expect((await ledger.getRun('wf-child'))?.parentWorkflowId).toBe('wf-1');
     });
 
     it('data persists across handles, and a closed handle closes once', async () => {
-      await ledger.startRun(run);
-      await ledger.recordPromptRun(promptRun());
+      await ledger.beginAttempt(attemptStart());
+      await ledger.recordUsage(usageRow());
+      await ledger.finishAttempt(attemptFinish());
       await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'success', payload: { result: 'ok' } });
       await ledger.appendEvent('wf-1', 1, 'text', 'hello');
       await ledger.close();
@@ -178,37 +304,81 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
       expect(await ledger.listPromptRuns('wf-1')).toHaveLength(1);
       expect(await ledger.listSteps('wf-1')).toHaveLength(1);
       expect((await ledger.readEvents('wf-1', 0)).map((e) => e.data)).toEqual(['hello']);
-      expect(await ledger.recordPromptRun(promptRun())).toEqual({ inserted: false });
+      expect(await ledger.recordUsage(usageRow())).toEqual({ inserted: false });
+      expect(await ledger.beginAttempt(attemptStart())).toEqual({ inserted: false });
     });
 
-    it('two workers on one store: a retried turn is counted once, events keep one order', async () => {
+    it('two workers on one store: a retried call is counted once, a racing attempt opens once, events keep one order', async () => {
       const second = await store.open();
       others.push(second);
-      await Promise.all([ledger.startRun(run), second.startRun({ ...run, task: 'the loser of the race' })]);
-      const attempts = await Promise.all([...Array(6).keys()].map((i) => (i % 2 ? second : ledger).recordPromptRun(promptRun({ costUsd: i }))));
-      expect(attempts.filter((a) => a.inserted)).toHaveLength(1);
-      expect(await second.listPromptRuns('wf-1')).toHaveLength(1);
+      await Promise.all([ledger.startRun({ ...run, runId: 'r-race' }), second.startRun({ ...run, runId: 'r-race', task: 'the loser of the race' })]);
+      const opened = await Promise.all([...Array(4).keys()].map((i) => (i % 2 ? second : ledger).beginAttempt(attemptStart({ runId: 'r-race' }))));
+      expect(opened.filter((o) => o.inserted)).toHaveLength(1);
+      const calls = await Promise.all([...Array(6).keys()].map((i) => (i % 2 ? second : ledger).recordUsage(usageRow({ runId: 'r-race', usage: { input: i } }))));
+      expect(calls.filter((c) => c.inserted)).toHaveLength(1);
+      const finished = await Promise.all([ledger.finishAttempt(attemptFinish({ runId: 'r-race' })), second.finishAttempt(attemptFinish({ runId: 'r-race', status: 'failed' }))]);
+      expect(finished.filter((f) => f.updated)).toHaveLength(1);
+      expect((await second.runTotals('wf-1', 'r-race')).calls).toBe(1);
       const cursors = await Promise.all([...Array(20).keys()].map((i) => (i % 2 ? second : ledger).appendEvent('wf-1', 1, 'text', { i })));
       expect(new Set(cursors).size).toBe(20);
       const events = await ledger.readEvents('wf-1', 0, 1000);
       expect(events.map((e) => e.cursor)).toEqual([...cursors].sort((a, b) => a - b));
       // Both started the run at once: one row, the same for both, whichever won.
-      const [a, b] = [await ledger.getRun('wf-1'), await second.getRun('wf-1')];
+      const [a, b] = [await ledger.getRun('wf-1', 'r-race'), await second.getRun('wf-1', 'r-race')];
       expect([run.task, 'the loser of the race']).toContain(a?.task);
       expect(b).toEqual(a);
     });
 
-    it('stores text and JSON exactly: unicode, quotes, large values, nested payloads', async () => {
+    it('stores text and JSON exactly: unicode, quotes, large values, nested payloads, NULL for unknown counts', async () => {
       const text = `naïve “quotes” 'single' \\backslash\\ emoji 🚀 tab\tnewline\n${'x'.repeat(200_000)}`;
-      await ledger.startRun({ ...run, task: text });
-      expect((await ledger.getRun('wf-1'))?.task).toBe(text);
+      await ledger.startRun({ ...run, runId: 'r-text', task: text });
+      expect((await ledger.getRun('wf-1', 'r-text'))?.task).toBe(text);
       const payload = { nested: { list: [1, 2.5, -3, null, true, 'ü'], empty: {} }, big: 2 ** 53 - 1 };
-      await ledger.recordStep({ workflowId: 'wf-1', seq: 1, turn: 1, type: 'actions', payload });
-      expect((await ledger.listSteps('wf-1'))[0]!.payload).toEqual(payload);
-      await ledger.recordPromptRun(promptRun({ input: text, output: text, usage: { input: 3_000_000_000, output: 1, cacheRead: 0, cacheWrite: 0 } }));
-      const [row] = await ledger.listPromptRuns('wf-1');
+      await ledger.recordStep({ workflowId: 'wf-1', runId: 'r-text', seq: 1, turn: 1, type: 'actions', payload });
+      expect((await ledger.listSteps('wf-1', 'r-text'))[0]!.payload).toEqual(payload);
+      await ledger.beginAttempt(attemptStart({ runId: 'r-text', input: text }));
+      await ledger.recordUsage(usageRow({ runId: 'r-text', usage: { input: 3_000_000_000, output: 1, reasoning: 0 }, priceUsd: 0.000001, harnessCostUsd: 12345.678901 }));
+      await ledger.finishAttempt(attemptFinish({ runId: 'r-text', output: text, error: text }));
+      const [row] = await ledger.listPromptRuns('wf-1', 'r-text');
       expect(row!.input).toBe(text);
-      expect(row!.usage.input).toBe(3_000_000_000);
+      expect(row!.output).toBe(text);
+      expect(row!.error).toBe(text);
+      expect(row!.usage).toEqual({ input: 3_000_000_000, output: 1, reasoning: 0 });
+      expect(row!.harnessCostUsd).toBe(12345.678901);
+      expect(row!.priceUsd).toBe(0.000001);
+    });
+
+    it('lists open runs for reconciliation, oldest first, bounded', async () => {
+      await ledger.startRun({ ...run, workflowId: 'wf-2', runId: 'r-2' });
+      await ledger.startRun({ ...run, workflowId: 'wf-3', runId: 'r-3' });
+      await ledger.finishRun('wf-2', 'cancelled', null);
+      expect((await ledger.listOpenRuns()).map((r) => r.workflowId)).toEqual(['wf-1', 'wf-3']);
+      expect((await ledger.listOpenRuns(1)).map((r) => r.workflowId)).toEqual(['wf-1']);
+    });
+
+    it('approvals belong to one run: a reused workflow id never finds the requests, decisions or grants of another run', async () => {
+      const ask = { workflowId: 'wf-1', requestId: 't1-abc', turn: 1, tool: 'Bash', kind: 'command', title: 'ls', input: { command: 'ls' }, command: 'ls' };
+      const first = await ledger.requestApproval({ ...ask, decision: { status: 'allowed', decidedBy: 'operator:alice', scope: 'session' } });
+      expect(first.record).toMatchObject({ runId: 'r-1', status: 'allowed' });
+      await ledger.requestApproval({ ...ask, requestId: 't1-def' });
+      await ledger.finishRun('wf-1', 'succeeded', null);
+      await ledger.startRun({ ...run, runId: 'r-2' });
+      expect(await ledger.getApproval('wf-1', 't1-abc')).toBeUndefined();
+      expect(await ledger.listApprovals({ workflowId: 'wf-1', status: 'allowed' })).toEqual([]);
+      expect(await ledger.getApproval('wf-1', 't1-abc', 'r-1')).toMatchObject({ runId: 'r-1', status: 'allowed' });
+      const again = await ledger.requestApproval({ ...ask, runId: 'r-2' });
+      expect(again).toMatchObject({ created: true, record: { runId: 'r-2', status: 'pending' } });
+      expect(await ledger.decideApproval('wf-1', 't1-def', { status: 'denied', decidedBy: 'x' })).toBeUndefined();
+      expect(await ledger.expireApprovals('wf-1', 'run ended')).toBe(1);
+      expect((await ledger.listApprovals({ workflowId: 'wf-1', runId: 'r-1' })).map((a) => [a.requestId, a.status])).toEqual([
+        ['t1-abc', 'allowed'],
+        ['t1-def', 'pending'],
+      ]);
+      expect((await ledger.listApprovals({ workflowId: 'wf-1' })).map((a) => [a.requestId, a.status])).toEqual([['t1-abc', 'expired']]);
+    });
+
+    it('reports itself healthy', async () => {
+      expect(await ledger.health()).toMatchObject({ ok: true });
     });
   });
 }

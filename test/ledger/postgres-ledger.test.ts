@@ -6,18 +6,21 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pgDriver from 'pg';
 import {
   LedgerSchemaTooNewError,
+  POSTGRES_MIGRATIONS,
   POSTGRES_SCHEMA_VERSION,
   PostgresLedger,
   SqliteLedger,
   describeLedger,
   openLedger,
+  migrate,
   redactDatabaseUrl,
 } from '../../src/ledger/index.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres.js';
 import { approvalLedgerSuite } from './approval-ledger-suite.js';
-import { catalog, describeLedgerContract, promptRun } from './ledger-contract.js';
+import { attemptStart, catalog, describeLedgerContract, run } from './ledger-contract.js';
 
 let pg: TestPostgres;
 
@@ -57,10 +60,52 @@ describe('PostgresLedger on its own', () => {
       for (const l of ledgers) expect(await l.schemaVersion()).toBe(POSTGRES_SCHEMA_VERSION);
       // And they all work on the same tables.
       await Promise.all(ledgers.map((l) => l.syncCatalog(catalog)));
-      const inserted = await Promise.all(ledgers.map((l) => l.recordPromptRun(promptRun())));
+      await Promise.all(ledgers.map((l) => l.startRun(run)));
+      const inserted = await Promise.all(ledgers.map((l) => l.beginAttempt(attemptStart())));
       expect(inserted.filter((i) => i.inserted)).toHaveLength(1);
     } finally {
       await Promise.all(ledgers.map((l) => l.close()));
+      await drop();
+    }
+  });
+
+  it('migrates a version-2 database: runs keyed by run, prompt runs as one call each, steps, events and approvals joined to their run', async () => {
+    const { url, drop } = await pg.freshSchema('v2');
+    const pool = new pgDriver.Pool({ connectionString: url, max: 1 });
+    try {
+      await migrate(pool, POSTGRES_MIGRATIONS.slice(0, 2));
+      await pool.query(`
+        INSERT INTO vendors VALUES ('demo', 'demo', now());
+        INSERT INTO models VALUES ('demo/demo-1', 'demo', 'demo-1', now());
+        INSERT INTO prompts VALUES ('agent:demo', 'demo', 'p', now());
+        INSERT INTO runs VALUES ('old', 'r-old', 'demo', 'demo', 't', 'u', 'task', NULL, 'succeeded', '{}', 's-1', now(), now());
+        INSERT INTO prompt_runs (workflow_id, turn, prompt_id, model_id, vendor_id, reported_model, input_tokens, output_tokens,
+          cache_read_tokens, cache_write_tokens, cost_usd, cost_source, external_session_id, resumed, duration_ms, input, output, created_at)
+          VALUES ('old', 1, 'agent:demo', 'demo/demo-1', 'demo', NULL, 100, 10, 5, 1, 0.25, 'harness', 's-1', false, 10, 'in', 'out', now());
+        INSERT INTO run_steps (workflow_id, seq, turn, type, payload_json, created_at) VALUES ('old', 1, 1, 'step:success', '"ok"', now());
+        INSERT INTO events (workflow_id, turn, type, data_json, at) VALUES ('old', 1, 'usage', '{}', now());
+        INSERT INTO approvals (workflow_id, request_id, turn, tool, kind, title, input_json, status, requested_at, decided_by, decided_at, scope)
+          VALUES ('old', 't1-abc', 1, 'Bash', 'command', 'ls', '{"command":"ls"}', 'allowed', now(), 'operator:alice', now(), 'session');
+      `);
+    } finally {
+      await pool.end();
+    }
+    const ledger = await PostgresLedger.connect({ connectionString: url });
+    try {
+      expect(await ledger.schemaVersion()).toBe(POSTGRES_SCHEMA_VERSION);
+      expect(await ledger.getRun('old')).toMatchObject({ runId: 'r-old', status: 'succeeded', externalSessionId: 's-1' });
+      const [row] = await ledger.listPromptRuns('old');
+      expect(row).toMatchObject({ runId: 'r-old', turn: 1, attempt: 1, attemptId: 'v1:1', status: 'succeeded', outputUsed: true, costUsd: 0.25, costSource: 'harness', calls: 1 });
+      expect(row!.usage).toEqual({ input: 100, output: 10, cacheRead: 5, cacheWrite: 1 });
+      expect(await ledger.listSteps('old')).toEqual([{ workflowId: 'old', runId: 'r-old', seq: 1, turn: 1, type: 'step:success', payload: 'ok' }]);
+      expect((await ledger.readEvents('old', 0))[0]).toMatchObject({ runId: 'r-old', type: 'usage' });
+      expect(await ledger.getApproval('old', 't1-abc')).toMatchObject({ runId: 'r-old', status: 'allowed', scope: 'session' });
+      // The old id may now carry a second run, which sees none of the first one's rows.
+      await ledger.startRun({ ...run, workflowId: 'old', runId: 'r-new' });
+      expect(await ledger.getApproval('old', 't1-abc')).toBeUndefined();
+      expect(await ledger.listPromptRuns('old')).toEqual([]);
+    } finally {
+      await ledger.close();
       await drop();
     }
   });
@@ -91,7 +136,8 @@ describe('PostgresLedger on its own', () => {
     const [la, lb] = await Promise.all([PostgresLedger.connect({ connectionString: a.url }), PostgresLedger.connect({ connectionString: b.url })]);
     try {
       await la.syncCatalog(catalog);
-      await la.recordPromptRun(promptRun());
+      await la.startRun(run);
+      await la.beginAttempt(attemptStart());
       expect(await lb.listPromptRuns('wf-1')).toEqual([]);
       expect(await la.listPromptRuns('wf-1')).toHaveLength(1);
     } finally {
@@ -127,7 +173,8 @@ describe('openLedger', () => {
     const viaEnv = openLedger({ DATABASE_URL: url, DATABASE_POOL_SIZE: '3' }, dataDir);
     expect(viaEnv).toBeInstanceOf(PostgresLedger);
     await viaEnv.syncCatalog(catalog);
-    expect(await viaEnv.recordPromptRun(promptRun())).toEqual({ inserted: true });
+    expect(await viaEnv.startRun(run)).toEqual({ created: true });
+    expect(await viaEnv.beginAttempt(attemptStart())).toEqual({ inserted: true });
     await viaEnv.close();
     await drop();
     const local = openLedger({}, dataDir);

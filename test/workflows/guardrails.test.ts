@@ -44,14 +44,20 @@ it('stops when the token budget is spent, counting cache reads and writes', asyn
   expect(rows[1]!.usage).toEqual({ input: 100, output: 100, cacheRead: 300, cacheWrite: 50 });
 });
 
-it('stops when the cost budget is spent, preferring the harness cost to the price table', async () => {
-  const task = book.write('cost', [{ usage: { input: 10, output: 10, costUsd: 0.3 }, ...echo }, { usage: { input: 10, output: 10, costUsd: 0.3 }, ...echo }, ok()]);
+it('stops when the cost budget is spent; the price table prices the turns, the harness figure is kept beside it', async () => {
+  // $1/M input, $2/M output: 100k in + 100k out = $0.30 per turn. The harness claims $0.90 per turn.
+  const turn = { usage: { input: 100_000, output: 100_000, costUsd: 0.9 }, ...echo };
+  const task = book.write('cost', [turn, turn, turn, ok()]);
   const workflowId = testWorkflowId('cost');
   const result = await (await w.start({ agent: 'cheap', task, workflowId })).result();
   expect(result).toMatchObject({ status: 'stopped', guardrail: 'cost', iterations: 2 });
   expect(result.costUsd).toBeCloseTo(0.6, 6);
   const rows = await w.ledger.listPromptRuns(workflowId);
-  expect(rows.map((r) => r.costSource)).toEqual(['harness', 'harness']);
+  expect(rows.map((r) => [r.costSource, r.costUsd, r.harnessCostUsd, r.costMismatch])).toEqual([
+    ['price-table', 0.3, 0.9, true],
+    ['price-table', 0.3, 0.9, true],
+  ]);
+  expect(await w.ledger.runTotals(workflowId)).toMatchObject({ costUsd: 0.6, harnessCostUsd: 1.8, costMismatch: true, costSource: 'price-table' });
 });
 
 it('prices turns from the table when the harness reports no cost', async () => {

@@ -110,7 +110,20 @@ describe('a turn that exhausts its retries', () => {
     const result = await run.result();
     expect(result).toMatchObject({ status: 'succeeded', result: 'recovered', iterations: 2 });
     expect(runsOfTurn2()).toBe(5);
-    expect((await w.ledger.listPromptRuns(workflowId)).map((r) => r.turn)).toEqual([1, 2]);
+    // One prompt-run row per attempt: the four failed runs of turn 2 are in the books, unused.
+    const rows = await w.ledger.listPromptRuns(workflowId);
+    expect(rows.map((r) => [r.turn, r.status, r.outputUsed])).toEqual([
+      [1, 'succeeded', true],
+      [2, 'failed', false],
+      [2, 'failed', false],
+      [2, 'failed', false],
+      [2, 'failed', false],
+      [2, 'succeeded', true],
+    ]);
+    expect(rows.filter((r) => r.status === 'failed').every((r) => /transient failure/.test(r.error ?? ''))).toBe(true);
+    // Operator retries schedule the turn anew: attempt numbers restart, attempt ids never repeat.
+    expect(rows.map((r) => r.attempt)).toEqual([1, 1, 2, 1, 2, 1]);
+    expect(new Set(rows.map((r) => r.attemptId)).size).toBe(6);
   });
 
   it('abandon ends it as failed', async () => {
@@ -129,7 +142,7 @@ describe('a turn that exhausts its retries', () => {
   });
 });
 
-it('a worker stopped mid-turn hands the run to a new worker, with no duplicate prompt-run rows', async () => {
+it('a worker stopped mid-turn hands the run to a new worker; the interrupted attempt keeps its own row', async () => {
   // The turn outlasts the worker's 5 s shutdown grace, so the stop really interrupts it.
   const task = book.write('restart', [act({ name: 'echo', params: { text: 'one' } }), { sleepMs: 8000, ...act({ name: 'echo', params: { text: 'two' } }) }, ok('finished elsewhere')]);
   const workflowId = testWorkflowId('restart');
@@ -150,7 +163,13 @@ it('a worker stopped mid-turn hands the run to a new worker, with no duplicate p
     const result = await run.result();
     expect(result).toMatchObject({ status: 'succeeded', result: 'finished elsewhere', iterations: 3 });
     const rows = await second.w.ledger.listPromptRuns(workflowId);
-    expect(rows.map((r) => r.turn)).toEqual([1, 2, 3]);
+    // The interrupted attempt keeps its row (cancelled by the worker's shutdown, unused); no turn is counted twice.
+    expect(rows.map((r) => [r.turn, r.attempt, r.status, r.outputUsed])).toEqual([
+      [1, 1, 'succeeded', true],
+      [2, 1, 'cancelled', false],
+      [2, 2, 'succeeded', true],
+      [3, 1, 'succeeded', true],
+    ]);
     const retries = (await second.w.ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === 'retry');
     expect(retries.map((e) => e.turn)).toEqual([2]);
   } finally {

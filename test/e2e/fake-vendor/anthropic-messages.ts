@@ -5,7 +5,7 @@
  * (stop_reason, output usage) → message_stop.
  */
 import type http from 'node:http';
-import { sse, type ProtocolHandler, type RecordedRequest, type ScriptedReply } from './server.js';
+import { servedUsage, sse, type ProtocolHandler, type RecordedRequest, type ScriptedReply } from './server.js';
 
 let counter = 0;
 const nextId = (prefix: string): string => `${prefix}_fake${String(++counter).padStart(6, '0')}`;
@@ -15,12 +15,14 @@ function requestModel(request: RecordedRequest): string {
   return typeof body?.model === 'string' ? body.model : 'claude-fake-1';
 }
 
+/** Anthropic counts thinking tokens inside `output_tokens`. */
 function usageOf(reply: ScriptedReply): { input_tokens: number; output_tokens: number; cache_read_input_tokens: number; cache_creation_input_tokens: number } {
+  const u = servedUsage(reply);
   return {
-    input_tokens: reply.usage?.input ?? 10,
-    output_tokens: reply.usage?.output ?? 5,
-    cache_read_input_tokens: reply.usage?.cacheRead ?? 0,
-    cache_creation_input_tokens: reply.usage?.cacheWrite ?? 0,
+    input_tokens: u.input,
+    output_tokens: u.output + u.reasoning,
+    cache_read_input_tokens: u.cacheRead,
+    cache_creation_input_tokens: u.cacheWrite,
   };
 }
 

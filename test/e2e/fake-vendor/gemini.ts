@@ -5,10 +5,11 @@
  *
  * Usage: the scripted `usage.input` is the NON-cached input; Gemini's `promptTokenCount` includes cached
  * tokens, so it is reported as `input + cacheRead` with `cachedContentTokenCount = cacheRead`.
- * Gemini has no cache-write count: `usage.cacheWrite` is not representable and is dropped.
+ * Gemini has no cache-write count: `usage.cacheWrite` is not representable and is dropped. Thinking tokens
+ * (`usage.reasoning`) go into `thoughtsTokenCount` and `totalTokenCount`, as the real API reports them.
  */
 import type http from 'node:http';
-import { sse, type ProtocolHandler, type RecordedRequest, type ScriptedReply } from './server.js';
+import { servedUsage, sse, type ProtocolHandler, type RecordedRequest, type ScriptedReply } from './server.js';
 
 /** Mount point for the fake vendor's `handlers`. */
 export const geminiPrefix = '/v1beta/models';
@@ -42,16 +43,16 @@ export function geminiSideCallFallback(request: RecordedRequest): ScriptedReply 
   return undefined;
 }
 
+/** Gemini reports thinking apart: `thoughtsTokenCount`, not in `candidatesTokenCount`, but in `totalTokenCount`. */
 function usageMetadata(reply: ScriptedReply): Record<string, number> {
-  const input = reply.usage?.input ?? 10;
-  const cacheRead = reply.usage?.cacheRead ?? 0;
-  const output = reply.usage?.output ?? 5;
-  const prompt = input + cacheRead;
+  const u = servedUsage(reply);
+  const prompt = u.input + u.cacheRead;
   return {
     promptTokenCount: prompt,
-    ...(cacheRead > 0 ? { cachedContentTokenCount: cacheRead } : {}),
-    candidatesTokenCount: output,
-    totalTokenCount: prompt + output,
+    ...(u.cacheRead > 0 ? { cachedContentTokenCount: u.cacheRead } : {}),
+    candidatesTokenCount: u.output,
+    ...(u.reasoning > 0 ? { thoughtsTokenCount: u.reasoning } : {}),
+    totalTokenCount: prompt + u.output + u.reasoning,
   };
 }
 

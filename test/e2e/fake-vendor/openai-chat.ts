@@ -10,7 +10,7 @@
  * Chat Completions has no cache-write count: `usage.cacheWrite` is not representable and is dropped.
  */
 import type http from 'node:http';
-import { sse, type ProtocolHandler, type RecordedRequest, type ScriptedReply } from './server.js';
+import { servedUsage, sse, type ProtocolHandler, type RecordedRequest, type ScriptedReply } from './server.js';
 
 /** Mount point for the fake vendor's `handlers`. */
 export const openaiChatPrefix = '/v1/chat/completions';
@@ -42,16 +42,15 @@ export function openaiChatTitleFallback(request: RecordedRequest): ScriptedReply
   return { text: 'Fake session title', usage: { input: 3, output: 2 } };
 }
 
+/** `completion_tokens` includes the reasoning tokens, reported again in `completion_tokens_details`. */
 function usageOf(reply: ScriptedReply): Record<string, unknown> {
-  const input = reply.usage?.input ?? 10;
-  const cacheRead = reply.usage?.cacheRead ?? 0;
-  const output = reply.usage?.output ?? 5;
+  const u = servedUsage(reply);
   return {
-    prompt_tokens: input + cacheRead,
-    completion_tokens: output,
-    total_tokens: input + cacheRead + output,
-    prompt_tokens_details: { cached_tokens: cacheRead },
-    completion_tokens_details: { reasoning_tokens: 0 },
+    prompt_tokens: u.input + u.cacheRead,
+    completion_tokens: u.output + u.reasoning,
+    total_tokens: u.input + u.cacheRead + u.output + u.reasoning,
+    prompt_tokens_details: { cached_tokens: u.cacheRead },
+    completion_tokens_details: { reasoning_tokens: u.reasoning },
   };
 }
 

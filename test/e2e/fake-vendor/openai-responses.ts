@@ -5,7 +5,7 @@
  * Usage follows the API: `input_tokens` INCLUDES the cached tokens, reported in `input_tokens_details`.
  */
 import type http from 'node:http';
-import { sse, type ProtocolHandler, type RecordedRequest, type ScriptedReply } from './server.js';
+import { servedUsage, sse, type ProtocolHandler, type RecordedRequest, type ScriptedReply } from './server.js';
 
 let counter = 0;
 const nextId = (prefix: string): string => `${prefix}_fake${String(++counter).padStart(6, '0')}`;
@@ -15,17 +15,18 @@ function requestModel(request: RecordedRequest): string {
   return typeof body?.model === 'string' ? body.model : 'gpt-fake-1';
 }
 
-/** Scripted usage is normalised (input excludes cache); the wire format adds the cached tokens back in. */
+/**
+ * Scripted usage is normalised (input excludes cache, output excludes reasoning); the wire format adds the cached
+ * tokens back into `input_tokens` and the reasoning tokens into `output_tokens`, as the API does.
+ */
 function usageOf(reply: ScriptedReply): Record<string, unknown> {
-  const input = reply.usage?.input ?? 10;
-  const cached = reply.usage?.cacheRead ?? 0;
-  const output = reply.usage?.output ?? 5;
+  const u = servedUsage(reply);
   return {
-    input_tokens: input + cached,
-    input_tokens_details: { cached_tokens: cached },
-    output_tokens: output,
-    output_tokens_details: { reasoning_tokens: 0 },
-    total_tokens: input + cached + output,
+    input_tokens: u.input + u.cacheRead,
+    input_tokens_details: { cached_tokens: u.cacheRead },
+    output_tokens: u.output + u.reasoning,
+    output_tokens_details: { reasoning_tokens: u.reasoning },
+    total_tokens: u.input + u.cacheRead + u.output + u.reasoning,
   };
 }
 

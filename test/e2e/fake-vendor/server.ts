@@ -22,11 +22,32 @@ export interface ScriptedReply {
   readonly match?: (request: RecordedRequest) => boolean;
   readonly text?: string;
   readonly toolCalls?: readonly ScriptedToolCall[];
-  readonly usage?: { readonly input?: number; readonly output?: number; readonly cacheRead?: number; readonly cacheWrite?: number };
+  /**
+   * Usage to report, normalised: `input` without cached tokens, `output` without `reasoning` (thinking tokens).
+   * Each protocol writes it in its own wire shape (some fold reasoning into output, some report it apart).
+   */
+  readonly usage?: ScriptedUsage;
   /** Answer with this HTTP error instead. */
   readonly error?: { readonly status: number; readonly message: string };
   /** Delay before answering (for cancellation tests). */
   readonly delayMs?: number;
+}
+
+export interface ScriptedUsage {
+  readonly input?: number;
+  readonly output?: number;
+  readonly cacheRead?: number;
+  readonly cacheWrite?: number;
+  readonly reasoning?: number;
+}
+
+/** The defaults a handler reports for fields a reply leaves out (see `servedUsage`). */
+export const defaultServedUsage = { input: 10, output: 5, cacheRead: 0, cacheWrite: 0, reasoning: 0 } as const;
+
+/** The usage a reply really serves (what a vendor would bill), defaults filled in; zero for an error reply. */
+export function servedUsage(reply: ScriptedReply): Required<ScriptedUsage> {
+  if (reply.error) return { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 };
+  return { ...defaultServedUsage, ...reply.usage };
 }
 
 export interface RecordedRequest {
@@ -54,10 +75,14 @@ export interface FakeVendor {
   readonly requests: RecordedRequest[];
   /** Requests that found no handler or no scripted reply: a test should assert this is empty. */
   readonly unexpected: RecordedRequest[];
+  /** Every reply answered (scripted or fallback), in order, with the usage it served. */
+  readonly served: { readonly request: RecordedRequest; readonly reply: ScriptedReply; readonly usage: Required<ScriptedUsage> }[];
   /** Appends replies to the script. */
   script(...replies: ScriptedReply[]): void;
   /** Replies not yet consumed. */
   remaining(): number;
+  /** Drops the replies not yet consumed (after a test that stopped a CLI mid-script). */
+  clearScript(): void;
   close(): Promise<void>;
 }
 
@@ -65,6 +90,7 @@ export async function startFakeVendor(options: FakeVendorOptions): Promise<FakeV
   const queue: ScriptedReply[] = [];
   const requests: RecordedRequest[] = [];
   const unexpected: RecordedRequest[] = [];
+  const served: FakeVendor['served'] = [];
   const prefixes = Object.keys(options.handlers).sort((a, b) => b.length - a.length);
 
   const server = http.createServer((req, res) => {
@@ -100,6 +126,7 @@ export async function startFakeVendor(options: FakeVendorOptions): Promise<FakeV
         return;
       }
       const answer = () => {
+        if (!res.destroyed) served.push({ request: recorded, reply, usage: servedUsage(reply) });
         if (reply.error) {
           res.writeHead(reply.error.status, { 'content-type': 'application/json' });
           res.end(JSON.stringify({ error: { type: 'api_error', message: reply.error.message, code: reply.error.status } }));
@@ -117,8 +144,10 @@ export async function startFakeVendor(options: FakeVendorOptions): Promise<FakeV
     url: `http://127.0.0.1:${port}`,
     requests,
     unexpected,
+    served,
     script: (...replies) => void queue.push(...replies),
     remaining: () => queue.length,
+    clearScript: () => void queue.splice(0, queue.length),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -1,0 +1,351 @@
+/**
+ * Accounting inside one turn attempt: every usage event the harness streams becomes a ledger row at once
+ * (idempotent by attempt and call), priced by the one cost rule, and checked against the run's remaining budget.
+ * Ledger writes go through queues that retry faults instead of failing the turn: accounting waits until its rows
+ * land; progress events are best effort, off the turn's critical path, and never kill a healthy harness.
+ */
+import type { Usage } from '../adapters/types.js';
+import type { Prices } from '../catalog/schema.js';
+import { attemptCost } from '../ledger/cost.js';
+import { LedgerFaultError, type AttemptFinish, type AttemptStart, type CostView, type Ledger, type UsageRecord } from '../ledger/types.js';
+import { addUsage, noUsage, priceUsage, totalTokens, usageKnown } from '../workflows/usage.js';
+
+import type { TurnBudget } from '../workflows/types.js';
+
+export type { TurnBudget };
+
+/** A budget the turn's streaming usage crossed. */
+export interface BudgetCrossing {
+  readonly guardrail: 'tokens' | 'cost';
+  readonly reason: string;
+}
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    }, { once: true });
+  });
+
+/** Errors a retry cannot fix: they fail the write at once. Everything else (ledger faults, I/O) is retried. */
+export type PermanentCheck = (err: unknown) => boolean;
+
+/**
+ * A serial queue of ledger writes, in order. A write that fails with a retryable error is tried again with
+ * backoff until it lands or the queue is abandoned; `fault` says what it is waiting on.
+ */
+export class RetryingWriter {
+  private tail: Promise<void> = Promise.resolve();
+  private waiting = 0;
+  private lastFault: Error | undefined;
+  private readonly abandon = new AbortController();
+
+  constructor(
+    private readonly options: {
+      readonly isPermanent: PermanentCheck;
+      readonly initialDelayMs?: number;
+      readonly maxDelayMs?: number;
+      /** Called when a write starts failing (with the error) and when writes land again (undefined). */
+      readonly onFault?: (err: Error | undefined) => void;
+      /** Called for each write given up by `stop`, with what it would have written (for the operator's log). */
+      readonly onAbandoned?: (row: unknown, reason: string) => void;
+    },
+  ) {}
+
+  /** Writes queued or retrying. */
+  get pending(): number {
+    return this.waiting;
+  }
+
+  /** The error the queue is waiting on, if any. */
+  get fault(): Error | undefined {
+    return this.lastFault;
+  }
+
+  /** Queues a write; the promise settles when it landed (or failed permanently, or the queue was abandoned). */
+  enqueue(write: () => Promise<unknown>, row?: unknown): Promise<void> {
+    this.waiting += 1;
+    const run = this.tail.then(() => this.attempt(write, row));
+    this.tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run.finally(() => {
+      this.waiting -= 1;
+    });
+  }
+
+  /** Resolves once every write queued so far has settled. */
+  async drain(): Promise<void> {
+    await this.tail;
+  }
+
+  /** Resolves once drained, or after `ms` (returns whether it drained). */
+  async drainWithin(ms: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+    });
+    const drained = await Promise.race([this.tail.then(() => true as const), timeout]);
+    clearTimeout(timer);
+    return drained;
+  }
+
+  /** Stops retrying: writes still waiting fail with `reason`. */
+  stop(reason: string): void {
+    this.abandon.abort(new Error(reason));
+  }
+
+  private async attempt(write: () => Promise<unknown>, row: unknown): Promise<void> {
+    let delay = this.options.initialDelayMs ?? 100;
+    for (;;) {
+      if (this.abandon.signal.aborted) {
+        const reason = this.abandon.signal.reason as Error;
+        if (row !== undefined) this.options.onAbandoned?.(row, reason.message);
+        throw reason;
+      }
+      try {
+        await write();
+        if (this.lastFault) {
+          this.lastFault = undefined;
+          this.options.onFault?.(undefined);
+        }
+        return;
+      } catch (err) {
+        if (this.options.isPermanent(err)) throw err;
+        const error = err instanceof Error ? err : new Error(String(err));
+        const changed = this.lastFault?.message !== error.message;
+        this.lastFault = error;
+        if (changed) this.options.onFault?.(error);
+        await sleep(delay, this.abandon.signal);
+        delay = Math.min(delay * 2, this.options.maxDelayMs ?? 2000);
+      }
+    }
+  }
+}
+
+/** Progress events (live view only): bounded, written in the background, dropped oldest-first when it overflows. */
+export class ProgressEvents {
+  private readonly writer: RetryingWriter;
+  private queued = 0;
+  dropped = 0;
+
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly where: { workflowId: string; runId?: string; turn: number },
+    options: { maxQueued?: number; onFault?: (err: Error | undefined) => void } = {},
+  ) {
+    this.maxQueued = options.maxQueued ?? 500;
+    this.writer = new RetryingWriter({ isPermanent: (err) => !isRetryable(err), maxDelayMs: 1000, onFault: options.onFault });
+  }
+
+  private readonly maxQueued: number;
+
+  /** Queues one event; never throws, never waits. */
+  append(type: string, data: unknown): void {
+    if (this.queued >= this.maxQueued) {
+      this.dropped += 1;
+      return;
+    }
+    this.queued += 1;
+    const { workflowId, runId, turn } = this.where;
+    void this.writer
+      .enqueue(() => this.ledger.appendEvent(workflowId, turn, type, data, runId))
+      .catch(() => {
+        this.dropped += 1;
+      })
+      .finally(() => {
+        this.queued -= 1;
+      });
+  }
+
+  /** Queues any other best-effort write (e.g. the session id on the run row). */
+  write(fn: () => Promise<unknown>): void {
+    void this.writer.enqueue(fn).catch(() => undefined);
+  }
+
+  /** Waits up to `ms` for the queue, then gives up on what is left (it is progress, not accounting). */
+  async close(ms: number): Promise<void> {
+    const drained = await this.writer.drainWithin(ms);
+    if (!drained) this.writer.stop('progress events abandoned at the end of the turn');
+  }
+
+  get fault(): Error | undefined {
+    return this.writer.fault;
+  }
+}
+
+/** Ledger faults and plain I/O errors are retried; a bug (a TypeError, a constraint the code broke) is not. */
+export function isRetryable(err: unknown): boolean {
+  if (err instanceof LedgerFaultError) return true;
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && /^(SQLITE_(BUSY|LOCKED|IOERR|READONLY|FULL|CANTOPEN)|E[A-Z]+|ECONN|57P|08)/.test(code);
+}
+
+/** One attempt's identity in the ledger. */
+export interface AttemptIdentity {
+  readonly workflowId: string;
+  readonly runId?: string;
+  readonly turn: number;
+  readonly attempt: number;
+  readonly attemptId: string;
+}
+
+/** What an attempt has spent so far. */
+export interface AttemptSpend extends CostView {
+  readonly usage: Usage;
+  readonly calls: number;
+  /** Usage events that said tokens were spent without saying how many. */
+  readonly unknownCalls: number;
+}
+
+/**
+ * The accounting of one turn attempt. `begin` opens the prompt run (and waits for the ledger), `recordUsage` is
+ * called for every usage event as it streams, `finish` closes the attempt and waits until every row landed.
+ */
+export class TurnAccounting {
+  private readonly writer: RetryingWriter;
+  private readonly calls: { usage: Usage; priceUsd?: number; harnessCostUsd?: number }[] = [];
+  private unknownCalls = 0;
+  /** What earlier attempts of this scheduling spent (the workflow's budget did not know about them). */
+  private earlier: { tokens: number; costUsd: number } = { tokens: 0, costUsd: 0 };
+  private sameScheduling: ((attemptId: string) => boolean) | undefined;
+
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly id: AttemptIdentity,
+    private readonly options: {
+      readonly prices?: Prices;
+      readonly budget?: TurnBudget;
+      readonly onFault?: (err: Error | undefined) => void;
+      /** A row given up (only by `stop`): logged, so an operator can still enter it. */
+      readonly onAbandoned?: (row: unknown, reason: string) => void;
+      /** A usage row is durable (written, or already there): the harness may be told (`usage-ack`). */
+      readonly onRecorded?: (ack: { attemptId: string; call: number }) => void;
+    } = {},
+  ) {
+    this.writer = new RetryingWriter({ isPermanent: (err) => !isRetryable(err), onFault: options.onFault, onAbandoned: options.onAbandoned });
+  }
+
+  /** `begin` succeeded: the attempt has a prompt run to close. */
+  begun = false;
+
+  /** A usage row is durable: the harness may be told (`usage-ack`); set once the adapter exists. */
+  onRecorded: ((ack: { attemptId: string; call: number }) => void) | undefined;
+
+  /** The attempt's ledger id. */
+  get attemptId(): string {
+    return this.id.attemptId;
+  }
+
+  /** The error accounting writes are waiting on, if any. */
+  get fault(): Error | undefined {
+    return this.writer.fault;
+  }
+
+  /**
+   * Opens the attempt's prompt run, waiting (retrying) while the ledger cannot take it; rejects only when an id does
+   * not resolve (UnresolvedAccountingError). `sameScheduling` names earlier attempts whose spend counts against the
+   * budget this turn was given.
+   */
+  async begin(start: Omit<AttemptStart, keyof AttemptIdentity | 'priced'>, sameScheduling?: (attemptId: string) => boolean): Promise<void> {
+    const row = { ...start, ...this.id, priced: this.options.prices !== undefined };
+    await this.writer.enqueue(() => this.ledger.beginAttempt(row), row);
+    this.begun = true;
+    this.sameScheduling = sameScheduling;
+    if (sameScheduling && this.options.budget) {
+      await this.writer.enqueue(async () => {
+        const rows = await this.ledger.listPromptRuns(this.id.workflowId, this.id.runId);
+        const mine = rows.filter((r) => r.turn === this.id.turn && r.attemptId !== this.id.attemptId && sameScheduling(r.attemptId));
+        this.earlier = { tokens: mine.reduce((n, r) => n + totalTokens(r.usage), 0), costUsd: mine.reduce((n, r) => n + r.costUsd, 0) };
+      });
+    }
+  }
+
+  /**
+   * Records one usage event (the function the turn calls per event): queues its ledger row and returns the budget
+   * it crossed, if any. Never throws and never waits: the row is written (and retried) in order, in the background.
+   */
+  recordUsage(event: { usage: Usage; costUsd?: number; call?: number }): BudgetCrossing | undefined {
+    const call = this.priced(event);
+    this.calls.push(call);
+    if (!usageKnown(event.usage)) this.unknownCalls += 1;
+    // The harness's own call number when it gives one, so a re-report of this call lands on the same row.
+    this.write({ ...this.id, call: event.call ?? this.calls.length, ...call });
+    return this.crossed();
+  }
+
+  /**
+   * Records a call of an EARLIER attempt that its harness re-reported (its worker died before recording it): booked
+   * to that attempt, idempotently, and counted against this scheduling's budget when it belongs to it.
+   */
+  recordRecovered(event: { usage: Usage; costUsd?: number; recovered: { attemptId: string; turn: number; call: number } }): BudgetCrossing | undefined {
+    const call = this.priced(event);
+    const { attemptId, turn, call: number } = event.recovered;
+    // Counted against this scheduling's budget only if it was really missing (the ledger row is new): calls already
+    // recorded are in `earlier` since `begin`.
+    const count = this.sameScheduling?.(attemptId)
+      ? () => {
+          this.earlier = { tokens: this.earlier.tokens + totalTokens(event.usage), costUsd: this.earlier.costUsd + (call.priceUsd ?? call.harnessCostUsd ?? 0) };
+        }
+      : undefined;
+    this.write({ workflowId: this.id.workflowId, runId: this.id.runId, attemptId, turn, call: number, ...call }, count);
+    return this.crossed();
+  }
+
+  private priced(event: { usage: Usage; costUsd?: number }): { usage: Usage; priceUsd?: number; harnessCostUsd?: number } {
+    const priceUsd = this.options.prices ? priceUsage(this.options.prices, event.usage) : undefined;
+    return { usage: event.usage, ...(priceUsd !== undefined ? { priceUsd } : {}), ...(event.costUsd !== undefined ? { harnessCostUsd: event.costUsd } : {}) };
+  }
+
+  private write(row: UsageRecord, onInserted?: () => void): void {
+    let inserted = false;
+    void this.writer
+      .enqueue(async () => {
+        inserted = (await this.ledger.recordUsage(row)).inserted;
+      }, row)
+      .then(() => {
+        if (inserted) onInserted?.();
+        (this.onRecorded ?? this.options.onRecorded)?.({ attemptId: row.attemptId, call: row.call });
+      })
+      .catch(() => undefined);
+  }
+
+  /** What the attempt has spent so far, priced by the one cost rule. */
+  spend(usageMissing = false): AttemptSpend {
+    const cost = attemptCost(this.calls, { priced: this.options.prices !== undefined, usageMissing: usageMissing || this.unknownCalls > 0 });
+    return { usage: this.calls.reduce((u, c) => addUsage(u, c.usage), noUsage), calls: this.calls.length, unknownCalls: this.unknownCalls, ...cost };
+  }
+
+  private crossed(): BudgetCrossing | undefined {
+    const budget = this.options.budget;
+    if (!budget) return undefined;
+    const spent = this.spend();
+    const tokens = this.earlier.tokens + totalTokens(spent.usage);
+    const cost = this.earlier.costUsd + spent.costUsd;
+    if (budget.tokens !== undefined && tokens >= budget.tokens) {
+      return { guardrail: 'tokens', reason: `token budget spent mid-turn: ${tokens} of the ${budget.tokens} left for this turn` };
+    }
+    if (budget.costUsd !== undefined && cost >= budget.costUsd) {
+      return { guardrail: 'cost', reason: `cost budget spent mid-turn: $${cost.toFixed(4)} of the $${budget.costUsd.toFixed(4)} left for this turn` };
+    }
+    return undefined;
+  }
+
+  /** Closes the attempt and waits until every row of it landed in the ledger (retrying faults meanwhile). */
+  async finish(finish: Omit<AttemptFinish, keyof AttemptIdentity>): Promise<void> {
+    const row = { ...finish, ...this.id };
+    await this.writer.enqueue(() => this.ledger.finishAttempt(row), row);
+    await this.writer.drain();
+  }
+
+  /**
+   * Gives up on writes still waiting: only when the attempt was cancelled and the ledger stayed unwritable for the
+   * grace period after it. Each row given up goes to `onAbandoned` (the worker's log).
+   */
+  stop(reason: string): void {
+    this.writer.stop(reason);
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * The one cost rule, shared by every Ledger implementation: the price table prices the tokens when it can price
+ * every call; the harness's own figure is kept beside it (and a disagreement flagged); without either the cost is
+ * blind. Pure.
+ */
+import { addUsage, costsDiffer, noUsage } from '../workflows/usage.js';
+import type { CostSource, CostView, PromptRunRecord, RunTotals } from './types.js';
+
+/** One call's figures as the ledger stores them. */
+export interface CallCost {
+  readonly priceUsd?: number;
+  readonly harnessCostUsd?: number;
+}
+
+/** What is known about an attempt beyond its calls. */
+export interface AttemptCostFacts {
+  /** A price table applied to this attempt. */
+  readonly priced: boolean;
+  /** The harness reported no usage for a turn that ran: tokens were spent and nobody counted them. */
+  readonly usageMissing: boolean;
+}
+
+const sum = (values: readonly number[]): number => values.reduce((a, b) => a + b, 0);
+
+/** The cost of one attempt from its calls. */
+export function attemptCost(calls: readonly CallCost[], facts: AttemptCostFacts): CostView {
+  const harness = calls.flatMap((c) => (c.harnessCostUsd === undefined ? [] : [c.harnessCostUsd]));
+  const harnessCostUsd = harness.length > 0 ? sum(harness) : undefined;
+  const priceable = facts.priced && !facts.usageMissing && calls.every((c) => c.priceUsd !== undefined);
+  const priceUsd = priceable ? sum(calls.map((c) => c.priceUsd ?? 0)) : undefined;
+  let costUsd: number;
+  let costSource: CostSource;
+  if (priceUsd !== undefined) {
+    costUsd = priceUsd;
+    costSource = 'price-table';
+  } else if (harnessCostUsd !== undefined) {
+    costUsd = harnessCostUsd;
+    costSource = 'harness';
+  } else {
+    costUsd = sum(calls.map((c) => c.priceUsd ?? 0));
+    costSource = calls.length === 0 && !facts.usageMissing ? (facts.priced ? 'price-table' : 'unknown') : 'unknown';
+  }
+  const costBlind = costSource === 'unknown' && (calls.length > 0 || facts.usageMissing);
+  const costMismatch = priceUsd !== undefined && harnessCostUsd !== undefined && costsDiffer(priceUsd, harnessCostUsd);
+  return {
+    costUsd,
+    costSource,
+    ...(harnessCostUsd !== undefined ? { harnessCostUsd } : {}),
+    ...(priceUsd !== undefined ? { priceUsd } : {}),
+    costMismatch,
+    costBlind,
+  };
+}
+
+/** The cost of several attempts (a turn, a run). */
+export function combinedCost(attempts: readonly CostView[]): CostView {
+  const harness = attempts.flatMap((a) => (a.harnessCostUsd === undefined ? [] : [a.harnessCostUsd]));
+  const priced = attempts.every((a) => a.priceUsd !== undefined);
+  const costBlind = attempts.some((a) => a.costBlind);
+  const sources = new Set(attempts.map((a) => a.costSource));
+  const costSource: CostSource = costBlind || attempts.length === 0 ? 'unknown' : sources.size === 1 ? [...sources][0]! : 'harness';
+  return {
+    costUsd: sum(attempts.map((a) => a.costUsd)),
+    costSource: attempts.length === 0 ? 'unknown' : costSource,
+    ...(harness.length > 0 ? { harnessCostUsd: sum(harness) } : {}),
+    ...(priced && attempts.length > 0 ? { priceUsd: sum(attempts.map((a) => a.priceUsd ?? 0)) } : {}),
+    costMismatch: attempts.some((a) => a.costMismatch),
+    costBlind,
+  };
+}
+
+/** Run (or turn) totals from prompt-run views: every call of every attempt, used or not. */
+export function totalsOf(rows: readonly PromptRunRecord[]): RunTotals {
+  const unused = rows.filter((r) => !r.outputUsed);
+  return {
+    usage: rows.reduce((sum, r) => addUsage(sum, r.usage), noUsage),
+    calls: rows.reduce((n, r) => n + r.calls, 0),
+    attempts: rows.length,
+    unusedAttempts: unused.length,
+    unusedUsage: unused.reduce((sum, r) => addUsage(sum, r.usage), noUsage),
+    ...combinedCost(rows),
+  };
+}

@@ -1,0 +1,54 @@
+/**
+ * Every token counted in the run's own books (issue 8): what a failed turn spent reaches the run's counters and
+ * guardrails, and each turn is told what the run has left so the harness stops mid-turn when it is spent.
+ * Pure functions of `RunState`; agent-run.ts calls them.
+ */
+import type { Ending } from './decide.js';
+import type { RunState } from './state.js';
+import type { TurnBudget, TurnResult } from './types.js';
+import { addUsage, totalTokens, usageOf } from './usage.js';
+import type { Usage } from '../adapters/types.js';
+
+/** What a failed turn spent, as runTurn attaches it to its failure (`details[0].spend`), its earlier attempts included. */
+export interface FailedSpend {
+  readonly usage: Usage;
+  readonly costUsd: number;
+  readonly costBlind: boolean;
+}
+
+/** The spend in a turn failure's details, if the activity attached one (older workers did not). */
+export function failedSpend(details: readonly unknown[] | undefined): FailedSpend | undefined {
+  const spend = (details?.[0] as { spend?: { usage?: unknown; costUsd?: unknown; costBlind?: unknown } } | undefined)?.spend;
+  if (!spend || typeof spend !== 'object' || typeof spend.usage !== 'object' || spend.usage === null) return undefined;
+  const u = spend.usage as Record<string, unknown>;
+  const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+  return {
+    usage: usageOf({ input: n(u.input), output: n(u.output), cacheRead: n(u.cacheRead), cacheWrite: n(u.cacheWrite), reasoning: n(u.reasoning) }),
+    costUsd: n(spend.costUsd) ?? 0,
+    costBlind: spend.costBlind === true,
+  };
+}
+
+/** Folds a failed turn's spend into the run: its tokens and cost count toward the guardrails like any turn's. */
+export function foldFailedSpend(state: RunState, spend: FailedSpend | undefined): RunState {
+  if (!spend) return state;
+  return { ...state, usage: addUsage(state.usage, spend.usage), costUsd: state.costUsd + spend.costUsd, costBlind: state.costBlind || spend.costBlind };
+}
+
+/** What the run has left for the next turn: the harness is stopped mid-turn when its streaming usage crosses it. */
+export function turnBudget(state: RunState): TurnBudget {
+  const g = state.policy?.guardrails;
+  if (!g) return {};
+  return { tokens: Math.max(0, g.maxTokens - totalTokens(state.usage)), costUsd: Math.max(0, g.maxCostUsd - state.costUsd) };
+}
+
+/** A turn stopped by its budget ends the run as the guardrail stop, before anything the turn asked for runs. */
+export function budgetEnding(result: TurnResult): Ending | undefined {
+  if (!result.budgetExhausted) return undefined;
+  return { status: 'stopped', guardrail: result.budgetExhausted.guardrail, reason: result.budgetExhausted.message };
+}
+
+/** The pause before retrying `endSession` after `failures` failed rounds: 1 s doubling, at most 5 minutes. */
+export function untilDoneDelayMs(failures: number): number {
+  return Math.min(1000 * 2 ** Math.min(failures, 20), 5 * 60_000);
+}

@@ -1,0 +1,65 @@
+/**
+ * Every token counted in the run's own books (issue 8, workflow side), on the real dev server: what failed attempts
+ * spent reaches the run's counters and guardrails, and a turn is stopped mid-way when the run's budget is spent.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
+import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
+
+const book = scriptBook();
+let w: TestWorker;
+const call = (input: number, extra: Record<string, unknown> = {}) => ({ usage: { input, output: 0 }, ...extra });
+
+beforeAll(async () => {
+  w = await startTestWorker({
+    catalog: scriptedCatalog(book, {
+      agents: [
+        // Two attempts per turn; an operator who never comes is given up on quickly.
+        { name: 'crashy', harness: 'scripted', actions: ['echo'], turnAttempts: 2, operatorTimeoutMs: 3000, guardrails: { maxTokens: 1000 } },
+        { name: 'crashy-rich', harness: 'scripted', actions: ['echo'], turnAttempts: 2, operatorTimeoutMs: 2000 },
+        { name: 'budgeted', harness: 'scripted', actions: ['echo'], guardrails: { maxTokens: 250 } },
+      ],
+    }),
+  });
+});
+afterAll(() => w?.close());
+
+it("a turn that fails for good: every attempt's tokens are in the run's result", async () => {
+  // Every run of the step serves two calls of 400 tokens, then the harness crashes: 800 per attempt, 1,600 in all.
+  const task = book.write('crashy-rich', [{ calls: [call(400), call(400, { exit: 1 })] }, ok('never')]);
+  const workflowId = testWorkflowId('crashy-rich');
+  const result = await (await w.start({ agent: 'crashy-rich', task, workflowId })).result();
+  // Before: the run showed 0 tokens, though the vendor served 1,600.
+  expect(result).toMatchObject({ status: 'failed', failureType: 'OperatorTimeout', usage: { input: 1600, output: 0 } });
+  expect((await w.ledger.runTotals(workflowId)).usage).toMatchObject({ input: 1600 });
+});
+
+it("a crashed attempt's tokens count toward the token guardrail: the retry is stopped as soon as the run's budget is gone", async () => {
+  const task = book.write('crashy', [{ calls: [call(400), call(400, { exit: 1 })] }, ok('never')]);
+  const workflowId = testWorkflowId('crashy');
+  const result = await (await w.start({ agent: 'crashy', task, workflowId })).result();
+  // Attempt 1 spent 800 and crashed; attempt 2 knows it (from the ledger) and is stopped at its first call:
+  // 1,200 ≥ 1,000. Before, the run showed 0 tokens and waited for an operator.
+  expect(result).toMatchObject({ status: 'stopped', guardrail: 'tokens', usage: { input: 1200, output: 0 } });
+  const totals = await w.ledger.runTotals(workflowId);
+  expect(totals.usage).toMatchObject({ input: 1200 });
+  expect(totals.attempts).toBe(2);
+});
+
+it('the run tells each turn what it has left: a turn that crosses the token budget is stopped mid-turn, and its actions never run', async () => {
+  // Eight calls of 100 tokens, then an echo action; the budget is 250 tokens.
+  const calls = Array.from({ length: 8 }, () => ({ usage: { input: 90, output: 10 }, sleepMs: 150 }));
+  const task = book.write('budgeted', [{ calls, ...act({ name: 'echo', params: { text: 'never run' } }) }, ok('never')]);
+  const workflowId = testWorkflowId('budgeted');
+  const run = await w.start({ agent: 'budgeted', task, workflowId });
+  const result = await run.result();
+  // Stopped at the third call (300 ≥ 250): overshoot less than one call. Without the budget the turn ran all eight.
+  expect(result).toMatchObject({ status: 'stopped', guardrail: 'tokens', iterations: 1, usage: { input: 270, output: 30 } });
+  expect(result.reason).toMatch(/token budget spent mid-turn/);
+  const rows = await w.ledger.listPromptRuns(workflowId);
+  expect(rows.map((r) => [r.status, r.calls])).toEqual([['budget-exhausted', 3]]);
+  expect((await w.ledger.listSteps(workflowId)).filter((s) => s.type.startsWith('action:'))).toEqual([]);
+  const served = (await run.status()).sandbox?.workspacePath;
+  if (served && existsSync(`${served}/.scripted/served.jsonl`)) expect(readFileSync(`${served}/.scripted/served.jsonl`, 'utf8').trim().split('\n')).toHaveLength(3);
+});
