@@ -51,7 +51,7 @@ function inFlightText(status: RunStatusView): string {
   if (!f) return '';
   const parts = [
     ...(f.tokens > 0 ? [`${f.tokens.toLocaleString('en-US')} tok`] : []),
-    ...(f.costUsd !== undefined ? [formatUsd(f.costUsd)] : []),
+    ...(f.costUsd !== undefined && f.costUsd > 0 ? [formatUsd(f.costUsd)] : []),
     ...(f.attempt > 1 ? [`attempt ${f.attempt}`] : []),
   ];
   return parts.length ? ` · in flight: ${parts.join(', ')}` : '';

@@ -80,12 +80,20 @@ const { endSession: endSessionOnHost } = proxyActivities<Activities>({ startToCl
  * local activity on this worker). When the host is gone, or the end fails there, the run's record is still closed
  * here; the workspace stays where it was.
  */
-export async function endSessionWhereItLives(on: () => boolean, policy: Pick<RunPolicy, 'hostLoss'>, input: EndSessionInput, local: (input: EndSessionInput) => Promise<void>): Promise<void> {
+export async function endSessionWhereItLives(
+  on: () => boolean,
+  policy: Pick<RunPolicy, 'hostLoss'>,
+  input: EndSessionInput,
+  local: (input: EndSessionInput) => Promise<void>,
+  /** Only a lost host falls back to closing the books without releasing; other failures are thrown (to be retried). */
+  onlyHostLossFallsBack = false,
+): Promise<void> {
   const where = input.releaseSandbox ? placement(on, policy, input.sandbox) : {};
   if (!where.taskQueue) return local(input);
   try {
     await endSessionOnHost.executeWithOptions({ ...where, startToCloseTimeout: '2m', retry: { maximumAttempts: 5, initialInterval: '500ms' }, summary: `end session on ${where.taskQueue}` }, [input]);
-  } catch {
+  } catch (err) {
+    if (onlyHostLossFallsBack && !hostLossReason(err, input.sandbox, policy)) throw err;
     await local({ ...input, releaseSandbox: false });
   }
 }

@@ -358,9 +358,10 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   if (inTemporalTerms && !state.policy) upsertSearchAttributes([{ key: statusAttribute, value: result.status }]);
   if (state.policy) {
     const { sandbox, policy } = state;
+    const retried = patched('acct8-end-session-retry');
     const end = () =>
-      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, endSession);
-    await CancellationScope.nonCancellable(() => (patched('acct8-end-session-retry') ? untilDone(end) : end()));
+      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, endSession, retried);
+    await CancellationScope.nonCancellable(() => (retried ? untilDone(end) : end()));
   }
   if (inTemporalTerms) {
     if (result.status === 'cancelled') {

@@ -197,7 +197,7 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
   ])('a retried attempt resumes from the session before the failed one, in the $mode: the prompt reaches the model once', { timeout: 90_000 }, async ({ agent }) => {
     const workflowId = `retry-${cli.name}-${agent}`;
     const { sandbox, request } = await session(workflowId, agent);
-    script({ text: '{"step":"actions","actions":[]}', usage: { input: 300, output: 10 } });
+    script({ text: '{"step":"chat","message":"Go on?"}', usage: { input: 300, output: 10 } });
     const first = await turn(workflowId, request(1, 'FIRST-PROMPT-1f2e'));
     expect(first).toMatchObject({ step: { ok: true } });
     const parent = first.externalSessionId;

@@ -111,8 +111,11 @@ it('SIGKILL of one host mid-turn: every run finishes, each turn is accounted onc
   expect(results.map((r) => r.status)).toEqual(ids.map(() => 'succeeded'));
   for (const [i, workflowId] of ids.entries()) {
     expect(results[i]!.result).toBe(`run ${i} done`);
-    // Each turn accounted exactly once, whatever attempts and hosts it took.
-    expect((await ledger.listPromptRuns(workflowId)).map((r) => r.turn)).toEqual([1, 2, 3]);
+    // Each turn's output used exactly once, whatever attempts and hosts it took; an attempt the kill cut short keeps
+    // its own row (what it spent was spent), never a second used one.
+    const rows = await ledger.listPromptRuns(workflowId);
+    expect(rows.filter((r) => r.outputUsed).map((r) => r.turn)).toEqual([1, 2, 3]);
+    expect(new Set(rows.map((r) => r.attemptId)).size).toBe(rows.length);
     expect((await ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === 'end')).toHaveLength(1);
     const moves = (await ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === 'host-lost');
     if (pinned.includes(workflowId)) {

@@ -21,7 +21,9 @@ it('status() shows the in-flight turn: tokens and cost so far, the last activity
   await expect.poll(async () => (await run.status()).inFlight?.tokens, { timeout: 30_000, interval: 200 }).toBe(39_380);
   const status = await run.status();
   expect(status.totalTokens).toBe(0); // the run's own counters: the turn has not ended
-  expect(status.inFlight).toMatchObject({ turn: 1, attempt: 2, tokens: 39_380, costUsd: 0.0421, lastEvent: 'sleeping' });
+  // The price table prices it ($1/M in, $2/M out), not the harness's own $0.0421 (one cost authority).
+  expect(status.inFlight).toMatchObject({ turn: 1, attempt: 2, tokens: 39_380, lastEvent: 'sleeping' });
+  expect(status.inFlight!.costUsd).toBeCloseTo(39_000 / 1e6 + (380 * 2) / 1e6, 8);
   expect(Date.parse(status.inFlight!.lastHeartbeat!)).toBeGreaterThan(Date.now() - 30_000);
   expect((await run.status({ live: false })).inFlight).toBeUndefined();
   await run.cancel('seen enough');
