@@ -16,25 +16,13 @@ import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { PostgresLedger } from '../../src/ledger/index.js';
 import { createWorker, type HarnessWorker } from '../../src/worker.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres.js';
-import { act, ok, scriptBook, scriptedCatalog, scriptedHarnessPath } from '../support/scripted.js';
+import { act, ok, scriptBook, scriptedCatalog, statelessHarness } from '../support/scripted.js';
 import { repoRoot, testWorkflowId } from '../support/worker.js';
 
 const book = scriptBook();
 const hostLossTimeoutMs = 3000;
 const raw = scriptedCatalog(book, {
-  harnesses: [
-    {
-      name: 'stateless',
-      driverClass: 'StdioJson',
-      executable: process.execPath,
-      args: [scriptedHarnessPath, '--scripts', book.dir, '--stateless'],
-      active: true,
-      vendor: 'testvendor',
-      model: 'scripted-1',
-      capabilities: { sessionResume: false },
-      prices: { input: 1, output: 2 },
-    },
-  ],
+  harnesses: [statelessHarness(book)],
   agents: [
     { name: 'pinned', harness: 'stateless', actions: ['write_file', 'read_file'], turnAttempts: 2, operatorTimeoutMs: 120_000, sandbox: { hostLossTimeoutMs } },
     { name: 'mover', harness: 'stateless', actions: ['write_file', 'read_file'], turnAttempts: 2, sandbox: { hostLossTimeoutMs, onHostLoss: 'reprovision' } },

@@ -12,25 +12,13 @@ import { startAgentRun } from '../../src/client/index.js';
 import { PostgresLedger } from '../../src/ledger/index.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres.js';
 import { processesIn } from '../support/processes.js';
-import { act, ok, scriptBook, scriptedCatalog, scriptedHarnessPath } from '../support/scripted.js';
+import { act, ok, scriptBook, scriptedCatalog, statelessHarness } from '../support/scripted.js';
 import { testWorkflowId } from '../support/worker.js';
 import { startHostProcess, type HostProcess } from './hosts.js';
 
 const book = scriptBook();
 const catalog = scriptedCatalog(book, {
-  harnesses: [
-    {
-      name: 'stateless',
-      driverClass: 'StdioJson',
-      executable: process.execPath,
-      args: [scriptedHarnessPath, '--scripts', book.dir, '--stateless'],
-      active: true,
-      vendor: 'testvendor',
-      model: 'scripted-1',
-      capabilities: { sessionResume: false },
-      prices: { input: 1, output: 2 },
-    },
-  ],
+  harnesses: [statelessHarness(book)],
   agents: [
     {
       name: 'mover',

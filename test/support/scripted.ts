@@ -28,6 +28,21 @@ export function scriptBook(): ScriptBook {
 
 type Obj = Record<string, unknown>;
 
+/** The scripted harness without native resume (`stateless`): every turn replays the conversation. */
+export function statelessHarness(book: ScriptBook): Obj {
+  return {
+    name: 'stateless',
+    driverClass: 'StdioJson',
+    executable: process.execPath,
+    args: [scriptedHarnessPath, '--scripts', book.dir, '--stateless'],
+    active: true,
+    vendor: 'testvendor',
+    model: 'scripted-1',
+    capabilities: { sessionResume: false },
+    prices: { input: 1, output: 2 },
+  };
+}
+
 /** A catalog with the scripted harness, a default `scripted` agent, and any extra agents/harnesses. */
 export function scriptedCatalog(book: ScriptBook, extra: { agents?: Obj[]; harnesses?: Obj[]; actions?: Obj[]; agent?: Obj } = {}): Obj {
   return {

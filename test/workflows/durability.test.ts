@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { historyFigures } from '../../src/temporal/history-figures.js';
-import { act, ok, scriptBook, scriptedCatalog, scriptedHarnessPath } from '../support/scripted.js';
+import { act, ok, scriptBook, scriptedCatalog, statelessHarness } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
 const STEADY_TURN_EVENTS = 8;
@@ -18,19 +18,7 @@ const MB = 1024 * 1024;
 
 const book = scriptBook();
 const extra = {
-  harnesses: [
-    {
-      name: 'stateless',
-      driverClass: 'StdioJson',
-      executable: process.execPath,
-      args: [scriptedHarnessPath, '--scripts', book.dir, '--stateless'],
-      active: true,
-      vendor: 'testvendor',
-      model: 'scripted-1',
-      capabilities: { sessionResume: false },
-      prices: { input: 1, output: 2 },
-    },
-  ],
+  harnesses: [statelessHarness(book)],
   agents: [
     { name: 'marathon', harness: 'stateless', actions: ['echo'], guardrails: { maxIterations: 400, maxTokens: 10_000_000, maxCostUsd: 100, maxWallTimeMs: 600_000 } },
     { name: 'mutable', harness: 'scripted', actions: ['echo'], systemPrompt: 'version one' },
