@@ -189,6 +189,23 @@ describe.each([
     expect((await proc.exit).signal).toBe('SIGKILL');
   });
 
+  it('a child that leaves the process group (setsid, detached) still dies with the process: the PID namespace holds it', async () => {
+    const script = `
+      const { spawn } = require('node:child_process');
+      const a = spawn('setsid', ['sleep', '30'], { stdio: 'ignore' });
+      const b = spawn('sleep', ['31'], { stdio: 'ignore', detached: true });
+      setTimeout(() => console.log('up'), 200);
+      setInterval(() => {}, 1000);
+    `;
+    const proc = executor.exec({ argv: ['node', '-e', script] });
+    await proc.lines[Symbol.asyncIterator]().next();
+    const tree = processTree(proc.pid!);
+    const escapees = tree.filter((pid) => /^sleep 3[01]$/.test(readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim()));
+    expect(escapees).toHaveLength(2);
+    await proc.kill();
+    expect(await waitUntil(() => !escapees.some(processAlive), 2000)).toBe(true);
+  });
+
   it('kills the process when the request signal aborts: SIGTERM first for one that handles it', async () => {
     const controller = new AbortController();
     const graceful = executor.exec({ argv: ['node', '-e', 'process.on("SIGTERM", () => process.exit(7)); console.log("up"); setInterval(() => {}, 1000)'], signal: controller.signal });
