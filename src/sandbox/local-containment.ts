@@ -1,12 +1,15 @@
 /**
  * How the local provider contains a turn's processes, and the runtime state it keeps about them.
  *
- * Containment `pid-namespace` (the default): every process starts as PID 1 of its own PID namespace
- * (`unshare --pid --fork --kill-child --mount-proc`). When it exits or is killed, the kernel kills everything
- * else in the namespace — children that called setsid, `detached: true` spawns, double-forked daemons — so
- * every descendant dies with its turn; `setpriv --pdeathsig KILL` before it makes the namespace die with the
- * worker too (a SIGKILLed worker leaves no turn running). `process-group` is the weaker, explicit opt-out: only the process
- * group is signalled, and a descendant that leaves it can outlive the turn.
+ * Containment `pid-namespace` (the default): every process starts in its own PID namespace
+ * (`unshare --pid --fork --kill-child --mount-proc`) under a one-line `sh` as the namespace's PID 1. When the
+ * process exits or is killed, that init exits and the kernel kills everything else in the namespace — children
+ * that called setsid, `detached: true` spawns, double-forked daemons — so every descendant dies with its turn.
+ * The process itself is not PID 1: the kernel drops signals to a PID 1 that set no handler, so a CLI running as
+ * PID 1 would never see the SIGTERM of a cancel and always wait out the kill grace. `setpriv --pdeathsig KILL`
+ * before it makes the namespace die with the worker too (a SIGKILLed worker leaves no turn running).
+ * `process-group` is the weaker, explicit opt-out: only the process group is signalled, and a descendant that
+ * leaves it can outlive the turn.
  *
  * With `user`, the harness runs as that unprivileged uid:gid (`setpriv`, no supplementary groups, no new
  * privileges, empty capability sets), so it cannot read the worker's environment, the credentials file or
@@ -76,6 +79,15 @@ function unshareFlags(): string[] {
   return isRoot() ? base : ['--user', '--map-current-user', ...base];
 }
 
+/**
+ * The namespace's init: runs the process in the foreground (so it keeps every default signal disposition and its
+ * stdin, and is not PID 1), reaps orphans while it waits, exits with the process's status (128+n when a signal
+ * killed it). Its own stderr goes to /dev/null so sh's "Terminated" never lands in the harness's stderr; the
+ * process gets the original stderr back. `exit` after the command keeps sh from exec'ing it as PID 1; `unset PWD`
+ * keeps sh's own variable out of the process's environment.
+ */
+const namespaceInit = ['/bin/sh', '-c', 'unset PWD; exec 3>&2 2>/dev/null; "$@" 2>&3 3>&-; exit $?', 'durable-harness-init'];
+
 /** `argv` wrapped so that it runs with `isolation` (the executable must already be an absolute path). */
 export function wrapArgv(isolation: LocalIsolation, argv: readonly string[], tools: ContainmentTools = defaultTools): string[] {
   const drop = isolation.user
@@ -85,7 +97,7 @@ export function wrapArgv(isolation: LocalIsolation, argv: readonly string[], too
   if (isolation.containment === 'process-group') return [...drop, ...argv];
   // The parent-death signal: when the worker itself dies (SIGKILL, a lost host), unshare dies with it and takes the
   // namespace — every process of the turn — along; nothing of a killed worker's turns outlives it.
-  return [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.unshare, ...unshareFlags(), '--', ...drop, ...argv];
+  return [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.unshare, ...unshareFlags(), '--', ...drop, ...namespaceInit, ...argv];
 }
 
 const probes = new Map<string, string | undefined>();
@@ -112,8 +124,9 @@ function isolationProblem(isolation: LocalIsolation, tools: ContainmentTools): s
       return `Sandbox option user needs the kernel's hard-link protection (fs.protected_hardlinks=1, found ${protectedLinks ?? 'nothing'}); enable it with: sysctl -w fs.protected_hardlinks=1.`;
     }
   }
-  const probe = wrapArgv(isolation, ['/bin/sh', '-c', 'test "$$" = 1 || [ -z "$EXPECT_PID1" ]'], tools);
-  const env = { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin', ...(isolation.containment === 'pid-namespace' ? { EXPECT_PID1: '1' } : {}) };
+  // Inside a PID namespace the process's parent is the namespace's init, PID 1.
+  const probe = wrapArgv(isolation, ['/bin/sh', '-c', 'test "$PPID" = 1 || [ -z "$EXPECT_NAMESPACE" ]'], tools);
+  const env = { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin', ...(isolation.containment === 'pid-namespace' ? { EXPECT_NAMESPACE: '1' } : {}) };
   const result = spawnSync(probe[0]!, probe.slice(1), { env, encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'ignore', 'pipe'] });
   if (result.error || result.status !== 0) {
     const why = result.error ? result.error.message : (result.stderr || `exit ${result.status ?? result.signal}`).trim();

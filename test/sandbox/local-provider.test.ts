@@ -206,18 +206,23 @@ describe.each([
     expect(await waitUntil(() => !escapees.some(processAlive), 2000)).toBe(true);
   });
 
-  it('kills the process when the request signal aborts: SIGTERM first for one that handles it', async () => {
+  it('kills the process when the request signal aborts: SIGTERM first, SIGKILL only for one that ignores it', async () => {
     const controller = new AbortController();
+    const started = (proc: ReturnType<typeof executor.exec>) => proc.lines[Symbol.asyncIterator]().next();
     const graceful = executor.exec({ argv: ['node', '-e', 'process.on("SIGTERM", () => process.exit(7)); console.log("up"); setInterval(() => {}, 1000)'], signal: controller.signal });
-    await graceful.lines[Symbol.asyncIterator]().next();
-    const stubborn = executor.exec({ argv: ['node', '-e', 'console.log("up"); setInterval(() => {}, 1000)'], signal: controller.signal });
-    // Running as its namespace's PID 1 (a signal sent while the wrapper is still starting kills the wrapper).
-    await stubborn.lines[Symbol.asyncIterator]().next();
+    // No handler at all: SIGTERM's default action ends it at once (it is not its namespace's PID 1, which would drop it).
+    const plain = executor.exec({ argv: ['node', '-e', 'console.log("up"); setInterval(() => {}, 1000)'], signal: controller.signal });
+    const stubborn = executor.exec({ argv: ['node', '-e', 'process.on("SIGTERM", () => {}); console.log("up"); setInterval(() => {}, 1000)'], signal: controller.signal });
+    await Promise.all([started(graceful), started(plain), started(stubborn)]);
+    const abortedAt = Date.now();
     controller.abort();
     expect(await graceful.exit).toEqual({ code: 7, signal: null });
-    // As PID 1 of its namespace, a process without a SIGTERM handler ignores it: SIGKILL after the grace.
+    // SIGTERM ended it (128 + 15 from the namespace's init); SIGKILL would have ended the wrapper by signal.
+    expect(await plain.exit).toEqual({ code: 128 + 15, signal: null });
+    // It survives SIGTERM, so it gets SIGKILL after the grace (300 ms here).
     expect((await stubborn.exit).signal).toBe('SIGKILL');
-    expect(processAlive(stubborn.pid!)).toBe(false);
+    expect(Date.now() - abortedAt).toBeGreaterThanOrEqual(300);
+    expect([graceful, plain, stubborn].some((proc) => processAlive(proc.pid!))).toBe(false);
   });
 });
 
