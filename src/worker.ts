@@ -217,12 +217,13 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
 
 /**
  * How often a running turn's heartbeat reaches the server. Cancellation reaches an activity only on a heartbeat
- * response, so this bounds how late a cancel is noticed: at 1 s a cancelled turn's process tree was gone in
- * 0.6-1.0 s (300 ms: 0.15-0.35 s), inside the 2 s promise. Every heartbeat is a server write: at 300 ms the dev
- * server spent ~5 ms more CPU per 2-second turn (docs/BENCHMARKS.md), i.e. 100 long turns cost it ~0.4 core
- * in heartbeats alone instead of ~0.12.
+ * response, so this bounds how late a cancel is noticed: the 2 s promise is this plus the 1 s kill grace for a
+ * harness that survives SIGTERM (pi mid-request does), so 1 s was too slow (CI saw 2007 ms). Every heartbeat is
+ * a server write: at 100 concurrent 2-second turns the dev server spent 22.5 / 30.3 / 25.8 ms CPU per turn at
+ * 500 ms against 24.2 / 22.7 / 24.0 at 1 s, p99 turn overhead 516 / 1329 / 604 ms against 852 / 572 / 952
+ * (interleaved, `npx tsx bench/scale.ts --levels 100`; docs/BENCHMARKS.md): within the noise of this machine.
  */
-export const heartbeatThrottle = '1s';
+export const heartbeatThrottle = '500ms';
 
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
 export async function createWorker(setup: WorkerSetup): Promise<{ worker: HarnessWorker; deps: ActivityDeps }> {
