@@ -50,6 +50,11 @@ export const DEFAULT_INLINE_TEXT_LIMIT = 16 * 1024;
 const KEPT_REPLY_CHARS = 64 * 1024;
 
 /** Everything the activities need, injected by the worker (or a test). */
+/** What `endSession` did: `elsewhere` when it was asked to run only on another host and did nothing. */
+export interface EndSessionOutcome {
+  readonly elsewhere: boolean;
+}
+
 export interface ActivityDeps {
   /**
    * The current catalog; read when a run starts (its spec is frozen then), and by redaction, which must know
@@ -619,16 +624,22 @@ export function createActivities(deps: ActivityDeps) {
     executeAction,
     ...approvalActivities(deps.ledger),
 
-    /** Compensation: ends the sandbox (unless borrowed from a parent) and closes the ledger row. Idempotent; runs on every exit path. */
-    async endSession(input: { workflowId: string; sandbox?: SandboxRef; releaseSandbox: boolean; status: RunOutcome; result: AgentRunResult }): Promise<void> {
+    /**
+     * Compensation: ends the sandbox (unless borrowed from a parent) and closes the ledger row. Idempotent; runs on
+     * every exit path. With `onlyOnHost` (a run pinned to a host, tried as a local activity first) it does nothing
+     * unless this worker is that host, and says so: the workflow then ends the session on the host queue.
+     */
+    async endSession(input: { workflowId: string; sandbox?: SandboxRef; releaseSandbox: boolean; status: RunOutcome; result: AgentRunResult; onlyOnHost?: string }): Promise<EndSessionOutcome> {
+      if (input.onlyOnHost !== undefined && input.onlyOnHost !== deps.hostQueue) return { elsewhere: true };
       if (input.sandbox && input.releaseSandbox) await sandboxCall(() => provider(input.sandbox!.provider).end(input.sandbox!));
       // Its effect happens once: a re-run (a retried attempt, a replayed workflow task after a crash) finds the run
       // already closed and writes nothing again.
       const run = await waitForLedger(() => deps.ledger.getRun(input.workflowId));
-      if (run?.finishedAt !== undefined) return;
+      if (run?.finishedAt !== undefined) return { elsewhere: false };
       await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason }));
       await waitForLedger(() => deps.ledger.expireApprovals(input.workflowId, `run ${input.status}`));
       await waitForLedger(() => deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result));
+      return { elsewhere: false };
     },
   };
 

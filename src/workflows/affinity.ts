@@ -6,7 +6,7 @@
  * Deterministic: pure decisions plus the few Temporal calls agent-run.ts delegates here, behind one patch.
  */
 import { ActivityFailure, ApplicationFailure, TimeoutFailure, patched, proxyActivities } from '@temporalio/workflow';
-import type { createActivities } from '../activities/index.js';
+import type { EndSessionOutcome, createActivities } from '../activities/index.js';
 import type { SandboxRef } from '../sandbox/types.js';
 import { defaultHostLossTimeoutMs, type HostLossPolicy, type RunPolicy } from '../spec/types.js';
 import type { RunState } from './state.js';
@@ -75,21 +75,33 @@ type EndSessionInput = Parameters<Activities['endSession']>[0];
 
 const { endSession: endSessionOnHost } = proxyActivities<Activities>({ startToCloseTimeout: '2m', retry: { maximumAttempts: 5, initialInterval: '500ms' } });
 
+/** The patch that tries a pinned run's end as a local activity first (docs/VERSIONING.md). */
+export const endHerePatch = 'perf10-end-session-here';
+
 /**
  * Ends the session where its workspace is: on the host queue when the run is pinned, else through `local` (the
- * local activity on this worker). When the host is gone, or the end fails there, the run's record is still closed
- * here; the workspace stays where it was.
+ * local activity on this worker). A pinned run first tries `local` with `onlyOnHost` (behind `endHerePatch`): the
+ * worker that started the session, as a local activity, is usually the one running the workflow still, and
+ * then the end costs no server round trip. When the host is gone, or the end fails there, the run's record is
+ * still closed here; the workspace stays where it was.
  */
 export async function endSessionWhereItLives(
   on: () => boolean,
   policy: Pick<RunPolicy, 'hostLoss'>,
   input: EndSessionInput,
-  local: (input: EndSessionInput) => Promise<void>,
+  local: (input: EndSessionInput) => Promise<EndSessionOutcome | void>,
   /** Only a lost host falls back to closing the books without releasing; other failures are thrown (to be retried). */
   onlyHostLossFallsBack = false,
 ): Promise<void> {
   const where = input.releaseSandbox ? placement(on, policy, input.sandbox) : {};
-  if (!where.taskQueue) return local(input);
+  if (!where.taskQueue) {
+    await local(input);
+    return;
+  }
+  if (patched(endHerePatch)) {
+    const outcome = await local({ ...input, onlyOnHost: where.taskQueue });
+    if (outcome && !outcome.elsewhere) return;
+  }
   try {
     await endSessionOnHost.executeWithOptions({ ...where, startToCloseTimeout: '2m', retry: { maximumAttempts: 5, initialInterval: '500ms' }, summary: `end session on ${where.taskQueue}` }, [input]);
   } catch (err) {

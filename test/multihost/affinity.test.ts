@@ -45,7 +45,12 @@ interface Host {
   stop(): Promise<void>;
 }
 
-async function startHost(taskQueue: string, hostId: string, dataDir = mkdtempSync(path.join(os.tmpdir(), `dh-aff-${hostId}-`))): Promise<Host> {
+async function startHost(
+  taskQueue: string,
+  hostId: string,
+  dataDir = mkdtempSync(path.join(os.tmpdir(), `dh-aff-${hostId}-`)),
+  role: 'all' | 'activities' = 'all',
+): Promise<Host> {
   const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
   const { worker } = await createWorker({
     connection,
@@ -58,6 +63,7 @@ async function startHost(taskQueue: string, hostId: string, dataDir = mkdtempSyn
     workflowBundle: { codePath: inject('workflowBundlePath') },
     identity: hostId,
     shutdownGraceTime: '1s',
+    role,
   });
   const running = worker.run();
   let stopped: Promise<void> | undefined;
@@ -83,6 +89,15 @@ const start = (taskQueue: string, agent: string, task: string, workflowId: strin
 
 async function waitForState(run: AgentRunHandle, state: string, timeout = 60_000): Promise<void> {
   await expect.poll(async () => (await run.status()).state, { timeout, interval: 200 }).toBe(state);
+}
+
+/** The activities the run scheduled on the server (local activities are not among them), with their task queues. */
+async function scheduledActivities(workflowId: string): Promise<{ type: string; taskQueue: string }[]> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  return (history.events ?? []).flatMap((e) => {
+    const a = e.activityTaskScheduledEventAttributes;
+    return a ? [{ type: a.activityType?.name ?? '', taskQueue: a.taskQueue?.name ?? '' }] : [];
+  });
 }
 
 const eventsOf = async (workflowId: string, type: string) => (await ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === type);
@@ -125,8 +140,37 @@ it('every turn of a run runs on the worker that holds its workspace', { timeout:
     const read = (await ledger.listSteps(workflowId)).find((s) => s.type === 'action:read_file');
     expect(JSON.stringify(read?.payload)).toContain(`notes of run ${i}`);
     expect((await ledger.listPromptRuns(workflowId)).map((r) => r.turn)).toEqual([1, 2, 3]);
+    // The worker running the workflow held the workspace: the session ended there as a local activity, with no
+    // server round trip.
+    const host = existsSync(runDir(a, workflowId)) ? a : b;
+    expect(await scheduledActivities(workflowId)).toEqual([1, 2, 3].map(() => ({ type: 'runTurn', taskQueue: `${taskQueue}@${host.hostId}` })));
+    expect((await ledger.getRun(workflowId))?.status).toBe('succeeded');
   }
   await Promise.all([a.stop(), b.stop()]);
+});
+
+it('a run that ends on a worker other than its host ends its session on the host queue, where the workspace is', { timeout: 120_000 }, async () => {
+  const taskQueue = `aff-away-${Date.now().toString(36)}`;
+  const first = await startHost(taskQueue, 'host-i');
+  const workflowId = testWorkflowId('aff-away');
+  const run = await start(taskQueue, 'pinned', book.write('away', [{ envelope: { step: 'chat', message: 'more?' } }, ok('ended away')]), workflowId);
+  await waitForState(run, 'waiting_for_reply');
+  expect(existsSync(runDir(first, workflowId))).toBe(true);
+  // The host keeps only its activities; the workflow moves to another worker with another disk.
+  await first.stop();
+  const hostActivities = await startHost(taskQueue, 'host-i', first.dataDir, 'activities');
+  const other = await startHost(taskQueue, 'host-j');
+  await run.reply('no');
+  expect(await run.result()).toMatchObject({ status: 'succeeded', result: 'ended away' });
+  const scheduled = await scheduledActivities(workflowId);
+  expect(scheduled.at(-1)).toEqual({ type: 'endSession', taskQueue: `${taskQueue}@host-i` });
+  // Ended on its host (the workspace stays there, as every run's does), nothing created on the other worker, the
+  // record closed once.
+  expect(existsSync(runDir(first, workflowId))).toBe(true);
+  expect(existsSync(runDir(other, workflowId))).toBe(false);
+  expect((await ledger.getRun(workflowId))?.status).toBe('succeeded');
+  expect(await eventsOf(workflowId, 'end')).toHaveLength(1);
+  await Promise.all([hostActivities.stop(), other.stop()]);
 });
 
 it('a turn whose workspace is gone fails the run with WorkspaceMissing and never creates an empty one', { timeout: 120_000 }, async () => {
