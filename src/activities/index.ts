@@ -394,6 +394,15 @@ export function createActivities(deps: ActivityDeps) {
       return sandbox;
     },
 
+    /**
+     * What one turn spent by the ledger's books: every call of every attempt (failed, cancelled, lost with its worker).
+     * The workflow asks when a run is interrupted mid-turn, whose spend no turn result or failure brought it.
+     */
+    async turnSpent(input: { workflowId: string; runId: string; turn: number }): Promise<{ usage: Usage; costUsd: number; costBlind: boolean }> {
+      const totals = await waitForLedger(() => deps.ledger.runTotals(input.workflowId, input.runId, { turn: input.turn }));
+      return { usage: totals.usage, costUsd: totals.costUsd, costBlind: totals.costBlind };
+    },
+
     /** Stores a large text (a chat reply) and returns its reference. */
     async storeText(input: { text: string }): Promise<TextRef> {
       return checked(input.text);

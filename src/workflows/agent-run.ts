@@ -62,6 +62,7 @@ import {
   statusQuery,
 } from './messages.js';
 import { roundUsd } from './money.js';
+import { addUsage } from './usage.js';
 import { CANCEL_REQUEST_GRACE_MS, OUTCOMES_PATCH, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import { installApprovalHandlers } from './approval-handlers.js';
@@ -72,11 +73,14 @@ import { compactSandbox, type AgentRunInput, type AgentRunResult, type Guardrail
 
 type Activities = ReturnType<typeof createActivities>;
 
+/** The patch that takes an interrupted turn's spend from the ledger (docs/VERSIONING.md). */
+const CANCELLED_TURN_SPEND_PATCH = 'acct8-interrupted-turn-spend';
+
 /**
  * Short steps run as local activities: on the worker that runs the workflow, without a server round trip each,
  * and their inputs stay out of history. Only the long, heartbeating turn is a regular activity.
  */
-const { resolveAgent, startSession, endSession, storeText, reprovisionSession } = proxyLocalActivities<Activities>({
+const { resolveAgent, startSession, endSession, storeText, reprovisionSession, turnSpent } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '2m',
   retry: { maximumAttempts: 5, initialInterval: '500ms' },
 });
@@ -103,6 +107,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   /** Messages from outside, waiting to be taken; never carried across continue-as-new (handlers finish first). */
   const inbox: { reply?: string; operator?: { kind: 'retry' } | { kind: 'abandon'; reason: string }; interruption?: Interruption } = {};
   const loopScope = new CancellationScope();
+  /** The turn being run, with the run's spend before it: an interruption mid-turn takes the turn's spend from the ledger. */
+  let turnInFlight: { turn: number; before: Pick<RunState, 'usage' | 'costUsd' | 'costBlind'> } | undefined;
   /** Host affinity (affinity.ts): asked once, at the first command of a run pinned to a host. */
   const affinity = affinityGate();
 
@@ -296,7 +302,9 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       syncAttributes();
       // The run's remaining budget goes with the turn: the harness is stopped mid-turn when it is spent.
       const budget = patched('acct8-turn-budget') ? { budget: turnBudget(state) } : {};
+      turnInFlight = { turn: begun.request.turn, before: { usage: state.usage, costUsd: state.costUsd, costBlind: state.costBlind } };
       const result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!), ...budget });
+      turnInFlight = undefined;
       let { state: next, decision }: { state: RunState; decision: Decision } = applyTurn(state, result);
       update(next);
       syncAttributes();
@@ -347,6 +355,17 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     result = failureResult(err);
   } finally {
     wallTimer?.cancel();
+  }
+
+  // A cancel or guardrail that interrupted a turn: no result brought that turn's spend (a cancel in the pause before
+  // a retry brings none at all), so the ledger's books for the turn count — every attempt's calls.
+  if (turnInFlight && (result.status === 'cancelled' || result.status === 'stopped') && patched(CANCELLED_TURN_SPEND_PATCH)) {
+    const { turn, before } = turnInFlight;
+    const spent = await CancellationScope.nonCancellable(() => turnSpent({ workflowId, runId, turn })).catch(() => undefined);
+    if (spent) {
+      update({ ...state, usage: addUsage(before.usage, spent.usage), costUsd: before.costUsd + spent.costUsd, costBlind: before.costBlind || spent.costBlind });
+      result = { ...result, usage: state.usage, costUsd: state.costUsd };
+    }
   }
 
   // ---- compensation: on every exit path, never cancelled, idempotent ---------------------------

@@ -423,7 +423,7 @@ export async function runChaos(plan: ChaosPlan, options: { dataDir: string; log?
     };
     const p = check.problems;
     if (!sameUsage(served, totals.usage)) p.push(`ledger ${totalTokens(totals.usage)} tokens, served ${totalTokens(served)}`);
-    if (plan.assertWorkflowTotals && run.result && run.result.status !== 'cancelled' && !sameUsage(served, run.result.usage)) p.push(`workflow ${totalTokens(run.result.usage)} tokens, served ${totalTokens(served)}`);
+    if (plan.assertWorkflowTotals && run.result && !sameUsage(served, run.result.usage)) p.push(`workflow ${totalTokens(run.result.usage)} tokens, served ${totalTokens(served)}`);
     if (doubleCountedTurns) p.push(`${doubleCountedTurns} turn(s) with two used attempts`);
     // A run cancelled before its session started has no ledger row and nothing to end; any other ends exactly once.
     const hadSession = ledgerRun !== undefined;
@@ -486,7 +486,7 @@ export function reportMarkdown(report: ChaosReport, command: string): string {
     `| tokens in the ledger | ${ledgerTokens.toLocaleString('en-US')} |`,
     `| runs whose ledger ≠ served | ${report.runs.filter((c) => !sameUsage(c.served, c.ledger)).length} |`,
     `| unaccounted in the ledger | ${pct(served - ledgerTokens, served)} |`,
-    `| tokens in the workflows' own totals (closed runs) | ${workflowTokens.toLocaleString('en-US')} of ${servedClosed.toLocaleString('en-US')} served (${pct(servedClosed - workflowTokens, servedClosed)} not folded${p.assertWorkflowTotals ? ': asserted equal for every run not cancelled; a cancelled turn\'s spend is in the ledger only' : ''}) |`,
+    `| tokens in the workflows' own totals (closed runs) | ${workflowTokens.toLocaleString('en-US')} of ${servedClosed.toLocaleString('en-US')} served (${pct(servedClosed - workflowTokens, servedClosed)} not folded${p.assertWorkflowTotals ? ': asserted equal for every run, cancelled ones included' : ''}) |`,
     `| turn attempts / unused (failed, lost, cancelled, superseded) | ${report.runs.reduce((n, c) => n + c.attempts, 0)} / ${report.runs.reduce((n, c) => n + c.unusedAttempts, 0)} |`,
     `| turns counted twice | ${report.runs.reduce((n, c) => n + c.doubleCountedTurns, 0)} |`,
     `| prompts fed twice into a session | ${report.runs.reduce((n, c) => n + c.duplicatePrompts, 0)} |`,

@@ -63,3 +63,31 @@ it('the run tells each turn what it has left: a turn that crosses the token budg
   const served = (await run.status()).sandbox?.workspacePath;
   if (served && existsSync(`${served}/.scripted/served.jsonl`)) expect(readFileSync(`${served}/.scripted/served.jsonl`, 'utf8').trim().split('\n')).toHaveLength(3);
 });
+
+it.each([
+  ['signal', (run: Awaited<ReturnType<TestWorker['start']>>) => run.cancel('enough')],
+  ['request', (run: Awaited<ReturnType<TestWorker['start']>>) => run.handle.cancel()],
+])("a cancelled turn's tokens are in the run's result: cancelled mid-turn after two calls (%s: the run's cancel signal, or Temporal's cancel request alone)", async (how, cancel) => {
+  // Two calls of 300 tokens, then the harness takes its time: the run is cancelled while it waits.
+  const task = book.write(`cancelled-mid-turn-${how}`, [{ calls: [call(300), call(300), { usage: { input: 0, output: 0 }, sleepMs: 60_000 }] }, ok('never')]);
+  const workflowId = testWorkflowId('cancelled-spend');
+  const run = await w.start({ agent: 'crashy-rich', task, workflowId });
+  await expect.poll(async () => (await w.ledger.runTotals(workflowId)).usage.input ?? 0, { timeout: 30_000, interval: 100 }).toBe(600);
+  await cancel(run);
+  const result = await run.result();
+  expect(result).toMatchObject({ status: 'cancelled', usage: { input: 600, output: 0 } });
+  expect(result.costUsd).toBeGreaterThan(0);
+  expect((await w.ledger.runTotals(workflowId)).usage).toMatchObject({ input: 600 });
+});
+
+it("a run cancelled while its failed turn waits to be retried still counts what the failed attempt spent", async () => {
+  // Attempt 1 spends 400 and crashes; Temporal waits 1 s before attempt 2, and the run is cancelled in that pause.
+  const task = book.write('cancelled-in-backoff', [{ calls: [call(400, { exit: 1 })] }, ok('never')]);
+  const workflowId = testWorkflowId('cancelled-backoff');
+  const run = await w.start({ agent: 'crashy-rich', task, workflowId });
+  await expect.poll(async () => (await w.ledger.listPromptRuns(workflowId)).map((r) => r.status), { timeout: 30_000, interval: 50 }).toEqual(['failed']);
+  await run.cancel('enough');
+  const result = await run.result();
+  expect(result).toMatchObject({ status: 'cancelled', usage: { input: 400, output: 0 } });
+  expect((await w.ledger.runTotals(workflowId)).usage).toMatchObject({ input: 400 });
+});
