@@ -21,8 +21,8 @@ import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
-import { CliError, ExitCodes, exitCodeForResult, exitCodeForState, exitCodeTable, type ExitCode } from './exit-codes.js';
-import { describeResult, followRun, humanStates, progressLine } from './follow.js';
+import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTable, type ExitCode } from './exit-codes.js';
+import { describeResult, followRun, humanStates, humanWait, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
 import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
@@ -147,10 +147,12 @@ function commandLine(flags: Flags): (...args: string[]) => string {
 }
 
 /** The exact commands that answer a run waiting for a person, with the connection flags this command was given. */
-export function answerCommands(status: Pick<RunStatusView, 'state'>, workflowId: string, flags: Flags): string[] {
+export function answerCommands(status: Pick<RunStatusView, 'state' | 'pendingApprovals'>, workflowId: string, flags: Flags): string[] {
   const command = commandLine(flags);
   if (status.state === 'awaiting_operator') return [command('retry', workflowId), command('abandon', workflowId, '--reason', 'why')];
   if (status.state === 'waiting_for_reply') return [command('reply', workflowId, 'your answer')];
+  const request = humanWait(status)?.startsWith('approval:') ? status.pendingApprovals![0]! : undefined;
+  if (request) return [command('approve', workflowId, request.requestId), command('deny', workflowId, request.requestId, '--reason', 'why')];
   return [];
 }
 
@@ -158,6 +160,14 @@ function needsHumanText(status: RunStatusView, workflowId: string, flags: Flags)
   const [first, second] = answerCommands(status, workflowId, flags);
   if (status.state === 'waiting_for_reply') {
     return `run ${workflowId} waits for a reply to: ${escapeControl(status.pendingQuestion ?? status.detail)}\n  answer it:  ${first}`;
+  }
+  if (status.state === 'running') {
+    const r = status.pendingApprovals![0]!;
+    const more = status.pendingApprovals!.length > 1 ? ` (${status.pendingApprovals!.length} in all: durable-harness approvals ${shellQuote(workflowId)})` : '';
+    return (
+      `run ${workflowId} waits for an operator to decide a permission request${more}: ${escapeControl(r.kind)} · ${escapeControl(r.tool)}: ${escapeControl(r.title)}\n` +
+      `  allow it:  ${first}\n  or deny:   ${second}`
+    );
   }
   return `run ${workflowId} awaits an operator: ${escapeControl(status.lastError ?? status.detail)}\n  retry the turn:  ${first}\n  or give up:      ${second}`;
 }
@@ -217,7 +227,7 @@ async function followToEnd(run: AgentRunHandle, s: Settings, flags: Flags): Prom
         const commands = answerCommands(end.status, run.workflowId, flags);
         if (flags.json) jsonLine({ type: 'needs-human', workflowId: run.workflowId, state: end.status.state, detail: end.status.detail, commands });
         else out(needsHumanText(end.status, run.workflowId, flags));
-        return exitCodeForState(end.status.state);
+        return exitCodeForStatus(end.status);
       }
       default:
         throw new CliError(
@@ -300,7 +310,7 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
     for (const line of ledgerStatusLines(books)) out(line);
     if (humanStates.has(view.state)) out(needsHumanText(view, id, flags));
   }
-  return exitCodeForState(view.state);
+  return exitCodeForStatus(view);
 }
 
 /** Runs an operator command with a deadline, so a run without a worker does not hang the command. */

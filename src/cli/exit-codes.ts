@@ -2,7 +2,7 @@
  * The command line's exit codes: one table, documented in README.md ("Exit codes") and in `--help`.
  * Scripts branch on these; never exit with a code that is not listed here.
  */
-import type { AgentRunResult, RunPhase } from '../workflows/types.js';
+import type { AgentRunResult, RunPhase, RunStatusView } from '../workflows/types.js';
 
 export const ExitCodes = {
   /** The run succeeded, or the command did what it was asked. */
@@ -27,6 +27,8 @@ export const ExitCodes = {
   awaitingOperator: 13,
   /** The run waits for a reply to its question: `reply` to it. */
   waitingForReply: 14,
+  /** A permission request of the run waits for an operator: `approve` or `deny` it. */
+  awaitingApproval: 15,
   /** Interrupted (Ctrl-C) while following a run; the run itself goes on. */
   interrupted: 130,
 } as const;
@@ -46,6 +48,7 @@ export const exitCodeTable: readonly (readonly [ExitCode, string])[] = [
   [ExitCodes.cancelled, 'the run was cancelled'],
   [ExitCodes.awaitingOperator, 'the run awaits an operator: retry or abandon it (the command is printed)'],
   [ExitCodes.waitingForReply, 'the run waits for a reply (the command is printed)'],
+  [ExitCodes.awaitingApproval, 'a permission request waits for an operator: approve or deny it (the commands are printed)'],
   [ExitCodes.interrupted, 'interrupted while following; the run goes on'],
 ];
 
@@ -86,6 +89,12 @@ export function exitCodeForState(state: RunPhase): ExitCode {
     default:
       return ExitCodes.succeeded;
   }
+}
+
+/** How a run's status maps to an exit code: a running run whose permission request waits says so (15). */
+export function exitCodeForStatus(view: Pick<RunStatusView, 'state' | 'pendingApprovals'>): ExitCode {
+  if (view.state === 'running' && (view.pendingApprovals?.length ?? 0) > 0) return ExitCodes.awaitingApproval;
+  return exitCodeForState(view.state);
 }
 
 /** An error that carries the exit code the command line ends with. */

@@ -11,6 +11,16 @@ import { escapeControl } from './escape.js';
 /** States in which the run waits for a person: an operator decision or a reply. */
 export const humanStates: ReadonlySet<RunPhase> = new Set(['awaiting_operator', 'waiting_for_reply']);
 
+/**
+ * What the run waits for from a human, as a key that changes with each new wait (undefined: nothing): its state,
+ * or — while it runs — the permission request that waits for an operator.
+ */
+export function humanWait(status: Pick<RunStatusView, 'state' | 'pendingApprovals'>): string | undefined {
+  if (humanStates.has(status.state)) return status.state;
+  const request = status.state === 'running' ? status.pendingApprovals?.[0]?.requestId : undefined;
+  return request === undefined ? undefined : `approval:${request}`;
+}
+
 export type FollowEnd =
   | { readonly kind: 'ended'; readonly result: AgentRunResult }
   | { readonly kind: 'needs-human'; readonly status: RunStatusView }
@@ -80,7 +90,7 @@ export async function followRun(run: AgentRunHandle, options: FollowOptions): Pr
   let cursor = 0;
   let doing: string | undefined;
   let lastAnswer = Date.now();
-  let waitingForHuman = false;
+  let waitingForHuman: string | undefined;
   for (;;) {
     if (ended) return { kind: 'ended', result: ended };
     if (failed) throw failed.error;
@@ -98,13 +108,12 @@ export async function followRun(run: AgentRunHandle, options: FollowOptions): Pr
         lastKey = key;
         options.onProgress(status, status.state === 'running' ? doing : undefined);
       }
-      if (humanStates.has(status.state)) {
+      const wait = humanWait(status);
+      if (wait !== undefined) {
         if (!options.wait) return { kind: 'needs-human', status };
-        if (!waitingForHuman) options.onNeedsHuman?.(status);
-        waitingForHuman = true;
-      } else {
-        waitingForHuman = false;
+        if (wait !== waitingForHuman) options.onNeedsHuman?.(status);
       }
+      waitingForHuman = wait;
     } catch {
       // Before its first workflow task the run cannot answer yet; without a worker it never will.
       const silentForMs = Date.now() - lastAnswer;

@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import type { AgentRunHandle } from '../../src/client/index.js';
+import { getAgentRun, type AgentRunHandle } from '../../src/client/index.js';
 import { spawnCli, type CliOutcome } from '../support/cli.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
@@ -79,7 +79,7 @@ describe('durable-harness approvals, approve, deny', () => {
     expect(more).toEqual([]);
 
     const status = await cli(['status', a.run.workflowId]);
-    expect(status.code).toBe(0);
+    expect(status.code).toBe(15); // a permission request waits for an operator
     expect(status.stdout).toContain('1 permission request waiting for an operator:');
     expect(status.stdout).toContain(`  ${pendingA!.requestId}  command · Bash: touch a.txt`);
     const printed = /approve: {2}(durable-harness approve .*)$/m.exec(status.stdout)?.[1];
@@ -107,6 +107,32 @@ describe('durable-harness approvals, approve, deny', () => {
     await expect(b.run.result()).resolves.toMatchObject({ status: 'succeeded' });
     expect(existsSync(path.join(b.workspace, 'b.txt'))).toBe(false);
     expect(await w.ledger.getApproval(b.run.workflowId, pendingB!.requestId)).toMatchObject({ status: 'denied', decidedBy: 'operator:carol', message: 'not today' });
+  });
+
+  it('run exits 15 with the approve and deny commands when a permission request waits; the printed approve works', async () => {
+    const id = testWorkflowId('cli-run-asks');
+    const task = book.write('cli-run-asks', [{ permissions: [touch('run-asks.txt')], ...ok('asked and done') }]);
+    const asked = await cli(['run', 'guarded', task, '--id', id]);
+    expect(asked.code).toBe(15);
+    expect(asked.stdout).toMatch(new RegExp(`^run ${id} waits for an operator to decide a permission request: command · Bash: touch run-asks\\.txt$`, 'm'));
+    const [pending] = (await getAgentRun(w.client, id).status()).pendingApprovals!;
+    const allow = /allow it: {2}(durable-harness approve .*)$/m.exec(asked.stdout)?.[1];
+    expect(allow).toBe(`durable-harness approve ${id} ${pending!.requestId} --address ${inject('temporalAddress')}`);
+    expect(asked.stdout).toMatch(new RegExp(`^  or deny: {3}durable-harness deny ${id} ${pending!.requestId} --reason why `, 'm'));
+    expect(await runPrinted(allow!)).toMatchObject({ code: 0 });
+    const result = await getAgentRun(w.client, id).result();
+    expect(result).toMatchObject({ status: 'succeeded', result: 'asked and done' });
+
+    // With --wait it prints the commands once per request and keeps following to the end.
+    const waitId = testWorkflowId('cli-run-asks-wait');
+    const following = spawnCli(['run', 'guarded', book.write('cli-run-asks-wait', [{ permissions: [touch('w.txt')], ...ok('waited') }]), '--id', waitId, '--wait', ...connection()]);
+    await expect.poll(() => following.stdoutSoFar(), { timeout: 20_000, interval: 100 }).toMatch(/allow it: {2}durable-harness approve /);
+    const [waiting] = (await getAgentRun(w.client, waitId).status()).pendingApprovals!;
+    await getAgentRun(w.client, waitId).approve(waiting!.requestId, { by: 'dana' });
+    const done = await following.outcome;
+    expect(done.code).toBe(0);
+    expect(done.stdout.match(/allow it:/g)).toHaveLength(1);
+    expect(done.stdout).toMatch(/^succeeded after 1 turn\(s\)/m);
   });
 
   it('approve --edit runs the edited command instead; a broken --edit or --scope exits 2 before anything is sent', async () => {
