@@ -706,6 +706,11 @@ export function createActivities(deps: ActivityDeps) {
         turnTimeoutMs: spec.harness.turnTimeoutMs,
         // A catalog that declares `capabilities.sessionFork` asks the adapter to fork resumed sessions.
         settings: spec.harness.capabilities.sessionFork !== undefined ? { forkSessions: spec.harness.capabilities.sessionFork, ...spec.harness.settings } : spec.harness.settings,
+        // The adapter's state between turns lives in the ledger, out of the harness's reach.
+        state: {
+          get: (key) => waitForLedger(() => deps.ledger.getHarnessState(req.workflowId, key)),
+          set: (key, value) => waitForLedger(() => deps.ledger.setHarnessState(req.workflowId, key, value)),
+        },
       });
       const attemptId = accounting.attemptId;
       // Durable: the harness may forget it (it re-reports what was never acknowledged).

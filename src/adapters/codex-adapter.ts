@@ -21,7 +21,8 @@
  * (− cache_write_input_tokens, which the Responses API never reports here); `output_tokens` INCLUDES
  * `reasoning_output_tokens`, so output = output_tokens − reasoning. On a resumed or forked thread the usage is
  * the THREAD's running total, not the turn's (measured: turn 2 reported turn 1 + turn 2; a fork starts from its
- * parent's total), so the adapter keeps the last total per thread in the codex home and reports the difference.
+ * parent's total), so the adapter keeps the last total per thread in the run's state (the ledger, through
+ * `config.state`; never in the workspace, where the harness could lower it) and reports the difference.
  * A failed turn (`turn.failed`, a crash, a kill) prints no usage, but codex's rollout file
  * (`$CODEX_HOME/sessions/…/rollout-…-<thread>.jsonl`) has a `token_count` event per model call: the adapter
  * reads the thread's last total there, so the calls a failed attempt made are still counted.
@@ -168,6 +169,9 @@ export class Codex extends CliHarnessAdapter {
   protected override readonly sessionNoun = 'thread';
   protected override readonly unknownSessionPattern = unknownThread;
   private home: HarnessHome | undefined;
+  /** The last running usage total per thread, loaded from the run's state at start. */
+  private totals: Record<string, Usage> = {};
+  private saving: Promise<void> = Promise.resolve();
   private readonly appServer = new CodexAppServer();
   /** The current turn runs `codex app-server` (two-way) rather than `codex exec --json`. */
   private twoWayTurn = false;
@@ -186,6 +190,7 @@ export class Codex extends CliHarnessAdapter {
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
     this.home = harnessHome(config, 'codex');
+    this.totals = usageTotals(await config.state?.get(usageTotalsKey));
     const envKey = stringSetting(config, 'apiKeyEnv') ?? 'OPENAI_API_KEY';
     const baseUrl = config.baseUrl ?? 'https://api.openai.com/v1';
     writeHomeFile(homePath(this.home, 'config.toml'), codexConfigToml({ baseUrl, envKey, model: config.model }));
@@ -349,30 +354,39 @@ export class Codex extends CliHarnessAdapter {
     return last;
   }
 
-  /** Where the thread's last running usage total is kept between turns (and between activities). */
-  private totalsFile(): HarnessHome | undefined {
-    return this.home ? homePath(this.home, 'durable-harness-usage.json') : undefined;
-  }
-
-  private readTotals(): Record<string, Usage> {
-    const file = this.totalsFile();
-    if (!file) return {};
-    try {
-      return JSON.parse(readHomeFile(file) ?? '{}') as Record<string, Usage>;
-    } catch {
-      return {};
-    }
-  }
-
   private previousTotal(threadId: string): Usage | undefined {
-    return this.readTotals()[threadId];
+    return this.totals[threadId];
   }
 
+  /** Remembers the thread's total in the run's state; the write lands before the adapter ends. */
   private saveTotal(threadId: string, total: Usage): void {
-    const file = this.totalsFile();
-    if (!file) return;
-    writeHomeFile(file, `${JSON.stringify({ ...this.readTotals(), [threadId]: total })}\n`);
+    this.totals = { ...this.totals, [threadId]: total };
+    const store = this.config?.state;
+    if (!store) return;
+    const totals = this.totals;
+    // A lost write makes the next turn count this one again (too much, never too little).
+    this.saving = this.saving.then(() => store.set(usageTotalsKey, totals)).catch(() => undefined);
   }
+
+  protected override async onEnd(): Promise<void> {
+    await this.saving;
+  }
+}
+
+/** Where the run's state keeps codex's last running usage total per thread. */
+export const usageTotalsKey = 'codex-usage-totals';
+
+/** The stored totals, keeping only well-formed entries (non-negative counts). */
+function usageTotals(value: unknown): Record<string, Usage> {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return {};
+  const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+  const totals: Record<string, Usage> = {};
+  for (const [thread, u] of Object.entries(value as Record<string, unknown>)) {
+    if (!u || typeof u !== 'object') continue;
+    const r = u as Record<string, unknown>;
+    totals[thread] = usageOf({ input: count(r.input), output: count(r.output), cacheRead: count(r.cacheRead), cacheWrite: count(r.cacheWrite), reasoning: count(r.reasoning) });
+  }
+  return totals;
 }
 
 /** `sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl` below `dir`, newest first; walked without following links. */

@@ -48,6 +48,15 @@ export interface Usage {
   readonly reasoning?: number | undefined;
 }
 
+/**
+ * Small state an adapter keeps between the turns of a run, held by the runtime (the ledger) and never in the
+ * workspace, where the harness could rewrite it. Values are JSON.
+ */
+export interface HarnessStateStore {
+  get(key: string): Promise<unknown>;
+  set(key: string, value: unknown): Promise<void>;
+}
+
 /** Everything an adapter needs to launch a session; no secrets other than `env`. */
 export interface HarnessSessionConfig {
   readonly runId: string;
@@ -71,6 +80,8 @@ export interface HarnessSessionConfig {
   readonly turnTimeoutMs: number;
   /** Extra, driver-specific settings from the catalog. */
   readonly settings?: Readonly<Record<string, unknown>>;
+  /** The run's adapter state between turns (the worker passes the ledger's); without one it lasts one adapter. */
+  readonly state?: HarnessStateStore;
 }
 
 /** One harness turn's input. */

@@ -254,6 +254,21 @@ export class PostgresLedger implements Ledger {
     );
   }
 
+  async getHarnessState(workflowId: string, key: string): Promise<unknown> {
+    const { rows } = await this.query(`SELECT value FROM harness_state WHERE workflow_id = $1 AND key = $2`, [workflowId, key]);
+    return rows[0] ? (rows[0].value as unknown) : undefined;
+  }
+
+  async setHarnessState(workflowId: string, key: string, value: unknown): Promise<void> {
+    await this.write(() =>
+      this.query(
+        `INSERT INTO harness_state (workflow_id, key, value, updated_at) VALUES ($1, $2, $3::jsonb, now())
+         ON CONFLICT (workflow_id, key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at`,
+        [workflowId, key, JSON.stringify(value)],
+      ),
+    );
+  }
+
   async getRun(workflowId: string, runId?: string): Promise<RunView | undefined> {
     const { rows } = await this.query(`SELECT * FROM runs WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')}`, [workflowId, runId ?? null]);
     return rows[0] ? runFromRow(rows[0]) : undefined;

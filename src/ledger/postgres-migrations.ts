@@ -221,6 +221,19 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       ALTER TABLE approvals ADD CONSTRAINT approvals_run_request_key UNIQUE (workflow_id, run_id, request_id);
     `,
   },
+  {
+    version: 5,
+    name: "adapters' state between turns (codex's usage totals), out of the harness's reach",
+    sql: `
+      CREATE TABLE harness_state (
+        workflow_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value JSONB NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (workflow_id, key)
+      );
+    `,
+  },
 ];
 
 /** Schema version this code writes. */

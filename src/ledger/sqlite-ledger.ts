@@ -289,6 +289,16 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE approvals_v4 RENAME TO approvals;
   CREATE INDEX approvals_by_status ON approvals(status, id);
   `,
+  // 5: adapters' state between turns (codex's usage totals), out of the harness's reach.
+  `
+  CREATE TABLE harness_state (
+    workflow_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value_json TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, key)
+  );
+  `,
 ];
 
 /** Schema version this code writes. */
@@ -346,6 +356,11 @@ function prepareStatements(db: Database.Database) {
     ),
     setStatus: db.prepare(`UPDATE runs SET status = @status WHERE workflow_id = @workflowId AND run_id = @runId`),
     setSession: db.prepare(`UPDATE runs SET external_session_id = @sessionId WHERE workflow_id = @workflowId AND run_id = @runId`),
+    getHarnessState: db.prepare(`SELECT value_json FROM harness_state WHERE workflow_id = ? AND key = ?`),
+    setHarnessState: db.prepare(
+      `INSERT INTO harness_state (workflow_id, key, value_json, updated_at) VALUES (@workflowId, @key, @value, @at)
+       ON CONFLICT (workflow_id, key) DO UPDATE SET value_json = excluded.value_json, updated_at = excluded.updated_at`,
+    ),
     getRun: db.prepare(`SELECT * FROM runs WHERE workflow_id = ? AND run_id = ?`),
     listRuns: db.prepare(`SELECT * FROM runs WHERE workflow_id = ? ORDER BY rowid`),
     listOpenRuns: db.prepare(`SELECT * FROM runs WHERE finished_at IS NULL ORDER BY rowid LIMIT ?`),
@@ -602,6 +617,15 @@ export class SqliteLedger implements Ledger {
 
   async setExternalSessionId(workflowId: string, sessionId: string, runId?: string): Promise<void> {
     this.write(() => this.stmts.setSession.run({ workflowId, runId: this.runOf(workflowId, runId), sessionId }));
+  }
+
+  async getHarnessState(workflowId: string, key: string): Promise<unknown> {
+    const row = this.stmts.getHarnessState.get(workflowId, key) as { value_json: string } | undefined;
+    return row ? (JSON.parse(row.value_json) as unknown) : undefined;
+  }
+
+  async setHarnessState(workflowId: string, key: string, value: unknown): Promise<void> {
+    this.write(() => this.stmts.setHarnessState.run({ workflowId, key, value: JSON.stringify(value), at: now() }));
   }
 
   async getRun(workflowId: string, runId?: string): Promise<RunView | undefined> {

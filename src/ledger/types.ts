@@ -300,6 +300,13 @@ export interface Ledger extends ApprovalLedger {
   finishRun(workflowId: string, status: RunStatus, result: unknown, runId?: string): Promise<void>;
   setRunStatus(workflowId: string, status: RunStatus, runId?: string): Promise<void>;
   setExternalSessionId(workflowId: string, sessionId: string, runId?: string): Promise<void>;
+  /**
+   * Small state a harness adapter keeps between the turns of a run (codex's per-thread usage totals), held here and
+   * never in the workspace, where the harness could rewrite it. `undefined` when never set.
+   */
+  getHarnessState(workflowId: string, key: string): Promise<unknown>;
+  /** Replaces the value under `key` for the run (JSON-serializable). */
+  setHarnessState(workflowId: string, key: string, value: unknown): Promise<void>;
   getRun(workflowId: string, runId?: string): Promise<RunView | undefined>;
   /** Every run recorded under this workflow id, oldest first (more than one only when an id was reused). */
   listRuns(workflowId: string): Promise<RunView[]>;

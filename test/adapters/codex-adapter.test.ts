@@ -34,7 +34,7 @@ async function turn(adapter: Codex, prompt = 'hi', turnNo = 1): Promise<HarnessE
 const terminals = (events: HarnessEvent[]) => events.filter((e) => e.type === 'turn-complete' || e.type === 'session-error');
 
 async function started(runs: FakeRun[], extra: Partial<HarnessSessionConfig> = {}, posture: PermissionPosture = 'auto') {
-  // A fresh workspace per adapter: the adapter keeps per-thread usage totals in its codex home.
+  // A fresh workspace per adapter.
   const workspace = mkdtempSync(path.join(tmpdir(), 'codex-adapter-'));
   workspaces.push(workspace);
   const executor = new FakeExecutor(runs);
@@ -49,7 +49,42 @@ async function started(runs: FakeRun[], extra: Partial<HarnessSessionConfig> = {
   return { executor, adapter, workspace };
 }
 
+/** A run's state store as the worker gives it (the ledger), in memory. */
+function memoryState() {
+  const values = new Map<string, string>();
+  return {
+    values,
+    get: async (key: string) => (values.has(key) ? (JSON.parse(values.get(key)!) as unknown) : undefined),
+    set: async (key: string, value: unknown) => void values.set(key, JSON.stringify(value)),
+  };
+}
+
 describe('Codex adapter over recorded fixtures', () => {
+  it("keeps each thread's running total in the run's state, not the workspace: a later activity's adapter measures against it, and a harness that rewrites files in its home changes nothing", async () => {
+    const state = memoryState();
+    const workspace = mkdtempSync(path.join(tmpdir(), 'codex-adapter-'));
+    workspaces.push(workspace);
+    const config = (executor: FakeExecutor, resumeSessionId?: string): HarnessSessionConfig => ({
+      runId: 'run-1', harnessName: 'codex', executable: 'codex', baseArgs: [], model: 'gpt-5.5', workspacePath: workspace, hostWorkspacePath: workspace,
+      env: { OPENAI_API_KEY: secret }, executor, turnTimeoutMs: 5000, settings: { forkSessions: false }, state, ...(resumeSessionId ? { resumeSessionId } : {}),
+    });
+    const first = new Codex();
+    await first.start(config(new FakeExecutor([recorded('resume-setup')])));
+    expect(foldTurn(await turn(first, 'Remember the number 42.', 1)).usage).toEqual({ input: 900, output: 5, cacheRead: 0, cacheWrite: 0, reasoning: 0 });
+    await first.end();
+    const threadId = first.externalSessionId!;
+    expect(state.values.get('codex-usage-totals')).toBe(JSON.stringify({ [threadId]: { input: 900, output: 5, cacheRead: 0, cacheWrite: 0, reasoning: 0 } }));
+    // The harness lowers "its" totals where the adapter once kept them, and plants a huge one: nothing is read from there.
+    writeFileSync(path.join(workspace, '.home/codex/durable-harness-usage.json'), JSON.stringify({ [threadId]: { input: 1_000_000, output: 1_000_000 } }));
+
+    const second = new Codex();
+    await second.start(config(new FakeExecutor([recorded('resume')]), threadId));
+    // Recorded turn 2 reports the thread's total (1900 in incl. 950 cached, 14 out): this turn alone was 50/950/9.
+    expect(foldTurn(await turn(second, 'What number?', 2)).usage).toEqual({ input: 50, output: 9, cacheRead: 950, cacheWrite: 0, reasoning: 0 });
+    await second.end();
+    expect(JSON.parse(state.values.get('codex-usage-totals')!)).toEqual({ [threadId]: { input: 950, output: 14, cacheRead: 950, cacheWrite: 0, reasoning: 0 } });
+  });
+
   it('plain answer: last agent message, usage with cached tokens subtracted from input, no model', async () => {
     const { adapter } = await started([recorded('plain')]);
     const events = await turn(adapter);

@@ -308,6 +308,21 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
       expect(await ledger.beginAttempt(attemptStart())).toEqual({ inserted: false });
     });
 
+    it("keeps an adapter's state per run and key: set replaces, another run or key is separate, it survives a reopen", async () => {
+      expect(await ledger.getHarnessState('wf-1', 'codex-usage-totals')).toBeUndefined();
+      const totals = { 'thread-a': { input: 1200, output: 15, cacheRead: 300 } };
+      await ledger.setHarnessState('wf-1', 'codex-usage-totals', totals);
+      await ledger.setHarnessState('wf-2', 'codex-usage-totals', { 'thread-b': { input: 1 } });
+      expect(await ledger.getHarnessState('wf-1', 'codex-usage-totals')).toEqual(totals);
+      const more = { ...totals, 'thread-c': { input: 7, output: 0 } };
+      await ledger.setHarnessState('wf-1', 'codex-usage-totals', more);
+      expect(await ledger.getHarnessState('wf-1', 'other')).toBeUndefined();
+      await ledger.close();
+      ledger = await store.open();
+      expect(await ledger.getHarnessState('wf-1', 'codex-usage-totals')).toEqual(more);
+      expect(await ledger.getHarnessState('wf-2', 'codex-usage-totals')).toEqual({ 'thread-b': { input: 1 } });
+    });
+
     it('two workers on one store: a retried call is counted once, a racing attempt opens once, events keep one order', async () => {
       const second = await store.open();
       others.push(second);
