@@ -11,8 +11,9 @@
  *   workers        1, 2 and 4 worker processes on one queue and one PostgreSQL ledger: runs/min, turns/s, turn
  *                  overhead p50/p99, worker RSS per concurrent run (`--worker-runs N`, default 16)
  * Select parts: `npm run bench -- orchestration history scale`. Options: `--write-docs` (docs/BENCHMARKS.md), `--runs N`
- * (orchestration iterations, default 15), `--levels 10,50`, `--setups inline/direct,process/thread` (worker
- * setups to compare in orchestration and scale), `--cli-runs N` (default 5), `--cpu-prof DIR` (scale worker).
+ * (orchestration iterations, default 15), `--turns N` (orchestration's longer runs, default 10), `--levels 10,50`,
+ * `--setups inline/direct,process/thread` (worker setups to compare in orchestration and scale), `--cli-runs N`
+ * (default 5), `--cpu-prof DIR` (scale worker).
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -36,6 +37,7 @@ const { values, positionals } = parseArgs({
   options: {
     'write-docs': { type: 'boolean' },
     runs: { type: 'string' },
+    turns: { type: 'string' },
     levels: { type: 'string' },
     setups: { type: 'string' },
     'cli-runs': { type: 'string' },
@@ -71,15 +73,26 @@ try {
   if (parts.has('orchestration')) {
     startPart();
     const runs = Number(values.runs ?? process.env.BENCH_RUNS ?? 15);
+    const longTurns = Number(values.turns ?? 10);
     const f = await benchOrchestration({ temporalAddress: server.address, runs, setups });
     printOrchestration(f);
-    docs('orchestration', 'Orchestration overhead per turn, beside the floor', `npm run bench -- orchestration --runs ${runs}${values.setups ? ` --setups ${values.setups}` : ''}`, [
+    // The same comparison on longer runs: the run's fixed start and end weigh less per turn.
+    const long = await benchOrchestration({ temporalAddress: server.address, runs, setups, turns: longTurns });
+    console.log('');
+    printOrchestration(long);
+    docs('orchestration', 'Orchestration overhead per turn, beside the floor', `npm run bench -- orchestration --runs ${runs} --turns ${longTurns}${values.setups ? ` --setups ${values.setups}` : ''}`, [
       `Demo agent, ${f.turnsPerRun} turns per run, ${f.runs} interleaved iterations (every variant once per iteration, rotating order).`,
       'The floor is a workflow whose turn is one regular activity doing the same harness work as one in-process turn.',
       '',
       ...orchestrationTable(f),
       '',
       ...orchestrationVerdict(f).map((l) => `- ${l}`),
+      '',
+      `The same on ${long.turnsPerRun}-turn runs of the scripted harness (one \`echo\` action per turn, then success), ${long.runs} interleaved iterations:`,
+      '',
+      ...orchestrationTable(long),
+      '',
+      ...orchestrationVerdict(long).map((l) => `- ${l}`),
     ]);
   }
 

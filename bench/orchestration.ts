@@ -1,6 +1,7 @@
 /**
  * Orchestration overhead per turn, measured against Temporal's floor in the same run. Three (or more) ways of
- * running the demo agent's task, interleaved — each iteration runs every variant once, in rotating order:
+ * running the demo agent's task (2 turns; or, with `turns`, an N-turn scripted run, so the run's fixed start and
+ * end are spread over more turns), interleaved — each iteration runs every variant once, in rotating order:
  *   - in-process: the same activity code called as plain functions (bench/in-process.ts), no Temporal;
  *   - floor: a minimal workflow whose turn is ONE regular activity doing exactly one in-process turn
  *     (bench/floor/) — the same harness work, so it differs from in-process only by Temporal's cost;
@@ -11,7 +12,7 @@
  * Overhead per turn = median over iterations of (variant − in-process) / turns (paired differences, so slow
  * drifts of a shared machine cancel). Also the history per run and per steady-state turn (events and bytes).
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -45,6 +46,8 @@ export interface OrchestrationVariant {
 }
 
 export interface OrchestrationFigures {
+  /** What each run was: the demo agent, or an N-turn scripted run. */
+  readonly scenario: string;
   readonly runs: number;
   readonly turnsPerRun: number;
   readonly inProcessRunMs: number;
@@ -60,11 +63,38 @@ export interface OrchestrationOptions {
   readonly workflowBundlePath?: string;
   /** Extra worker setups to run the workflow on, besides the default one. */
   readonly setups?: readonly WorkerSetupChoice[];
+  /** Runs of exactly this many turns (the scripted harness) instead of the demo agent's two. */
+  readonly turns?: number;
 }
 
-const catalogFile = path.join(import.meta.dirname, '..', 'config', 'default.yaml');
-const agent = 'demo';
-const task = 'Look around this workspace and write what you find into NOTES.md.';
+const demoCatalogFile = path.join(import.meta.dirname, '..', 'config', 'default.yaml');
+const scriptedHarness = path.join(import.meta.dirname, '..', 'test', 'harnesses', 'scripted-harness.mjs');
+
+/** What every variant runs: the demo agent (2 turns), or with `turns` an agent that takes exactly that many. */
+interface Scenario {
+  readonly catalogFile: string;
+  readonly agent: string;
+  readonly task: string;
+}
+
+/**
+ * An N-turn run: the scripted stdio-JSON harness (it resumes its own session, like a real CLI) answers N−1 turns
+ * with one `echo` action each, then `success` — so the run's fixed start and end are spread over N turns.
+ */
+function longScenario(dataDir: string, turns: number): Scenario {
+  const scripts = path.join(dataDir, 'scripts');
+  mkdirSync(scripts, { recursive: true });
+  const echo = (i: number) => ({ usage: { input: 10, output: 5 }, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: `step ${i}` } }] } });
+  writeFileSync(path.join(scripts, 'long.json'), JSON.stringify({ turns: [...Array.from({ length: turns - 1 }, (_, i) => echo(i + 1)), { envelope: { step: 'success', result: 'done' } }] }));
+  const catalogFile = path.join(dataDir, 'long-catalog.json');
+  const catalog = {
+    harnesses: [{ name: 'scripted', driverClass: 'StdioJson', executable: process.execPath, args: [scriptedHarness, '--scripts', scripts], active: true, vendor: 'bench', model: 'scripted-1', prices: { input: 1, output: 2 } }],
+    agents: [{ name: 'long', harness: 'scripted', actions: ['echo'], guardrails: { maxIterations: turns + 1, maxTokens: 100_000_000, maxCostUsd: 1000, maxWallTimeMs: 3_600_000 } }],
+    actions: [{ name: 'echo' }],
+  };
+  writeFileSync(catalogFile, JSON.stringify(catalog));
+  return { catalogFile, agent: 'long', task: 'a long run script:long' };
+}
 const identity = { tenantId: 'bench', userId: 'bench' };
 const { EventType } = proto.temporal.api.enums.v1;
 
@@ -94,6 +124,7 @@ interface Variant {
 export async function benchOrchestration(opts: OrchestrationOptions): Promise<OrchestrationFigures> {
   const runs = opts.runs ?? 15;
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-bench-'));
+  const { catalogFile, agent, task } = opts.turns ? longScenario(dataDir, opts.turns) : { catalogFile: demoCatalogFile, agent: 'demo', task: 'Look around this workspace and write what you find into NOTES.md.' };
   const catalog = loadCatalog(catalogFile);
   const deps = defaultDeps({ catalog: () => catalog, dataDir });
   const activities = createActivities(deps);
@@ -146,7 +177,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
         name: 'floor (1 activity/turn)',
         turnActivity: 'floorTurn',
         async run(i) {
-          const handle = await client.workflow.start('floorRun', { taskQueue: floorQueue, workflowId: `bench-floor-${tag}-${i}`, args: [{ agent, task, maxTurns: 20 }] });
+          const handle = await client.workflow.start('floorRun', { taskQueue: floorQueue, workflowId: `bench-floor-${tag}-${i}`, args: [{ agent, task, maxTurns: Math.max(20, (opts.turns ?? 0) + 1) }] });
           const result = (await handle.result()) as { turns: number };
           return { turns: result.turns, handle };
         },
@@ -191,7 +222,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
     }
     // Variants 2 and 3 are the default setup started plainly and eagerly.
     const eagerSavingPerRunMs = median(times[2]!.map((ms, i) => ms - times[3]![i]!));
-    return { runs, turnsPerRun: turns, inProcessRunMs: median(times[0]!), variants: result, eagerSavingPerRunMs };
+    return { scenario: opts.turns ? `${opts.turns}-turn scripted run` : 'demo agent', runs, turnsPerRun: turns, inProcessRunMs: median(times[0]!), variants: result, eagerSavingPerRunMs };
   } finally {
     await Promise.all(placed.map(async (p) => {
       await p.worker.shutdown();
@@ -235,7 +266,7 @@ export function orchestrationVerdict(f: OrchestrationFigures): string[] {
   if (floor && project) {
     const diff = project.overFloorPerTurnMs ?? Number.NaN;
     out.push(
-      `overhead per turn: project ${project.overheadPerTurnMs.toFixed(1)} ms, floor ${floor.overheadPerTurnMs.toFixed(1)} ms, ` +
+      `overhead per turn (${f.scenario}, ${f.turnsPerRun} turns): project ${project.overheadPerTurnMs.toFixed(1)} ms, floor ${floor.overheadPerTurnMs.toFixed(1)} ms, ` +
         `difference ${diff.toFixed(1)} ms (target ≤ ${floorTargetMs} ms: ${diff <= floorTargetMs ? 'met' : 'NOT met'})`,
     );
   }
@@ -248,7 +279,7 @@ export function orchestrationVerdict(f: OrchestrationFigures): string[] {
 }
 
 export function printOrchestration(f: OrchestrationFigures): void {
-  console.log(`orchestration, demo agent: ${f.turnsPerRun} turns per run, ${f.runs} interleaved iterations, medians:`);
+  console.log(`orchestration, ${f.scenario}: ${f.turnsPerRun} turns per run, ${f.runs} interleaved iterations, medians:`);
   for (const line of orchestrationTable(f)) console.log(`  ${line}`);
   for (const line of orchestrationVerdict(f)) console.log(`  ${line}`);
 }
