@@ -26,6 +26,8 @@ const raw = scriptedCatalog(book, {
   agents: [
     { name: 'pinned', harness: 'stateless', actions: ['write_file', 'read_file'], turnAttempts: 2, operatorTimeoutMs: 120_000, sandbox: { hostLossTimeoutMs } },
     { name: 'mover', harness: 'stateless', actions: ['write_file', 'read_file'], turnAttempts: 2, sandbox: { hostLossTimeoutMs, onHostLoss: 'reprovision' } },
+    { name: 'parent', harness: 'stateless', actions: ['write_file'], subAgents: ['reviewer'], sandbox: { hostLossTimeoutMs } },
+    { name: 'reviewer', description: 'reads the notes', harness: 'stateless', actions: ['read_file'], sandbox: { workspaceScope: 'parent', hostLossTimeoutMs } },
   ],
 });
 
@@ -170,6 +172,33 @@ it('a run that ends on a worker other than its host ends its session on the host
   expect(existsSync(runDir(other, workflowId))).toBe(false);
   expect((await ledger.getRun(workflowId))?.status).toBe('succeeded');
   expect(await eventsOf(workflowId, 'end')).toHaveLength(1);
+  await Promise.all([hostActivities.stop(), other.stop()]);
+});
+
+it("a sub-agent in its parent's workspace runs its turns on the parent's host, though its workflow runs on another worker", { timeout: 120_000 }, async () => {
+  const taskQueue = `aff-sub-${Date.now().toString(36)}`;
+  const first = await startHost(taskQueue, 'host-k');
+  const workflowId = testWorkflowId('aff-sub');
+  book.write('sub-review', [act({ name: 'read_file', params: { path: 'NOTES.md' } }), ok('the notes say: parent notes')]);
+  const task = book.write('sub-parent', [
+    act({ name: 'write_file', params: { path: 'NOTES.md', content: 'parent notes' } }),
+    { envelope: { step: 'chat', message: 'review now?' } },
+    { envelope: { step: 'sub-agent', agent: 'reviewer', message: 'review them script:sub-review', terminateAfter: true } },
+  ]);
+  const run = await start(taskQueue, 'parent', task, workflowId);
+  await waitForState(run, 'waiting_for_reply');
+  // The host keeps only its activities: the parent's next workflow task and the whole child run on another worker.
+  await first.stop();
+  const hostActivities = await startHost(taskQueue, 'host-k', first.dataDir, 'activities');
+  const other = await startHost(taskQueue, 'host-l');
+  await run.reply('yes');
+  expect(await run.result()).toMatchObject({ status: 'succeeded', result: 'the notes say: parent notes' });
+  const childId = `${workflowId}.sub-3`;
+  const childTurns = (await scheduledActivities(childId)).filter((a) => a.type === 'runTurn');
+  expect(childTurns).toEqual([1, 2].map(() => ({ type: 'runTurn', taskQueue: `${taskQueue}@host-k` })));
+  const read = (await ledger.listSteps(childId)).find((step) => step.type === 'action:read_file');
+  expect(JSON.stringify(read?.payload)).toContain('parent notes');
+  expect(existsSync(runDir(other, workflowId))).toBe(false);
   await Promise.all([hostActivities.stop(), other.stop()]);
 });
 
