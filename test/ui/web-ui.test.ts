@@ -1,7 +1,8 @@
 /**
  * What an operator sees in the Temporal Web UI (served by the dev server), in a real headless Chromium: the run's
  * status as a search attribute and a filter, its summary, its current details and the turn's activity summary —
- * for a running run, one awaiting an operator, a failed one and a cancelled one (docs/OUTCOMES.md).
+ * for a running run, one awaiting an operator, a failed one, a cancelled one (docs/OUTCOMES.md) and one whose tool waits
+ * for an operator's approval (docs/permissions.md).
  */
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -19,6 +20,7 @@ let running: AgentRunHandle;
 let awaiting: AgentRunHandle;
 let failed: AgentRunHandle;
 let cancelled: AgentRunHandle;
+let asking: AgentRunHandle;
 
 const workflowPage = (id: string) => `${inject('temporalUiUrl')}/namespaces/default/workflows/${encodeURIComponent(id)}`;
 
@@ -36,7 +38,14 @@ async function openTab(name: string): Promise<void> {
 }
 
 beforeAll(async () => {
-  w = await startTestWorker({ catalog: scriptedCatalog(book, { agents: [{ name: 'fragile', harness: 'scripted', turnAttempts: 1, operatorTimeoutMs: 600_000 }] }) });
+  w = await startTestWorker({
+    catalog: scriptedCatalog(book, {
+      agents: [
+        { name: 'fragile', harness: 'scripted', turnAttempts: 1, operatorTimeoutMs: 600_000 },
+        { name: 'guarded', harness: 'scripted', actions: ['echo'], permissions: { posture: 'strict', approvalTimeoutMs: 600_000 } },
+      ],
+    }),
+  });
   const identity = { tenantId: tenant, userId: 'operator' };
   running = await w.start({
     agent: 'scripted',
@@ -50,9 +59,12 @@ beforeAll(async () => {
   awaiting = await w.start({ agent: 'fragile', task: book.write('ui-awaiting', [{ failTimes: 5, ...ok() }]), identity, workflowId: testWorkflowId('ui-awaiting') });
   failed = await w.start({ agent: 'scripted', task: book.write('ui-failed', [{ envelope: { step: 'failed', reason: 'the tests are red' } }]), identity, workflowId: testWorkflowId('ui-failed') });
   cancelled = await w.start({ agent: 'scripted', task: book.write('ui-cancelled', [{ sleepMs: 120_000, ...ok() }]), identity, workflowId: testWorkflowId('ui-cancelled') });
+  const touch = { tool: 'Bash', kind: 'command', input: { command: 'touch ui.txt' }, title: 'touch ui.txt' };
+  asking = await w.start({ agent: 'guarded', task: book.write('ui-asking', [{ permissions: [touch], ...ok() }]), identity, workflowId: testWorkflowId('ui-asking') });
   await until(async () => (await running.status()).iteration === 2);
   await until(async () => (await awaiting.status()).state === 'awaiting_operator');
   await until(async () => (await cancelled.status()).state === 'running');
+  await until(async () => ((await asking.status()).pendingApprovals?.length ?? 0) === 1);
   await cancelled.cancel('no longer needed');
   await Promise.all([failed.result(), cancelled.result()]);
   browser = await launchBrowser();
@@ -61,7 +73,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await Promise.all([running?.cancel('test done'), awaiting?.cancel('test done')].map((p) => p?.catch(() => undefined)));
+  await Promise.all([running?.cancel('test done'), awaiting?.cancel('test done'), asking?.cancel('test done')].map((p) => p?.catch(() => undefined)));
   await w?.close();
 });
 
@@ -122,6 +134,28 @@ describe('the Temporal Web UI', () => {
     await page.goto(`${inject('temporalUiUrl')}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, { waitUntil: 'domcontentloaded' });
     const list = await waitForText(page, failed.workflowId);
     expect(list).not.toContain(cancelled.workflowId);
+    expect(list).not.toContain(awaiting.workflowId);
+  });
+
+  it('a run whose tool waits for approval: the request in current details, DurableHarnessPendingApprovals, found by a filter', async () => {
+    const [request] = (await asking.status()).pendingApprovals!;
+    await page.goto(workflowPage(asking.workflowId), { waitUntil: 'domcontentloaded' });
+    await page.getByRole('heading', { name: asking.workflowId }).waitFor();
+    await waitForText(page, 'RUNNING');
+
+    await openTab('Search Attributes');
+    await waitForText(page, '"DurableHarnessPendingApprovals": 1');
+
+    await openTab('User Metadata');
+    await waitForText(page, '1 permission request waiting');
+    const details = await waitForText(page, request!.requestId);
+    expect(details).toMatch(/command · Bash: touch ui\.txt/);
+
+    // The operator's way to find every run waiting for a decision.
+    const query = `DurableHarnessPendingApprovals > 0 AND DurableHarnessTenant="${tenant}"`;
+    await page.goto(`${inject('temporalUiUrl')}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, { waitUntil: 'domcontentloaded' });
+    const list = await waitForText(page, asking.workflowId);
+    expect(list).not.toContain(running.workflowId);
     expect(list).not.toContain(awaiting.workflowId);
   });
 
