@@ -217,7 +217,9 @@ export const scenarios: readonly Scenario[] = [
   },
   simple('guardrail-iterations', 'the iteration guardrail', 'stopped:iterations', 'few-turns', [echo('1'), echo('2'), ok()]),
   simple('guardrail-tokens', 'the token guardrail', 'stopped:tokens', 'few-tokens', [echo('1', { input: 60, output: 60 }), ok()]),
-  simple('guardrail-cost', 'the cost guardrail', 'stopped:cost', 'cheap', [echo('1', { input: 1, output: 1, costUsd: 0.6 }), ok()]),
+  // 600,000 input tokens at $1 per million: $0.60, over the agent's $0.50 (the price table is the cost authority; a
+  // harness's own cost figure no longer decides, so the recording made before that still shows costUsd 0.6).
+  simple('guardrail-cost', 'the cost guardrail', 'stopped:cost', 'cheap', [echo('1', { input: 600_000, output: 0 }), ok()]),
   simple('guardrail-wall-time', 'the wall-time guardrail interrupting a turn', 'stopped:wallTime', 'hasty', [{ sleepMs: 60_000, ...ok() }]),
   simple('unknown-agent', 'a run whose agent does not resolve', 'failed:UnknownAgent', 'nobody', [ok()]),
   simple('host-pinned', "host affinity: a local workspace's turns and end on its worker's host queue", 'succeeded', 'scripted', [echo('on my host'), ok('pinned')]),
