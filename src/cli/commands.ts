@@ -21,8 +21,8 @@ import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
-import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTable, type ExitCode } from './exit-codes.js';
-import { describeResult, followRun, humanStates, humanWait, progressLine } from './follow.js';
+import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTable, waitingApproval, type ExitCode } from './exit-codes.js';
+import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
 import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
@@ -151,7 +151,7 @@ export function answerCommands(status: Pick<RunStatusView, 'state' | 'pendingApp
   const command = commandLine(flags);
   if (status.state === 'awaiting_operator') return [command('retry', workflowId), command('abandon', workflowId, '--reason', 'why')];
   if (status.state === 'waiting_for_reply') return [command('reply', workflowId, 'your answer')];
-  const request = humanWait(status)?.startsWith('approval:') ? status.pendingApprovals![0]! : undefined;
+  const request = waitingApproval(status);
   if (request) return [command('approve', workflowId, request.requestId), command('deny', workflowId, request.requestId, '--reason', 'why')];
   return [];
 }
@@ -161,8 +161,8 @@ function needsHumanText(status: RunStatusView, workflowId: string, flags: Flags)
   if (status.state === 'waiting_for_reply') {
     return `run ${workflowId} waits for a reply to: ${escapeControl(status.pendingQuestion ?? status.detail)}\n  answer it:  ${first}`;
   }
-  if (status.state === 'running') {
-    const r = status.pendingApprovals![0]!;
+  const r = waitingApproval(status);
+  if (r) {
     const more = status.pendingApprovals!.length > 1 ? ` (${status.pendingApprovals!.length} in all: durable-harness approvals ${shellQuote(workflowId)})` : '';
     return (
       `run ${workflowId} waits for an operator to decide a permission request${more}: ${escapeControl(r.kind)} · ${escapeControl(r.tool)}: ${escapeControl(r.title)}\n` +

@@ -91,10 +91,16 @@ export function exitCodeForState(state: RunPhase): ExitCode {
   }
 }
 
+type PendingApproval = NonNullable<RunStatusView['pendingApprovals']>[number];
+
+/** The permission request a running run waits on an operator for (the oldest), if any. */
+export function waitingApproval(view: Pick<RunStatusView, 'state' | 'pendingApprovals'>): PendingApproval | undefined {
+  return view.state === 'running' ? view.pendingApprovals?.[0] : undefined;
+}
+
 /** How a run's status maps to an exit code: a running run whose permission request waits says so (15). */
 export function exitCodeForStatus(view: Pick<RunStatusView, 'state' | 'pendingApprovals'>): ExitCode {
-  if (view.state === 'running' && (view.pendingApprovals?.length ?? 0) > 0) return ExitCodes.awaitingApproval;
-  return exitCodeForState(view.state);
+  return waitingApproval(view) ? ExitCodes.awaitingApproval : exitCodeForState(view.state);
 }
 
 /** An error that carries the exit code the command line ends with. */

@@ -7,6 +7,7 @@ import type { Ledger } from '../ledger/types.js';
 import type { AgentRunResult, RunPhase, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { escapeControl } from './escape.js';
+import { waitingApproval } from './exit-codes.js';
 
 /** States in which the run waits for a person: an operator decision or a reply. */
 export const humanStates: ReadonlySet<RunPhase> = new Set(['awaiting_operator', 'waiting_for_reply']);
@@ -17,8 +18,8 @@ export const humanStates: ReadonlySet<RunPhase> = new Set(['awaiting_operator', 
  */
 export function humanWait(status: Pick<RunStatusView, 'state' | 'pendingApprovals'>): string | undefined {
   if (humanStates.has(status.state)) return status.state;
-  const request = status.state === 'running' ? status.pendingApprovals?.[0]?.requestId : undefined;
-  return request === undefined ? undefined : `approval:${request}`;
+  const request = waitingApproval(status);
+  return request && `approval:${request.requestId}`;
 }
 
 export type FollowEnd =

@@ -33,6 +33,19 @@ async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise
   }
 }
 
+/** Opens the run's page in the UI. */
+async function openRun(run: AgentRunHandle): Promise<void> {
+  await page.goto(workflowPage(run.workflowId), { waitUntil: 'domcontentloaded' });
+  await page.getByRole('heading', { name: run.workflowId }).waitFor();
+}
+
+/** The workflow list filtered by `query` (this test's tenant only), once it shows `run`: its text. */
+async function listFinding(query: string, run: AgentRunHandle): Promise<string> {
+  const scoped = `${query} AND DurableHarnessTenant="${tenant}"`;
+  await page.goto(`${inject('temporalUiUrl')}/namespaces/default/workflows?query=${encodeURIComponent(scoped)}`, { waitUntil: 'domcontentloaded' });
+  return waitForText(page, run.workflowId);
+}
+
 async function openTab(name: string): Promise<void> {
   await page.getByRole('tab', { name, exact: true }).click();
 }
@@ -79,8 +92,7 @@ afterAll(async () => {
 
 describe('the Temporal Web UI', () => {
   it('a running run: RUNNING, DurableHarnessStatus running, its summary, current details and the turn in progress', async () => {
-    await page.goto(workflowPage(running.workflowId), { waitUntil: 'domcontentloaded' });
-    await page.getByRole('heading', { name: running.workflowId }).waitFor();
+    await openRun(running);
     await waitForText(page, 'RUNNING');
     // The timeline names the turn activity by its summary.
     await waitForText(page, /runTurn • turn 2 · scripted/);
@@ -102,8 +114,7 @@ describe('the Temporal Web UI', () => {
   });
 
   it('a run awaiting an operator: DurableHarnessStatus awaiting_operator, current details with the failure, found by a status filter', async () => {
-    await page.goto(workflowPage(awaiting.workflowId), { waitUntil: 'domcontentloaded' });
-    await page.getByRole('heading', { name: awaiting.workflowId }).waitFor();
+    await openRun(awaiting);
 
     await openTab('Search Attributes');
     await waitForText(page, '"DurableHarnessStatus": "awaiting_operator"');
@@ -113,15 +124,12 @@ describe('the Temporal Web UI', () => {
     await waitForText(page, /awaiting_operator · turn 1 failed after 1 attempts: turn failed \(process-exit\)/);
 
     // The operator's way to find runs that need them: filter the list by the run's own status.
-    const query = `DurableHarnessStatus="awaiting_operator" AND DurableHarnessTenant="${tenant}"`;
-    await page.goto(`${inject('temporalUiUrl')}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, { waitUntil: 'domcontentloaded' });
-    const list = await waitForText(page, awaiting.workflowId);
+    const list = await listFinding(`DurableHarnessStatus="awaiting_operator"`, awaiting);
     expect(list).not.toContain(running.workflowId);
   });
 
   it('a failed run: FAILED, the failure with its type and message, DurableHarnessStatus failed, found by the Failed filter', async () => {
-    await page.goto(workflowPage(failed.workflowId), { waitUntil: 'domcontentloaded' });
-    await page.getByRole('heading', { name: failed.workflowId }).waitFor();
+    await openRun(failed);
     await waitForText(page, 'FAILED');
     const failure = await waitForText(page, 'the tests are red');
     expect(failure).toContain('HarnessReportedFailure');
@@ -130,17 +138,14 @@ describe('the Temporal Web UI', () => {
     await waitForText(page, '"DurableHarnessStatus": "failed"');
 
     // Temporal's own status filter finds it (a failed run used to be a green Completed one).
-    const query = `ExecutionStatus="Failed" AND DurableHarnessTenant="${tenant}"`;
-    await page.goto(`${inject('temporalUiUrl')}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, { waitUntil: 'domcontentloaded' });
-    const list = await waitForText(page, failed.workflowId);
+    const list = await listFinding(`ExecutionStatus="Failed"`, failed);
     expect(list).not.toContain(cancelled.workflowId);
     expect(list).not.toContain(awaiting.workflowId);
   });
 
   it('a run whose tool waits for approval: the request in current details, DurableHarnessPendingApprovals, found by a filter', async () => {
     const [request] = (await asking.status()).pendingApprovals!;
-    await page.goto(workflowPage(asking.workflowId), { waitUntil: 'domcontentloaded' });
-    await page.getByRole('heading', { name: asking.workflowId }).waitFor();
+    await openRun(asking);
     await waitForText(page, 'RUNNING');
 
     await openTab('Search Attributes');
@@ -152,16 +157,13 @@ describe('the Temporal Web UI', () => {
     expect(details).toMatch(/command · Bash: touch ui\.txt/);
 
     // The operator's way to find every run waiting for a decision.
-    const query = `DurableHarnessPendingApprovals > 0 AND DurableHarnessTenant="${tenant}"`;
-    await page.goto(`${inject('temporalUiUrl')}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, { waitUntil: 'domcontentloaded' });
-    const list = await waitForText(page, asking.workflowId);
+    const list = await listFinding(`DurableHarnessPendingApprovals > 0`, asking);
     expect(list).not.toContain(running.workflowId);
     expect(list).not.toContain(awaiting.workflowId);
   });
 
   it('a cancelled run: CANCELED, DurableHarnessStatus cancelled, its current details with the reason', async () => {
-    await page.goto(workflowPage(cancelled.workflowId), { waitUntil: 'domcontentloaded' });
-    await page.getByRole('heading', { name: cancelled.workflowId }).waitFor();
+    await openRun(cancelled);
     await waitForText(page, 'CANCELED');
 
     await openTab('Search Attributes');
