@@ -1,6 +1,6 @@
 /**
  * Throughput with 1, 2 and 4 worker processes (`npm run bench -- workers`): each a separate process with its own
- * data and workspace root (test/multihost/worker-process.ts), one task queue, one dev server, one PostgreSQL ledger
+ * data and workspace root (test/support/worker-process.ts), one task queue, one dev server, one PostgreSQL ledger
  * (DATABASE_URL / DURABLE_HARNESS_TEST_DATABASE_URL, else a scratch cluster). The same batch of concurrent runs of the
  * scripted harness (3 turns: write a file, read it, succeed) for each worker count.
  *

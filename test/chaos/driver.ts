@@ -123,10 +123,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 class WorkerProcess {
   private child: ChildProcess | undefined;
   restarts = 0;
-  constructor(private readonly args: string[], private readonly env: Record<string, string>) {}
+  /** `env` configures test/support/worker-process.ts. */
+  constructor(private readonly env: Record<string, string>) {}
 
   async start(): Promise<void> {
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(import.meta.dirname, 'chaos-worker.ts'), ...this.args], {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'test', 'support', 'worker-process.ts')], {
       cwd: repoRoot,
       env: { ...process.env, ...this.env },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -261,7 +262,15 @@ export async function runChaos(plan: ChaosPlan, options: { dataDir: string; log?
   const bundleFile = path.join(dataDir, 'workflow-bundle.js');
   writeFileSync(bundleFile, bundle.code);
   const taskQueue = `chaos-${plan.seed}`;
-  const worker = new WorkerProcess([server.address, taskQueue, dataDir, catalogFile], { CHAOS_WORKFLOW_BUNDLE: bundleFile });
+  const worker = new WorkerProcess({
+    TEMPORAL_ADDRESS: server.address,
+    TASK_QUEUE: taskQueue,
+    DATA_DIR: dataDir,
+    CATALOG_JSON: readFileSync(catalogFile, 'utf8'),
+    WORKFLOW_BUNDLE: bundleFile,
+    // While this file exists the worker's ledger is read-only (the read-only window below).
+    READ_ONLY_FLAG: path.join(dataDir, 'ledger-read-only'),
+  });
   await worker.start();
   const connection = await Connection.connect({ address: server.address });
   const client = new Client({ connection });

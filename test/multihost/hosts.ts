@@ -1,5 +1,5 @@
 /**
- * Worker processes standing in for hosts (test/multihost/worker-process.ts): each with its own data and workspace
+ * Worker processes standing in for hosts (test/support/worker-process.ts): each with its own data and workspace
  * root, all on one task queue, one Temporal server and one PostgreSQL ledger. Used by the many-workers test and by
  * `npm run bench -- workers`.
  */
@@ -8,7 +8,7 @@ import { mkdtempSync, openSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-const script = path.join(import.meta.dirname, 'worker-process.ts');
+const script = path.join(import.meta.dirname, '..', 'support', 'worker-process.ts');
 
 export interface HostProcess {
   readonly hostId: string;
@@ -49,6 +49,9 @@ export async function startHostProcess(options: HostOptions): Promise<HostProces
       DATABASE_URL: options.databaseUrl,
       CATALOG_JSON: JSON.stringify(options.catalog),
       ...(options.workflowBundle ? { WORKFLOW_BUNDLE: options.workflowBundle } : {}),
+      // Every host gets the same catalog here; the check (one query per start) is skipped, as it always was for hosts.
+      CATALOG_CHECK: 'off',
+      LOG_LEVEL: 'WARN',
     },
     cwd: path.resolve(import.meta.dirname, '..', '..'),
     stdio: ['ignore', 'pipe', log],

@@ -41,9 +41,9 @@ afterAll(async () => {
 });
 
 it('a worker killed while a request waits runs nothing unapproved; after approve on another worker the run completes', { timeout: 180_000 }, async () => {
-  const catalogFile = path.join(dataDir, 'catalog.json');
-  writeFileSync(catalogFile, JSON.stringify(catalog));
-  child = spawnNode(['--import', 'tsx', path.join(repoRoot, 'test/workflows/support/worker-process.ts'), inject('temporalAddress'), taskQueue, dataDir, catalogFile, inject('workflowBundlePath')]);
+  child = spawnNode(['--import', 'tsx', path.join(repoRoot, 'test/support/worker-process.ts')], {
+    env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), TASK_QUEUE: taskQueue, DATA_DIR: dataDir, CATALOG_JSON: JSON.stringify(catalog), WORKFLOW_BUNDLE: inject('workflowBundlePath') },
+  });
   await expect.poll(() => child!.stdoutSoFar(), { timeout: 60_000, interval: 100 }).toContain('ready');
 
   connection = await Connection.connect({ address: inject('temporalAddress') });
