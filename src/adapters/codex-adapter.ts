@@ -38,7 +38,7 @@ import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, 
 import { CodexAppServer, type TokenBreakdown, type TwoWayHost } from './codex-app-server.js';
 import { harnessHome, homePath, listHomeDir, parseJsonLine, readHomeFile, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import { subtractUsage, usageOf } from '../workflows/usage.js';
+import { subtractUsage, usageFromJson, usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
@@ -379,14 +379,10 @@ export const usageTotalsKey = 'codex-usage-totals';
 /** The stored totals, keeping only well-formed entries (non-negative counts). */
 function usageTotals(value: unknown): Record<string, Usage> {
   if (!value || typeof value !== 'object' || Array.isArray(value)) return {};
-  const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
-  const totals: Record<string, Usage> = {};
-  for (const [thread, u] of Object.entries(value as Record<string, unknown>)) {
-    if (!u || typeof u !== 'object') continue;
-    const r = u as Record<string, unknown>;
-    totals[thread] = usageOf({ input: count(r.input), output: count(r.output), cacheRead: count(r.cacheRead), cacheWrite: count(r.cacheWrite), reasoning: count(r.reasoning) });
-  }
-  return totals;
+  return Object.fromEntries(Object.entries(value).flatMap(([thread, u]) => {
+    const usage = usageFromJson(u);
+    return usage ? [[thread, usage]] : [];
+  }));
 }
 
 /** `sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl` below `dir`, newest first; walked without following links. */

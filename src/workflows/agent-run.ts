@@ -62,7 +62,6 @@ import {
   statusQuery,
 } from './messages.js';
 import { roundUsd } from './money.js';
-import { addUsage } from './usage.js';
 import { CANCEL_REQUEST_GRACE_MS, OUTCOMES_PATCH, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import { installApprovalHandlers } from './approval-handlers.js';
@@ -74,7 +73,7 @@ import { compactSandbox, type AgentRunInput, type AgentRunResult, type Guardrail
 type Activities = ReturnType<typeof createActivities>;
 
 /** The patch that takes an interrupted turn's spend from the ledger (docs/VERSIONING.md). */
-const CANCELLED_TURN_SPEND_PATCH = 'acct8-interrupted-turn-spend';
+const INTERRUPTED_TURN_SPEND_PATCH = 'acct8-interrupted-turn-spend';
 
 /**
  * Short steps run as local activities: on the worker that runs the workflow, without a server round trip each,
@@ -359,11 +358,12 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
 
   // A cancel or guardrail that interrupted a turn: no result brought that turn's spend (a cancel in the pause before
   // a retry brings none at all), so the ledger's books for the turn count — every attempt's calls.
-  if (turnInFlight && (result.status === 'cancelled' || result.status === 'stopped') && patched(CANCELLED_TURN_SPEND_PATCH)) {
+  if (turnInFlight && (result.status === 'cancelled' || result.status === 'stopped') && patched(INTERRUPTED_TURN_SPEND_PATCH)) {
     const { turn, before } = turnInFlight;
     const spent = await CancellationScope.nonCancellable(() => turnSpent({ workflowId, runId, turn })).catch(() => undefined);
     if (spent) {
-      update({ ...state, usage: addUsage(before.usage, spent.usage), costUsd: before.costUsd + spent.costUsd, costBlind: before.costBlind || spent.costBlind });
+      // The turn's whole spend replaces whatever part of it a failure already folded in.
+      update(foldFailedSpend({ ...state, ...before }, spent));
       result = { ...result, usage: state.usage, costUsd: state.costUsd };
     }
   }

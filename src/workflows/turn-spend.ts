@@ -6,7 +6,7 @@
 import type { Ending } from './decide.js';
 import type { RunState } from './state.js';
 import type { TurnBudget, TurnResult } from './types.js';
-import { addUsage, totalTokens, usageOf } from './usage.js';
+import { addUsage, totalTokens, usageFromJson } from './usage.js';
 import type { Usage } from '../adapters/types.js';
 
 /** What a failed turn spent, as runTurn attaches it to its failure (`details[0].spend`), its earlier attempts included. */
@@ -19,14 +19,10 @@ export interface FailedSpend {
 /** The spend in a turn failure's details, if the activity attached one (older workers did not). */
 export function failedSpend(details: readonly unknown[] | undefined): FailedSpend | undefined {
   const spend = (details?.[0] as { spend?: { usage?: unknown; costUsd?: unknown; costBlind?: unknown } } | undefined)?.spend;
-  if (!spend || typeof spend !== 'object' || typeof spend.usage !== 'object' || spend.usage === null) return undefined;
-  const u = spend.usage as Record<string, unknown>;
-  const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
-  return {
-    usage: usageOf({ input: n(u.input), output: n(u.output), cacheRead: n(u.cacheRead), cacheWrite: n(u.cacheWrite), reasoning: n(u.reasoning) }),
-    costUsd: n(spend.costUsd) ?? 0,
-    costBlind: spend.costBlind === true,
-  };
+  const usage = spend && typeof spend === 'object' ? usageFromJson(spend.usage) : undefined;
+  if (!spend || !usage) return undefined;
+  const cost = spend.costUsd;
+  return { usage, costUsd: typeof cost === 'number' && Number.isFinite(cost) && cost >= 0 ? cost : 0, costBlind: spend.costBlind === true };
 }
 
 /** Folds a failed turn's spend into the run: its tokens and cost count toward the guardrails like any turn's. */

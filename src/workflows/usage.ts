@@ -25,6 +25,12 @@ export function usageOf(fields: { readonly [K in UsageField]?: number | null | u
   return out;
 }
 
+/** A `Usage` from untrusted JSON (a stored or attached object): only finite, non-negative numbers count. */
+export function usageFromJson(value: unknown): Usage | undefined {
+  if (!value || typeof value !== 'object') return undefined;
+  return usageOf(value as { readonly [K in UsageField]?: number });
+}
+
 /** Field-wise sum; a field stays unknown only when it is unknown on both sides. */
 export function addUsage(a: Usage, b: Usage): Usage {
   const out: { -readonly [K in UsageField]?: number } = {};
