@@ -189,6 +189,18 @@ describe.each([
     expect((await proc.exit).signal).toBe('SIGKILL');
   });
 
+  it("a harness cannot kill its namespace's init to orphan its children: they still die with it", async () => {
+    // PID 1 of the namespace is the init; signals to it from inside are dropped (it sets no handler), SIGKILL too.
+    const script = 'kill -KILL 1; kill -TERM 1; setsid sleep 33 & echo "init: $(cat /proc/1/comm)"; sleep 30';
+    const proc = executor.exec({ argv: ['sh', '-c', script] });
+    const first = await proc.lines[Symbol.asyncIterator]().next();
+    expect(first.value).toBe('init: sh');
+    const sleeper = processTree(proc.pid!).filter((pid) => /^sleep 33$/.test(readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim()));
+    expect(sleeper).toHaveLength(1);
+    await proc.kill();
+    expect(await waitUntil(() => !sleeper.some(processAlive), 2000)).toBe(true);
+  });
+
   it('a child that leaves the process group (setsid, detached) still dies with the process: the PID namespace holds it', async () => {
     const script = `
       const { spawn } = require('node:child_process');
