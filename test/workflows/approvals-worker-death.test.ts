@@ -4,7 +4,7 @@
  * same request (same id, same deadline), and after `durable-harness approve` the run completes — the approved
  * command having run exactly once.
  */
-import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
