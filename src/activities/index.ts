@@ -9,7 +9,7 @@ import type { ActionRegistry } from '../actions/index.js';
 import type { AdapterRegistry } from '../adapters/registry.js';
 import { UnknownDriverError } from '../adapters/registry.js';
 import { collectTurn } from '../adapters/fold.js';
-import type { HarnessEvent, Usage } from '../adapters/types.js';
+import { StopAtOnce, type HarnessEvent, type Usage } from '../adapters/types.js';
 import { BlobMissingError, LedgerBlobStore, claimCheck, isBlobRef, previewOf, resolveText, type BlobStore, type TextRef } from '../blobs/index.js';
 import type { Catalog } from '../catalog/schema.js';
 import { findAgent, findHarness, promptWithContract } from '../catalog/index.js';
@@ -733,7 +733,7 @@ export function createActivities(deps: ActivityDeps) {
           if (crossed && !run.crossing) {
             run.crossing = crossed;
             progress.lastEvent = crossed.reason;
-            with_.stop(new Error(crossed.reason));
+            with_.stop(new StopAtOnce(crossed.reason));
           }
         }
         if (event.type !== 'text') events.append(event.type, clipEvent(event));

@@ -26,6 +26,7 @@ import type {
   TerminalEvent,
   TurnInput,
 } from './types.js';
+import { StopAtOnce } from './types.js';
 
 /** How one turn's process is started. */
 export interface TurnCommand {
@@ -90,7 +91,8 @@ const maxFollowUps = 3;
 /** How long a process may keep running after its terminal line before it is killed. */
 const defaultExitGraceMs = 3000;
 
-type StopReason = 'timeout' | 'cancelled';
+/** `spent`: the caller aborted with `StopAtOnce` (a budget ran out); reported as `cancelled`, killed without grace. */
+type StopReason = 'timeout' | 'cancelled' | 'spent';
 
 /** Why and when the current turn must stop (timeout, abort or `end()`). */
 interface TurnStop {
@@ -490,12 +492,14 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   }
 
   private async stopped(proc: ExecProcess, reason: StopReason): Promise<TerminalEvent> {
-    await proc.kill();
+    await proc.kill(reason === 'spent' ? { graceMs: 0 } : undefined);
     const message =
       reason === 'timeout'
         ? `The turn exceeded its timeout of ${this.config?.turnTimeoutMs ?? 0} ms; the harness process was killed.`
-        : 'The turn was cancelled; the harness process was killed.';
-    return sessionError(reason, message, { stderrTail: proc.stderrTail() });
+        : reason === 'spent'
+          ? "The turn's budget is spent; the harness process was killed at once."
+          : 'The turn was cancelled; the harness process was killed.';
+    return sessionError(reason === 'spent' ? 'cancelled' : reason, message, { stderrTail: proc.stderrTail() });
   }
 
   private exitWithoutTerminal(command: TurnCommand, code: number | null, signal: string | null, stderrTail: string, state: LineState): TerminalEvent {
@@ -588,7 +592,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       },
     };
     arm();
-    const onAbort = (): void => turnStop.stop('cancelled');
+    const onAbort = (): void => turnStop.stop(input.signal?.reason instanceof StopAtOnce ? 'spent' : 'cancelled');
     input.signal?.addEventListener('abort', onAbort, { once: true });
     return turnStop;
   }

@@ -92,12 +92,21 @@ export interface TurnInput {
   readonly turn: number;
   /** The ledger id of this turn attempt, for harnesses that acknowledge usage (stdio-JSON `usage-ack`). */
   readonly attemptId?: string;
+  /** Aborting stops the turn: the process gets SIGTERM and the kill grace; with a `StopAtOnce` reason, SIGKILL at once. */
   readonly signal?: AbortSignal;
   /**
    * Decides the harness's permission requests (policy, then a human). With an interactive gate an adapter that
    * has a two-way mode uses it; without a gate, requests are only emitted and answered through `respond`.
    */
   readonly gate?: PermissionGate;
+}
+
+/**
+ * An abort reason for `TurnInput.signal` that ends the harness without the kill grace: the turn's budget is spent,
+ * and a harness that ignores SIGTERM must not get another second of model calls.
+ */
+export class StopAtOnce extends Error {
+  override readonly name = 'StopAtOnce';
 }
 
 /** What can go wrong in a turn, for the runtime to branch on. */

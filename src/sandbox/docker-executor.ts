@@ -12,7 +12,7 @@ import type { DockerClient, StartedExec } from './docker-client.js';
 import { exitCodeOf } from './docker-client.js';
 import { isDockerSandboxError, SandboxContainerGone } from './docker-errors.js';
 import { LineQueue } from './line-queue.js';
-import type { ExecProcess, ExecRequest, SandboxExecutor } from './types.js';
+import type { ExecProcess, ExecRequest, KillOptions, SandboxExecutor } from './types.js';
 
 const stderrTailChars = 8 * 1024;
 const defaultKillGraceMs = 1000;
@@ -168,8 +168,11 @@ export class DockerProcess implements ExecProcess {
   }
 
   /** Kills the process group inside the container: SIGTERM, SIGKILL after the grace. Resolves after exit. */
-  kill(): Promise<void> {
-    this.killing ??= this.killGroup();
+  kill(options: KillOptions = {}): Promise<void> {
+    const graceMs = options.graceMs ?? this.options.killGraceMs;
+    if (!this.killing) this.killing = this.killGroup(graceMs);
+    // A graceful kill already under way: a second, immediate one ends its grace.
+    else if (graceMs === 0) return Promise.all([this.killing, this.killGroup(0)]).then(() => undefined);
     return this.killing;
   }
 
@@ -307,13 +310,13 @@ export class DockerProcess implements ExecProcess {
     this.rejectExit(error);
   }
 
-  private async killGroup(): Promise<void> {
+  private async killGroup(graceMs: number): Promise<void> {
     this.killRequested = true;
     const started = await this.started;
     if (!started || this.exited) return this.exit.then(() => undefined, () => undefined);
     // The pid arrives before the program starts; wait for it (or for the exit) before signalling.
     await Promise.race([this.pidKnown, new Promise((resolve) => setTimeout(resolve, 1000))]);
-    const polls = Math.ceil(this.options.killGraceMs / 50);
+    const polls = Math.ceil(graceMs / 50);
     if (this.groupId !== undefined) {
       try {
         await this.options.client.run(this.options.container, ['/bin/sh', '-c', killScript, 'sh', String(this.groupId), String(polls)], {

@@ -19,7 +19,7 @@ import {
   type LocalIsolation,
 } from './local-containment.js';
 import { directSpawner, type SpawnedProcess, type Spawner } from './spawner.js';
-import type { ExecProcess, ExecRequest, SandboxExecutor } from './types.js';
+import type { ExecProcess, ExecRequest, KillOptions, SandboxExecutor } from './types.js';
 import { mkdirWorkspaceSync } from './workspace-fs.js';
 
 const stderrTailBytes = 8 * 1024;
@@ -89,6 +89,7 @@ export class LocalProcess implements ExecProcess {
   private failure: Error | undefined;
   private exited = false;
   private killing: Promise<void> | undefined;
+  private killNow = false;
   private drainTimer: NodeJS.Timeout | undefined;
   private resolveExit!: (exit: LocalExit) => void;
 
@@ -132,8 +133,9 @@ export class LocalProcess implements ExecProcess {
   }
 
   /** SIGTERM to the process group, SIGKILL after the grace period if any of it lives; resolves after exit. */
-  kill(): Promise<void> {
-    this.killing ??= this.killGroup();
+  kill(options: KillOptions = {}): Promise<void> {
+    if (options.graceMs === 0) this.killNow = true; // also ends the grace of a kill already waiting
+    this.killing ??= this.killGroup(options.graceMs ?? this.options.killGraceMs);
     return this.killing;
   }
 
@@ -249,7 +251,7 @@ export class LocalProcess implements ExecProcess {
    * SIGTERM to the process group (a namespace's PID 1 gets it only if it handles it), then after the grace
    * SIGKILL to the namespace's PID 1 — the kernel then kills every process in the namespace — and the group.
    */
-  private async killGroup(): Promise<void> {
+  private async killGroup(graceMs: number): Promise<void> {
     // A pooled spawn may not have reported its pid yet: wait for it (or for the failure to start).
     const child = this.child;
     if (child && child.pid === undefined && !this.exited) {
@@ -261,8 +263,8 @@ export class LocalProcess implements ExecProcess {
     const pgid = this.child?.pid;
     if (pgid === undefined) return this.exit.then(() => undefined);
     signal(-pgid, 'SIGTERM');
-    const deadline = Date.now() + this.options.killGraceMs;
-    while (this.running() && Date.now() < deadline) await sleep(20);
+    const deadline = Date.now() + graceMs;
+    while (this.running() && Date.now() < deadline && !this.killNow) await sleep(20);
     if (this.running()) {
       const init = this.record?.init ?? this.initNow(pgid);
       if (init && sameProcessAlive(init.pid, init.start)) signal(init.pid, 'SIGKILL');

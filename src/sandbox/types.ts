@@ -61,6 +61,12 @@ export interface ExecRequest {
   readonly killGraceMs?: number;
 }
 
+/** How `ExecProcess.kill` ends a process tree. */
+export interface KillOptions {
+  /** Grace between SIGTERM and SIGKILL; default the executor's. 0: no grace (a stop that must not spend more). */
+  readonly graceMs?: number;
+}
+
 /** A started process: line-oriented stdout, collected stderr, exit. */
 export interface ExecProcess {
   /** stdout, split into lines (without the trailing newline). */
@@ -73,8 +79,11 @@ export interface ExecProcess {
   write(text: string): void;
   /** Closes stdin (end of input for a two-way protocol); a no-op when it is not open. */
   closeStdin?(): void;
-  /** Kills the whole process tree: SIGTERM, then SIGKILL after the grace period. Idempotent. */
-  kill(): Promise<void>;
+  /**
+   * Kills the whole process tree: SIGTERM, then SIGKILL after the grace period. Idempotent. `graceMs: 0` sends
+   * SIGKILL at once — also to a tree whose graceful kill is already under way.
+   */
+  kill(options?: KillOptions): Promise<void>;
   /** OS pid on the executing host, where known. */
   readonly pid?: number;
 }

@@ -185,6 +185,20 @@ describe('runTurn accounting', () => {
     expect(servedIn(sandbox)).toHaveLength(3);
   });
 
+  it('a harness that ignores SIGTERM gets no kill grace after its budget is spent: nothing more is served', async () => {
+    const { activities, sqlite } = setup();
+    const { spec, sandbox } = await begin(activities, 'budget-stubborn');
+    // Eight calls of 100 tokens, 100 ms apart: the 1 s kill grace would let calls 4-8 all be served and billed.
+    const calls = Array.from({ length: 8 }, () => call(90, 10, { sleepMs: 100 }));
+    const task = book.write('budget-stubborn', [{ ignoreTerm: true, calls, ...ok('never reached') }]);
+    const outcome = await runTurn(activities, { workflowId: 'budget-stubborn', turn: 1, spec, sandbox, prompt: task, budget: { tokens: 250 } }).done;
+    expect(outcome).toMatchObject({ budgetExhausted: { guardrail: 'tokens' }, usage: { input: 270, output: 30 } });
+    expect((await sqlite.listPromptRuns('budget-stubborn'))[0]).toMatchObject({ status: 'budget-exhausted', calls: 3 });
+    // Killed at once: past the time the grace would have given it, nothing after the crossing call was served.
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(servedIn(sandbox)).toHaveLength(3);
+  });
+
   it('mid-turn cost budget, and a retried attempt counts what the earlier attempts of its turn spent', async () => {
     const { activities, sqlite } = setup();
     const { spec, sandbox } = await begin(activities, 'cost-budget');

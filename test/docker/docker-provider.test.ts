@@ -237,6 +237,20 @@ describe('DockerExecutor', () => {
     expect(after.stdout).not.toContain('trap');
   });
 
+  it('kill({ graceMs: 0 }) sends SIGKILL at once, also while a graceful kill waits out its grace', async () => {
+    const proc = handle.executor.exec({ argv: ['sh', '-c', 'trap "" TERM; echo ready; while :; do sleep 1; done'], killGraceMs: 5000 });
+    expect(await firstLine(proc)).toBe('ready');
+    const t0 = Date.now();
+    const graceful = proc.kill(); // would wait 5 s
+    await new Promise((r) => setTimeout(r, 200));
+    await proc.kill({ graceMs: 0 });
+    await graceful;
+    expect((await proc.exit).signal).toBe('SIGKILL');
+    expect(Date.now() - t0).toBeLessThan(3000);
+    const after = await client.run(ref.id!, ['ps', '-o', 'pid,args']);
+    expect(after.stdout).not.toContain('trap');
+  });
+
   it('killLeftovers() kills a turn an earlier attempt left running, and what escaped its process group', async () => {
     const orphan = handle.executor.exec({ argv: ['sh', '-c', 'setsid sleep 1004 & (sleep 1005 &) ; echo up; exec sleep 1003'] });
     expect(await firstLine(orphan)).toBe('up');

@@ -25,6 +25,7 @@
 //                       but its line never reaches the runtime, as when the worker dies just then (then exits 1)
 // With the request's `attempt`, served calls stay in .scripted/unacked.json until the runtime's `usage-ack`; the
 // next process re-reports what is left first (exactly-once usage across worker crashes).
+//   ignoreTerm          from here on ignores SIGTERM and a closed stdin: a harness that will not stop by itself
 //   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
@@ -280,13 +281,17 @@ async function main() {
     writeFile(path.join(dir, 'escapees.json'), JSON.stringify(startEscapees()));
     emit({ type: 'activity', description: 'escapees started' });
   }
+  if (step.ignoreTerm) {
+    process.removeAllListeners('SIGTERM');
+    process.on('SIGTERM', () => undefined);
+  }
   if (step.activity) emit({ type: 'activity', description: step.activity });
   if (step.usage) emit({ type: 'usage', ...step.usage });
   let served = 0;
   for (const call of step.calls ?? []) {
     if (call.sleepMs) await sleep(call.sleepMs);
     // A model call whose runtime died meanwhile is never made (a CLI killed with its worker).
-    if (runtimeGone) process.exit(0);
+    if (runtimeGone && !step.ignoreTerm) process.exit(0);
     served += 1;
     unacked?.add({ attempt: request.attempt, turn: request.turn, call: served, usage: call.usage });
     appendFileSync(path.join(dir, 'served.jsonl'), `${JSON.stringify({ session: session.id, turn: request.turn, usage: call.usage })}\n`);

@@ -236,6 +236,23 @@ describe.each([
     expect(Date.now() - abortedAt).toBeGreaterThanOrEqual(300);
     expect([graceful, plain, stubborn].some((proc) => processAlive(proc.pid!))).toBe(false);
   });
+
+  it('kill({ graceMs: 0 }) ends a process that ignores SIGTERM at once, also one whose graceful kill already waits', async () => {
+    const stubborn = () => executor.exec({ argv: ['node', '-e', 'process.on("SIGTERM", () => {}); console.log("up"); setInterval(() => {}, 1000)'], killGraceMs: 5000 });
+    const first = stubborn();
+    const second = stubborn();
+    await Promise.all([first.lines[Symbol.asyncIterator]().next(), second.lines[Symbol.asyncIterator]().next()]);
+    const t0 = Date.now();
+    await first.kill({ graceMs: 0 });
+    expect((await first.exit).signal).toBe('SIGKILL');
+    const graceful = second.kill(); // would wait 5 s
+    await new Promise((r) => setTimeout(r, 100));
+    await second.kill({ graceMs: 0 });
+    await graceful;
+    expect((await second.exit).signal).toBe('SIGKILL');
+    expect(Date.now() - t0).toBeLessThan(2500);
+    expect([first, second].some((proc) => processAlive(proc.pid!))).toBe(false);
+  });
 });
 
 describe('runtime state', () => {
