@@ -13,7 +13,7 @@ import {
   type SandboxStartRequest,
   type WorkspaceScope,
 } from '../../src/sandbox/index.js';
-import { processAlive, processTree } from '../support/processes.js';
+import { commandLine, processAlive, processTree } from '../support/processes.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'local-sandbox-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -195,8 +195,10 @@ describe.each([
     const proc = executor.exec({ argv: ['sh', '-c', script] });
     const first = await proc.lines[Symbol.asyncIterator]().next();
     expect(first.value).toBe('init: sh');
-    const sleeper = processTree(proc.pid!).filter((pid) => /^sleep 33$/.test(readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim()));
-    expect(sleeper).toHaveLength(1);
+    // The background `setsid sleep` may not have exec'd yet when the line arrives: wait for it to show up.
+    const sleepers = () => processTree(proc.pid!).filter((pid) => /^sleep 33$/.test(commandLine(pid)));
+    expect(await waitUntil(() => sleepers().length === 1, 2000)).toBe(true);
+    const sleeper = sleepers();
     await proc.kill();
     expect(await waitUntil(() => !sleeper.some(processAlive), 2000)).toBe(true);
   });
@@ -212,7 +214,7 @@ describe.each([
     const proc = executor.exec({ argv: ['node', '-e', script] });
     await proc.lines[Symbol.asyncIterator]().next();
     const tree = processTree(proc.pid!);
-    const escapees = tree.filter((pid) => /^sleep 3[01]$/.test(readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim()));
+    const escapees = tree.filter((pid) => /^sleep 3[01]$/.test(commandLine(pid)));
     expect(escapees).toHaveLength(2);
     await proc.kill();
     expect(await waitUntil(() => !escapees.some(processAlive), 2000)).toBe(true);

@@ -54,6 +54,15 @@ function withDescendants(roots: readonly number[], children: ReadonlyMap<number,
   return [...tree];
 }
 
+/** A process's command line, arguments joined by spaces; '' once it is gone (it may exit while a test looks). */
+export function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+  } catch {
+    return '';
+  }
+}
+
 /** `pid` and all its descendants, from /proc; empty when `pid` is already gone. */
 export function processTree(pid: number): number[] {
   if (!existsSync(`/proc/${pid}`)) return [];
