@@ -10,12 +10,16 @@
  *     plain calls with the workflow's own decisions (bench/in-process.ts): what the runtime adds around the
  *     process without Temporal.
  *   - workflowMs: start of a one-turn run (the vendor answers `success` at once) to its result.
+ *   - floorMs: Temporal's floor for the same run (bench/floor/): a workflow whose one turn is ONE regular
+ *     activity doing the whole in-process run — so floor − in-process is what any Temporal workflow around this
+ *     turn costs, and workflow − floor is what the project adds over that.
  *   - activityMs: the runTurn activity alone inside the workflow (prompt-run row `durationMs`).
  *   - adapterMs: the adapter's turn on the local executor (spawn path, line handling, exit and kill), no
  *     activity, ledger or Temporal.
  *   - setupMs: the adapter's own setup for a turn — start() (config files, home) and building the command —
  *     with no process started.
- * So workflow − in-process is Temporal's part, in-process − bare the runtime's part, setup a piece of the latter.
+ * So workflow − in-process is Temporal's part (floor − in-process of it unavoidable), in-process − bare the
+ * runtime's part, setup a piece of the latter.
  * One warm-up of each kind per CLI is not counted. Needs the pinned CLIs (cd test/e2e/clis && npm ci).
  * Run alone: `npx tsx bench/clis.ts [runs] [cli ...]` (starts its own Temporal dev server).
  */
@@ -25,7 +29,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, bundleWorkflowCode } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { defaultAdapterRegistry } from '../src/adapters/registry.js';
 import type { HarnessAdapter, HarnessSessionConfig } from '../src/adapters/types.js';
 import { parseCatalog } from '../src/catalog/index.js';
@@ -42,6 +46,7 @@ import { anthropicMessages } from '../test/e2e/fake-vendor/anthropic-messages.js
 import { openaiResponses } from '../test/e2e/fake-vendor/openai-responses.js';
 import { startFakeVendor, type FakeVendor, type RecordedRequest } from '../test/e2e/fake-vendor/server.js';
 import { profiles } from '../test/fixtures/record-more.js';
+import { createFloorActivities } from './floor/activities.js';
 import { InProcessRun } from './in-process.js';
 import { median } from './stats.js';
 
@@ -64,12 +69,18 @@ export interface BenchCliRow {
   readonly adapterMs: number;
   readonly inProcessMs: number;
   readonly workflowMs: number;
+  /** Temporal's floor: the same run as one regular activity in a minimal workflow. */
+  readonly floorMs: number;
   readonly activityMs: number;
   readonly setupMs: number;
   /** Median of workflow / bare per iteration (target ≤ 1.05). */
   readonly ratio: number;
   /** Median of in-process / bare per iteration. */
   readonly inProcessRatio: number;
+  /** Median of floor / bare per iteration: the best any workflow around this turn can do here. */
+  readonly floorRatio: number;
+  /** Median of (workflow − floor) per iteration, ms: what the project adds over Temporal's floor. */
+  readonly overFloorMs: number;
 }
 
 const repoRoot = path.resolve(import.meta.dirname, '..');
@@ -293,12 +304,16 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
   const { worker } = await createWorker({ ...setup, connection: nativeConnection, taskQueue, workflowBundle });
   const activities = createActivities(defaultDeps(setup));
   const running = worker.run();
+  const floorQueue = `${taskQueue}-floor`;
+  const floorBundle = await bundleWorkflowCode({ workflowsPath: path.join(import.meta.dirname, 'floor', 'workflows.ts'), logger: new DefaultLogger('ERROR') });
+  const floorWorker = await Worker.create({ connection: nativeConnection, taskQueue: floorQueue, workflowBundle: { code: floorBundle.code }, activities: createFloorActivities(activities) });
+  const floorRunning = floorWorker.run();
   const rows: BenchCliRow[] = [];
   try {
     for (const cli of selected) {
       const vendor = vendors.get(cli.name)!;
       const answer = () => vendor.script({ match: cli.match, text: envelope, usage: { input: 100, output: 10 } });
-      const order = ['workflow', 'inProcess', 'adapter', 'bare'] as const;
+      const order = ['workflow', 'floor', 'inProcess', 'adapter', 'bare'] as const;
       type Sample = { ms: number; activityMs?: number; setupMs?: number; closeMs?: number };
       const kinds: Record<(typeof order)[number], (i: number) => Promise<Sample>> = {
         async workflow(i: number) {
@@ -311,6 +326,15 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
           if (result.status !== 'succeeded') throw new Error(`${cli.name}: bench run ${workflowId} ended ${result.status}: ${JSON.stringify(result)}`);
           const [row] = await ledger.listPromptRuns(workflowId);
           return { ms: elapsed, activityMs: row?.durationMs };
+        },
+        async floor(i: number) {
+          answer();
+          const started = performance.now();
+          const handle = await client.workflow.start('floorRun', { taskQueue: floorQueue, workflowId: `bench-floor-${cli.name}-${process.pid}-${i}`, args: [{ agent: `${cli.name}-bench`, task, maxTurns: 2 }] });
+          const result = (await handle.result()) as { turns: number; lastStep: string };
+          const elapsed = performance.now() - started;
+          if (result.turns !== 1 || result.lastStep !== 'success') throw new Error(`${cli.name}: the floor run ended after ${result.turns} turns with ${result.lastStep}`);
+          return { ms: elapsed };
         },
         async inProcess(i: number) {
           answer();
@@ -353,6 +377,7 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
       if (vendor.unexpected.length > 0) throw new Error(`${cli.name}: the fake vendor saw ${vendor.unexpected.length} unexpected requests`);
       const m = (name: string) => Math.round(median(samples[name] ?? [Number.NaN]));
       const ratio = (name: string) => Math.round(median(samples[name]!.map((ms, i) => ms / samples.bare![i]!)) * 100) / 100;
+      const overFloor = Math.round(median(samples.workflow!.map((ms, i) => ms - samples.floor![i]!)));
       rows.push({
         cli: cli.name,
         bareMs: m('bare'),
@@ -360,15 +385,20 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
         adapterMs: m('adapter'),
         inProcessMs: m('inProcess'),
         workflowMs: m('workflow'),
+        floorMs: m('floor'),
         activityMs: m('activity'),
         setupMs: Math.round(median(samples.setup!) * 10) / 10,
         ratio: ratio('workflow'),
         inProcessRatio: ratio('inProcess'),
+        floorRatio: ratio('floor'),
+        overFloorMs: overFloor,
       });
     }
   } finally {
     worker.shutdown();
+    floorWorker.shutdown();
     await running;
+    await floorRunning;
     await nativeConnection.close();
     await connection.close();
     await ledger.close();
@@ -382,10 +412,17 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
 export function clisTable(rows: readonly BenchCliRow[], runs: number): string[] {
   return [
     `One turn against the fake vendor, ${runs} interleaved iterations, medians (ms); ratios are medians of per-iteration ratios (target ≤ 1.05).`,
+    "The floor is Temporal's own cost around the same run: a minimal workflow whose one turn is one regular activity doing the in-process run.",
     '',
-    '| cli | bare CLI (exit / pipes closed) | adapter turn | in-process | workflow | runTurn activity | adapter setup | workflow / bare | in-process / bare |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-    ...rows.map((r) => `| ${r.cli} | ${r.bareMs} / ${r.bareCloseMs} | ${r.adapterMs} | ${r.inProcessMs} | ${r.workflowMs} | ${r.activityMs} | ${r.setupMs} | ${r.ratio.toFixed(2)} | ${r.inProcessRatio.toFixed(2)} |`),
+    '| cli | bare CLI (exit / pipes closed) | adapter turn | in-process | floor | workflow | runTurn activity | adapter setup | in-process / bare | floor / bare | workflow / bare | workflow − floor |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    ...rows.map(
+      (r) =>
+        `| ${r.cli} | ${r.bareMs} / ${r.bareCloseMs} | ${r.adapterMs} | ${r.inProcessMs} | ${r.floorMs} | ${r.workflowMs} | ${r.activityMs} | ${r.setupMs} | ` +
+        `${r.inProcessRatio.toFixed(2)} | ${r.floorRatio.toFixed(2)} | ${r.ratio.toFixed(2)} | ${r.overFloorMs} |`,
+    ),
+    '',
+    ...rows.map((r) => `- ${r.cli}: workflow / bare ${r.ratio.toFixed(2)} (target ≤ 1.05: ${r.ratio <= 1.05 ? 'met' : 'NOT met'}); Temporal's floor alone ${r.floorRatio.toFixed(2)}`),
   ];
 }
 
