@@ -10,7 +10,11 @@
  *     as `durable-harness dev --demo` does;
  *   - optionally the workflow on other worker setups (activity placement / spawn mode), to measure a lever.
  * Overhead per turn = median over iterations of (variant − in-process) / turns (paired differences, so slow
- * drifts of a shared machine cancel). Also the history per run and per steady-state turn (events and bytes).
+ * drifts of a shared machine cancel). Also the history per run and per steady-state turn (events and bytes), and
+ * where each workflow run's time went, from its history's server timestamps: start (execution started → first turn
+ * started: first workflow task, start-up local activities, dispatch), between turns (turn completed → next turn
+ * started: the workflow task that decides, and the turn's dispatch), end (last turn completed → execution
+ * completed) and the turn's dispatch alone (scheduled → started; 0 when eagerly dispatched).
  */
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -43,6 +47,16 @@ export interface OrchestrationVariant {
   readonly history?: { eventsPerTurn: number; bytesPerTurn: number; steadyEvents: number; steadyBytes: number };
   /** Eager starts the server granted, of those requested. */
   readonly eagerGranted?: string;
+  /** Medians over the runs of where a run's time went outside its turns (server timestamps), ms. */
+  readonly phases?: Phases;
+}
+
+/** See the file comment; each a median over runs (between and dispatch: over all turns of all runs). */
+export interface Phases {
+  readonly startMs: number;
+  readonly betweenMs: number;
+  readonly endMs: number;
+  readonly dispatchMs: number;
 }
 
 export interface OrchestrationFigures {
@@ -112,6 +126,34 @@ async function historyFigures(handle: WorkflowHandle, turnActivity: string, turn
   });
   const steady = completedAt.length >= 2 ? events.slice(completedAt[0]! + 1, completedAt[1]! + 1) : [];
   return { eventsPerTurn: events.length / turns, bytesPerTurn: encode(events) / turns, steadyEvents: steady.length, steadyBytes: encode(steady) };
+}
+
+/** One run's phases, from its history: see `Phases`. */
+async function phaseSamples(handle: WorkflowHandle, turnActivity: string): Promise<{ start: number; between: number[]; end: number; dispatch: number[] }> {
+  const events = (await handle.fetchHistory()).events ?? [];
+  const at = (e: (typeof events)[number]) => Number(e.eventTime?.seconds ?? 0) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;
+  const scheduled = new Map<string, number>();
+  const started: number[] = [];
+  const completed: number[] = [];
+  const dispatch: number[] = [];
+  for (const e of events) {
+    if (e.activityTaskScheduledEventAttributes?.activityType?.name === turnActivity) scheduled.set(String(e.eventId), at(e));
+    const s = e.activityTaskStartedEventAttributes;
+    if (s && scheduled.has(String(s.scheduledEventId))) {
+      started.push(at(e));
+      dispatch.push(at(e) - scheduled.get(String(s.scheduledEventId))!);
+    }
+    const c = e.activityTaskCompletedEventAttributes;
+    if (c && scheduled.has(String(c.scheduledEventId))) completed.push(at(e));
+  }
+  const first = events[0] ? at(events[0]) : 0;
+  const last = events.at(-1) ? at(events.at(-1)!) : 0;
+  return {
+    start: (started[0] ?? first) - first,
+    between: started.slice(1).map((t, i) => t - completed[i]!),
+    end: last - (completed.at(-1) ?? last),
+    dispatch,
+  };
 }
 
 interface Variant {
@@ -193,6 +235,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
     const eagerGranted = variants.map(() => 0);
     let turns = 0;
     const lastHandle: (WorkflowHandle | undefined)[] = variants.map(() => undefined);
+    const phases = variants.map(() => ({ start: [] as number[], between: [] as number[], end: [] as number[], dispatch: [] as number[] }));
     for (let i = 0; i < runs; i++) {
       // Interleaved, in rotating order, so machine noise and ordering hit every variant alike.
       for (let k = 0; k < variants.length; k++) {
@@ -204,6 +247,15 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
         if (r.turns !== turns) throw new Error(`${variants[j]!.name} took ${r.turns} turns, another variant ${turns}`);
         if (r.eager) eagerGranted[j]! += 1;
         lastHandle[j] = r.handle;
+        const turnActivity = variants[j]!.turnActivity;
+        if (r.handle && turnActivity) {
+          // Read after the clock stopped: the history of a closed run, off the measured path.
+          const p = await phaseSamples(r.handle, turnActivity);
+          phases[j]!.start.push(p.start);
+          phases[j]!.between.push(...p.between);
+          phases[j]!.end.push(p.end);
+          phases[j]!.dispatch.push(...p.dispatch);
+        }
       }
     }
     const perTurn = (j: number, base: number) => median(times[j]!.map((ms, i) => (ms - times[base]![i]!) / turns));
@@ -218,6 +270,9 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
         ...(j > 1 ? { overFloorPerTurnMs: perTurn(j, 1) } : {}),
         ...(handle && v.turnActivity ? { history: await historyFigures(handle, v.turnActivity, turns) } : {}),
         ...(v.name.includes('eager') ? { eagerGranted: `${eagerGranted[j]}/${runs}` } : {}),
+        ...(v.turnActivity
+          ? { phases: { startMs: median(phases[j]!.start), betweenMs: median(phases[j]!.between), endMs: median(phases[j]!.end), dispatchMs: median(phases[j]!.dispatch) } }
+          : {}),
       });
     }
     // Variants 2 and 3 are the default setup started plainly and eagerly.
@@ -252,6 +307,19 @@ export function orchestrationTable(f: OrchestrationFigures): string[] {
     lines.push(
       `| ${v.name}${v.eagerGranted ? ` (eager granted ${v.eagerGranted})` : ''} | ${fmt(v.runMs)} | ${fmt(v.overheadPerTurnMs)} | ${fmt(v.overFloorPerTurnMs)} | ` +
         `${h ? `${h.eventsPerTurn.toFixed(1)} events, ${Math.round(h.bytesPerTurn)} B` : '–'} | ${h ? `${h.steadyEvents} events, ${h.steadyBytes} B` : '–'} |`,
+    );
+  }
+  const timed = f.variants.filter((v) => v.phases);
+  if (timed.length > 0) {
+    lines.push(
+      '',
+      "Where a run's time went outside its turns (medians, ms, from the histories' server timestamps): start = execution started → first turn started; " +
+        'between = a turn completed → the next one started; end = last turn completed → run completed; dispatch = a turn scheduled → started. ' +
+        "The floor resolves the agent and starts/ends the session inside its first/last turn, the workflow in local activities inside its start and end: compare between turns and dispatch like for like, start + end as the run's fixed cost.",
+      '',
+      '| variant | start | between turns | end | turn dispatch |',
+      '| --- | ---: | ---: | ---: | ---: |',
+      ...timed.map((v) => `| ${v.name} | ${fmt(v.phases!.startMs)} | ${fmt(v.phases!.betweenMs)} | ${fmt(v.phases!.endMs)} | ${fmt(v.phases!.dispatchMs)} |`),
     );
   }
   return lines;
