@@ -107,9 +107,9 @@ describe.each(clis)('$name: cancelling the run during a long turn', (cli) => {
 
     // The CLI is mid-turn once the vendor holds its request.
     await expect.poll(() => vendor.requests.filter(cli.match).length, { timeout: 30_000, interval: 50 }).toBeGreaterThan(0);
-    const pids = processesIn(workspace);
+    // The tree as it is now (a CLI's short-lived helpers may end between listing and looking).
+    const pids = processesIn(workspace).filter(processAlive);
     expect(pids.length).toBeGreaterThan(0);
-    expect(pids.every(processAlive)).toBe(true);
 
     const started = Date.now();
     await run.cancel('operator cancelled a long turn');
