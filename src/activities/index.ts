@@ -49,12 +49,12 @@ export const DEFAULT_INLINE_TEXT_LIMIT = 16 * 1024;
 /** How much of a refused (too large) reply the ledger keeps. */
 const KEPT_REPLY_CHARS = 64 * 1024;
 
-/** Everything the activities need, injected by the worker (or a test). */
 /** What `endSession` did: `elsewhere` when it was asked to run only on another host and did nothing. */
 export interface EndSessionOutcome {
   readonly elsewhere: boolean;
 }
 
+/** Everything the activities need, injected by the worker (or a test). */
 export interface ActivityDeps {
   /**
    * The current catalog; read when a run starts (its spec is frozen then), and by redaction, which must know
