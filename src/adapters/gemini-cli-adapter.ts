@@ -198,33 +198,32 @@ function allZero(s: z.infer<typeof stats>): boolean {
 /**
  * Gemini 0.61.0 names a session's chat file after the minute it starts (`session-YYYY-MM-DDTHH-MM-<id8>.jsonl`)
  * and, when `session/load` runs in that same minute, starts a fresh recording in the very same file before
- * reading it, which wipes the conversation ("No previous sessions found"). Renaming the session's files to a
- * name it never generates keeps them: gemini finds them by content (session id), not by name. A second load in the
- * same minute (a retried attempt) finds the kept file already there: the shorter of the two is renamed out of
- * gemini's reach (`superseded-…`, not a session file name) instead of overwriting the conversation.
+ * reading it, which wipes the conversation ("No previous sessions found"). Every load also leaves a fresh
+ * recording of the session under the current minute's name, and when several files hold the session gemini picks
+ * one by its last-update time — which can be such a fresh recording (measured: turn 1 in one minute, a failed
+ * attempt in the next, its retry loaded the context-only file, failed to resume and started over).
+ * So before each load exactly one file of the session stays visible: the longest (the conversation only grows; a
+ * fresh recording holds the context preamble alone), under a name gemini never generates (`…-kept-<id8>.jsonl`;
+ * gemini finds it by content, not by name). Every other file of the session is renamed out of gemini's reach
+ * (`superseded-…`, not a session file name).
  * The home is in the workspace, which the harness writes: directories are walked and entries renamed without
  * following a link (a planted link is skipped, never renamed through).
  */
 export function keepChatFiles(geminiHome: HarnessHome, sessionId: string): void {
-  const short = sessionId.slice(0, 8);
-  const generated = new RegExp(`^session-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-${short.replace(/[^\w-]/g, '')}\\.jsonl$`);
+  const short = sessionId.slice(0, 8).replace(/[^\w-]/g, '');
+  const ofSession = new RegExp(`^session-\\d{4}-\\d{2}-\\d{2}T\\d{2}-\\d{2}-(?:kept-)?${short}\\.jsonl$`);
   const tmp = homePath(geminiHome, '.gemini', 'tmp');
   for (const project of safeList(tmp)) {
     if (project.type !== 'directory') continue;
     const chats = homePath(tmp, project.name, 'chats');
-    for (const file of safeList(chats)) {
-      if (file.type !== 'file' || !generated.test(file.name)) continue;
-      const keptName = file.name.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl');
-      // A kept file of that minute exists when an earlier load in the same minute (a retried attempt) already
-      // wiped-and-rewrote: gemini appended the conversation to the kept file and left a fresh recording under the
-      // generated name. Never let the shorter one replace the longer: rename it out of gemini's reach.
-      const kept = sizeOf(homePath(chats, keptName));
-      if (kept !== undefined && kept >= (sizeOf(homePath(chats, file.name)) ?? 0)) {
-        renameHomeEntry(homePath(chats, file.name), `superseded-${Date.now()}-${file.name}.aside`);
-        continue;
-      }
-      renameHomeEntry(homePath(chats, file.name), keptName);
-    }
+    const files = safeList(chats)
+      .filter((file) => file.type === 'file' && ofSession.test(file.name))
+      .map((file) => ({ name: file.name, size: sizeOf(homePath(chats, file.name)) ?? 0 }))
+      .sort((a, b) => b.size - a.size);
+    const [conversation, ...others] = files;
+    if (!conversation) continue;
+    others.forEach((file, i) => renameHomeEntry(homePath(chats, file.name), `superseded-${Date.now()}-${i}-${file.name}.aside`));
+    if (!conversation.name.includes('-kept-')) renameHomeEntry(homePath(chats, conversation.name), conversation.name.replace(/-([^-]+)\.jsonl$/, '-kept-$1.jsonl'));
   }
 }
 

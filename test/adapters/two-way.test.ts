@@ -174,14 +174,17 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
 describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it was written)', () => {
   const geminiHome = (workspace: string) => harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini');
 
-  it("renames only the names gemini would generate again for that session, so loading finds the kept file", async () => {
+  it('leaves one file of the session in gemini\'s sight: the conversation, under a name gemini never generates', async () => {
     const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
     const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-ws-'));
     const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
     mkdirSync(chats, { recursive: true });
-    for (const f of ['session-2026-12-01T03-06-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl', 'session-2026-12-01T03-02-kept-b545a306.jsonl']) writeFileSync(path.join(chats, f), '{}\n');
+    writeFileSync(path.join(chats, 'session-2026-12-01T03-06-b545a306.jsonl'), 'the whole conversation\n'.repeat(20));
+    writeFileSync(path.join(chats, 'session-2026-12-01T03-07-9b1f014e.jsonl'), 'another session\n'.repeat(50));
     keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
-    expect(readdirSync(chats).sort()).toEqual(['session-2026-12-01T03-02-kept-b545a306.jsonl', 'session-2026-12-01T03-06-kept-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl']);
+    expect(readdirSync(chats).sort()).toEqual(['session-2026-12-01T03-06-kept-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl']);
+    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231'); // a second load: nothing left to do
+    expect(readdirSync(chats).sort()).toEqual(['session-2026-12-01T03-06-kept-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl']);
     keepChatFiles(geminiHome(path.join(workspace, 'nowhere')), 'b545a306'); // no workspace or gemini home yet: nothing to do
   });
 
@@ -222,8 +225,23 @@ describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it w
     writeFileSync(path.join(chats, 'session-2026-12-01T03-06-b545a306.jsonl'), 'context only\n');
     keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
     // The fresh recording is renamed out of gemini's reach (no session file name), never over the conversation.
-    expect(readdirSync(chats).sort()).toEqual([expect.stringMatching(/^session-2026-12-01T03-06-kept-b545a306\.jsonl$/), expect.stringMatching(/^superseded-\d+-session-2026-12-01T03-06-b545a306\.jsonl\.aside$/)]);
+    expect(readdirSync(chats).sort()).toEqual([expect.stringMatching(/^session-2026-12-01T03-06-kept-b545a306\.jsonl$/), expect.stringMatching(/^superseded-\d+-0-session-2026-12-01T03-06-b545a306\.jsonl\.aside$/)]);
     expect(readFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'utf8')).toContain('the whole conversation');
+  });
+
+  it('a retry in a later minute than the conversation loads the conversation, not the fresh recording the failed attempt left', async () => {
+    const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-home-'));
+    const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
+    mkdirSync(chats, { recursive: true });
+    // Turn 1 at 03:06; the failed attempt loaded it at 03:07, appended to the kept file and left a fresh recording
+    // of the session under 03:07's name (measured with gemini 0.61.0). Its retry at 03:07 must find one file only.
+    writeFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'the whole conversation\n'.repeat(20));
+    writeFileSync(path.join(chats, 'session-2026-12-01T03-07-b545a306.jsonl'), 'context only\n');
+    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    const visible = readdirSync(chats).filter((f) => f.startsWith('session-'));
+    expect(visible).toEqual(['session-2026-12-01T03-06-kept-b545a306.jsonl']);
+    expect(readdirSync(chats).filter((f) => f.endsWith('.aside'))).toEqual([expect.stringMatching(/^superseded-\d+-0-session-2026-12-01T03-07-b545a306\.jsonl\.aside$/)]);
   });
 });
 
