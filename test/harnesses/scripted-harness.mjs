@@ -26,6 +26,7 @@
 // With the request's `attempt`, served calls stay in .scripted/unacked.json until the runtime's `usage-ack`; the
 // next process re-reports what is left first (exactly-once usage across worker crashes).
 //   ignoreTerm          from here on ignores SIGTERM and a closed stdin: a harness that will not stop by itself
+//   hangOnce MS         the first run of this step sleeps MS after its calls (a turn that hangs once, then behaves)
 //   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
@@ -303,6 +304,7 @@ async function main() {
       return;
     }
   }
+  if (step.hangOnce && shouldFail(dir, session, 'hangs', 1)) await sleep(step.hangOnce);
   if (step.sleepMs) await startSleeper(dir, step.sleepMs);
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
   if (step.permissions) await askPermissions(step.permissions, request.workspace);

@@ -25,6 +25,7 @@ const raw = scriptedCatalog(book, {
   harnesses: [statelessHarness(book)],
   agents: [
     { name: 'pinned', harness: 'stateless', actions: ['write_file', 'read_file'], turnAttempts: 2, operatorTimeoutMs: 120_000, sandbox: { hostLossTimeoutMs } },
+    { name: 'patient', harness: 'stateless', actions: ['write_file'], turnAttempts: 3, sandbox: { hostLossTimeoutMs: 120_000 } },
     { name: 'mover', harness: 'stateless', actions: ['write_file', 'read_file'], turnAttempts: 2, sandbox: { hostLossTimeoutMs, onHostLoss: 'reprovision' } },
     { name: 'parent', harness: 'stateless', actions: ['write_file'], subAgents: ['reviewer'], sandbox: { hostLossTimeoutMs } },
     { name: 'reviewer', description: 'reads the notes', harness: 'stateless', actions: ['read_file'], sandbox: { workspaceScope: 'parent', hostLossTimeoutMs } },
@@ -200,6 +201,38 @@ it("a sub-agent in its parent's workspace runs its turns on the parent's host, t
   expect(JSON.stringify(read?.payload)).toContain('parent notes');
   expect(existsSync(runDir(other, workflowId))).toBe(false);
   await Promise.all([hostActivities.stop(), other.stop()]);
+});
+
+it('a retry that lands on another worker runs nothing there, and the run still counts what the lost attempt spent', { timeout: 180_000 }, async () => {
+  const taskQueue = `aff-retry-${Date.now().toString(36)}`;
+  const first = await startHost(taskQueue, 'host-m');
+  const workflowId = testWorkflowId('aff-retry');
+  // Turn 2's first run makes one 100-token model call and then hangs; any later run of it answers at once.
+  const task = book.write('retry-elsewhere', [{ envelope: { step: 'chat', message: 'go on?' } }, { calls: [{ usage: { input: 100, output: 0 } }], hangOnce: 60_000, ...ok('done at home') }]);
+  const run = await start(taskQueue, 'patient', task, workflowId);
+  await waitForState(run, 'waiting_for_reply');
+  const other = await startHost(taskQueue, 'host-n');
+  await run.reply('yes');
+  // Turn 2 runs on host-m (eagerly, from the workflow's queue) and spends its call before it hangs.
+  await expect.poll(async () => (await ledger.listPromptRuns(workflowId)).find((r) => r.turn === 2)?.calls ?? 0, { timeout: 30_000, interval: 100 }).toBe(1);
+  // Host-m goes away mid-turn: Temporal's retry can only reach host-n, which must not run it in an empty directory.
+  await first.stop();
+  await expect.poll(async () => (await turnActivities(workflowId)).some((t) => t.outcome === 'TurnElsewhere'), { timeout: 60_000, interval: 200 }).toBe(true);
+  // Host-m comes back (its activities, same disk): the turn waits on its queue and runs there.
+  const home = await startHost(taskQueue, 'host-m', first.dataDir, 'activities');
+  const result = await run.result();
+  expect(result).toMatchObject({ status: 'succeeded', result: 'done at home' });
+  const turns = await turnActivities(workflowId);
+  expect(turns.filter((t) => t.outcome === 'TurnElsewhere').map((t) => t.worker)).toEqual(['host-n']);
+  expect(turns.filter((t) => t.outcome === 'completed').map((t) => t.worker)).toEqual(['host-m', 'host-m']);
+  expect(existsSync(runDir(other, workflowId))).toBe(false);
+  // Every token the ledger saw, the lost attempt's 100 included, is in the run's own totals.
+  const rows = await ledger.listPromptRuns(workflowId);
+  const ledgerTokens = rows.reduce((n, r) => n + (r.usage.input ?? 0) + (r.usage.output ?? 0), 0);
+  expect(rows.filter((r) => r.turn === 2).map((r) => r.outputUsed)).toEqual([false, true]);
+  expect(ledgerTokens).toBeGreaterThanOrEqual(100);
+  expect((result.usage.input ?? 0) + (result.usage.output ?? 0)).toBe(ledgerTokens);
+  await Promise.all([home.stop(), other.stop()]);
 });
 
 it('a turn whose workspace is gone fails the run with WorkspaceMissing and never creates an empty one', { timeout: 120_000 }, async () => {
