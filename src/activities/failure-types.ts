@@ -23,6 +23,11 @@ export const FailureTypes = {
   LedgerInconsistent: 'LedgerInconsistent',
   /** The run's workspace is not on this worker (gone, or on another host): never replaced by an empty one. */
   WorkspaceMissing: 'WorkspaceMissing',
+  /**
+   * A pinned turn tried on the workflow's queue (for eager dispatch) reached a worker that is not its host: nothing
+   * ran; the workflow sends the turn to its host queue (src/workflows/affinity.ts `turnElsewhereType`).
+   */
+  TurnElsewhere: 'TurnElsewhere',
   /** `workspaceScope: parent` outside a sub-agent run. */
   WorkspaceScopeInvalid: 'WorkspaceScopeInvalid',
   /** `strict` (or permission rules) on a harness that cannot ask before a tool runs, without `advisory: true`. */

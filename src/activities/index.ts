@@ -419,6 +419,7 @@ export function createActivities(deps: ActivityDeps) {
      * (`budgetExhausted`).
      */
     async runTurn(request: TurnRequest): Promise<TurnResult> {
+      if (request.onlyOnHost && request.sandbox.hostQueue !== deps.hostQueue) await turnElsewhere(request, deps);
       const spec = await loadSpec(request.specHash);
       const { name: harnessName, driverClass, vendor, model } = spec.harness;
       reportTurnIdentity({ agent: spec.agent.name, harness: harnessName, driverClass, vendor, model });
@@ -523,10 +524,10 @@ export function createActivities(deps: ActivityDeps) {
       };
       try {
         handle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
-        if (info.attempt > 1) {
+        if (info.attempt > 1 || request.cleanFirst) {
           // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
           await handle.killLeftovers();
-          events.append('retry', { attempt: info.attempt });
+          if (info.attempt > 1) events.append('retry', { attempt: info.attempt });
         }
         const prompt = await composeInput(req, handle.fs, redact);
         beat();
@@ -778,6 +779,24 @@ function spendOf(runs: readonly HarnessRun[], attempt: number, usageMissing = fa
     attempt,
     calls: spends.reduce((n, s) => n + s.calls, 0),
   };
+}
+
+/**
+ * Refuses a pinned turn that reached a worker other than its host (`onlyOnHost`) without running anything, with
+ * what the earlier attempts of its scheduling spent (retries land anywhere on the workflow's queue) for the
+ * workflow to count before it sends the turn to the host queue.
+ */
+async function turnElsewhere(request: TurnRequest, deps: ActivityDeps): Promise<never> {
+  const info = activityInfo();
+  const execution = info.workflowExecution;
+  const scheduling = execution ? `${execution.runId}:${info.activityId}:${request.turn}` : '';
+  const earlier = execution && info.attempt > 1 ? await waitForLedger(() => earlierSpend(deps.ledger, execution.workflowId, execution.runId, request.turn, scheduling, `${scheduling}:${info.attempt}`)) : undefined;
+  throw ApplicationFailure.create({
+    type: FailureTypes.TurnElsewhere,
+    nonRetryable: true,
+    message: `turn ${request.turn} belongs to the worker of host queue "${request.sandbox.hostQueue ?? '?'}", not to this one (${deps.hostQueue ?? 'no host queue'}): it goes to its host queue`,
+    details: [{ spend: withEarlier(spendOf([], info.attempt), earlier) }],
+  });
 }
 
 /** The spend of a turn's earlier attempts, from their ledger rows. */

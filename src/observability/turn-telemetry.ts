@@ -11,7 +11,8 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import * as otel from '@opentelemetry/api';
 import type { Context as ActivityContext } from '@temporalio/activity';
-import type { MetricCounter, MetricHistogram, MetricMeter } from '@temporalio/common';
+import { ApplicationFailure, type MetricCounter, type MetricHistogram, type MetricMeter } from '@temporalio/common';
+import { FailureTypes } from '../activities/failure-types.js';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Next } from '@temporalio/worker';
 import { attributePrefix, turnAttributes, type TurnIdentity } from './attributes.js';
 
@@ -67,7 +68,9 @@ export class TurnTelemetryInterceptor implements ActivityInboundCallsInterceptor
     try {
       result = await currentTurn.run(slot, () => next(input));
     } catch (err) {
-      turnMetrics(meter).turns.add(1, { ...tags(), outcome: 'error' });
+      // A pinned turn that reached another worker ran nothing there: not a failed turn.
+      const elsewhere = err instanceof ApplicationFailure && err.type === FailureTypes.TurnElsewhere;
+      turnMetrics(meter).turns.add(1, { ...tags(), outcome: elsewhere ? 'elsewhere' : 'error' });
       throw err;
     }
     const attributes = turnAttributes(input.args[0], slot.identity, result);

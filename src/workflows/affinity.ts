@@ -71,6 +71,21 @@ export function reprovisionedRequest(request: TurnRequest, sandbox: TurnSandbox)
   return { ...rest, sandbox, ...(request.turn > 1 ? { replay: true } : {}) };
 }
 
+/** The patch that tries a pinned turn on the workflow's own queue first, for eager dispatch (docs/VERSIONING.md). */
+export const turnHerePatch = 'perf10-turn-here';
+
+/** The failure type of a turn that reached a worker other than its host (`FailureTypes.TurnElsewhere`). */
+export const turnElsewhereType = 'TurnElsewhere';
+
+/**
+ * Whether `err` says the pinned turn tried on the workflow's queue reached another host (and ran nothing there);
+ * its failure carries what earlier attempts of that scheduling spent.
+ */
+export function turnElsewhere(err: unknown): ApplicationFailure | undefined {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  return cause instanceof ApplicationFailure && cause.type === turnElsewhereType ? cause : undefined;
+}
+
 type EndSessionInput = Parameters<Activities['endSession']>[0];
 
 const { endSession: endSessionOnHost } = proxyActivities<Activities>({ startToCloseTimeout: '2m', retry: { maximumAttempts: 5, initialInterval: '500ms' } });

@@ -31,7 +31,7 @@ import {
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { createActivities } from '../activities/index.js';
 import { previewOf } from '../blobs/text-ref.js';
-import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossReason, placement, reprovisionedRequest, shouldReprovision } from './affinity.js';
+import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnHerePatch } from './affinity.js';
 import type { RunPolicy } from '../spec/types.js';
 import {
   afterReply,
@@ -110,6 +110,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   let turnInFlight: { turn: number; before: Pick<RunState, 'usage' | 'costUsd' | 'costBlind'> } | undefined;
   /** Host affinity (affinity.ts): asked once, at the first command of a run pinned to a host. */
   const affinity = affinityGate();
+  /** A pinned turn reached another worker from the workflow's queue: this execution sends its turns to the host queue. */
+  let turnsElsewhere = false;
 
   const update = (next: RunState) => {
     state = next;
@@ -188,15 +190,41 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const approvals = installApprovalHandlers({ workflowId, state: () => state, update });
 
   // ---- the Temporal calls the decisions ask for --------------------------------------------------
+  /**
+   * Folds what a failed turn spent (from its failure's details) into the run; when that crosses a guardrail, the
+   * interruption is set and true returned.
+   */
+  const foldSpendOf = (cause: ApplicationFailure): boolean => {
+    update(foldFailedSpend(state, failedSpend(cause.details ?? undefined)));
+    const crossed = guardrailCrossed(state);
+    if (crossed) inbox.interruption = { kind: 'guardrail', guardrail: crossed.guardrail, reason: crossed.reason };
+    return crossed !== undefined;
+  };
+
   /** Runs a turn; when it fails after its retries, waits for an operator to retry it or give up. */
   const runTurnWithOperator = async (policy: RunPolicy, request: TurnRequest): Promise<TurnResult> => {
     for (;;) {
       try {
-        const result = await runTurn.executeWithOptions({ ...turnActivityOptions(policy, request.turn), ...placement(affinity, policy, request.sandbox) }, [request]);
+        const where = placement(affinity, policy, request.sandbox);
+        // A pinned turn goes to the workflow's own queue first, where the server can hand it straight to the worker
+        // that completed this workflow task (eager dispatch): its host, when one worker runs both.
+        const here = where.taskQueue !== undefined && !turnsElsewhere && patched(turnHerePatch);
+        const result = here
+          ? await runTurn.executeWithOptions(turnActivityOptions(policy, request.turn), [{ ...request, onlyOnHost: true }])
+          : await runTurn.executeWithOptions({ ...turnActivityOptions(policy, request.turn), ...where }, [request]);
         approvals.turnEnded(request.turn);
         return result;
       } catch (err) {
         if (isCancellation(err)) throw err;
+        const elsewhere = turnElsewhere(err);
+        if (elsewhere) {
+          // Another worker took it and ran nothing: the host queue from now on, after counting what its earlier
+          // attempts (retries that landed elsewhere) spent.
+          turnsElsewhere = true;
+          if (foldSpendOf(elsewhere)) throw elsewhere;
+          request = { ...request, cleanFirst: true };
+          continue;
+        }
         const hostLost = placement(affinity, policy, request.sandbox).taskQueue ? hostLossReason(err, request.sandbox, policy) : undefined;
         if (hostLost && shouldReprovision(state, policy)) {
           // The host holding the workspace is gone: a fresh workspace on this worker, the conversation replayed.
@@ -210,15 +238,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           continue;
         }
         const cause = err instanceof ActivityFailure ? err.cause : err;
-        if (cause instanceof ApplicationFailure && patched('acct8-failed-spend')) {
-          // What the failed attempts spent counts: toward the run's totals and its guardrails.
-          update(foldFailedSpend(state, failedSpend(cause.details ?? undefined)));
-          const crossed = guardrailCrossed(state);
-          if (crossed) {
-            inbox.interruption = { kind: 'guardrail', guardrail: crossed.guardrail, reason: crossed.reason };
-            throw cause;
-          }
-        }
+        // What the failed attempts spent counts: toward the run's totals and its guardrails.
+        if (cause instanceof ApplicationFailure && patched('acct8-failed-spend') && foldSpendOf(cause)) throw cause;
         if (cause instanceof ApplicationFailure && cause.nonRetryable) throw cause;
         const lastError = hostLost ?? (cause instanceof Error ? cause.message : String(cause));
         update({ ...state, lastError });

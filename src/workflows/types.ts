@@ -169,6 +169,14 @@ export interface TurnRequest {
   readonly envelopeSeq: number;
   /** The run's budget left: streaming usage that crosses it stops the harness mid-turn (`budgetExhausted`). */
   readonly budget?: TurnBudget;
+  /**
+   * Run only on the worker whose host queue is `sandbox.hostQueue`: a pinned turn scheduled on the workflow's own
+   * queue, so the server can hand it to the worker that completed the workflow task (eager dispatch). Anywhere else
+   * the turn fails at once with `TurnElsewhere`, having run nothing, and the workflow sends it to the host queue.
+   */
+  readonly onlyOnHost?: true;
+  /** Kill what earlier attempts of this turn may have left running before starting (a turn moved after `TurnElsewhere`). */
+  readonly cleanFirst?: true;
 }
 
 /** What a turn produced, as the workflow keeps it (secrets redacted, large texts by reference). */

@@ -6,6 +6,7 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
@@ -34,12 +35,14 @@ const catalog = parseCatalog(
 const quiet = { logger: new DefaultLogger('ERROR') };
 const call = (input: number, output: number, extra: Record<string, unknown> = {}) => ({ usage: { input, output }, ...extra });
 
-function setup(wrap?: (ledger: SqliteLedger) => Ledger) {
+function setup(wrap?: (ledger: SqliteLedger) => Ledger, hostQueue?: string) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-acct-'));
   const sqlite = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
   const ledger = wrap ? wrap(sqlite) : sqlite;
-  const deps = defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}), ledger });
-  return { activities: createActivities({ ...deps, heartbeatIntervalMs: 50, cancelledAccountingGraceMs: 500 }), sqlite, dataDir };
+  const deps = { ...defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}), ledger }), heartbeatIntervalMs: 50, cancelledAccountingGraceMs: 500 };
+  /** The same ledger and disk as another worker: another host queue. */
+  const onHost = (queue: string) => createActivities({ ...deps, hostQueue: queue });
+  return { activities: createActivities({ ...deps, ...(hostQueue ? { hostQueue } : {}) }), sqlite, dataDir, onHost };
 }
 
 async function begin(activities: ReturnType<typeof createActivities>, workflowId: string, agent = 'scripted') {
@@ -59,6 +62,7 @@ interface Input {
   readonly sandbox: SandboxRef;
   readonly prompt: string;
   readonly budget?: TurnBudget;
+  readonly onlyOnHost?: true;
 }
 
 /** Runs one attempt of `input`'s turn as the workflow's runTurn activity (activity id 7 of run r-1). */
@@ -72,6 +76,7 @@ function runTurn(activities: ReturnType<typeof createActivities>, input: Input, 
     sandbox: input.sandbox,
     input: { kind: 'prompt', parts: [input.prompt] },
     ...(input.budget ? { budget: input.budget } : {}),
+    ...(input.onlyOnHost ? { onlyOnHost: input.onlyOnHost } : {}),
   };
   return { env, done: env.run(activities.runTurn, request) as Promise<TurnResult> };
 }
@@ -213,6 +218,22 @@ describe('runTurn accounting', () => {
       [1, 'failed', 2],
       [2, 'budget-exhausted', 2],
     ]);
+  });
+
+  it('a pinned turn retried onto another worker runs nothing there and hands back what its earlier attempts spent', async () => {
+    const { activities, sqlite, onHost } = setup(undefined, 'q@host-a');
+    const { spec, sandbox } = await begin(activities, 'elsewhere');
+    // Attempt 1 on its host spends 200 tokens and crashes; Temporal's retry lands on host b.
+    const task = book.write('elsewhere', [{ calls: [call(100, 0), call(100, 0, { exit: 1 })] }]);
+    expect(sandbox.hostQueue).toBe('q@host-a');
+    const input = { workflowId: 'elsewhere', turn: 1, spec, sandbox, prompt: task, onlyOnHost: true as const };
+    await expect(runTurn(activities, input, 1).done).rejects.toThrow(/exited with code 1/);
+    const refused = await runTurn(onHost('q@host-b'), input, 2).done.catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ApplicationFailure);
+    expect(refused).toMatchObject({ type: 'TurnElsewhere', nonRetryable: true, details: [{ spend: { usage: { input: 200, output: 0 }, costUsd: 0.0002 } }] });
+    // Nothing ran on host b: no new prompt run, no new call served.
+    expect((await sqlite.listPromptRuns('elsewhere')).map((r) => [r.attempt, r.status, r.calls])).toEqual([[1, 'failed', 2]]);
+    expect(servedIn(sandbox)).toHaveLength(2);
   });
 
   it('a progress-event write that fails never kills a healthy harness', async () => {

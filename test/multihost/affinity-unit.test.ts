@@ -2,7 +2,8 @@
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { hostIdFrom, hostQueueName } from '../../src/temporal/host-queue.js';
-import { afterReprovision, hostLossOf, hostLossReason, placement, reprovisionedRequest, shouldReprovision } from '../../src/workflows/affinity.js';
+import { FailureTypes } from '../../src/activities/failure-types.js';
+import { afterReprovision, hostLossOf, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnElsewhereType } from '../../src/workflows/affinity.js';
 import type { RunState } from '../../src/workflows/state.js';
 import type { TurnRequest } from '../../src/workflows/types.js';
 
@@ -51,5 +52,14 @@ describe('placement and host loss', () => {
     expect(reprovisionedRequest({ ...request, turn: 1 }, sandbox)).not.toHaveProperty('replay');
     const state = { externalSessionId: 's1', lastError: 'x', hostMoves: 1 } as unknown as RunState;
     expect(afterReprovision(state, { ...sandbox, hostWorkspacePath: '/b' })).toMatchObject({ externalSessionId: undefined, lastError: undefined, hostMoves: 2, sandbox: { hostQueue: 'q@box-2' } });
+  });
+});
+
+describe('turn elsewhere', () => {
+  it('the workflow matches the failure type the activity throws, and nothing else', () => {
+    expect(turnElsewhereType).toBe(FailureTypes.TurnElsewhere);
+    const refused = ApplicationFailure.create({ type: FailureTypes.TurnElsewhere, nonRetryable: true, message: 'elsewhere' });
+    expect(turnElsewhere(new ActivityFailure('runTurn failed', 'runTurn', '7', undefined, undefined, refused))).toBe(refused);
+    expect(turnElsewhere(new ActivityFailure('runTurn failed', 'runTurn', '7', undefined, undefined, ApplicationFailure.create({ type: FailureTypes.WorkspaceMissing, message: 'gone' })))).toBeUndefined();
   });
 });

@@ -103,6 +103,43 @@ async function scheduledActivities(workflowId: string): Promise<{ type: string; 
   });
 }
 
+/**
+ * Every turn activity the run scheduled: its task queue, the worker that started it (identity: the host id first)
+ * and how it ended (`completed`, or the failure's type).
+ */
+async function turnActivities(workflowId: string): Promise<{ taskQueue: string; worker?: string; outcome?: string }[]> {
+  const turns = new Map<string, { taskQueue: string; worker?: string; outcome?: string }>();
+  for (const e of (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? []) {
+    const scheduled = e.activityTaskScheduledEventAttributes;
+    if (scheduled?.activityType?.name === 'runTurn') turns.set(String(e.eventId), { taskQueue: scheduled.taskQueue?.name ?? '' });
+    const started = e.activityTaskStartedEventAttributes;
+    const turn = (id: unknown) => turns.get(String(id));
+    if (started && turn(started.scheduledEventId)) turn(started.scheduledEventId)!.worker = started.identity?.split(' ')[0];
+    const completed = e.activityTaskCompletedEventAttributes;
+    if (completed && turn(completed.scheduledEventId)) turn(completed.scheduledEventId)!.outcome = 'completed';
+    const failed = e.activityTaskFailedEventAttributes;
+    if (failed && turn(failed.scheduledEventId)) turn(failed.scheduledEventId)!.outcome = failed.failure?.applicationFailureInfo?.type ?? 'failed';
+  }
+  return [...turns.values()];
+}
+
+/**
+ * The pinned turns ran on `hostId`: each completed one started there, on the workflow's queue (eager dispatch) or
+ * the host queue; one that reached another worker ran nothing (`TurnElsewhere`), at most once per run, and every
+ * later turn went to the host queue.
+ */
+function expectTurnsOnHost(turns: { taskQueue: string; worker?: string; outcome?: string }[], taskQueue: string, hostId: string, count: number): void {
+  const done = turns.filter((t) => t.outcome === 'completed');
+  expect(done.map((t) => t.worker)).toEqual(Array.from({ length: count }, () => hostId));
+  expect(done.every((t) => t.taskQueue === taskQueue || t.taskQueue === `${taskQueue}@${hostId}`)).toBe(true);
+  expect(turns.every((t) => t.outcome === 'completed' || t.outcome === 'TurnElsewhere')).toBe(true);
+  const elsewhere = turns.findIndex((t) => t.outcome === 'TurnElsewhere');
+  if (elsewhere >= 0) {
+    expect(turns[elsewhere]!.worker).not.toBe(hostId);
+    expect(turns.slice(elsewhere + 1).every((t) => t.taskQueue === `${taskQueue}@${hostId}`)).toBe(true);
+  }
+}
+
 const eventsOf = async (workflowId: string, type: string) => (await ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === type);
 
 beforeAll(async () => {
@@ -146,7 +183,8 @@ it('every turn of a run runs on the worker that holds its workspace', { timeout:
     // The worker running the workflow held the workspace: the session ended there as a local activity, with no
     // server round trip.
     const host = existsSync(runDir(a, workflowId)) ? a : b;
-    expect(await scheduledActivities(workflowId)).toEqual([1, 2, 3].map(() => ({ type: 'runTurn', taskQueue: `${taskQueue}@${host.hostId}` })));
+    expectTurnsOnHost(await turnActivities(workflowId), taskQueue, host.hostId, 3);
+    expect((await scheduledActivities(workflowId)).filter((a) => a.type !== 'runTurn')).toEqual([]);
     expect((await ledger.getRun(workflowId))?.status).toBe('succeeded');
   }
   await Promise.all([a.stop(), b.stop()]);
@@ -195,8 +233,9 @@ it("a sub-agent in its parent's workspace runs its turns on the parent's host, t
   await run.reply('yes');
   expect(await run.result()).toMatchObject({ status: 'succeeded', result: 'the notes say: parent notes' });
   const childId = `${workflowId}.sub-3`;
-  const childTurns = (await scheduledActivities(childId)).filter((a) => a.type === 'runTurn');
-  expect(childTurns).toEqual([1, 2].map(() => ({ type: 'runTurn', taskQueue: `${taskQueue}@host-k` })));
+  // The child's workflow runs on host-l: a turn tried on the workflow's queue reaches host-l, runs nothing there
+  // and goes to host-k's queue.
+  expectTurnsOnHost(await turnActivities(childId), taskQueue, 'host-k', 2);
   const read = (await ledger.listSteps(childId)).find((step) => step.type === 'action:read_file');
   expect(JSON.stringify(read?.payload)).toContain('parent notes');
   expect(existsSync(runDir(other, workflowId))).toBe(false);
