@@ -309,7 +309,12 @@ export function createActivities(deps: ActivityDeps) {
     }
   }
 
-  return {
+  /** Turns this process is running now: a pinned turn that ends alone on its host says so (`TurnResult.hostIdle`). */
+  let turnsRunning = 0;
+  /** Whether this worker holds `sandbox` (its host queue is this worker's) and runs no turn but `own` of its own. */
+  const hostIdle = (sandbox: { readonly hostQueue?: string }, own: number) => turnsRunning === own && sandbox.hostQueue !== undefined && sandbox.hostQueue === deps.hostQueue;
+
+  const activities = {
     /** Resolves the agent from the catalog, freezes its spec into the ledger, and returns what the workflow keeps. */
     async resolveAgent(input: { agent: string; budget?: InheritedBudget }): Promise<RunPolicy> {
       const spec = freeze(input.agent);
@@ -334,7 +339,7 @@ export function createActivities(deps: ActivityDeps) {
       task: TextRef;
       parentWorkflowId?: string;
       parentSandbox?: SandboxRef;
-    }): Promise<{ sandbox: SandboxRef; task: TextRef }> {
+    }): Promise<{ sandbox: SandboxRef; task: TextRef; hostIdle?: true }> {
       const spec = await loadSpec(input.specHash);
       const task = isBlobRef(input.task) ? input.task : await checked(input.task);
       await waitForLedger(() =>
@@ -371,10 +376,11 @@ export function createActivities(deps: ActivityDeps) {
         if (!input.parentSandbox) {
           throw ApplicationFailure.nonRetryable(`Agent "${spec.agent.name}" has workspaceScope "parent", which only a sub-agent can use: run it as another agent's sub-agent, or give it another scope.`, FailureTypes.WorkspaceScopeInvalid);
         }
-        return { sandbox: input.parentSandbox, task };
+        return { sandbox: input.parentSandbox, task, ...(hostIdle(input.parentSandbox, 0) ? { hostIdle: true as const } : {}) };
       }
       const sandbox = await startSandbox(spec, input);
-      return { sandbox, task };
+      // This worker runs the workflow task that scheduled this local activity: idle, it can take the first turn at once.
+      return { sandbox, task, ...(hostIdle(sandbox, 0) ? { hostIdle: true as const } : {}) };
     },
 
     /**
@@ -650,6 +656,20 @@ export function createActivities(deps: ActivityDeps) {
       await waitForLedger(() => deps.ledger.expireApprovals(input.workflowId, `run ${input.status}`));
       await waitForLedger(() => deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result));
       return { elsewhere: false };
+    },
+  };
+
+  const runTurn = activities.runTurn;
+  return {
+    ...activities,
+    async runTurn(request: TurnRequest): Promise<TurnResult> {
+      turnsRunning++;
+      try {
+        const result = await runTurn(request);
+        return hostIdle(request.sandbox, 1) ? { ...result, hostIdle: true } : result;
+      } finally {
+        turnsRunning--;
+      }
     },
   };
 

@@ -71,7 +71,7 @@ export function reprovisionedRequest(request: TurnRequest, sandbox: TurnSandbox)
   return { ...rest, sandbox, ...(request.turn > 1 ? { replay: true } : {}) };
 }
 
-/** The patch that tries a pinned turn on the workflow's own queue first, for eager dispatch (docs/VERSIONING.md). */
+/** The patch that offers a pinned turn on the workflow's own queue after an idle-host turn, for eager dispatch (docs/multi-host.md). */
 export const turnHerePatch = 'perf10-turn-here';
 
 /** The failure type of a turn that reached a worker other than its host (`FailureTypes.TurnElsewhere`). */

@@ -112,6 +112,13 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const affinity = affinityGate();
   /** A pinned turn reached another worker from the workflow's queue: this execution sends its turns to the host queue. */
   let turnsElsewhere = false;
+  /** The host was idle when the session started or the last turn ended (`hostIdle`): the next turn may be offered for eager dispatch. */
+  let hostIdle = false;
+  /**
+   * Whether this execution may offer pinned turns for eager dispatch: asked once, at its first pinned turn, so the
+   * marker lands among the run's first commands and never in a steady-state turn.
+   */
+  let turnHere: boolean | undefined;
 
   const update = (next: RunState) => {
     state = next;
@@ -206,12 +213,15 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     for (;;) {
       try {
         const where = placement(affinity, policy, request.sandbox);
-        // A pinned turn goes to the workflow's own queue first, where the server can hand it straight to the worker
-        // that completed this workflow task (eager dispatch): its host, when one worker runs both.
-        const here = where.taskQueue !== undefined && !turnsElsewhere && patched(turnHerePatch);
+        // A pinned turn whose host was idle at the last turn's end goes to the workflow's own queue, where the server
+        // can hand it straight to the worker that completed this workflow task (eager dispatch): its host, when one
+        // worker runs both. Under load it waits on the host queue for a poller, like any turn (docs/BENCHMARKS.md).
+        const here = where.taskQueue !== undefined && (turnHere ??= patched(turnHerePatch)) && hostIdle && !turnsElsewhere;
+        hostIdle = false;
         const result = here
           ? await runTurn.executeWithOptions(turnActivityOptions(policy, request.turn), [{ ...request, onlyOnHost: true }])
           : await runTurn.executeWithOptions({ ...turnActivityOptions(policy, request.turn), ...where }, [request]);
+        hostIdle = result.hostIdle === true;
         approvals.turnEnded(request.turn);
         return result;
       } catch (err) {
@@ -309,6 +319,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         }),
       );
       update(sessionStarted(state, started.sandbox, started.task));
+      // The session's host (this workflow task's worker) runs no turn: the first turn may be dispatched eagerly too.
+      hostIdle = started.hostIdle === true;
     }
     for (let turns = 0; ; turns++) {
       // workflowInfo() is a snapshot: read it fresh to see the server's suggestion and the history size now.

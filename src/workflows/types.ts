@@ -192,6 +192,12 @@ export interface TurnResult {
   readonly costBlind?: true;
   /** The turn's streaming usage crossed `TurnRequest.budget`: the harness was stopped mid-turn (the step is not ok). */
   readonly budgetExhausted?: { readonly guardrail: 'tokens' | 'cost'; readonly message: string };
+  /**
+   * The turn ran on its host (a pinned run) and ended as the only turn that worker was running: the next turn may
+   * be offered to the workflow's own queue for eager dispatch. Absent under load, where eager dispatch costs more
+   * than the 2-3 ms it saves (docs/BENCHMARKS.md).
+   */
+  readonly hostIdle?: true;
   /** The envelope, or what was wrong with the reply. */
   readonly step: { readonly ok: true; readonly view: StepView } | { readonly ok: false; readonly problem: string; readonly tooLarge?: boolean };
 }

@@ -48,10 +48,10 @@ function setup(wrap?: (ledger: SqliteLedger) => Ledger, hostQueue?: string) {
 async function begin(activities: ReturnType<typeof createActivities>, workflowId: string, agent = 'scripted') {
   const spec = await activities.resolveAgent({ agent });
   const env = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'r-1' } }, quiet);
-  const { sandbox } = (await env.run(activities.startSession, { workflowId, runId: 'r-1', specHash: spec.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<
+  const { sandbox, hostIdle } = (await env.run(activities.startSession, { workflowId, runId: 'r-1', specHash: spec.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<
     ReturnType<typeof activities.startSession>
   >;
-  return { spec, sandbox };
+  return { spec, sandbox, hostIdle };
 }
 
 /** One turn of a run, as the test states it: the workflow's request is built from it. */
@@ -234,6 +234,31 @@ describe('runTurn accounting', () => {
     // Nothing ran on host b: no new prompt run, no new call served.
     expect((await sqlite.listPromptRuns('elsewhere')).map((r) => [r.attempt, r.status, r.calls])).toEqual([[1, 'failed', 2]]);
     expect(servedIn(sandbox)).toHaveLength(2);
+  });
+
+  it('a session started or a pinned turn ended on an idle host invites the next turn to eager dispatch; beside another turn, not', async () => {
+    const { activities } = setup(undefined, 'q@host-a');
+    const turnOf = async (workflowId: string, step: Record<string, unknown>) => {
+      const { spec, sandbox } = await begin(activities, workflowId);
+      return runTurn(activities, { workflowId, turn: 1, spec, sandbox, prompt: book.write(workflowId, [{ ...step, ...ok() }]) }).done;
+    };
+    expect((await begin(activities, 'idle-start')).hostIdle).toBe(true);
+    expect(await turnOf('idle-alone', { calls: [call(1, 1)] })).toMatchObject({ step: { ok: true }, hostIdle: true });
+    // Two turns at once on the host: the one that ends first had company; the other ends alone. A session started
+    // while a turn runs is not idle either.
+    const slow = turnOf('idle-slow', { calls: [call(1, 1, { sleepMs: 1500 })] });
+    const quick = await turnOf('idle-quick', { calls: [call(1, 1)] });
+    expect(quick.step.ok).toBe(true);
+    expect(quick.hostIdle).toBeUndefined();
+    expect((await begin(activities, 'busy-start')).hostIdle).toBeUndefined();
+    expect(await slow).toMatchObject({ step: { ok: true }, hostIdle: true });
+    // A run that is not pinned (no host queue) never says so.
+    const unpinned = setup().activities;
+    const { spec, sandbox, hostIdle } = await begin(unpinned, 'idle-unpinned');
+    expect(hostIdle).toBeUndefined();
+    const outcome = await runTurn(unpinned, { workflowId: 'idle-unpinned', turn: 1, spec, sandbox, prompt: book.write('idle-unpinned', [ok()]) }).done;
+    expect(outcome.step.ok).toBe(true);
+    expect(outcome.hostIdle).toBeUndefined();
   });
 
   it('a progress-event write that fails never kills a healthy harness', async () => {
