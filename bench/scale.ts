@@ -61,6 +61,9 @@ export interface ScaleRow {
   readonly turnOverheadMs: Quantiles;
   /** A turn's wait from scheduled to picked up by a worker (0 with eager activity dispatch). */
   readonly dispatchMs: Quantiles;
+  /** Turns scheduled on the workflow's own queue (offered for eager dispatch after an idle-host turn), of all turns. */
+  readonly offeredHere: number;
+  readonly turns: number;
   readonly startLatencyMs: Quantiles;
   /** Worker process CPU over the level, in cores (all its threads). */
   readonly workerCores: number;
@@ -127,14 +130,16 @@ const timestampMs = (t: { seconds?: unknown; nanos?: number | null } | null | un
   Number(String(t?.seconds ?? 0)) * 1000 + (t?.nanos ?? 0) / 1e6;
 
 /** Turn results, the first turn's start, and each turn's wait from scheduled to started, from one run's history. */
-async function turnTimes(handle: AgentRunHandle): Promise<{ firstStartMs: number; completedMs: number[]; dispatchMs: number[] }> {
+async function turnTimes(handle: AgentRunHandle, taskQueue: string): Promise<{ firstStartMs: number; completedMs: number[]; dispatchMs: number[]; offeredHere: number }> {
   const { EventType } = proto.temporal.api.enums.v1;
   const history = await handle.handle.fetchHistory();
   const scheduledAt = new Map<string, number>();
   let firstStartMs = Number.NaN;
   const completedMs: number[] = [];
   const dispatchMs: number[] = [];
+  let offeredHere = 0;
   for (const e of history.events ?? []) {
+    if (e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTurn' && e.activityTaskScheduledEventAttributes.taskQueue?.name === taskQueue) offeredHere++;
     const id = String(e.eventId);
     if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED && e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTurn') scheduledAt.set(id, timestampMs(e.eventTime));
     const started = e.activityTaskStartedEventAttributes;
@@ -145,7 +150,7 @@ async function turnTimes(handle: AgentRunHandle): Promise<{ firstStartMs: number
     const completed = e.activityTaskCompletedEventAttributes;
     if (completed && scheduledAt.has(String(completed.scheduledEventId))) completedMs.push(timestampMs(e.eventTime));
   }
-  return { firstStartMs, completedMs, dispatchMs };
+  return { firstStartMs, completedMs, dispatchMs, offeredHere };
 }
 
 /** The worker process under test. */
@@ -263,14 +268,16 @@ async function runLevel(
   const dispatches: number[] = [];
   const startLatencies: number[] = [];
   let turnsDone = 0;
+  let offeredHere = 0;
   const perTurn = (cpuS: number) => (cpuS * 1000) / Math.max(1, turnsDone);
   const done = started.filter((_, i) => finished.has(i));
   for (let i = 0; i < done.length; i += 20) {
-    const batch = await Promise.all(done.slice(i, i + 20).map(async ({ run, at }) => ({ at, times: await turnTimes(run) })));
+    const batch = await Promise.all(done.slice(i, i + 20).map(async ({ run, at }) => ({ at, times: await turnTimes(run, opts.taskQueue) })));
     for (const { at, times } of batch) {
       startLatencies.push(times.firstStartMs - at);
       turnsDone += times.completedMs.length;
       dispatches.push(...times.dispatchMs);
+      offeredHere += times.offeredHere;
       for (let t = 1; t < times.completedMs.length; t++) overheads.push(times.completedMs[t]! - times.completedMs[t - 1]! - turnSeconds * 1000);
     }
   }
@@ -282,6 +289,8 @@ async function runLevel(
     wallS,
     turnOverheadMs: { p50: percentile(overheads, 50), p99: percentile(overheads, 99) },
     dispatchMs: { p50: percentile(dispatches, 50), p99: percentile(dispatches, 99) },
+    offeredHere,
+    turns: dispatches.length,
     startLatencyMs: { p50: percentile(startLatencies, 50), p99: percentile(startLatencies, 99) },
     workerCores: (cpu1.worker - cpu0.worker) / wallS,
     cpuMsPerTurn: {
@@ -369,13 +378,13 @@ const fmt = (x: number) => (Number.isFinite(x) ? String(Math.round(x)) : '–');
 export function scaleTable(rows: readonly ScaleRow[]): string[] {
   const ms = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
   const lines = [
-    '| runs | activities / spawn | done | turn overhead p50 / p99 (ms) | of which dispatch wait p50 / p99 | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / activity proc / server / harness | worker cores | loop delay p99 / max (ms) | RSS worker / activity proc (MB) | machine busy |',
+    '| runs | activities / spawn | done | turn overhead p50 / p99 (ms) | of which dispatch wait p50 / p99 (turns offered for eager dispatch) | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / activity proc / server / harness | worker cores | loop delay p99 / max (ms) | RSS worker / activity proc (MB) | machine busy |',
     '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of rows) {
     const c = r.cpuMsPerTurn;
     lines.push(
-      `| ${r.runs} | ${setupLabel(r.setup)} | ${r.completed}${r.timedOut ? ' (timed out)' : ''} | ${fmt(r.turnOverheadMs.p50)} / ${fmt(r.turnOverheadMs.p99)} | ${fmt(r.dispatchMs.p50)} / ${fmt(r.dispatchMs.p99)} | ${fmt(r.startLatencyMs.p50)} / ${fmt(r.startLatencyMs.p99)} | ` +
+      `| ${r.runs} | ${setupLabel(r.setup)} | ${r.completed}${r.timedOut ? ' (timed out)' : ''} | ${fmt(r.turnOverheadMs.p50)} / ${fmt(r.turnOverheadMs.p99)} | ${fmt(r.dispatchMs.p50)} / ${fmt(r.dispatchMs.p99)} (${r.offeredHere} of ${r.turns}) | ${fmt(r.startLatencyMs.p50)} / ${fmt(r.startLatencyMs.p99)} | ` +
         `${ms(c.worker)} (${ms(c.main)}) / ${ms(c.activity)} / ${ms(c.server)} / ${ms(c.harness)} | ${r.workerCores.toFixed(2)} | ${fmt(r.loop.p99)} / ${fmt(r.loop.max)} | ` +
         `${Math.round(r.workerPeakRssMb)} / ${r.activityPeakRssMb !== undefined ? Math.round(r.activityPeakRssMb) : '–'} | ${pct(r.machineBusy)} |`,
     );
