@@ -3,7 +3,7 @@
  * (test/fixtures/<cli>/two-way/, recorded by test/fixtures/record-two-way.ts). The replay only prints a line
  * once the adapter has written what the CLI had received by then, so every answer must really be written.
  */
-import { mkdirSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -173,17 +173,23 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
 
 describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it was written)', () => {
   const geminiHome = (workspace: string) => harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini');
-
-  it('leaves one file of the session in gemini\'s sight: the conversation, under a name gemini never generates', async () => {
-    const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
+  const sessionId = 'b545a306-933c-4714-a1e7-ba8d3ce8c231';
+  /** A fresh workspace whose gemini home has one project's chats directory. */
+  const chatsIn = () => {
     const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-ws-'));
     const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
     mkdirSync(chats, { recursive: true });
+    return { workspace, chats };
+  };
+
+  it('leaves one file of the session in gemini\'s sight: the conversation, under a name gemini never generates', async () => {
+    const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const { workspace, chats } = chatsIn();
     writeFileSync(path.join(chats, 'session-2026-12-01T03-06-b545a306.jsonl'), 'the whole conversation\n'.repeat(20));
     writeFileSync(path.join(chats, 'session-2026-12-01T03-07-9b1f014e.jsonl'), 'another session\n'.repeat(50));
-    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    keepChatFiles(geminiHome(workspace), sessionId);
     expect(readdirSync(chats).sort()).toEqual(['session-2026-12-01T03-06-kept-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl']);
-    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231'); // a second load: nothing left to do
+    keepChatFiles(geminiHome(workspace), sessionId); // a second load: nothing left to do
     expect(readdirSync(chats).sort()).toEqual(['session-2026-12-01T03-06-kept-b545a306.jsonl', 'session-2026-12-01T03-07-9b1f014e.jsonl']);
     keepChatFiles(geminiHome(path.join(workspace, 'nowhere')), 'b545a306'); // no workspace or gemini home yet: nothing to do
   });
@@ -203,27 +209,24 @@ describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it w
     mkdirSync(path.join(tmp, 'linked-chats'));
     symlinkSync(path.join(outside, 'ws', 'chats'), path.join(tmp, 'linked-chats', 'chats'));
     symlinkSync(path.join(outside, victim), path.join(tmp, 'real', 'chats', 'session-2026-12-01T03-05-b545a306.jsonl'));
-    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    keepChatFiles(geminiHome(workspace), sessionId);
     expect(readdirSync(path.join(outside, 'ws', 'chats'))).toEqual([victim]);
     expect(readdirSync(path.join(tmp, 'real', 'chats'))).toEqual(['session-2026-12-01T03-05-b545a306.jsonl']);
 
     const planted = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-ws-'));
     mkdirSync(path.join(planted, '.home', 'gemini', '.gemini'), { recursive: true });
     symlinkSync(outside, path.join(planted, '.home', 'gemini', '.gemini', 'tmp'));
-    keepChatFiles(geminiHome(planted), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    keepChatFiles(geminiHome(planted), sessionId);
     expect(readdirSync(path.join(outside, 'ws', 'chats'))).toEqual([victim]);
   });
 
   it("a second load in the same minute (a retried attempt) never lets gemini's fresh recording replace the kept conversation", async () => {
     const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
-    const { mkdirSync, readdirSync, readFileSync, writeFileSync } = await import('node:fs');
-    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-home-'));
-    const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
-    mkdirSync(chats, { recursive: true });
+    const { workspace, chats } = chatsIn();
     // The first load kept the conversation (gemini appended the failed attempt to it) and left a fresh recording.
     writeFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'the whole conversation\n'.repeat(20));
     writeFileSync(path.join(chats, 'session-2026-12-01T03-06-b545a306.jsonl'), 'context only\n');
-    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    keepChatFiles(geminiHome(workspace), sessionId);
     // The fresh recording is renamed out of gemini's reach (no session file name), never over the conversation.
     expect(readdirSync(chats).sort()).toEqual([expect.stringMatching(/^session-2026-12-01T03-06-kept-b545a306\.jsonl$/), expect.stringMatching(/^superseded-\d+-0-session-2026-12-01T03-06-b545a306\.jsonl\.aside$/)]);
     expect(readFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'utf8')).toContain('the whole conversation');
@@ -231,14 +234,12 @@ describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it w
 
   it('a retry in a later minute than the conversation loads the conversation, not the fresh recording the failed attempt left', async () => {
     const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
-    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-home-'));
-    const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
-    mkdirSync(chats, { recursive: true });
+    const { workspace, chats } = chatsIn();
     // Turn 1 at 03:06; the failed attempt loaded it at 03:07, appended to the kept file and left a fresh recording
     // of the session under 03:07's name (measured with gemini 0.61.0). Its retry at 03:07 must find one file only.
     writeFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), 'the whole conversation\n'.repeat(20));
     writeFileSync(path.join(chats, 'session-2026-12-01T03-07-b545a306.jsonl'), 'context only\n');
-    keepChatFiles(geminiHome(workspace), 'b545a306-933c-4714-a1e7-ba8d3ce8c231');
+    keepChatFiles(geminiHome(workspace), sessionId);
     const visible = readdirSync(chats).filter((f) => f.startsWith('session-'));
     expect(visible).toEqual(['session-2026-12-01T03-06-kept-b545a306.jsonl']);
     expect(readdirSync(chats).filter((f) => f.endsWith('.aside'))).toEqual([expect.stringMatching(/^superseded-\d+-0-session-2026-12-01T03-07-b545a306\.jsonl\.aside$/)]);
