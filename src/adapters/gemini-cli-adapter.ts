@@ -31,7 +31,7 @@ import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
 import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
-import { harnessHome, homePath, listHomeDir, makeHomeDir, parseJsonLine, readHomeBytes, readHomeFile, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homeFileSize, homePath, listHomeDir, makeHomeDir, parseJsonLine, readHomeFile, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import { noUsage, usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
@@ -155,10 +155,10 @@ export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, 
   return [...calls.values()].sort((a, b) => Date.parse(a.timestamp) - Date.parse(b.timestamp));
 }
 
-/** A file's size below a home (read without following links); `undefined` when absent or unreadable. */
+/** A file's size below a home (found without following links or reading it); `undefined` when absent or unreadable. */
 function sizeOf(file: HarnessHome): number | undefined {
   try {
-    return readHomeBytes(file)?.length;
+    return homeFileSize(file);
   } catch {
     return undefined;
   }

@@ -12,6 +12,7 @@ import {
   readWholeWorkspaceFileSync,
   readWorkspaceFileSync,
   renameWorkspaceEntrySync,
+  workspaceFileSizeSync,
   writeWorkspaceFileSync,
 } from '../sandbox/workspace-fs.js';
 import type { HarnessSessionConfig } from './types.js';
@@ -65,6 +66,11 @@ export function readHomeFile(file: HarnessHome): string | undefined {
 /** Reads a whole file below a home as bytes without following links; `undefined` when absent, an error when too large. */
 export function readHomeBytes(file: HarnessHome, maxBytes?: number): Buffer | undefined {
   return readWholeWorkspaceFileSync(file.workspace, file.rel, maxBytes);
+}
+
+/** The size of a file below a home, without following links or reading it; `undefined` when absent. */
+export function homeFileSize(file: HarnessHome): number | undefined {
+  return workspaceFileSizeSync(file.workspace, file.rel);
 }
 
 /** The first `bytes` bytes of a file below a home (fewer when it is shorter), without following links. */

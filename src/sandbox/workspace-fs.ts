@@ -96,6 +96,16 @@ export function readWholeWorkspaceFileSync(root: string, rel: string, maxBytes =
   }
 }
 
+/** The size of a file below `root`, found without following links and without reading it; `undefined` when it does not exist. */
+export function workspaceFileSizeSync(root: string, rel: string): number | undefined {
+  try {
+    return withWorkspace(root, (ws) => helper.readAt(ws, rel, 0).size);
+  } catch (error) {
+    if (error instanceof SandboxFsError && error.code === 'NotFound') return undefined;
+    throw error;
+  }
+}
+
 /** The entries of a directory below `root` (links reported as links); `undefined` when it does not exist. */
 export function listWorkspaceDirSync(root: string, rel: string): { name: string; type: SandboxEntryType }[] | undefined {
   try {

@@ -244,6 +244,15 @@ describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it w
     expect(visible).toEqual(['session-2026-12-01T03-06-kept-b545a306.jsonl']);
     expect(readdirSync(chats).filter((f) => f.endsWith('.aside'))).toEqual([expect.stringMatching(/^superseded-\d+-0-session-2026-12-01T03-07-b545a306\.jsonl\.aside$/)]);
   });
+  it('a conversation larger than a workspace read (16 MiB) is still the one kept: sizes are taken without reading', async () => {
+    const { keepChatFiles } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const { maxReadBytes } = await import('../../src/sandbox/workspace-fs.js');
+    const { workspace, chats } = chatsIn();
+    writeFileSync(path.join(chats, 'session-2026-12-01T03-06-kept-b545a306.jsonl'), Buffer.alloc(maxReadBytes + 1024, 'x'));
+    writeFileSync(path.join(chats, 'session-2026-12-01T03-07-b545a306.jsonl'), 'context only\n');
+    keepChatFiles(geminiHome(workspace), sessionId);
+    expect(readdirSync(chats).filter((f) => f.startsWith('session-'))).toEqual(['session-2026-12-01T03-06-kept-b545a306.jsonl']);
+  });
 });
 
 describe("gemini's two-way usage comes from its chat file (the ACP quota misses thinking tokens)", () => {
