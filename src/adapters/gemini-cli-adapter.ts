@@ -31,8 +31,9 @@ import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
 import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
-import { harnessHome, homeFileSize, homePath, listHomeDir, makeHomeDir, parseJsonLine, readHomeFile, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
+import { harnessHome, homeFileSize, homePath, listHomeDir, makeHomeDir, parseJsonLine, readHomePrefix, readHomeRange, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
+import { maxReadBytes } from '../sandbox/workspace-fs.js';
 import { noUsage, usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
 
@@ -127,9 +128,10 @@ const chatMessage = z.object({
  * The model calls gemini recorded for `sessionId` since `since` (epoch ms), from its chat files
  * (`<home>/.gemini/tmp/<project>/chats/*.jsonl`): one `gemini` message per call with `tokens` {input (cached
  * included), output, cached, thoughts, tool}, and the model. Every file of the session counts (a kept one and the
- * one gemini records into); a message is taken once by its id.
+ * one gemini records into); a message is taken once by its id. A file is read from its end back to the first message
+ * older than `since` (in `chunkBytes` pieces), so a chat file of any size yields the whole turn.
  */
-export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, since: number): z.infer<typeof chatMessage>[] {
+export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, since: number, chunkBytes = maxReadBytes): z.infer<typeof chatMessage>[] {
   const calls = new Map<string, z.infer<typeof chatMessage>>();
   const tmp = homePath(geminiHome, '.gemini', 'tmp');
   for (const project of safeList(tmp)) {
@@ -137,15 +139,14 @@ export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, 
     const chats = homePath(tmp, project.name, 'chats');
     for (const file of safeList(chats)) {
       if (file.type !== 'file' || !file.name.endsWith('.jsonl')) continue;
-      let text: string | undefined;
+      let lines: string[];
       try {
-        text = readHomeFile(homePath(chats, file.name));
+        const head = parseJsonLine(readHomePrefix(homePath(chats, file.name), chatHeadBytes)?.toString('utf8').split('\n')[0] ?? '') as { sessionId?: unknown } | undefined;
+        if (head?.sessionId !== sessionId) continue;
+        lines = chatLinesSince(homePath(chats, file.name), since, chunkBytes);
       } catch {
         continue;
       }
-      const lines = (text ?? '').split('\n');
-      const head = parseJsonLine(lines[0] ?? '') as { sessionId?: unknown } | undefined;
-      if (head?.sessionId !== sessionId) continue;
       for (const line of lines) {
         const m = chatMessage.safeParse(parseJsonLine(line));
         if (m.success && m.data.type === 'gemini' && m.data.tokens && Date.parse(m.data.timestamp) >= since) calls.set(m.data.id, m.data);
@@ -153,6 +154,34 @@ export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, 
     }
   }
   return [...calls.values()].sort((a, b) => Date.parse(a.timestamp) - Date.parse(b.timestamp));
+}
+
+/** How much of a chat file's start holds its first line (the session's metadata: id, project, times). */
+const chatHeadBytes = 64 * 1024;
+
+/**
+ * The whole lines at the end of a chat file, reaching back to a message older than `since` or to the file's start:
+ * read backwards in `chunkBytes` pieces, never more of the file than that takes.
+ */
+function chatLinesSince(file: HarnessHome, since: number, chunkBytes: number): string[] {
+  let end = readHomeRange(file, 0, 0)?.size ?? 0;
+  let tail = Buffer.alloc(0);
+  while (end > 0) {
+    const start = Math.max(0, end - chunkBytes);
+    tail = Buffer.concat([readHomeRange(file, start, end - start)?.data ?? Buffer.alloc(0), tail]);
+    end = start;
+    if (end === 0) break;
+    // The first line may be cut: only the lines after it are whole.
+    const whole = tail.subarray(tail.indexOf(0x0a) + 1).toString('utf8').split('\n');
+    if (whole.some((line) => olderThan(line, since))) return whole;
+  }
+  return tail.toString('utf8').split('\n');
+}
+
+/** Whether a chat line is a message recorded before `since`. */
+function olderThan(line: string, since: number): boolean {
+  const timestamp = (parseJsonLine(line) as { timestamp?: unknown } | undefined)?.timestamp;
+  return typeof timestamp === 'string' && Date.parse(timestamp) < since;
 }
 
 /** A file's size below a home (found without following links or reading it); `undefined` when absent or unreadable. */

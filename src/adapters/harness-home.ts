@@ -11,6 +11,7 @@ import {
   mkdirWorkspaceSync,
   readWholeWorkspaceFileSync,
   readWorkspaceFileSync,
+  readWorkspaceRangeSync,
   renameWorkspaceEntrySync,
   workspaceFileSizeSync,
   writeWorkspaceFileSync,
@@ -66,6 +67,11 @@ export function readHomeFile(file: HarnessHome): string | undefined {
 /** Reads a whole file below a home as bytes without following links; `undefined` when absent, an error when too large. */
 export function readHomeBytes(file: HarnessHome, maxBytes?: number): Buffer | undefined {
   return readWholeWorkspaceFileSync(file.workspace, file.rel, maxBytes);
+}
+
+/** At most `bytes` of a file below a home from byte `offset` on, and the file's size, without following links; `undefined` when absent. */
+export function readHomeRange(file: HarnessHome, offset: number, bytes?: number): { data: Buffer; size: number } | undefined {
+  return readWorkspaceRangeSync(file.workspace, file.rel, offset, bytes);
 }
 
 /** The size of a file below a home, without following links or reading it; `undefined` when absent. */

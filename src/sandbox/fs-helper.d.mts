@@ -30,7 +30,7 @@ export interface OpenWorkspace {
 export function pathParts(rel: string): string[];
 export function openWorkspace(root: string): OpenWorkspace;
 export function statAt(ws: OpenWorkspace, rel: string): { type: EntryType; size: number } | undefined;
-export function readAt(ws: OpenWorkspace, rel: string, maxBytes: number): { data: Buffer; size: number };
+export function readAt(ws: OpenWorkspace, rel: string, maxBytes: number, offset?: number): { data: Buffer; size: number };
 export function writeAt(ws: OpenWorkspace, rel: string, data: string | Uint8Array, options?: { createParents?: boolean; mode?: number }): { bytes: number };
 export function listAt(ws: OpenWorkspace, rel: string): { name: string; type: EntryType }[];
 export function mkdirAt(ws: OpenWorkspace, rel: string, options?: { recursive?: boolean }): void;

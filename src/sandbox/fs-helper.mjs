@@ -208,8 +208,8 @@ export function statAt(ws, rel) {
   }
 }
 
-/** Reads at most `maxBytes` of a regular file: `{ data, size }` (size is the whole file's). */
-export function readAt(ws, rel, maxBytes) {
+/** Reads at most `maxBytes` of a regular file from byte `offset` on: `{ data, size }` (size is the whole file's). */
+export function readAt(ws, rel, maxBytes, offset = 0) {
   const { parts, dirParts, name } = splitLast(rel, 'file');
   const dir = walkDir(ws, dirParts, false);
   let fd;
@@ -225,11 +225,12 @@ export function readAt(ws, rel, maxBytes) {
     if (st.isDirectory()) throw failure({ code: 'EISDIR' }, parts, 'file');
     if (!st.isFile()) throw failure({ code: 'ENXIO' }, parts, 'file');
     checkInside(ws, fd, parts);
-    const limit = Math.max(0, Math.min(maxBytes, st.size));
+    const from = Math.max(0, Math.min(offset, st.size));
+    const limit = Math.max(0, Math.min(maxBytes, st.size - from));
     const data = Buffer.alloc(limit);
     let read = 0;
     while (read < limit) {
-      const n = fs.readSync(fd, data, read, limit - read, read);
+      const n = fs.readSync(fd, data, read, limit - read, from + read);
       if (n === 0) break;
       read += n;
     }

@@ -96,6 +96,19 @@ export function readWholeWorkspaceFileSync(root: string, rel: string, maxBytes =
   }
 }
 
+/**
+ * Reads at most `maxBytes` of a file below `root` from byte `offset` on, without following links, with the whole
+ * file's size; `undefined` when it does not exist.
+ */
+export function readWorkspaceRangeSync(root: string, rel: string, offset: number, maxBytes = maxReadBytes): { data: Buffer; size: number } | undefined {
+  try {
+    return withWorkspace(root, (ws) => helper.readAt(ws, rel, readLimit(maxBytes), offset));
+  } catch (error) {
+    if (error instanceof SandboxFsError && error.code === 'NotFound') return undefined;
+    throw error;
+  }
+}
+
 /** The size of a file below `root`, found without following links and without reading it; `undefined` when it does not exist. */
 export function workspaceFileSizeSync(root: string, rel: string): number | undefined {
   try {

@@ -279,4 +279,29 @@ describe("gemini's two-way usage comes from its chat file (the ACP quota misses 
     ]);
     expect(readGeminiChatCalls(harnessHome({ hostWorkspacePath: path.join(workspace, 'nowhere'), workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini'), 's1', 0)).toEqual([]);
   });
+
+  it('a chat file of any size yields the whole turn: read from its end back past the turn start, chunk by chunk', async () => {
+    const { readGeminiChatCalls } = await import('../../src/adapters/gemini-cli-adapter.js');
+    const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-chat-'));
+    const home = harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini');
+    const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
+    mkdirSync(chats, { recursive: true });
+    const at = (minute: number, second: number) => `2026-12-01T05:${String(minute).padStart(2, '0')}:${String(second).padStart(2, '0')}.000Z`;
+    const msg = (id: string, timestamp: string) => JSON.stringify({ id, timestamp, type: 'gemini', content: 'y'.repeat(200), tokens: { input: 10, output: 1 }, model: 'gemini-2.5-flash' });
+    // 40 earlier calls, then the turn's 30 calls: ~9 KB of file read in 1 KB chunks, each chunk cutting a line.
+    const earlier = Array.from({ length: 40 }, (_, i) => msg(`old-${i}`, at(0, i)));
+    const turn = Array.from({ length: 30 }, (_, i) => msg(`new-${i}`, at(10, i)));
+    writeFileSync(path.join(chats, 'session-2026-12-01T05-00-kept-s1.jsonl'), [JSON.stringify({ sessionId: 's1', kind: 'main' }), ...earlier, ...turn, ''].join('\n'));
+    const since = Date.parse(at(5, 0));
+    const ids = Array.from({ length: 30 }, (_, i) => `new-${i}`);
+    expect(readGeminiChatCalls(home, 's1', since, 1024).map((c) => c.id)).toEqual(ids);
+    // Chunks smaller than one line, and one chunk for the whole file, give the same.
+    expect(readGeminiChatCalls(home, 's1', since, 97).map((c) => c.id)).toEqual(ids);
+    expect(readGeminiChatCalls(home, 's1', since).map((c) => c.id)).toEqual(ids);
+    // A file past one workspace read (16 MiB): the turn at its end is still found whole.
+    const { maxReadBytes } = await import('../../src/sandbox/workspace-fs.js');
+    const huge = JSON.stringify({ id: 'huge', timestamp: at(0, 59), type: 'gemini', content: 'z'.repeat(maxReadBytes), tokens: { input: 1, output: 1 } });
+    writeFileSync(path.join(chats, 'session-2026-12-01T05-00-kept-s1.jsonl'), [JSON.stringify({ sessionId: 's1', kind: 'main' }), huge, ...turn, ''].join('\n'));
+    expect(readGeminiChatCalls(home, 's1', since).map((c) => c.id)).toEqual(ids);
+  });
 });
