@@ -32,6 +32,7 @@ import { defaultDeps, workflowsPath } from '../src/worker.js';
 import { createFloorActivities } from './floor/activities.js';
 import { InProcessRun } from './in-process.js';
 import { setupLabel, type WorkerSetupChoice } from './setups.js';
+import { turnTimeline } from './turn-timeline.js';
 import { median } from './stats.js';
 
 /** One way of running the task, with its medians. */
@@ -130,29 +131,12 @@ async function historyFigures(handle: WorkflowHandle, turnActivity: string, turn
 
 /** One run's phases, from its history: see `Phases`. */
 async function phaseSamples(handle: WorkflowHandle, turnActivity: string): Promise<{ start: number; between: number[]; end: number; dispatch: number[] }> {
-  const events = (await handle.fetchHistory()).events ?? [];
-  const at = (e: (typeof events)[number]) => Number(e.eventTime?.seconds ?? 0) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;
-  const scheduled = new Map<string, number>();
-  const started: number[] = [];
-  const completed: number[] = [];
-  const dispatch: number[] = [];
-  for (const e of events) {
-    if (e.activityTaskScheduledEventAttributes?.activityType?.name === turnActivity) scheduled.set(String(e.eventId), at(e));
-    const s = e.activityTaskStartedEventAttributes;
-    if (s && scheduled.has(String(s.scheduledEventId))) {
-      started.push(at(e));
-      dispatch.push(at(e) - scheduled.get(String(s.scheduledEventId))!);
-    }
-    const c = e.activityTaskCompletedEventAttributes;
-    if (c && scheduled.has(String(c.scheduledEventId))) completed.push(at(e));
-  }
-  const first = events[0] ? at(events[0]) : 0;
-  const last = events.at(-1) ? at(events.at(-1)!) : 0;
+  const t = turnTimeline((await handle.fetchHistory()).events ?? [], turnActivity);
   return {
-    start: (started[0] ?? first) - first,
-    between: started.slice(1).map((t, i) => t - completed[i]!),
-    end: last - (completed.at(-1) ?? last),
-    dispatch,
+    start: (t.startedMs[0] ?? t.firstMs) - t.firstMs,
+    between: t.startedMs.slice(1).map((at, i) => at - t.completedMs[i]!),
+    end: t.lastMs - (t.completedMs.at(-1) ?? t.lastMs),
+    dispatch: t.dispatchMs,
   };
 }
 

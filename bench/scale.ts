@@ -19,7 +19,6 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import proto from '@temporalio/proto';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
 import { defaultActivityPlacement } from '../src/activity-worker.js';
 import { defaultSpawnMode, type SpawnMode } from '../src/sandbox/spawner.js';
@@ -29,6 +28,7 @@ import { cpuSeconds, rssMb } from './proc.js';
 import type { LoopDelay, ScaleWorkerConfig, ScaleWorkerMessage } from './scale-worker.js';
 import { parseSetups, setupLabel, type WorkerSetupChoice } from './setups.js';
 import { percentile } from './stats.js';
+import { turnTimeline } from './turn-timeline.js';
 
 export interface ScaleOptions {
   readonly temporalAddress: string;
@@ -126,31 +126,10 @@ function machineTicks(): { busy: number; total: number } {
   return { busy: total - idle, total };
 }
 
-const timestampMs = (t: { seconds?: unknown; nanos?: number | null } | null | undefined): number =>
-  Number(String(t?.seconds ?? 0)) * 1000 + (t?.nanos ?? 0) / 1e6;
-
-/** Turn results, the first turn's start, and each turn's wait from scheduled to started, from one run's history. */
+/** Turn results, the first turn's start, each turn's wait from scheduled to started, and the turns offered on the workflow's own queue, from one run's history. */
 async function turnTimes(handle: AgentRunHandle, taskQueue: string): Promise<{ firstStartMs: number; completedMs: number[]; dispatchMs: number[]; offeredHere: number }> {
-  const { EventType } = proto.temporal.api.enums.v1;
-  const history = await handle.handle.fetchHistory();
-  const scheduledAt = new Map<string, number>();
-  let firstStartMs = Number.NaN;
-  const completedMs: number[] = [];
-  const dispatchMs: number[] = [];
-  let offeredHere = 0;
-  for (const e of history.events ?? []) {
-    if (e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTurn' && e.activityTaskScheduledEventAttributes.taskQueue?.name === taskQueue) offeredHere++;
-    const id = String(e.eventId);
-    if (e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED && e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTurn') scheduledAt.set(id, timestampMs(e.eventTime));
-    const started = e.activityTaskStartedEventAttributes;
-    if (started && scheduledAt.has(String(started.scheduledEventId))) {
-      if (Number.isNaN(firstStartMs)) firstStartMs = timestampMs(e.eventTime);
-      dispatchMs.push(timestampMs(e.eventTime) - scheduledAt.get(String(started.scheduledEventId))!);
-    }
-    const completed = e.activityTaskCompletedEventAttributes;
-    if (completed && scheduledAt.has(String(completed.scheduledEventId))) completedMs.push(timestampMs(e.eventTime));
-  }
-  return { firstStartMs, completedMs, dispatchMs, offeredHere };
+  const t = turnTimeline((await handle.handle.fetchHistory()).events ?? []);
+  return { firstStartMs: t.startedMs[0] ?? Number.NaN, completedMs: t.completedMs, dispatchMs: t.dispatchMs, offeredHere: t.queues.filter((q) => q === taskQueue).length };
 }
 
 /** The worker process under test. */
