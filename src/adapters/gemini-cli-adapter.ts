@@ -164,24 +164,27 @@ const chatHeadBytes = 64 * 1024;
  * read backwards in `chunkBytes` pieces, never more of the file than that takes.
  */
 function chatLinesSince(file: HarnessHome, since: number, chunkBytes: number): string[] {
-  let end = readHomeRange(file, 0, 0)?.size ?? 0;
+  let end = homeFileSize(file) ?? 0;
   let tail = Buffer.alloc(0);
   while (end > 0) {
     const start = Math.max(0, end - chunkBytes);
     tail = Buffer.concat([readHomeRange(file, start, end - start)?.data ?? Buffer.alloc(0), tail]);
     end = start;
     if (end === 0) break;
-    // The first line may be cut: only the lines after it are whole.
+    // The first line may be cut: only the lines after it are whole. Messages are in time order, so the oldest
+    // whole message says whether the turn's start has been reached.
     const whole = tail.subarray(tail.indexOf(0x0a) + 1).toString('utf8').split('\n');
-    if (whole.some((line) => olderThan(line, since))) return whole;
+    let oldest: number | undefined;
+    for (const line of whole) if ((oldest = timestampOf(line)) !== undefined) break;
+    if (oldest !== undefined && oldest < since) return whole;
   }
   return tail.toString('utf8').split('\n');
 }
 
-/** Whether a chat line is a message recorded before `since`. */
-function olderThan(line: string, since: number): boolean {
+/** When a chat line's message was recorded (epoch ms); `undefined` for a line that is not a message. */
+function timestampOf(line: string): number | undefined {
   const timestamp = (parseJsonLine(line) as { timestamp?: unknown } | undefined)?.timestamp;
-  return typeof timestamp === 'string' && Date.parse(timestamp) < since;
+  return typeof timestamp === 'string' ? Date.parse(timestamp) : undefined;
 }
 
 /** A file's size below a home (found without following links or reading it); `undefined` when absent or unreadable. */

@@ -13,7 +13,6 @@ import {
   readWorkspaceFileSync,
   readWorkspaceRangeSync,
   renameWorkspaceEntrySync,
-  workspaceFileSizeSync,
   writeWorkspaceFileSync,
 } from '../sandbox/workspace-fs.js';
 import type { HarnessSessionConfig } from './types.js';
@@ -76,7 +75,7 @@ export function readHomeRange(file: HarnessHome, offset: number, bytes?: number)
 
 /** The size of a file below a home, without following links or reading it; `undefined` when absent. */
 export function homeFileSize(file: HarnessHome): number | undefined {
-  return workspaceFileSizeSync(file.workspace, file.rel);
+  return readWorkspaceRangeSync(file.workspace, file.rel, 0, 0)?.size;
 }
 
 /** The first `bytes` bytes of a file below a home (fewer when it is shorter), without following links. */

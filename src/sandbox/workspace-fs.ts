@@ -71,12 +71,7 @@ export function writeWorkspaceFileSync(root: string, rel: string, data: string |
 
 /** Reads a file below `root` without following links; `undefined` when it does not exist. */
 export function readWorkspaceFileSync(root: string, rel: string, maxBytes = maxReadBytes): Buffer | undefined {
-  try {
-    return withWorkspace(root, (ws) => helper.readAt(ws, rel, readLimit(maxBytes)).data);
-  } catch (error) {
-    if (error instanceof SandboxFsError && error.code === 'NotFound') return undefined;
-    throw error;
-  }
+  return readWorkspaceRangeSync(root, rel, 0, maxBytes)?.data;
 }
 
 /**
@@ -103,16 +98,6 @@ export function readWholeWorkspaceFileSync(root: string, rel: string, maxBytes =
 export function readWorkspaceRangeSync(root: string, rel: string, offset: number, maxBytes = maxReadBytes): { data: Buffer; size: number } | undefined {
   try {
     return withWorkspace(root, (ws) => helper.readAt(ws, rel, readLimit(maxBytes), offset));
-  } catch (error) {
-    if (error instanceof SandboxFsError && error.code === 'NotFound') return undefined;
-    throw error;
-  }
-}
-
-/** The size of a file below `root`, found without following links and without reading it; `undefined` when it does not exist. */
-export function workspaceFileSizeSync(root: string, rel: string): number | undefined {
-  try {
-    return withWorkspace(root, (ws) => helper.readAt(ws, rel, 0).size);
   } catch (error) {
     if (error instanceof SandboxFsError && error.code === 'NotFound') return undefined;
     throw error;
