@@ -129,9 +129,9 @@ const chatMessage = z.object({
  * (`<home>/.gemini/tmp/<project>/chats/*.jsonl`): one `gemini` message per call with `tokens` {input (cached
  * included), output, cached, thoughts, tool}, and the model. Every file of the session counts (a kept one and the
  * one gemini records into); a message is taken once by its id. A file is read from its end back to the first message
- * older than `since` (in `chunkBytes` pieces), so a chat file of any size yields the whole turn.
+ * older than `since` (in `chunkBytes` pieces, `capBytes` at most), so a chat file of any size yields the whole turn.
  */
-export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, since: number, chunkBytes = maxReadBytes): z.infer<typeof chatMessage>[] {
+export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, since: number, chunkBytes = maxReadBytes, capBytes = chatReadCapBytes): z.infer<typeof chatMessage>[] {
   const calls = new Map<string, z.infer<typeof chatMessage>>();
   const tmp = homePath(geminiHome, '.gemini', 'tmp');
   for (const project of safeList(tmp)) {
@@ -143,7 +143,7 @@ export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, 
       try {
         const head = parseJsonLine(readHomePrefix(homePath(chats, file.name), chatHeadBytes)?.toString('utf8').split('\n')[0] ?? '') as { sessionId?: unknown } | undefined;
         if (head?.sessionId !== sessionId) continue;
-        lines = chatLinesSince(homePath(chats, file.name), since, chunkBytes);
+        lines = chatLinesSince(homePath(chats, file.name), since, chunkBytes, capBytes);
       } catch {
         continue;
       }
@@ -159,14 +159,20 @@ export function readGeminiChatCalls(geminiHome: HarnessHome, sessionId: string, 
 /** How much of a chat file's start holds its first line (the session's metadata: id, project, times). */
 const chatHeadBytes = 64 * 1024;
 
+/** How much of a chat file a turn's usage may read: the harness writes the file, so the read is bounded. */
+const chatReadCapBytes = 4 * maxReadBytes;
+
 /**
  * The whole lines at the end of a chat file, reaching back to a message older than `since` or to the file's start:
- * read backwards in `chunkBytes` pieces, never more of the file than that takes.
+ * read backwards in `chunkBytes` pieces, never more of the file than that takes. A file that would need more than
+ * `capBytes` (a harness can write any size) is refused with an error: the turn's usage then comes from the ACP
+ * quota, marked as such, rather than from part of the turn.
  */
-function chatLinesSince(file: HarnessHome, since: number, chunkBytes: number): string[] {
+function chatLinesSince(file: HarnessHome, since: number, chunkBytes: number, capBytes: number): string[] {
   let end = homeFileSize(file) ?? 0;
   let tail = Buffer.alloc(0);
   while (end > 0) {
+    if (tail.length >= capBytes) throw new Error(`gemini chat file: the turn's calls reach back more than ${capBytes} bytes`);
     const start = Math.max(0, end - chunkBytes);
     tail = Buffer.concat([readHomeRange(file, start, end - start)?.data ?? Buffer.alloc(0), tail]);
     end = start;

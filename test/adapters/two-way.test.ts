@@ -303,5 +303,10 @@ describe("gemini's two-way usage comes from its chat file (the ACP quota misses 
     const huge = JSON.stringify({ id: 'huge', timestamp: at(0, 59), type: 'gemini', content: 'z'.repeat(maxReadBytes), tokens: { input: 1, output: 1 } });
     writeFileSync(path.join(chats, 'session-2026-12-01T05-00-kept-s1.jsonl'), [JSON.stringify({ sessionId: 's1', kind: 'main' }), huge, ...turn, ''].join('\n'));
     expect(readGeminiChatCalls(home, 's1', since).map((c) => c.id)).toEqual(ids);
+    // A harness can write any size: past the cap without reaching the turn's start, the file is not read on (its
+    // calls are not taken from part of the turn; the adapter falls back to the ACP quota and says so).
+    writeFileSync(path.join(chats, 'session-2026-12-01T05-00-kept-s1.jsonl'), [JSON.stringify({ sessionId: 's1', kind: 'main' }), ...Array.from({ length: 200 }, () => 'x'.repeat(100)), ...turn, ''].join('\n'));
+    expect(readGeminiChatCalls(home, 's1', since, 1024, 8 * 1024).map((c) => c.id)).toEqual([]);
+    expect(readGeminiChatCalls(home, 's1', since, 1024, 64 * 1024).map((c) => c.id)).toEqual(ids);
   });
 });
