@@ -91,6 +91,9 @@ const maxFollowUps = 3;
 /** How long a process may keep running after its terminal line before it is killed. */
 const defaultExitGraceMs = 3000;
 
+/** How long a stopped turn's output is still read, once its process was killed, for the usage it reported. */
+const stopDrainMs = 1000;
+
 /** `spent`: the caller aborted with `StopAtOnce` (a budget ran out); reported as `cancelled`, killed without grace. */
 type StopReason = 'timeout' | 'cancelled' | 'spent';
 
@@ -383,12 +386,12 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     const stopWins = stop.promise.then((reason) => ({ [stopped]: reason }) as const);
     let terminal: TerminalEvent | undefined;
     while (!terminal) {
-      const next = await Promise.race([lines.next(), stopWins]);
-      // A stop that happened while we were suspended wins over output that ended because of it.
+      const pending = lines.next();
+      const next = await Promise.race([pending, stopWins]);
+      // A stop that happened while we were suspended wins over output that ended because of it; a line read with
+      // it (or still on its way) is drained for the usage it reports.
       if (stop.reason || stopped in next) {
-        const terminal = await this.stopped(proc, stop.reason ?? 'cancelled');
-        yield* this.safeUnreported(state);
-        yield terminal;
+        yield* this.stopTurn(proc, stop.reason ?? 'cancelled', state, lines, stopped in next ? pending : Promise.resolve(next));
         return;
       }
       if (next.done) break;
@@ -407,9 +410,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
         const decided = await this.decidePermission(request, input.gate, proc, stop);
         if (decided === undefined) {
           // Stopped while waiting: the tool never got an answer, so it never ran.
-          const stoppedTerminal = await this.stopped(proc, stop.reason ?? 'cancelled');
-          yield* this.safeUnreported(state);
-          yield stoppedTerminal;
+          yield* this.stopTurn(proc, stop.reason ?? 'cancelled', state, lines, lines.next());
           return;
         }
         if (decided === 'exited') continue; // the process died while waiting; its exit is reported below
@@ -426,9 +427,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     }
     const exit = await Promise.race([proc.exit, stopWins]);
     if (stop.reason || stopped in exit) {
-      const terminal = await this.stopped(proc, stop.reason ?? 'cancelled');
-      yield* this.safeUnreported(state);
-      yield terminal;
+      yield* this.stopTurn(proc, stop.reason ?? 'cancelled', state, lines, lines.next());
       return;
     }
     const terminalEvent = this.exitWithoutTerminal(command, exit.code, exit.signal, proc.stderrTail(), state);
@@ -489,6 +488,24 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       edited,
       ...(answer.message !== undefined ? { message: answer.message } : {}),
     };
+  }
+
+  /**
+   * Ends a stopped turn: kills the process, then reads what it wrote before it died (`pending` is the next line,
+   * perhaps already read), for a bounded time. Tokens the harness reported are spent whether or not the turn went
+   * on, so its usage (and its session id) still counts; nothing else it said is acted on. Then the one terminal event.
+   */
+  private async *stopTurn(proc: ExecProcess, reason: StopReason, state: LineState, lines: AsyncIterator<string>, pending: Promise<IteratorResult<string>>): AsyncGenerator<HarnessEvent> {
+    const terminal = await this.stopped(proc, reason);
+    const timeUp = delay(stopDrainMs).then(() => undefined);
+    for (let next = await Promise.race([pending, timeUp]); next && !next.done; next = await Promise.race([lines.next(), timeUp])) {
+      for (const event of this.safeMap(next.value, state)) {
+        if (event.type === 'usage') yield event;
+        else if (event.type === 'session') this.track(event, state);
+      }
+    }
+    yield* this.safeUnreported(state);
+    yield terminal;
   }
 
   private async stopped(proc: ExecProcess, reason: StopReason): Promise<TerminalEvent> {

@@ -67,6 +67,45 @@ describe('CliHarnessAdapter', () => {
     expect(executor.processes[0]!.killCount).toBeGreaterThan(0);
   });
 
+  it('a cancelled turn still reports the usage its harness wrote as it was stopped: those tokens were spent', async () => {
+    const usage = line({ type: 'usage', input: 700, output: 30 });
+    const executor = new FakeExecutor([{ lines: [line({ type: 'activity', description: 'calling the model' })], hang: true, onKill: [usage, line({ type: 'text', text: 'never acted on' })] }]);
+    const adapter = new StdioJsonAdapter();
+    await adapter.start(config(executor));
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 100);
+    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1, signal: controller.signal }));
+    expect(list.map((e) => e.type)).toEqual(['activity', 'usage', 'session-error']);
+    expect(list[1]).toMatchObject({ type: 'usage', usage: { input: 700, output: 30 } });
+    expect(list.at(-1)).toMatchObject({ type: 'session-error', code: 'cancelled' });
+  });
+
+  it('a usage line read in the same moment as the stop is not dropped', async () => {
+    const executor = new FakeExecutor([{ hang: true }]);
+    const adapter = new StdioJsonAdapter();
+    await adapter.start(config(executor));
+    const controller = new AbortController();
+    setTimeout(() => {
+      // The line reaches the reader and the cancel lands before the reader runs again.
+      executor.processes[0]!.lines.push(`${line({ type: 'usage', input: 5, output: 6 })}\n`);
+      controller.abort();
+    }, 100);
+    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1, signal: controller.signal }));
+    expect(list).toEqual([expect.objectContaining({ type: 'usage', usage: expect.objectContaining({ input: 5, output: 6 }) }), expect.objectContaining({ type: 'session-error', code: 'cancelled' })]);
+  });
+
+  it('a harness that ignores SIGTERM and spends tokens during its kill grace: the usage it reports then still counts', async () => {
+    // What a CLI does when the cancel lands before it installed its handler (as PID 1 of a sandbox, SIGTERM is then ignored).
+    const script = `process.on('SIGTERM', () => {}); setTimeout(() => console.log(JSON.stringify({ type: 'usage', input: 1000, output: 50 })), 150); setInterval(() => {}, 1000);`;
+    const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 600 });
+    const adapter = new StdioJsonAdapter();
+    await adapter.start(config(executor, { executable: process.execPath, baseArgs: ['-e', script] }));
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 50);
+    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1, signal: controller.signal }));
+    expect(list).toEqual([expect.objectContaining({ type: 'usage', usage: expect.objectContaining({ input: 1000, output: 50 }) }), expect.objectContaining({ type: 'session-error', code: 'cancelled' })]);
+  });
+
   it('does not start a process for a turn aborted before it began', async () => {
     const executor = new FakeExecutor([]);
     const adapter = new StdioJsonAdapter();

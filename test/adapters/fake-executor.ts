@@ -8,6 +8,8 @@ export interface FakeRun {
   readonly stderr?: string;
   /** Keep running after the lines until killed (for timeout/abort tests). */
   readonly hang?: boolean;
+  /** Lines it writes as it is killed (a harness that reports its last usage on SIGTERM). */
+  readonly onKill?: readonly string[];
 }
 
 export class FakeProcess implements ExecProcess {
@@ -35,6 +37,7 @@ export class FakeProcess implements ExecProcess {
 
   async kill(): Promise<void> {
     this.killCount += 1;
+    if (this.killCount === 1) for (const line of this.run.onKill ?? []) this.lines.push(`${line}\n`);
     this.finish({ code: null, signal: 'SIGTERM' });
     await this.exit;
   }
