@@ -36,15 +36,20 @@ it("a turn that fails for good: every attempt's tokens are in the run's result",
 });
 
 it("a crashed attempt's tokens count toward the token guardrail: the retry is stopped as soon as the run's budget is gone", async () => {
-  const task = book.write('crashy', [{ calls: [call(400), call(400, { exit: 1 })] }, ok('never')]);
+  // The second call comes 1.5 s after the first: a harness that is stopped at its first call never makes it.
+  const task = book.write('crashy', [{ calls: [call(400), call(400, { exit: 1, sleepMs: 1500 })] }, ok('never')]);
   const workflowId = testWorkflowId('crashy');
-  const result = await (await w.start({ agent: 'crashy', task, workflowId })).result();
+  const run = await w.start({ agent: 'crashy', task, workflowId });
+  const result = await run.result();
   // Attempt 1 spent 800 and crashed; attempt 2 knows it (from the ledger) and is stopped at its first call:
   // 1,200 ≥ 1,000. Before, the run showed 0 tokens and waited for an operator.
   expect(result).toMatchObject({ status: 'stopped', guardrail: 'tokens', usage: { input: 1200, output: 0 } });
   const totals = await w.ledger.runTotals(workflowId);
   expect(totals.usage).toMatchObject({ input: 1200 });
   expect(totals.attempts).toBe(2);
+  // The vendor's bill agrees: three calls served, the last attempt's second one never made.
+  const workspace = (await run.status()).sandbox?.workspacePath;
+  expect(readFileSync(`${workspace}/.scripted/served.jsonl`, 'utf8').trim().split('\n')).toHaveLength(3);
 });
 
 it('the run tells each turn what it has left: a turn that crosses the token budget is stopped mid-turn, and its actions never run', async () => {
