@@ -267,6 +267,11 @@ export class LocalProcess implements ExecProcess {
     while (this.running() && Date.now() < deadline && !this.killNow) await sleep(20);
     if (this.running()) {
       const init = this.record?.init ?? this.initNow(pgid);
+      // The wrapper first, so it dies of the SIGKILL and says so: had it seen its child (the init) die first,
+      // unshare could not re-raise SIGKILL on itself and would exit 1 ("sigprocmask unblock failed").
+      signal(pgid, 'SIGKILL');
+      // Then the namespace's init, whose death takes every process of the namespace with it (also those that left
+      // the process group), and the group.
       if (init && sameProcessAlive(init.pid, init.start)) signal(init.pid, 'SIGKILL');
       signal(-pgid, 'SIGKILL');
       // SIGKILL is not instant for every member; callers rely on "kill resolved" meaning "all gone".
