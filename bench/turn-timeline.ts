@@ -7,7 +7,7 @@ import type proto from '@temporalio/proto';
 type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
 
 /** A protobuf timestamp in epoch ms. */
-export const timestampMs = (t: { seconds?: unknown; nanos?: number | null } | null | undefined): number =>
+const timestampMs = (t: { seconds?: unknown; nanos?: number | null } | null | undefined): number =>
   Number(String(t?.seconds ?? 0)) * 1000 + (t?.nanos ?? 0) / 1e6;
 
 export interface TurnTimeline {

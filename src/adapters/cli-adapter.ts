@@ -391,7 +391,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       // A stop that happened while we were suspended wins over output that ended because of it; a line read with
       // it (or still on its way) is drained for the usage it reports.
       if (stop.reason || stopped in next) {
-        yield* this.stopTurn(proc, stop.reason ?? 'cancelled', state, lines, stopped in next ? pending : Promise.resolve(next));
+        yield* this.stopTurn(proc, stop.reason ?? 'cancelled', state, lines, pending);
         return;
       }
       if (next.done) break;
@@ -497,8 +497,10 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
    */
   private async *stopTurn(proc: ExecProcess, reason: StopReason, state: LineState, lines: AsyncIterator<string>, pending: Promise<IteratorResult<string>>): AsyncGenerator<HarnessEvent> {
     const terminal = await this.stopped(proc, reason);
+    const deadline = Date.now() + stopDrainMs;
+    // The timer bounds a wait for output; the clock bounds a backlog of lines that never waits (a flooding harness).
     const timeUp = delay(stopDrainMs).then(() => undefined);
-    for (let next = await Promise.race([pending, timeUp]); next && !next.done; next = await Promise.race([lines.next(), timeUp])) {
+    for (let next = await Promise.race([pending, timeUp]); next && !next.done && Date.now() < deadline; next = await Promise.race([lines.next(), timeUp])) {
       for (const event of this.safeMap(next.value, state)) {
         if (event.type === 'usage') yield event;
         else if (event.type === 'session') this.track(event, state);
