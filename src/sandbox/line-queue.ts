@@ -5,7 +5,9 @@ import { StringDecoder } from 'node:string_decoder';
 export class LineQueue implements AsyncIterable<string> {
   private readonly decoder = new StringDecoder('utf8');
   private parts: string[] = [];
-  private readonly ready: string[] = [];
+  /** Lines not yet taken are `ready[head..]`: taking one moves `head`, never the array (`shift` is O(n)). */
+  private ready: string[] = [];
+  private head = 0;
   private waiting: ((result: IteratorResult<string>) => void) | undefined;
   private ended = false;
 
@@ -41,10 +43,24 @@ export class LineQueue implements AsyncIterable<string> {
     this.wake();
   }
 
+  /** The oldest line not yet taken; the taken ones are dropped once they are most of the array. */
+  private take(): string | undefined {
+    if (this.head >= this.ready.length) return undefined;
+    const line = this.ready[this.head++];
+    if (this.head === this.ready.length) {
+      this.ready = [];
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= this.ready.length) {
+      this.ready = this.ready.slice(this.head);
+      this.head = 0;
+    }
+    return line;
+  }
+
   private wake(): void {
     const resolve = this.waiting;
     if (!resolve) return;
-    const line = this.ready.shift();
+    const line = this.take();
     if (line !== undefined) {
       this.waiting = undefined;
       resolve({ value: line, done: false });
@@ -57,7 +73,7 @@ export class LineQueue implements AsyncIterable<string> {
   [Symbol.asyncIterator](): AsyncIterator<string> {
     return {
       next: () => {
-        const line = this.ready.shift();
+        const line = this.take();
         if (line !== undefined) return Promise.resolve({ value: line, done: false });
         if (this.ended) return Promise.resolve({ value: undefined, done: true });
         return new Promise((resolve) => {
