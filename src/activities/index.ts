@@ -29,6 +29,7 @@ import type {
   AgentRunResult,
   ConversationEntry,
   InheritedBudget,
+  OpenRunFailure,
   RunOutcome,
   StepValidation,
   StepView,
@@ -659,9 +660,31 @@ export function createActivities(deps: ActivityDeps) {
     },
   };
 
+  type StartSessionInput = Parameters<typeof activities.startSession>[0];
   const runTurn = activities.runTurn;
   return {
     ...activities,
+    /**
+     * A run's start in one local-activity round (workflow version 2): resolves the agent, then starts its session.
+     * When the session fails to start after the agent resolved, the failure carries the policy (`OpenRunFailure`), so
+     * the run still ends the record and whatever part of the session began.
+     */
+    async openRun(input: Omit<StartSessionInput, 'specHash'> & { agent: string; budget?: InheritedBudget }): Promise<{ policy: RunPolicy; sandbox: SandboxRef; task: TextRef; hostIdle?: true }> {
+      const { agent, budget, ...start } = input;
+      const policy = await activities.resolveAgent({ agent, budget });
+      try {
+        return { policy, ...(await activities.startSession({ ...start, specHash: policy.specHash })) };
+      } catch (err) {
+        const failure = err instanceof ApplicationFailure ? err : undefined;
+        throw ApplicationFailure.create({
+          message: err instanceof Error ? err.message : String(err),
+          type: failure?.type ?? (err instanceof Error ? err.name : 'Error'),
+          nonRetryable: failure?.nonRetryable ?? false,
+          details: [{ policy } satisfies OpenRunFailure],
+          cause: err instanceof Error ? err : undefined,
+        });
+      }
+    },
     async runTurn(request: TurnRequest): Promise<TurnResult> {
       turnsRunning++;
       try {

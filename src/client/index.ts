@@ -13,7 +13,7 @@ import { abandonUpdate, approveUpdate, cancelSignal, denyUpdate, replyUpdate, re
 import { OUTCOME_MEMO_KEY, isRunResult, resultFromFailure } from '../workflows/outcomes.js';
 import { inFlightTurn } from './live.js';
 import { agentAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
-import type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView } from '../workflows/types.js';
+import { workflowVersion, type AgentRunInput, type AgentRunResult, type InFlightTurn, type RunStatusView } from '../workflows/types.js';
 
 export type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView };
 export type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView };
@@ -191,7 +191,8 @@ export async function startAgentRun(client: Client, input: StartAgentRunInput): 
     throw new InvalidRunInputError(`cannot start the agent run: ${problems}`);
   }
   const { workflowId, taskQueue, eager, ...rest } = input;
-  const args: AgentRunInput = { ...rest };
+  // New runs take the current command sequence; a caller cannot choose an older one.
+  const args: AgentRunInput = { ...rest, workflowVersion };
   const id = workflowId ?? `run-${input.agent}-${randomUUID().slice(0, 8)}`;
   const handle = await client.workflow
     .start<typeof agentRun>('agentRun', {

@@ -5,12 +5,13 @@
  * either gets a fresh workspace elsewhere (conversation replayed) or waits for an operator, as the agent says.
  * Deterministic: pure decisions plus the few Temporal calls agent-run.ts delegates here, behind one patch.
  */
-import { ActivityFailure, ApplicationFailure, TimeoutFailure, patched, proxyActivities } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, TimeoutFailure, proxyActivities } from '@temporalio/workflow';
 import type { EndSessionOutcome, createActivities } from '../activities/index.js';
 import type { SandboxRef } from '../sandbox/types.js';
 import { defaultHostLossTimeoutMs, type HostLossPolicy, type RunPolicy } from '../spec/types.js';
 import type { RunState } from './state.js';
 import type { TurnRequest, TurnSandbox } from './types.js';
+import type { Since } from './versions.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -24,9 +25,9 @@ export const maxHostMoves = 3;
  * Whether this execution uses host affinity; `patched` is asked once, lazily, at the first command that depends
  * on it — only for runs whose sandbox names a host queue, so histories without one never see the marker.
  */
-export function affinityGate(): () => boolean {
+export function affinityGate(since: Since): () => boolean {
   let on: boolean | undefined;
-  return () => (on ??= patched(affinityPatch));
+  return () => (on ??= since(affinityPatch));
 }
 
 /** The agent's host-loss policy; runs resolved before host affinity get the defaults. */
@@ -105,6 +106,7 @@ export async function endSessionWhereItLives(
   policy: Pick<RunPolicy, 'hostLoss'>,
   input: EndSessionInput,
   local: (input: EndSessionInput) => Promise<EndSessionOutcome | void>,
+  since: Since,
   /** Only a lost host falls back to closing the books without releasing; other failures are thrown (to be retried). */
   onlyHostLossFallsBack = false,
 ): Promise<void> {
@@ -113,7 +115,7 @@ export async function endSessionWhereItLives(
     await local(input);
     return;
   }
-  if (patched(endHerePatch)) {
+  if (since(endHerePatch)) {
     const outcome = await local({ ...input, onlyOnHost: where.taskQueue });
     if (outcome && !outcome.elsewhere) return;
   }

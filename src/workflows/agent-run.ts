@@ -2,7 +2,7 @@
  * `agentRun`: one durable agent run. Deterministic: all I/O happens in activities, every decision is a pure
  * function of `RunState` (decide.ts); this file makes the Temporal calls those decisions ask for.
  *
- * resolveAgent ─► startSession ─► loop { runTurn (actions → harness → accounting → validation) → decide
+ * openRun (resolveAgent + startSession) ─► loop { runTurn (actions → harness → accounting → validation) → decide
  *                                        → sub-agent | wait for reply → guardrails } ─► endSession
  */
 import {
@@ -18,7 +18,6 @@ import {
   continueAsNew,
   executeChild,
   isCancellation,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -68,7 +67,8 @@ import { installApprovalHandlers } from './approval-handlers.js';
 import { detailsText, turnStartToCloseMs } from './approvals.js';
 import type { RunState } from './state.js';
 import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
-import { compactSandbox, type AgentRunInput, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
+import { changesSince, opensInOneStep } from './versions.js';
+import { compactSandbox, workflowVersion, type AgentRunInput, type OpenRunFailure, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -79,7 +79,7 @@ const INTERRUPTED_TURN_SPEND_PATCH = 'acct8-interrupted-turn-spend';
  * Short steps run as local activities: on the worker that runs the workflow, without a server round trip each,
  * and their inputs stay out of history. Only the long, heartbeating turn is a regular activity.
  */
-const { resolveAgent, startSession, endSession, storeText, reprovisionSession, turnSpent } = proxyLocalActivities<Activities>({
+const { openRun, resolveAgent, startSession, endSession, storeText, reprovisionSession, turnSpent } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '2m',
   retry: { maximumAttempts: 5, initialInterval: '500ms' },
 });
@@ -102,6 +102,8 @@ type Interruption = { kind: 'cancel'; reason: string } | { kind: 'guardrail'; gu
 
 export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const { workflowId, runId } = workflowInfo();
+  /** Whether a patched change applies: always from workflow version 2 on, without a marker (versions.ts). */
+  const since = changesSince(input.workflowVersion);
   let state: RunState = input.carried ?? initialState(input);
   /** Messages from outside, waiting to be taken; never carried across continue-as-new (handlers finish first). */
   const inbox: { reply?: string; operator?: { kind: 'retry' } | { kind: 'abandon'; reason: string }; interruption?: Interruption } = {};
@@ -109,7 +111,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   /** The turn being run, with the run's spend before it: an interruption mid-turn takes the turn's spend from the ledger. */
   let turnInFlight: { turn: number; before: Pick<RunState, 'usage' | 'costUsd' | 'costBlind'> } | undefined;
   /** Host affinity (affinity.ts): asked once, at the first command of a run pinned to a host. */
-  const affinity = affinityGate();
+  const affinity = affinityGate(since);
   /** A pinned turn reached another worker from the workflow's queue: this execution sends its turns to the host queue. */
   let turnsElsewhere = false;
   /** The host was idle when the session started or the last turn ended (`hostIdle`): the next turn may be offered for eager dispatch. */
@@ -194,7 +196,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     },
   });
 
-  const approvals = installApprovalHandlers({ workflowId, state: () => state, update });
+  const approvals = installApprovalHandlers({ workflowId, state: () => state, update, since });
 
   // ---- the Temporal calls the decisions ask for --------------------------------------------------
   /**
@@ -216,7 +218,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         // A pinned turn whose host was idle at the last turn's end goes to the workflow's own queue, where the server
         // can hand it straight to the worker that completed this workflow task (eager dispatch): its host, when one
         // worker runs both. Under load it waits on the host queue for a poller, like any turn (docs/BENCHMARKS.md).
-        const here = where.taskQueue !== undefined && (turnHere ??= patched(turnHerePatch)) && hostIdle && !turnsElsewhere;
+        const here = where.taskQueue !== undefined && (turnHere ??= since(turnHerePatch)) && hostIdle && !turnsElsewhere;
         hostIdle = false;
         const result = here
           ? await runTurn.executeWithOptions(turnActivityOptions(policy, request.turn), [{ ...request, onlyOnHost: true }])
@@ -249,7 +251,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         }
         const cause = err instanceof ActivityFailure ? err.cause : err;
         // What the failed attempts spent counts: toward the run's totals and its guardrails.
-        if (cause instanceof ApplicationFailure && patched('acct8-failed-spend') && foldSpendOf(cause)) throw cause;
+        if (cause instanceof ApplicationFailure && since('acct8-failed-spend') && foldSpendOf(cause)) throw cause;
         if (cause instanceof ApplicationFailure && cause.nonRetryable) throw cause;
         const lastError = hostLost ?? (cause instanceof Error ? cause.message : String(cause));
         update({ ...state, lastError });
@@ -279,7 +281,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           { key: agentAttribute, value: agent },
           { key: tenantAttribute, value: input.identity.tenantId },
         ],
-        args: [{ agent, task: message, identity: input.identity, parentWorkflowId: workflowId, parentSandbox: state.sandbox, budget: childBudget(state) }],
+        args: [{ agent, task: message, identity: input.identity, parentWorkflowId: workflowId, parentSandbox: state.sandbox, budget: childBudget(state), workflowVersion }],
       });
     } catch (err) {
       // This run's cancellation reaches the child too; a child cancelled on its own is just a lost sub-agent.
@@ -333,7 +335,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       update(begun.state);
       syncAttributes();
       // The run's remaining budget goes with the turn: the harness is stopped mid-turn when it is spent.
-      const budget = patched('acct8-turn-budget') ? { budget: turnBudget(state) } : {};
+      const budget = since('acct8-turn-budget') ? { budget: turnBudget(state) } : {};
       turnInFlight = { turn: begun.request.turn, before: { usage: state.usage, costUsd: state.costUsd, costBlind: state.costBlind } };
       const result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!), ...budget });
       turnInFlight = undefined;
@@ -363,6 +365,34 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   let result: AgentRunResult;
   let wallTimer: CancellationScope | undefined;
   try {
+    if (!state.policy && opensInOneStep(input.workflowVersion)) {
+      // The agent resolved and the session started in one round; non-cancellable, like startSession below.
+      const opened = await CancellationScope.nonCancellable(() =>
+        openRun({
+          agent: input.agent,
+          budget: input.budget,
+          workflowId,
+          runId,
+          identity: input.identity,
+          task: input.task,
+          parentWorkflowId: input.parentWorkflowId,
+          parentSandbox: input.parentSandbox,
+        }),
+      ).catch((err: unknown) => {
+        // The agent resolved but its session did not start: the run ends its record like any run that had a policy.
+        const policy = openRunPolicy(err);
+        if (policy) {
+          update(resolved(state, policy, Date.now(), input.budget));
+          syncAttributes({ key: harnessAttribute, value: policy.harness });
+        }
+        throw err;
+      });
+      update(resolved(state, opened.policy, Date.now(), input.budget));
+      update(withPhase(state, 'running', 'starting the session'));
+      syncAttributes({ key: harnessAttribute, value: opened.policy.harness });
+      update(sessionStarted(state, opened.sandbox, opened.task));
+      hostIdle = opened.hostIdle === true;
+    }
     if (!state.policy) {
       update(resolved(state, await resolveAgent({ agent: input.agent, budget: input.budget }), Date.now(), input.budget));
       update(withPhase(state, 'running', 'starting the session'));
@@ -391,7 +421,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
 
   // A cancel or guardrail that interrupted a turn: no result brought that turn's spend (a cancel in the pause before
   // a retry brings none at all), so the ledger's books for the turn count — every attempt's calls.
-  if (turnInFlight && (result.status === 'cancelled' || result.status === 'stopped') && patched(INTERRUPTED_TURN_SPEND_PATCH)) {
+  if (turnInFlight && (result.status === 'cancelled' || result.status === 'stopped') && since(INTERRUPTED_TURN_SPEND_PATCH)) {
     const { turn, before } = turnInFlight;
     const spent = await CancellationScope.nonCancellable(() => turnSpent({ workflowId, runId, turn })).catch(() => undefined);
     if (spent) {
@@ -404,15 +434,15 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   // ---- compensation: on every exit path, never cancelled, idempotent ---------------------------
   approvals.runEnded(result.status);
   // Runs started before this patch complete with every outcome; newer ones end in Temporal's terms (outcomes.ts).
-  const inTemporalTerms = result.status !== 'succeeded' && patched(OUTCOMES_PATCH);
+  const inTemporalTerms = result.status !== 'succeeded' && since(OUTCOMES_PATCH);
   setPhase(result.status, result.reason ?? result.result?.slice(0, 120) ?? result.status);
   // Before the agent is resolved syncAttributes writes nothing: the status must still leave `starting`.
   if (inTemporalTerms && !state.policy) upsertSearchAttributes([{ key: statusAttribute, value: result.status }]);
   if (state.policy) {
     const { sandbox, policy } = state;
-    const retried = patched('acct8-end-session-retry');
+    const retried = since('acct8-end-session-retry');
     const end = () =>
-      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, endSession, retried);
+      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, endSession, since, retried);
     await CancellationScope.nonCancellable(() => (retried ? untilDone(end) : end()));
   }
   if (inTemporalTerms) {
@@ -442,6 +472,13 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     const message = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
     return runResult(state, workflowId, { status: 'failed', reason: `internal error in the run loop: ${message}`, failureType: 'InternalError' });
   }
+}
+
+/** The policy a failed `openRun` carries when its agent resolved before the session failed to start. */
+function openRunPolicy(err: unknown): OpenRunFailure['policy'] | undefined {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  const details = cause instanceof ApplicationFailure ? (cause.details?.[0] as Partial<OpenRunFailure> | undefined) : undefined;
+  return details?.policy;
 }
 
 /**

@@ -3,7 +3,7 @@
  * `approve`/`deny` updates (validated against the run's state, decided in the ledger by a local activity), and the
  * `DurableHarnessPendingApprovals` search attribute. Decisions themselves are pure (approvals.ts).
  */
-import { ActivityFailure, ApplicationFailure, patched, proxyLocalActivities, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyLocalActivities, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import {
   approvalRequested,
@@ -18,6 +18,7 @@ import {
 import { approvalRequestedSignal, approvalSettledSignal, approveUpdate, denyUpdate } from './messages.js';
 import { pendingApprovalsAttribute } from './search-attributes.js';
 import type { RunState } from './state.js';
+import type { Since } from './versions.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -34,6 +35,8 @@ export interface ApprovalHost {
   readonly workflowId: string;
   state(): RunState;
   update(next: RunState): void;
+  /** Whether a patched change applies to this run (versions.ts). */
+  since: Since;
 }
 
 export interface ApprovalHandlers {
@@ -55,7 +58,7 @@ export function installApprovalHandlers(host: ApprovalHost): ApprovalHandlers {
     const state = host.state();
     const count = pendingOf(state).length;
     if ((state.attributes.pendingApprovals ?? 0) === count) return;
-    if (!patched(PENDING_APPROVALS_PATCH)) return;
+    if (!host.since(PENDING_APPROVALS_PATCH)) return;
     upsertSearchAttributes([{ key: pendingApprovalsAttribute, value: count }]);
     host.update({ ...state, attributes: { ...state.attributes, pendingApprovals: count } });
   };

@@ -246,6 +246,7 @@ export function continuedInput(input: AgentRunInput, state: RunState): AgentRunI
     ...(input.budget !== undefined ? { budget: input.budget } : {}),
     ...(input.continueAsNewAfterTurns !== undefined ? { continueAsNewAfterTurns: input.continueAsNewAfterTurns } : {}),
     ...(input.continueAsNewAtHistoryBytes !== undefined ? { continueAsNewAtHistoryBytes: input.continueAsNewAtHistoryBytes } : {}),
+    ...(input.workflowVersion !== undefined ? { workflowVersion: input.workflowVersion } : {}),
     carried: { ...state, continuedTimes: state.continuedTimes + 1 },
   };
 }

@@ -2,6 +2,7 @@
 import type { Usage } from '../adapters/types.js';
 import type { BlobRef, TextRef } from '../blobs/text-ref.js';
 import type { RunIdentity, SandboxRef } from '../sandbox/types.js';
+import type { RunPolicy } from '../spec/types.js';
 import type { RunState } from './state.js';
 
 export type { BlobRef, TextRef };
@@ -36,6 +37,23 @@ export interface AgentRunInput {
   readonly continueAsNewAtHistoryBytes?: number;
   /** State carried across continue-as-new; not for callers. */
   readonly carried?: RunState;
+  /**
+   * The command sequence the run was started with (docs/VERSIONING.md): `startAgentRun`, a parent run and
+   * continue-as-new set it to `workflowVersion`; without it (runs started before it existed) the workflow replays its
+   * first, patched sequence. Not for callers.
+   */
+  readonly workflowVersion?: number;
+}
+
+/**
+ * The command sequence new runs get. 2: the agent is resolved and the session started in one local activity, and
+ * every patch before it holds without its marker.
+ */
+export const workflowVersion = 2;
+
+/** The details of a failed `openRun` whose agent resolved before its session failed to start. */
+export interface OpenRunFailure {
+  readonly policy: RunPolicy;
 }
 
 export type RunOutcome = 'succeeded' | 'failed' | 'stopped' | 'cancelled';

@@ -13,6 +13,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { freePort } from '../../src/temporal/dev-server.js';
+import { workflowVersion } from '../../src/workflows/types.js';
 import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot, testWorkflowId } from '../support/worker.js';
 
@@ -121,7 +122,7 @@ it('spans for the run, each turn and each activity reach the collector, with tok
     { usage: { input: 40, output: 10 }, ...ok('traced') },
   ]);
   const workflowId = testWorkflowId('otel');
-  const handle = await client.workflow.start('agentRun', { taskQueue, workflowId, args: [{ agent: 'scripted', task, identity: { tenantId: 'acme', userId: 'alice' } }] });
+  const handle = await client.workflow.start('agentRun', { taskQueue, workflowId, args: [{ agent: 'scripted', task, identity: { tenantId: 'acme', userId: 'alice' }, workflowVersion }] });
   const result = (await handle.result()) as { status: string; costUsd: number };
   expect(result.status).toBe('succeeded');
 
@@ -161,7 +162,7 @@ it('spans for the run, each turn and each activity reach the collector, with tok
   // Every activity the run scheduled has a span in the same trace: the run's whole story in one place. (Actions run
   // inside the next turn's activity, so they have no span of their own.)
   const names = new Set(trace.map((s) => s.name));
-  for (const name of ['RunActivity:resolveAgent', 'RunActivity:startSession', 'StartActivity:runTurn', 'RunActivity:runTurn', 'RunActivity:endSession']) expect(names, `${name} in ${[...names].join(', ')}`).toContain(name);
+  for (const name of ['RunActivity:openRun', 'StartActivity:runTurn', 'RunActivity:runTurn', 'RunActivity:endSession']) expect(names, `${name} in ${[...names].join(', ')}`).toContain(name);
   expect(ofRun().length).toBeGreaterThan(0);
 });
 

@@ -11,7 +11,11 @@ import { describe, expect, inject, it } from 'vitest';
 import { scenarios } from './scenarios.js';
 
 const dir = path.join(import.meta.dirname, 'histories');
-const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+/** Histories of the current command sequence, then of runs started before `workflowVersion` (v1/, never re-recorded). */
+const files = [
+  ...readdirSync(dir).filter((f) => f.endsWith('.json')).sort(),
+  ...readdirSync(path.join(dir, 'v1')).filter((f) => f.endsWith('.json')).sort().map((f) => `v1/${f}`),
+];
 
 describe('replay of recorded histories against the current workflow code', () => {
   it('has a history for every scenario', () => {
@@ -21,7 +25,7 @@ describe('replay of recorded histories against the current workflow code', () =>
   for (const file of files) {
     it(file, async () => {
       const history = historyFromJSON(JSON.parse(readFileSync(path.join(dir, file), 'utf8')));
-      const workflowId = file.replace(/(\.\d+)?\.json$/, '');
+      const workflowId = path.basename(file).replace(/(\.\d+)?\.json$/, '');
       await Worker.runReplayHistory({ workflowBundle: { codePath: inject('workflowBundlePath') }, replayName: 'durable-harness replay suite' }, history, workflowId);
     });
   }

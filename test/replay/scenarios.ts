@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { getAgentRun, startAgentRun } from '../../src/client/index.js';
 import type { agentRun } from '../../src/workflows/agent-run.js';
-import type { AgentRunInput } from '../../src/workflows/types.js';
+import { workflowVersion, type AgentRunInput } from '../../src/workflows/types.js';
 
 type Obj = Record<string, unknown>;
 
@@ -163,7 +163,7 @@ export const scenarios: readonly Scenario[] = [
       const handle: WorkflowHandle<typeof agentRun> = await ctx.client.workflow.start<typeof agentRun>('agentRun', {
         taskQueue: ctx.taskQueue,
         workflowId: 'replay-continue-as-new',
-        args: [{ agent: 'scripted', task, identity: { tenantId: 'acme', userId: 'alice' }, continueAsNewAfterTurns: 1 }],
+        args: [{ agent: 'scripted', task, identity: { tenantId: 'acme', userId: 'alice' }, continueAsNewAfterTurns: 1, workflowVersion }],
       });
       await handle.result();
       return [handle.workflowId];

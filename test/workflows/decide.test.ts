@@ -193,13 +193,16 @@ describe('continue-as-new', () => {
   });
 
   it('carries the state and a short task, never the conversation or the full task', () => {
-    const big = { ...input, task: 'x'.repeat(10_000), resumeSessionId: 'gone', continueAsNewAfterTurns: 5 };
+    const big = { ...input, task: 'x'.repeat(10_000), resumeSessionId: 'gone', continueAsNewAfterTurns: 5, workflowVersion: 2 };
     const s = turn(started(), { ok: true, view: { step: 'actions', calls: [{ name: 'echo' }] } }).state;
     const next = continuedInput(big, s);
     expect(next.carried).toEqual({ ...s, continuedTimes: 1 });
     expect(typeof next.task === 'string' && next.task.length).toBeLessThan(300);
     expect(next).not.toHaveProperty('resumeSessionId');
     expect(next.continueAsNewAfterTurns).toBe(5);
+    // The next execution keeps the command sequence the run started with (docs/VERSIONING.md).
+    expect(next.workflowVersion).toBe(2);
+    expect(continuedInput(input, s)).not.toHaveProperty('workflowVersion');
     expect(JSON.stringify(next).length).toBeLessThan(2500);
   });
 });

@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { workflowVersion } from '../../src/workflows/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { historyFigures } from '../../src/temporal/history-figures.js';
 import { act, ok, scriptBook, scriptedCatalog, statelessHarness } from '../support/scripted.js';
@@ -138,7 +139,7 @@ it('continues as new when the history passes the size threshold, carrying only t
   const run = await w.client.workflow.start('agentRun', {
     taskQueue: w.taskQueue,
     workflowId,
-    args: [{ agent: 'scripted', task, identity: { tenantId: 't', userId: 'u' }, continueAsNewAtHistoryBytes: 8 * 1024 }],
+    args: [{ agent: 'scripted', task, identity: { tenantId: 't', userId: 'u' }, continueAsNewAtHistoryBytes: 8 * 1024, workflowVersion }],
   });
   const result = await run.result();
   expect(result).toMatchObject({ status: 'succeeded', iterations: 8 });

@@ -2,6 +2,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import proto from '@temporalio/proto';
+import { getAgentRun } from '../../src/client/index.js';
+import { workflowVersion } from '../../src/workflows/types.js';
 import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
@@ -15,6 +18,7 @@ beforeAll(async () => {
       agents: [
         { name: 'helper', description: 'answers sub-questions', harness: 'scripted', actions: ['echo'] },
         { name: 'frugal', harness: 'scripted', subAgents: ['helper'], guardrails: { maxIterations: 3, maxTokens: 1000 } },
+        { name: 'borrower', description: 'works in a parent workspace only', harness: 'scripted', sandbox: { workspaceScope: 'parent' } },
       ],
     }),
   });
@@ -49,6 +53,38 @@ describe('actions', () => {
     const steps = await w.ledger.listSteps(workflowId);
     expect(steps.filter((s) => s.type.startsWith('action:')).map((s) => s.type)).toEqual(['action:write_file', 'action:read_file']);
   });
+});
+
+describe('the command sequence (docs/VERSIONING.md)', () => {
+  const { EventType } = proto.temporal.api.enums.v1;
+
+  it('a new run resolves its agent and starts its session in one local activity, and records no patch markers', async () => {
+    const workflowId = testWorkflowId('sequence');
+    const run = await w.start({ agent: 'scripted', task: book.write('sequence', [act({ name: 'echo', params: { text: 'a' } }), ok('two turns')]), workflowId });
+    expect((await run.result()).status).toBe('succeeded');
+    const events = (await w.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+    const markers = events.filter((e) => e.eventType === EventType.EVENT_TYPE_MARKER_RECORDED).map((e) => e.markerRecordedEventAttributes?.markerName);
+    const firstTurn = events.findIndex((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED);
+    const beforeFirstTurn = events.slice(0, firstTurn).filter((e) => e.eventType === EventType.EVENT_TYPE_MARKER_RECORDED);
+    // openRun before the first turn, endSession after the last: nothing else, and no patch asked.
+    expect(markers).toEqual(['core_local_activity', 'core_local_activity']);
+    expect(beforeFirstTurn).toHaveLength(1);
+    expect(events[0]!.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]?.data?.toString()).toContain(`"workflowVersion":${workflowVersion}`);
+  });
+
+  // The agent resolves, then its session refuses to start (a parent-scoped agent with no parent): the run had a policy,
+  // so it must still close the ledger row its start opened — in the current sequence (one openRun) and in the first.
+  for (const sequence of ['current', 'first'] as const) {
+    it(`a run whose session fails to start after its agent resolved ends failed and closes its record (${sequence} sequence)`, async () => {
+      const workflowId = testWorkflowId(`no-session-${sequence}`);
+      if (sequence === 'current') await w.start({ agent: 'borrower', task: 'read the notes', workflowId });
+      else await w.client.workflow.start('agentRun', { taskQueue: w.taskQueue, workflowId, args: [{ agent: 'borrower', task: 'read the notes', identity: { tenantId: 't', userId: 'u' } }] });
+      const result = await getAgentRun(w.client, workflowId).result();
+      expect(result).toMatchObject({ status: 'failed', failureType: 'WorkspaceScopeInvalid' });
+      expect(result.reason).toMatch(/workspaceScope "parent", which only a sub-agent can use/);
+      expect(await w.ledger.getRun(workflowId)).toMatchObject({ status: 'failed', agent: 'borrower' });
+    });
+  }
 });
 
 it('a failed step ends the run as failed with the harness reason', async () => {
@@ -148,7 +184,7 @@ it('continues as new on long runs and carries the session, counters and conversa
   const run = await w.client.workflow.start('agentRun', {
     taskQueue: w.taskQueue,
     workflowId,
-    args: [{ agent: 'scripted', task, identity: { tenantId: 't', userId: 'u' }, continueAsNewAfterTurns: 1 }],
+    args: [{ agent: 'scripted', task, identity: { tenantId: 't', userId: 'u' }, continueAsNewAfterTurns: 1, workflowVersion }],
   });
   const result = await run.result();
   expect(result).toMatchObject({ status: 'succeeded', iterations: 3, usage: { input: 3, output: 3 } });
