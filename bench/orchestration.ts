@@ -26,7 +26,7 @@ import { NativeConnection, Runtime, DefaultLogger, Worker, bundleWorkflowCode } 
 import { createPlacedWorker, defaultActivityPlacement, type PlacedWorker } from '../src/activity-worker.js';
 import { createActivities } from '../src/activities/index.js';
 import { loadCatalog } from '../src/catalog/index.js';
-import { startAgentRun } from '../src/client/index.js';
+import { getAgentRun, startAgentRun } from '../src/client/index.js';
 import { defaultSpawnMode } from '../src/sandbox/spawner.js';
 import { defaultDeps, workflowsPath } from '../src/worker.js';
 import { createFloorActivities } from './floor/activities.js';
@@ -69,6 +69,8 @@ export interface OrchestrationFigures {
   readonly variants: readonly OrchestrationVariant[];
   /** Median of (plain start − eager start) per iteration, ms per run, default setup. */
   readonly eagerSavingPerRunMs: number;
+  /** Median of (version-1 start − current start) per iteration, ms per run, default setup (docs/VERSIONING.md). */
+  readonly versionSavingPerRunMs: number;
 }
 
 export interface OrchestrationOptions {
@@ -211,6 +213,17 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
       agentRunVariant(`workflow (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, false),
       agentRunVariant(`workflow, eager start (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, true),
       ...placed.slice(1).map((p) => agentRunVariant(`workflow (${setupLabel(p.setup)})`, p.taskQueue, false)),
+      {
+        // A run started without workflowVersion replays the first command sequence: what version 2 saves, beside it.
+        name: `workflow, version 1 (${setupLabel(defaultSetup)})`,
+        turnActivity: 'runTurn',
+        async run(i) {
+          const handle = await client.workflow.start('agentRun', { taskQueue: placed[0]!.taskQueue, workflowId: `bench-v1-${tag}-${i}`, args: [{ agent, task, identity }] });
+          const result = await getAgentRun(client, handle.workflowId).result();
+          if (result.status !== 'succeeded') throw new Error(`bench run ${handle.workflowId} ended ${result.status}: ${result.reason}`);
+          return { turns: result.iterations, handle };
+        },
+      },
     ];
 
     // One warm-up of each (worker caches, module loading, SQLite statements), not counted.
@@ -261,7 +274,9 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
     }
     // Variants 2 and 3 are the default setup started plainly and eagerly.
     const eagerSavingPerRunMs = median(times[2]!.map((ms, i) => ms - times[3]![i]!));
-    return { scenario: opts.turns ? `${opts.turns}-turn scripted run` : 'demo agent', runs, turnsPerRun: turns, inProcessRunMs: median(times[0]!), variants: result, eagerSavingPerRunMs };
+    const v1 = variants.length - 1;
+    const versionSavingPerRunMs = median(times[v1]!.map((ms, i) => ms - times[2]![i]!));
+    return { scenario: opts.turns ? `${opts.turns}-turn scripted run` : 'demo agent', runs, turnsPerRun: turns, inProcessRunMs: median(times[0]!), variants: result, eagerSavingPerRunMs, versionSavingPerRunMs };
   } finally {
     await Promise.all(placed.map(async (p) => {
       await p.worker.shutdown();
@@ -313,13 +328,14 @@ export function orchestrationTable(f: OrchestrationFigures): string[] {
 export function orchestrationVerdict(f: OrchestrationFigures): string[] {
   const floor = f.variants.find((v) => v.name.startsWith('floor'));
   const project = f.variants.find((v) => v.name.startsWith('workflow (') && !v.name.includes('eager'));
+  const v1 = f.variants.find((v) => v.name.includes('version 1'));
   const eager = f.variants.find((v) => v.name.includes('eager'));
   const out: string[] = [];
   if (floor && project) {
     const diff = project.overFloorPerTurnMs ?? Number.NaN;
     out.push(
       `overhead per turn (${f.scenario}, ${f.turnsPerRun} turns): project ${project.overheadPerTurnMs.toFixed(1)} ms, floor ${floor.overheadPerTurnMs.toFixed(1)} ms, ` +
-        `difference ${diff.toFixed(1)} ms (target ≤ ${floorTargetMs} ms: ${diff <= floorTargetMs ? 'met' : 'NOT met'})`,
+        `difference ${diff.toFixed(2)} ms (target ≤ ${floorTargetMs} ms: ${diff <= floorTargetMs ? 'met' : 'NOT met'})`,
     );
   }
   if (project?.history) {
@@ -327,6 +343,12 @@ export function orchestrationVerdict(f: OrchestrationFigures): string[] {
     out.push(`steady-state turn history: ${h.steadyEvents} events, ${h.steadyBytes} B (target ≤ 8 events, ≤ 2048 B: ${h.steadyEvents <= 8 && h.steadyBytes <= 2048 ? 'met' : 'NOT met'})`);
   }
   if (eager) out.push(`eager start: ${f.eagerSavingPerRunMs.toFixed(1)} ms less per run (median of paired differences; granted ${eager.eagerGranted})`);
+  if (v1) {
+    out.push(
+      `workflow version 2 (openRun, no patch markers) vs version 1: ${f.versionSavingPerRunMs.toFixed(1)} ms less per run (median of paired differences); ` +
+        `over the floor per turn ${project?.overFloorPerTurnMs?.toFixed(1)} vs ${v1.overFloorPerTurnMs?.toFixed(1)} ms, history per run ${((project?.history?.eventsPerTurn ?? 0) * f.turnsPerRun).toFixed(0)} vs ${((v1.history?.eventsPerTurn ?? 0) * f.turnsPerRun).toFixed(0)} events`,
+    );
+  }
   return out;
 }
 
