@@ -337,7 +337,7 @@ export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
 }
 
 /** Where the curve saturates: the first level with p99 turn overhead ≥ 1 s (or that timed out), and what was busiest. */
-export function saturation(all: readonly ScaleRow[], setup: WorkerSetupChoice): string {
+export function saturation(all: readonly ScaleRow[], setup: WorkerSetupChoice, turnSeconds = 2): string {
   const rows = all.filter((r) => setupLabel(r.setup) === setupLabel(setup));
   const hit = rows.find((r) => r.timedOut || r.turnOverheadMs.p99 >= 1000);
   if (!hit) return `not within ${rows.map((r) => r.runs).join('/')} runs (p99 turn overhead stayed under 1 s)`;
@@ -347,7 +347,18 @@ export function saturation(all: readonly ScaleRow[], setup: WorkerSetupChoice): 
     `no single resource (main thread ${pct(hit.mainThreadBusy)}, machine ${pct(hit.machineBusy)})`;
   // The SDK's default: a worker runs at most 100 activities (turns) at once; more wait for a slot.
   const slots = hit.runs > 100 ? `; ${hit.runs} concurrent turns exceed the worker's 100 activity slots` : '';
-  return `${hit.runs} runs: p99 turn overhead ${fmt(hit.turnOverheadMs.p99)} ms${hit.timedOut ? ' (level timed out)' : ''}; busiest: ${busiest}${slots}`;
+  return `${hit.runs} runs: p99 turn overhead ${fmt(hit.turnOverheadMs.p99)} ms${hit.timedOut ? ' (level timed out)' : ''}; busiest: ${busiest}${slots}; ${withoutWorker(hit, turnSeconds)}`;
+}
+
+/**
+ * The floor under any worker at this level: the cores the Temporal server and the harness alone take when every run
+ * turns once per `turnSeconds` (their CPU per turn, measured in the level), beside the machine's cores.
+ */
+function withoutWorker(row: ScaleRow, turnSeconds: number): string {
+  const { server, harness } = row.cpuMsPerTurn;
+  if (server === undefined) return 'server CPU not measured';
+  const cores = ((server + harness) / 1000) * (row.runs / turnSeconds);
+  return `the server and the harness alone need ${cores.toFixed(2)} cores at ${row.runs / turnSeconds} turns/s (${(server + harness).toFixed(1)} ms per turn), of the machine's ${os.cpus().length}`;
 }
 
 const pct = (x: number) => `${Math.round(x * 100)}%`;
@@ -375,7 +386,7 @@ export function printScale(rows: readonly ScaleRow[], turns: number, turnSeconds
   console.log(`\nscale: one worker, concurrent runs of ${turns} turns of ${turnSeconds} s (shell harness):`);
   for (const line of scaleTable(rows)) console.log(`  ${line}`);
   const setups = [...new Map(rows.map((r) => [setupLabel(r.setup), r.setup])).values()];
-  for (const setup of setups) console.log(`  saturates (${setupLabel(setup)}) at: ${saturation(rows, setup)}`);
+  for (const setup of setups) console.log(`  saturates (${setupLabel(setup)}) at: ${saturation(rows, setup, turnSeconds)}`);
 }
 
 const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);

@@ -67,7 +67,7 @@ import { installApprovalHandlers } from './approval-handlers.js';
 import { detailsText, turnStartToCloseMs } from './approvals.js';
 import type { RunState } from './state.js';
 import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
-import { changesSince, opensInOneStep } from './versions.js';
+import { assertKnownVersion, changesSince, opensInOneStep } from './versions.js';
 import { compactSandbox, workflowVersion, type AgentRunInput, type OpenRunFailure, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -102,6 +102,7 @@ type Interruption = { kind: 'cancel'; reason: string } | { kind: 'guardrail'; gu
 
 export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const { workflowId, runId } = workflowInfo();
+  assertKnownVersion(input.workflowVersion);
   /** Whether a patched change applies: always from workflow version 2 on, without a marker (versions.ts). */
   const since = changesSince(input.workflowVersion);
   let state: RunState = input.carried ?? initialState(input);

@@ -7,6 +7,7 @@ import { patched } from '@temporalio/workflow';
 import { affinityPatch, endHerePatch, turnHerePatch } from './affinity.js';
 import { PENDING_APPROVALS_PATCH } from './approval-handlers.js';
 import { OUTCOMES_PATCH } from './outcomes.js';
+import { workflowVersion } from './types.js';
 
 /** Whether the change behind a patch id applies to this run. */
 export type Since = (patchId: string) => boolean;
@@ -32,4 +33,15 @@ export function changesSince(version: number | undefined): Since {
 /** Whether the run starts in one local activity (`openRun`) instead of `resolveAgent` then `startSession`. */
 export function opensInOneStep(version: number | undefined): boolean {
   return (version ?? 1) >= 2;
+}
+
+/**
+ * A run started by newer code than this worker's (a rolling deploy) must not run here: this worker would make the
+ * commands of an older sequence, which the newer workers could not replay. A plain error fails the workflow task,
+ * not the run; Temporal retries the task until a worker that knows the version takes it.
+ */
+export function assertKnownVersion(version: number | undefined): void {
+  if (version !== undefined && (!Number.isInteger(version) || version < 1 || version > workflowVersion)) {
+    throw new Error(`this worker runs workflow versions 1 to ${workflowVersion}, the run asks for version ${String(version)}: deploy the newer worker (the run waits for it)`);
+  }
 }

@@ -72,6 +72,18 @@ describe('the command sequence (docs/VERSIONING.md)', () => {
     expect(events[0]!.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]?.data?.toString()).toContain(`"workflowVersion":${workflowVersion}`);
   });
 
+  it('a run of a version newer than the worker waits for a newer worker: its workflow task fails, the run does not', async () => {
+    const workflowId = testWorkflowId('future-version');
+    const handle = await w.client.workflow.start('agentRun', { taskQueue: w.taskQueue, workflowId, args: [{ agent: 'scripted', task: 'x', identity: { tenantId: 't', userId: 'u' }, workflowVersion: workflowVersion + 1 }] });
+    const taskFailure = async () =>
+      ((await handle.fetchHistory()).events ?? []).find((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)?.workflowTaskFailedEventAttributes?.failure?.message;
+    await expect.poll(taskFailure, { timeout: 15_000 }).toMatch(new RegExp(`runs workflow versions 1 to ${workflowVersion}, the run asks for version ${workflowVersion + 1}: deploy the newer worker`));
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    // Nothing ran: no session, no ledger row.
+    expect(await w.ledger.getRun(workflowId)).toBeUndefined();
+    await handle.terminate('test over');
+  });
+
   // The agent resolves, then its session refuses to start (a parent-scoped agent with no parent): the run had a policy,
   // so it must still close the ledger row its start opened — in the current sequence (one openRun) and in the first.
   for (const sequence of ['current', 'first'] as const) {
