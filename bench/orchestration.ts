@@ -26,7 +26,7 @@ import { NativeConnection, Runtime, DefaultLogger, Worker, bundleWorkflowCode } 
 import { createPlacedWorker, defaultActivityPlacement, type PlacedWorker } from '../src/activity-worker.js';
 import { createActivities } from '../src/activities/index.js';
 import { loadCatalog } from '../src/catalog/index.js';
-import { getAgentRun, startAgentRun } from '../src/client/index.js';
+import { getAgentRun, startAgentRun, type AgentRunHandle } from '../src/client/index.js';
 import { defaultSpawnMode } from '../src/sandbox/spawner.js';
 import { defaultDeps, workflowsPath } from '../src/worker.js';
 import { createFloorActivities } from './floor/activities.js';
@@ -189,11 +189,13 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
       });
       placed.push({ setup, worker, taskQueue, running: worker.run() });
     }
-    const agentRunVariant = (name: string, taskQueue: string, eager: boolean): Variant => ({
+    /** A run of the project's workflow: started by `startAgentRun` (plainly or eagerly), or by `start` instead. */
+    const agentRunVariant = (name: string, taskQueue: string, eager: boolean, start?: (workflowId: string) => Promise<AgentRunHandle>): Variant => ({
       name,
       turnActivity: 'runTurn',
       async run(i) {
-        const run = await startAgentRun(eager ? eagerClient : client, { agent, task, identity, taskQueue, workflowId: `bench-${name.replace(/\W+/g, '-')}-${tag}-${i}`, eager });
+        const workflowId = `bench-${name.replace(/\W+/g, '-')}-${tag}-${i}`;
+        const run = start ? await start(workflowId) : await startAgentRun(eager ? eagerClient : client, { agent, task, identity, taskQueue, workflowId, eager });
         const result = await run.result();
         if (result.status !== 'succeeded') throw new Error(`bench run ${run.workflowId} ended ${result.status}: ${result.reason}`);
         return { turns: result.iterations, handle: run.handle, eager: (run.handle as { eagerlyStarted?: boolean }).eagerlyStarted };
@@ -213,17 +215,11 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
       agentRunVariant(`workflow (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, false),
       agentRunVariant(`workflow, eager start (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, true),
       ...placed.slice(1).map((p) => agentRunVariant(`workflow (${setupLabel(p.setup)})`, p.taskQueue, false)),
-      {
-        // A run started without workflowVersion replays the first command sequence: what version 2 saves, beside it.
-        name: `workflow, version 1 (${setupLabel(defaultSetup)})`,
-        turnActivity: 'runTurn',
-        async run(i) {
-          const handle = await client.workflow.start('agentRun', { taskQueue: placed[0]!.taskQueue, workflowId: `bench-v1-${tag}-${i}`, args: [{ agent, task, identity }] });
-          const result = await getAgentRun(client, handle.workflowId).result();
-          if (result.status !== 'succeeded') throw new Error(`bench run ${handle.workflowId} ended ${result.status}: ${result.reason}`);
-          return { turns: result.iterations, handle };
-        },
-      },
+      // Started without workflowVersion, a run follows the first command sequence: what version 2 saves, beside it.
+      agentRunVariant(`workflow, version 1 (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, false, async (workflowId) => {
+        await client.workflow.start('agentRun', { taskQueue: placed[0]!.taskQueue, workflowId, args: [{ agent, task, identity }] });
+        return getAgentRun(client, workflowId);
+      }),
     ];
 
     // One warm-up of each (worker caches, module loading, SQLite statements), not counted.

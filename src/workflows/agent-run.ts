@@ -362,6 +362,13 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     }
   };
 
+  /** The agent resolved: the run keeps its policy (its wall-time deadline from now) and names its harness. */
+  const adoptPolicy = (policy: RunPolicy, starting: boolean) => {
+    update(resolved(state, policy, Date.now(), input.budget));
+    if (starting) update(withPhase(state, 'running', 'starting the session'));
+    syncAttributes({ key: harnessAttribute, value: policy.harness });
+  };
+
   // ---- run ---------------------------------------------------------------------------------------
   let result: AgentRunResult;
   let wallTimer: CancellationScope | undefined;
@@ -382,23 +389,14 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       ).catch((err: unknown) => {
         // The agent resolved but its session did not start: the run ends its record like any run that had a policy.
         const policy = openRunPolicy(err);
-        if (policy) {
-          update(resolved(state, policy, Date.now(), input.budget));
-          syncAttributes({ key: harnessAttribute, value: policy.harness });
-        }
+        if (policy) adoptPolicy(policy, false);
         throw err;
       });
-      update(resolved(state, opened.policy, Date.now(), input.budget));
-      update(withPhase(state, 'running', 'starting the session'));
-      syncAttributes({ key: harnessAttribute, value: opened.policy.harness });
+      adoptPolicy(opened.policy, true);
       update(sessionStarted(state, opened.sandbox, opened.task));
       hostIdle = opened.hostIdle === true;
     }
-    if (!state.policy) {
-      update(resolved(state, await resolveAgent({ agent: input.agent, budget: input.budget }), Date.now(), input.budget));
-      update(withPhase(state, 'running', 'starting the session'));
-      syncAttributes({ key: harnessAttribute, value: state.policy!.harness });
-    }
+    if (!state.policy) adoptPolicy(await resolveAgent({ agent: input.agent, budget: input.budget }), true);
     const policy = state.policy!;
 
     // The wall-time guardrail: a timer that interrupts whatever the loop is doing, the in-flight turn included.

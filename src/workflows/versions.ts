@@ -26,11 +26,11 @@ export const patchesBeforeVersion2: ReadonlySet<string> = new Set([
 ]);
 
 export function changesSince(version: number | undefined): Since {
-  if ((version ?? 1) < 2) return patched;
+  if (!opensInOneStep(version)) return patched;
   return (patchId) => patchesBeforeVersion2.has(patchId) || patched(patchId);
 }
 
-/** Whether the run starts in one local activity (`openRun`) instead of `resolveAgent` then `startSession`. */
+/** Whether the run starts in one local activity (`openRun`) instead of `resolveAgent` then `startSession`: version 2 on. */
 export function opensInOneStep(version: number | undefined): boolean {
   return (version ?? 1) >= 2;
 }

@@ -1,5 +1,5 @@
 /** runTurn in isolation (MockActivityEnvironment): heartbeats, cancellation and the retried-attempt path. */
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -117,5 +117,23 @@ describe('runTurn runs the approved actions of the previous envelope first, each
     expect(input).toMatch(/1\. count: ok\n"?counted a/);
     expect(input).toMatch(/2\. count: error: over its cap/);
     expect(input).toMatch(/3\. echo: error: action "echo" was started by an earlier, interrupted attempt/);
+  });
+});
+
+describe('openRun', () => {
+  // A worker killed after openRun started the session but before its result reached the workflow: the local activity
+  // runs again on the next worker. The retry must find the same workspace and the same ledger row, not a second of each.
+  it('run again for the same run (its worker died mid-start), it reattaches: one workspace, one ledger row, nothing lost', async () => {
+    const { activities, deps } = setup();
+    const workflowId = 'open-twice';
+    const env = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'r' } }, { logger: new DefaultLogger('ERROR') });
+    const input = { agent: 'scripted', workflowId, runId: 'r', identity: { tenantId: 't', userId: 'u' }, task: 'x' };
+    const first = (await env.run(activities.openRun, input)) as Awaited<ReturnType<typeof activities.openRun>>;
+    writeFileSync(path.join(first.sandbox.hostWorkspacePath, 'kept.txt'), 'written before the crash');
+    const again = (await env.run(activities.openRun, input)) as Awaited<ReturnType<typeof activities.openRun>>;
+    expect(again.policy.specHash).toBe(first.policy.specHash);
+    expect(again.sandbox.hostWorkspacePath).toBe(first.sandbox.hostWorkspacePath);
+    expect(readFileSync(path.join(again.sandbox.hostWorkspacePath, 'kept.txt'), 'utf8')).toBe('written before the crash');
+    expect(await deps.ledger.listRuns(workflowId)).toHaveLength(1);
   });
 });
