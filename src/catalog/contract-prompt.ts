@@ -13,6 +13,8 @@ export interface ContractPromptInput {
   readonly agent: Pick<AgentConfig, 'name'>;
   readonly actions: readonly ContractAction[];
   readonly subAgents: readonly { readonly name: string; readonly description: string }[];
+  /** Action calls one envelope may ask for (stated to the harness when it has actions). */
+  readonly maxActionsPerEnvelope?: number;
 }
 
 /** The JSON Schema of an action's parameters as the harness should write them (input side: defaults optional). */
@@ -27,9 +29,10 @@ function byName<T extends { readonly name: string }>(items: readonly T[]): T[] {
   return [...items].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-function actionsSection(actions: readonly ContractAction[]): string[] {
+function actionsSection(actions: readonly ContractAction[], maxPerEnvelope: number | undefined): string[] {
   if (actions.length === 0) return ['No actions are available to you: do not use the "actions" step.'];
-  const lines = ['Use only these action names; a call to any other name is refused.'];
+  const cap = maxPerEnvelope !== undefined ? ` At most ${maxPerEnvelope} actions per envelope: an envelope asking for more runs none of them.` : '';
+  const lines = [`Use only these action names; a call to any other name is refused.${cap}`];
   for (const action of byName(actions)) {
     const cap = action.maxExecutionsPerRun !== undefined ? ` (at most ${action.maxExecutionsPerRun} per run)` : '';
     lines.push(`- ${action.name}${cap}: ${action.description || 'no description'}`);
@@ -72,7 +75,7 @@ export function buildContractPrompt(input: ContractPromptInput): string {
     `   ${STEP_EXAMPLES.chat}`,
     '',
     '### Actions',
-    ...actionsSection(input.actions),
+    ...actionsSection(input.actions, input.maxActionsPerEnvelope),
     '',
     '### Sub-agents',
     ...subAgentsSection(input.subAgents),

@@ -209,7 +209,7 @@ export function agentSystemPrompt(
 ): string {
   const agent = findAgent(catalog, agentName);
   const subAgents = agent.subAgents.map((name) => ({ name, description: findAgent(catalog, name).description }));
-  const contract = buildContractPrompt({ agent, actions: allowedActionsOf(catalog, agent, registry), subAgents });
+  const contract = buildContractPrompt({ agent, actions: allowedActionsOf(catalog, agent, registry), subAgents, maxActionsPerEnvelope: agent.maxActionsPerEnvelope });
   return joinSystemPrompt(agent.systemPrompt, contract);
 }
 
@@ -224,7 +224,7 @@ export function envelopeRulesFor(
   for (const action of allowedActionsOf(catalog, agent, registry)) {
     allowedActions[action.name] = { parameters: actionParametersJsonSchema(action.parameters) };
   }
-  return { allowedActions, allowedSubAgents: [...agent.subAgents] };
+  return { allowedActions, allowedSubAgents: [...agent.subAgents], maxActions: agent.maxActionsPerEnvelope };
 }
 
 /** Vendors, models and prompts for Ledger.syncCatalog. */

@@ -1,5 +1,6 @@
 /** The catalog: harnesses, agents and actions, validated by zod. */
 import { z } from 'zod';
+import { DEFAULT_MAX_ACTIONS_PER_ENVELOPE, MAX_ACTIONS_PER_ENVELOPE_LIMIT } from '../envelope/parse.js';
 import { agentPermissionsSchema, policyFor } from '../permissions/policy.js';
 
 const name = z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'use lowercase letters, digits, ".", "_" or "-"');
@@ -98,6 +99,13 @@ export const agentSchema = z.strictObject({
   credentials: z.array(credentialGrantSchema).default([]),
   /** Malformed envelopes in a row before the run fails. */
   maxMalformedTurns: z.number().int().nonnegative().default(3),
+  /** Action calls one envelope may ask for; an envelope asking for more runs none of them and gets feedback. */
+  maxActionsPerEnvelope: z
+    .number()
+    .int()
+    .positive()
+    .max(MAX_ACTIONS_PER_ENVELOPE_LIMIT, `at most ${MAX_ACTIONS_PER_ENVELOPE_LIMIT}: every call of an envelope travels through workflow history`)
+    .default(DEFAULT_MAX_ACTIONS_PER_ENVELOPE),
   chatTimeoutMs: z.number().int().positive().default(24 * 3_600_000),
   operatorTimeoutMs: z.number().int().positive().default(24 * 3_600_000),
   /** Attempts of one turn before the run waits for an operator. */

@@ -58,7 +58,19 @@ export type ActionParameters = z.ZodType | JsonSchema;
 export interface EnvelopeRules {
   readonly allowedActions: Readonly<Record<string, { readonly parameters: ActionParameters }>>;
   readonly allowedSubAgents: readonly string[];
+  /** Action calls one envelope may ask for (catalog `maxActionsPerEnvelope`; absent in specs frozen before it: the default). */
+  readonly maxActions?: number;
 }
+
+/** Action calls per envelope when the catalog says nothing: an envelope asking for more runs none of them. */
+export const DEFAULT_MAX_ACTIONS_PER_ENVELOPE = 100;
+/**
+ * The most `maxActionsPerEnvelope` may be: every call travels through workflow history (its name, and a problem
+ * when it is refused), and the turn's result and the next turn's request must stay far below Temporal's 2 MiB.
+ */
+export const MAX_ACTIONS_PER_ENVELOPE_LIMIT = 1000;
+/** How many problems one feedback lists; the rest are counted. */
+const MAX_PROBLEM_LINES = 20;
 
 /** Why one action call (or the sub-agent request) will not run; the workflow reports it back as an error result. */
 export interface ActionCallError {
@@ -78,7 +90,12 @@ export type ActionCallVerdict =
 /** A parsed envelope: a well-formed step plus the calls that must not run, or the shape-level problem. */
 export type EnvelopeParseResult =
   | { readonly ok: true; readonly step: NextStep; readonly actionErrors: readonly ActionCallError[] }
-  | { readonly ok: false; readonly problem: string };
+  | {
+      readonly ok: false;
+      readonly problem: string;
+      /** Set when the envelope asked for more action calls than the rules allow (none of them runs). */
+      readonly actionsOverCap?: { readonly asked: number; readonly cap: number };
+    };
 
 /** The opening words of every feedback turn; the demo harness keys on them. */
 export const FEEDBACK_PREFIX = 'Your last reply was not a valid envelope';
@@ -250,6 +267,20 @@ function receivedOf(message: string): string {
   return m ? `, got ${m[1]}` : '';
 }
 
+/** The first problems joined, the rest counted: an envelope with a million bad fields gets a short answer. */
+function joinProblems(lines: readonly string[]): string {
+  if (lines.length <= MAX_PROBLEM_LINES) return lines.join('; ');
+  return `${lines.slice(0, MAX_PROBLEM_LINES).join('; ')}; … and ${lines.length - MAX_PROBLEM_LINES} more problems`;
+}
+
+/** What the harness is told about an envelope over the action cap. */
+export function actionsOverCapProblem(asked: number, cap: number): string {
+  return (
+    `the envelope asks for ${asked} actions, over this agent's cap of ${cap} actions per envelope (maxActionsPerEnvelope), ` +
+    `so none of them ran; ask for at most ${cap} actions per envelope and send the rest in later turns`
+  );
+}
+
 function withExample(problem: string, step?: StepType): string {
   const example = step ? STEP_EXAMPLES[step] : STEP_EXAMPLES.success;
   return `${problem}. Example of a valid ${step ? `"${step}" ` : ''}envelope: ${example}`;
@@ -270,7 +301,7 @@ export function validateEnvelopeShape(value: Record<string, unknown>):
   const result = stepSchemas[step].safeParse(value);
   if (!result.success) {
     const lines = describeZodIssues(result.error.issues, [], (p) => allowedFieldsAt(step, p));
-    return { ok: false, problem: withExample(lines.join('; '), step) };
+    return { ok: false, problem: withExample(joinProblems(lines), step) };
   }
   return { ok: true, step: result.data as NextStep };
 }
@@ -298,11 +329,11 @@ export function checkActionParams(
   if (isZodSchema(parameters)) {
     const result = parameters.safeParse(params);
     if (result.success) return { ok: true, params: result.data as Record<string, unknown> };
-    return { ok: false, problem: describeZodIssues(result.error.issues, ['actions', index, 'params']).join('; ') };
+    return { ok: false, problem: joinProblems(describeZodIssues(result.error.issues, ['actions', index, 'params'])) };
   }
   const problems: SchemaProblem[] = checkJsonSchema(parameters, params, `actions[${index}].params`);
   if (problems.length === 0) return { ok: true, params: applyJsonSchemaDefaults(parameters, params) };
-  return { ok: false, problem: problems.map((p) => `${p.path}: ${p.message}`).join('; ') };
+  return { ok: false, problem: joinProblems(problems.map((p) => `${p.path}: ${p.message}`)) };
 }
 
 /** Decides, per action call (or for the sub-agent request), whether it may run; unknown names are errors, not parse failures. */
@@ -346,6 +377,12 @@ export function checkActionCalls(step: NextStep, rules: EnvelopeRules): ActionCa
 export function parseEnvelope(text: string, rules: EnvelopeRules): EnvelopeParseResult {
   const found = extractEnvelopeObject(text);
   if (!found.value) return { ok: false, problem: withExample(found.problem ?? NOT_FOUND) };
+  // Counted before anything else looks at the calls: an envelope over the cap costs no validation, and runs nothing.
+  const calls = found.value.step === 'actions' ? found.value.actions : undefined;
+  const cap = rules.maxActions ?? DEFAULT_MAX_ACTIONS_PER_ENVELOPE;
+  if (Array.isArray(calls) && calls.length > cap) {
+    return { ok: false, problem: actionsOverCapProblem(calls.length, cap), actionsOverCap: { asked: calls.length, cap } };
+  }
   const shaped = validateEnvelopeShape(found.value);
   if (!shaped.ok) return shaped;
   const actionErrors = checkActionCalls(shaped.step, rules)

@@ -59,6 +59,15 @@ describe('parseCatalog', () => {
     expect(() => parseCatalog(bad, 'mem.yaml')).toThrow(/^invalid catalog mem\.yaml:\n {2}- /);
   });
 
+  it('caps actions per envelope at 100 by default, as set, and never above what history can carry', () => {
+    expect(parseCatalog(minimal, 'mem').agents[0]?.maxActionsPerEnvelope).toBe(100);
+    const set = parseCatalog({ ...minimal, agents: [{ ...minimal.agents[0], maxActionsPerEnvelope: 7 }, minimal.agents[1]] }, 'mem');
+    expect(envelopeRulesFor(set, 'a1').maxActions).toBe(7);
+    expect(agentSystemPrompt(set, 'a1')).toContain('At most 7 actions per envelope: an envelope asking for more runs none of them.');
+    const problems = problemsOf(() => parseCatalog({ ...minimal, agents: [{ ...minimal.agents[0], maxActionsPerEnvelope: 5000 }, minimal.agents[1]] }, 'mem'));
+    expect(problems).toEqual([expect.stringMatching(/^agents\[0\]\.maxActionsPerEnvelope: at most 1000: every call of an envelope travels through workflow history/)]);
+  });
+
   it('says when a required field is missing', () => {
     const problems = problemsOf(() => parseCatalog({ agents: [{ name: 'x' }] }, 'mem'));
     expect(problems).toEqual(['agents[0].harness: expected string, but it is missing']);

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   checkActionCalls,
   checkJsonSchema,
+  DEFAULT_MAX_ACTIONS_PER_ENVELOPE,
   FEEDBACK_PREFIX,
   formatFeedback,
   parseEnvelope,
@@ -202,6 +203,44 @@ describe('action calls', () => {
   it('"constructor" and other prototype names are not actions', () => {
     const r = ok('{"step":"actions","actions":[{"name":"constructor","params":{}}]}');
     expect(r.actionErrors[0]?.kind).toBe('unknown-action');
+  });
+});
+
+describe('parseEnvelope: the action cap per envelope', () => {
+  const envelope = (n: number, call = { name: 'list_files', params: {} }) => JSON.stringify({ step: 'actions', actions: Array.from({ length: n }, () => call) });
+
+  it('an envelope at the cap is fine; one over it is refused whole, naming the cap, before any call is checked', () => {
+    const capped = { ...rules, maxActions: 3 };
+    expect(ok(envelope(3), capped).step).toMatchObject({ step: 'actions' });
+    const over = parseEnvelope(envelope(4, { name: 'no_such_action', params: { junk: 1 } } as never), capped);
+    expect(over).toEqual({
+      ok: false,
+      problem: "the envelope asks for 4 actions, over this agent's cap of 3 actions per envelope (maxActionsPerEnvelope), so none of them ran; ask for at most 3 actions per envelope and send the rest in later turns",
+      actionsOverCap: { asked: 4, cap: 3 },
+    });
+  });
+
+  it('rules frozen before the cap existed get the default', () => {
+    expect(ok(envelope(DEFAULT_MAX_ACTIONS_PER_ENVELOPE)).step).toMatchObject({ step: 'actions' });
+    expect(parseEnvelope(envelope(DEFAULT_MAX_ACTIONS_PER_ENVELOPE + 1), rules)).toMatchObject({ ok: false, actionsOverCap: { asked: DEFAULT_MAX_ACTIONS_PER_ENVELOPE + 1, cap: DEFAULT_MAX_ACTIONS_PER_ENVELOPE } });
+  });
+
+  it('90,000 calls (a 3.6 MB reply) are counted, not validated one by one', () => {
+    const text = envelope(90_000, { name: 'write_file', params: { path: 'a.txt' } } as never);
+    const started = performance.now();
+    const result = parseEnvelope(text, rules);
+    expect(result).toMatchObject({ ok: false, actionsOverCap: { asked: 90_000, cap: DEFAULT_MAX_ACTIONS_PER_ENVELOPE } });
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+
+  it('ten thousand problems in one envelope are answered with the first twenty and a count', () => {
+    const fields = Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`x${i}`, 1]));
+    const p = problem(JSON.stringify({ step: 'success', result: 'r', ...fields }));
+    expect(p.split('unexpected field')).toHaveLength(21);
+    expect(p).toContain('… and 9980 more problems');
+    expect(p.length).toBeLessThan(2000);
+    const params = parseEnvelope(JSON.stringify({ step: 'actions', actions: [{ name: 'write_file', params: { path: 'a', content: 'b', ...fields } }] }), jsonRules);
+    expect(params.ok && params.actionErrors[0]!.problem).toContain('… and 9980 more problems');
   });
 });
 
