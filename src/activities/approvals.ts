@@ -11,6 +11,7 @@ import type { SignalDefinition } from '@temporalio/common';
 import type { ApprovalLedger, ApprovalRecord } from '../ledger/types.js';
 import { ApprovalDecisionError, answerOf, decidePendingApproval, type ApprovalBroker, type PendingApproval, type PermissionAnswer } from '../permissions/index.js';
 import type { ApprovalDecisionResult, ApprovalSettlement, PendingApprovalView } from '../workflows/approvals.js';
+import { clipText } from '../workflows/bounds.js';
 import { approvalRequestedSignal, approvalSettledSignal } from '../workflows/messages.js';
 
 export interface DecideApprovalInput {
@@ -52,15 +53,18 @@ export function approvalActivities(ledger: ApprovalLedger) {
   };
 }
 
+/** How much of a request's tool name and title the run's signal carries (harness strings, into history). */
+const VIEW_TEXT_CHARS = 200;
+
 /** The pending view of a ledger row; `timeoutMs` when known exactly (the row was just created with it). */
 export function pendingViewOf(record: ApprovalRecord, timeoutMs?: number): PendingApprovalView {
   const expires = record.expiresAt ? Date.parse(record.expiresAt) : NaN;
   return {
     requestId: record.requestId,
     turn: record.turn,
-    tool: record.tool,
+    tool: clipText(record.tool, VIEW_TEXT_CHARS),
     kind: record.kind,
-    title: record.title,
+    title: clipText(record.title, VIEW_TEXT_CHARS),
     since: record.requestedAt,
     timeoutMs: timeoutMs ?? (Number.isFinite(expires) ? Math.max(0, expires - Date.parse(record.requestedAt)) : 0),
   };

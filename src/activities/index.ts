@@ -24,6 +24,7 @@ import type { ApprovalRecord } from '../ledger/types.js';
 import type { RunIdentity, SandboxFs, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
 import { SpecStore, freezeSpec, policyOf, type FrozenSpec, type RunPolicy } from '../spec/index.js';
 import { formatActionResults, formatReplay, replyTooLargeProblem } from '../workflows/prompts.js';
+import { MAX_HARNESS_MESSAGE_CHARS, MAX_SESSION_ID_CHARS, MAX_TURN_PROBLEM_CHARS, actionsStepView, boundedName, clipText as clip } from '../workflows/bounds.js';
 import type {
   ActionOutcome,
   AgentRunResult,
@@ -186,15 +187,17 @@ export function createActivities(deps: ActivityDeps) {
   async function validateStep(input: { workflowId: string; turn: number; seq: number; text: string; specHash: string }): Promise<StepValidation> {
     const spec = await loadSpec(input.specHash);
     const parsed = parseEnvelope(input.text, spec.envelopeRules);
+    const overCap = parsed.ok ? undefined : parsed.actionsOverCap;
     await waitForLedger(() =>
       deps.ledger.recordStep({
         workflowId: input.workflowId,
         seq: input.seq,
         turn: input.turn,
-        type: parsed.ok ? `step:${parsed.step.step}` : 'malformed-envelope',
-        payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem },
+        type: parsed.ok ? `step:${parsed.step.step}` : overCap ? 'actions-over-cap' : 'malformed-envelope',
+        payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem, ...overCap },
       }),
     );
+    if (overCap) await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.turn, 'actions-over-cap', overCap));
     if (!parsed.ok) return { ok: false, problem: parsed.problem, feedback: formatFeedback(parsed.problem) };
     // Only parameter problems: which actions and sub-agents are allowed is the workflow's decision (planActions).
     const problems: (string | undefined)[] = parsed.step.step === 'actions' ? parsed.step.actions.map(() => undefined) : [];
@@ -289,8 +292,11 @@ export function createActivities(deps: ActivityDeps) {
     return rows.flatMap((r): ConversationEntry[] => [{ role: 'user', text: r.input }, { role: 'assistant', text: r.output }]);
   }
 
-  /** The step as the workflow keeps it: large texts by reference, parameters left in the ledger. */
-  async function viewOf(validation: Extract<StepValidation, { ok: true }>): Promise<StepView> {
+  /**
+   * The step as the workflow keeps it: large texts by reference, parameters left in the ledger, and every name and
+   * problem the harness made bounded (workflows/bounds.ts): the envelope's calls are capped already.
+   */
+  async function viewOf(validation: Extract<StepValidation, { ok: true }>, rules: FrozenSpec['envelopeRules']): Promise<StepView> {
     const step = validation.step;
     switch (step.step) {
       case 'success':
@@ -300,13 +306,9 @@ export function createActivities(deps: ActivityDeps) {
       case 'chat':
         return { step: 'chat', message: await checked(step.message) };
       case 'sub-agent':
-        return { step: 'sub-agent', agent: step.agent, message: await checked(step.message), terminateAfter: step.terminateAfter };
+        return { step: 'sub-agent', agent: boundedName(step.agent, (n) => rules.allowedSubAgents.includes(n)), message: await checked(step.message), terminateAfter: step.terminateAfter };
       case 'actions':
-        return {
-          step: 'actions',
-          calls: step.actions.map((c, i) => ({ name: c.name, ...(validation.actionProblems[i] ? { problem: clip(validation.actionProblems[i]!, 2000) } : {}) })),
-          ...(step.message !== undefined ? { message: clip(step.message, 500) } : {}),
-        };
+        return actionsStepView(step, validation.actionProblems, (n) => Object.prototype.hasOwnProperty.call(rules.allowedActions, n));
     }
   }
 
@@ -555,13 +557,16 @@ export function createActivities(deps: ActivityDeps) {
         if (!stopTurn.signal.aborted && run.crossing === undefined && run.turn?.error?.code === 'resume-failed' && req.resumeSessionId !== undefined) {
           // The harness forgot the session: start fresh in this same attempt, with the conversation replayed. The
           // fresh run is an attempt of its own in the ledger (its calls never collide with the refused one's).
-          resumeFailed = redact(run.turn.error.message);
+          resumeFailed = clip(redact(run.turn.error.message), MAX_HARNESS_MESSAGE_CHARS);
           await finish(run, { status: 'resume-failed', outputUsed: false, output: '', error: resumeFailed });
           events.append('resume-failed', { message: resumeFailed });
           run = await driveHarness(spec, req, harness(), accountingFor(`${attemptId}:fresh`), (id) => id.startsWith(`${scheduling}:`), runs, await withHistory(), undefined, prompt);
         }
         const turn = run.turn!;
-        const sessionId = turn.sessionId ?? run.sessionId;
+        const reportedSession = turn.sessionId ?? run.sessionId;
+        // The session id travels in every later turn's request: one no real harness would report is not kept.
+        const sessionId = reportedSession !== undefined && reportedSession.length > MAX_SESSION_ID_CHARS ? undefined : reportedSession;
+        if (sessionId !== reportedSession) events.append('session-id-too-long', { characters: reportedSession!.length, limit: MAX_SESSION_ID_CHARS });
         if (ctx.cancellationSignal.aborted) {
           await finish(run, { status: 'cancelled', outputUsed: false, output: '', error: 'cancelled' });
           throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
@@ -577,7 +582,7 @@ export function createActivities(deps: ActivityDeps) {
           };
         }
         if (turn.error) {
-          const message = redact(turn.error.message);
+          const message = clip(redact(turn.error.message), MAX_HARNESS_MESSAGE_CHARS);
           if (turn.error.code === 'resume-failed') {
             await finish(run, { status: 'resume-failed', outputUsed: false, output: '', error: message });
             throw ApplicationFailure.nonRetryable(`the harness refused a fresh session: ${message}`, FailureTypes.ResumeFailed, { code: turn.error.code, spend: spent() });
@@ -610,8 +615,8 @@ export function createActivities(deps: ActivityDeps) {
           return { ...result, step: { ok: false, problem, tooLarge: true } };
         }
         const validation = await validateStep({ workflowId: req.workflowId, turn: req.turn, seq: req.envelopeSeq, text: reply, specHash: req.specHash });
-        if (!validation.ok) return { ...result, step: { ok: false, problem: validation.problem } };
-        return { ...result, step: { ok: true, view: await viewOf(validation) } };
+        if (!validation.ok) return { ...result, step: { ok: false, problem: clip(validation.problem, MAX_TURN_PROBLEM_CHARS) } };
+        return { ...result, step: { ok: true, view: await viewOf(validation, spec.envelopeRules) } };
       } catch (err) {
         // Anything else that ended the attempt (a sandbox error, a throw above) still closes its prompt runs.
         const message = redact(err instanceof Error ? err.message : String(err));
@@ -900,10 +905,6 @@ interface TurnHarness {
 /** A turn request with the run it belongs to. */
 type RunTurn = Omit<TurnRequest, 'sandbox'> & { readonly sandbox: SandboxRef; readonly workflowId: string; readonly runId: string };
 
-function clip(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max)}… (${text.length} characters in all)` : text;
-}
-
 /** The ledger's live events keep a turn's final text short: the whole reply is in its prompt-run row. */
 function clipEvent(event: HarnessEvent): HarnessEvent {
   return event.type === 'turn-complete' && event.text.length > 4096 ? { ...event, text: clip(event.text, 4096) } : event;
@@ -968,11 +969,13 @@ function turnFailure(
   spend: TurnSpend,
 ): ApplicationFailure {
   const stderr = error.stderrTail ? `\n${redact(error.stderrTail).slice(-2000)}` : '';
+  // The message goes into history (the failure) and the run's state: a harness's error line is bounded.
+  const message = clip(redact(error.message), MAX_HARNESS_MESSAGE_CHARS);
   // The CLI base class words a missing executable the same way locally (ENOENT) and in a container (exit 127).
   if (error.code === 'process-exit' && /could not start: executable .* was not found/.test(error.message)) {
-    return ApplicationFailure.nonRetryable(redact(error.message), FailureTypes.HarnessBinaryMissing, { code: error.code, spend });
+    return ApplicationFailure.nonRetryable(message, FailureTypes.HarnessBinaryMissing, { code: error.code, spend });
   }
-  return ApplicationFailure.retryable(`turn failed (${error.code}): ${redact(error.message)}${stderr}`, FailureTypes.TurnFailed, { code: error.code, exitCode: error.exitCode ?? null, spend });
+  return ApplicationFailure.retryable(`turn failed (${error.code}): ${message}${stderr}`, FailureTypes.TurnFailed, { code: error.code, exitCode: error.exitCode ?? null, spend });
 }
 
 /**

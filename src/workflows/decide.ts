@@ -4,6 +4,7 @@
  */
 import { isBlobRef, previewOf } from '../blobs/text-ref.js';
 import type { RunPolicy } from '../spec/types.js';
+import { MAX_ALLOWED_LIST_CHARS, clipText } from './bounds.js';
 import { subAgentRefusedPrompt, subAgentResultPrompt, replyPrompt } from './prompts.js';
 import type { RunState } from './state.js';
 import { addUsage, noUsage, totalTokens } from './usage.js';
@@ -45,7 +46,7 @@ export type Decision =
   | { readonly kind: 'sub-agent'; readonly agent: string; readonly message: TextRef; readonly terminateAfter: boolean }
   | { readonly kind: 'chat'; readonly question: TextRef };
 
-const clip = (text: string, max = MAX_ERROR_CHARS) => (text.length > max ? `${text.slice(0, max)}… (${text.length} characters in all)` : text);
+const clip = (text: string, max = MAX_ERROR_CHARS) => clipText(text, max);
 
 export function initialState(input: AgentRunInput): RunState {
   return {
@@ -114,7 +115,8 @@ export function planActions(
 ): { planned: PlannedCall[]; counts: Record<string, number>; stepSeq: number } {
   const used: Record<string, number> = { ...counts };
   let seq = stepSeq;
-  const allowedNames = policy.actions.map((a) => a.name).join(', ') || 'none';
+  // Repeated in every refusal of the envelope (up to its cap): clipped, the harness's system prompt lists them all.
+  const allowedNames = clipText(policy.actions.map((a) => a.name).join(', ') || 'none', MAX_ALLOWED_LIST_CHARS);
   const planned = calls.map((call, index): PlannedCall => {
     const allowed = policy.actions.find((a) => a.name === call.name);
     if (!allowed) return { index, name: call.name, refused: `action "${call.name}" is not allowed for this agent (allowed: ${allowedNames}); it was not run` };
@@ -152,7 +154,8 @@ export function applyTurn(state: RunState, result: TurnResult): { state: RunStat
     return { state: { ...s, next: { kind: 'feedback', problem: result.step.problem } }, decision: { kind: 'next' } };
   }
   const view = result.step.view;
-  s = { ...s, malformedInARow: 0, lastStep: view };
+  // The state keeps an actions step's call names; why a call was refused is in the next input once (up to the cap).
+  s = { ...s, malformedInARow: 0, lastStep: view.step === 'actions' ? { ...view, calls: view.calls.map(({ name }) => ({ name })) } : view };
   switch (view.step) {
     case 'success':
       return { state: s, decision: { kind: 'end', ending: { status: 'succeeded', result: view.result } } };

@@ -86,6 +86,13 @@ describe('planActions: the only action policy', () => {
   it('counts caps across the run', () => {
     expect(planActions([{ name: 'read_file' }], policy, { read_file: 1 }, 0).planned[0]).toHaveProperty('refused');
   });
+
+  it('a refusal repeated for every call of an envelope lists a long allow-list only in part', () => {
+    const many = { ...policy, actions: Array.from({ length: 60 }, (_, i) => ({ name: `action_number_${i}` })) };
+    const [refused] = planActions([{ name: 'nope' }], many, {}, 0).planned;
+    expect(refused).toMatchObject({ refused: expect.stringMatching(/^action "nope" is not allowed for this agent \(allowed: action_number_0, .*… \(\d+ characters in all\)\); it was not run$/) });
+    expect((refused as { refused: string }).refused.length).toBeLessThan(300);
+  });
 });
 
 describe('applyTurn', () => {
