@@ -512,6 +512,16 @@ export class PostgresLedger implements Ledger {
     return rows.map(approvalFromRow);
   }
 
+  async listGrants(workflowId: string, turn: number, runId?: string): Promise<ApprovalRecord[]> {
+    const { rows } = await this.query(
+      `SELECT * FROM approvals WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} AND status = 'allowed'
+         AND (scope = 'session' OR (turn = $3 AND edited_input_json IS NOT NULL))
+       ORDER BY id`,
+      [workflowId, runId ?? null, turn],
+    );
+    return rows.map(approvalFromRow);
+  }
+
   async expireApprovals(workflowId: string, reason: string, turn?: number, runId?: string): Promise<number> {
     const result = await this.write(() =>
       this.query(

@@ -424,6 +424,11 @@ function prepareStatements(db: Database.Database) {
       `SELECT * FROM approvals WHERE (@workflowId IS NULL OR (workflow_id = @workflowId AND run_id = @runId)) AND (@status IS NULL OR status = @status)
        ORDER BY id LIMIT @limit`,
     ),
+    listGrants: db.prepare(
+      `SELECT * FROM approvals WHERE workflow_id = @workflowId AND run_id = @runId AND status = 'allowed'
+         AND (scope = 'session' OR (turn = @turn AND edited_input_json IS NOT NULL))
+       ORDER BY id`,
+    ),
     expireApprovals: db.prepare(
       `UPDATE approvals SET status = 'expired', decided_by = @reason, decided_at = @at
        WHERE workflow_id = @workflowId AND run_id = @runId AND status = 'pending' AND (@turn IS NULL OR turn = @turn)`,
@@ -801,6 +806,11 @@ export class SqliteLedger implements Ledger {
     const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
     const runId = filter.workflowId !== undefined ? this.runOf(filter.workflowId, filter.runId) : null;
     const rows = this.stmts.listApprovals.all({ workflowId: filter.workflowId ?? null, runId, status: filter.status ?? null, limit }) as Row[];
+    return rows.map(approvalFromRow);
+  }
+
+  async listGrants(workflowId: string, turn: number, runId?: string): Promise<ApprovalRecord[]> {
+    const rows = this.stmts.listGrants.all({ workflowId, runId: this.runOf(workflowId, runId), turn }) as Row[];
     return rows.map(approvalFromRow);
   }
 

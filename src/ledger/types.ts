@@ -262,6 +262,12 @@ export interface ApprovalLedger {
   listApprovals(filter?: { workflowId?: string; runId?: string; status?: ApprovalStatus; limit?: number }): Promise<ApprovalRecord[]>;
   /** Marks a run's still-pending requests (of one turn, if given) `expired`: nobody waits for them; returns how many. */
   expireApprovals(workflowId: string, reason: string, turn?: number, runId?: string): Promise<number>;
+  /**
+   * The run's allowed requests that allow more than themselves, oldest first: those allowed for the session (any
+   * turn), and those of `turn` an operator allowed with an edited input. Operators' decisions, so few: what the
+   * permission gate reads once per turn attempt instead of every allowed row per request.
+   */
+  listGrants(workflowId: string, turn: number, runId?: string): Promise<ApprovalRecord[]>;
 }
 
 /** Whether the ledger can take writes; `problem` says what is wrong and how to fix it. */

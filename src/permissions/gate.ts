@@ -6,11 +6,16 @@
  * A request's durable id is derived from the turn, the tool and its input, so a retried attempt whose harness
  * asks the same thing finds the same row: a decision made while no worker was waiting still applies, and a
  * pending request keeps its original deadline.
+ *
+ * A harness can ask thousands of times in one turn, so a decision by a rule costs one ledger write: the grants are
+ * read once per attempt (and again only after an operator's decision), a row a retried attempt finds is reused as
+ * it is written, and each decision first yields to the event loop so heartbeats, queries and other runs go on.
+ * Past `maxRequestsPerTurn` requests are denied at once, with no row and no operator.
  */
 import { createHash } from 'node:crypto';
 import type { ApprovalLedger, ApprovalRecord } from '../ledger/types.js';
 import { answerOf } from './ledger-broker.js';
-import { evaluatePolicy, policyIsInteractive, type PermissionPolicy } from './policy.js';
+import { defaultMaxRequestsPerTurn, evaluatePolicy, policyIsInteractive, type PermissionPolicy } from './policy.js';
 import type { ApprovalBroker, PermissionAnswer, PermissionGate, PermissionRequest } from './types.js';
 
 export interface PermissionGateOptions {
@@ -32,7 +37,12 @@ export interface PermissionGateOptions {
   readonly onDecision?: (request: PermissionRequest, answer: PermissionAnswer) => void | Promise<void>;
   /** Called when a request goes to the broker (for progress: "waiting for approval …"). */
   readonly onAsk?: (request: PermissionRequest, approvalId: string) => void | Promise<void>;
+  /** Called for every request denied because the attempt reached the policy's cap (`denied`: how many so far). */
+  readonly onOverCap?: (cap: number, denied: number) => void;
 }
+
+/** Who denied a request past the cap, as the answer says. */
+export const OVER_CAP_DECIDER = 'limit:maxRequestsPerTurn';
 
 /** JSON with sorted keys: the same input always gives the same text. */
 export function canonicalJson(value: unknown): string {
@@ -66,10 +76,22 @@ function denialMessage(by: string): string {
   return `Denied by the agent's permission policy (${by}). Do not retry it; continue without it or explain in your envelope.`;
 }
 
+function overCapMessage(cap: number): string {
+  return (
+    `Denied without asking: this turn already made ${cap} permission requests, the most this agent allows in one turn ` +
+    '(permissions.maxRequestsPerTurn). Ask nothing more in this turn: finish it with your JSON envelope; the next turn may ask again.'
+  );
+}
+
+/** Lets timers and I/O run (heartbeats, queries, other runs' activities) between two decisions. */
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /** Creates the gate for one turn attempt. */
 export function createPermissionGate(options: PermissionGateOptions): PermissionGate {
   const { ledger, workflowId, runId, turn, policy, workspace, broker } = options;
+  const cap = policy.maxRequestsPerTurn ?? defaultMaxRequestsPerTurn;
   const occurrences = new Map<string, number>();
+  let asked = 0;
   const redact = options.redact ?? ((text: string) => text);
   const scrub = (value: unknown): unknown => JSON.parse(redact(JSON.stringify(value ?? null))) as unknown;
   /** The request as stored: redacted. */
@@ -85,8 +107,20 @@ export function createPermissionGate(options: PermissionGateOptions): Permission
     ...(request.paths ? { paths: request.paths.map(redact) } : {}),
   });
 
-  const record = async (request: PermissionRequest, approvalId: string, answer: PermissionAnswer): Promise<PermissionAnswer> => {
-    const { record: row } = await ledger.requestApproval({
+  /** The run's grants (ledger.listGrants), read at the first request and again after an operator grants more. */
+  let grants: Promise<readonly ApprovalRecord[]> | undefined;
+  const currentGrants = (): Promise<readonly ApprovalRecord[]> => {
+    grants ??= ledger.listGrants(workflowId, turn, runId);
+    grants.catch(() => (grants = undefined)); // a failed read is tried again at the next request
+    return grants;
+  };
+
+  /**
+   * Writes the decision as the request's row. A row that already existed (a retried attempt) keeps its first
+   * decision; one still waiting for an operator is waited for.
+   */
+  const record = async (request: PermissionRequest, approvalId: string, answer: PermissionAnswer, signal?: AbortSignal): Promise<PermissionAnswer> => {
+    const { record: row, created } = await ledger.requestApproval({
       ...stored(request),
       requestId: approvalId,
       decision: {
@@ -96,14 +130,14 @@ export function createPermissionGate(options: PermissionGateOptions): Permission
         ...(answer.message !== undefined ? { message: answer.message } : {}),
       },
     });
-    // A row that already existed (a retried attempt) keeps its first decision.
-    return answerOf(row) ?? answer;
+    if (created) return answer;
+    return answerOf(row) ?? ask(request, approvalId, signal);
   };
 
-  /** An allowed row of this run whose edited input is exactly what the harness asks now. */
+  /** An allowed row of this turn whose edited input is exactly what the harness asks now. */
   const editGrant = (rows: readonly ApprovalRecord[], request: PermissionRequest): ApprovalRecord | undefined =>
     rows.find((row) => {
-      if (row.status !== 'allowed' || row.editedInput === undefined || row.tool !== redact(request.tool) || row.turn !== turn) return false;
+      if (row.editedInput === undefined || row.tool !== redact(request.tool) || row.turn !== turn) return false;
       const edited = row.editedInput as { command?: unknown } | undefined;
       if (request.kind === 'command' && typeof edited?.command === 'string' && request.command !== undefined) {
         return edited.command.trim() === request.command.trim();
@@ -112,7 +146,7 @@ export function createPermissionGate(options: PermissionGateOptions): Permission
     });
 
   const sessionGrant = (rows: readonly ApprovalRecord[], request: PermissionRequest): ApprovalRecord | undefined =>
-    rows.find((row) => row.status === 'allowed' && row.scope === 'session' && row.tool === redact(request.tool) && row.kind === request.kind);
+    rows.find((row) => row.scope === 'session' && row.tool === redact(request.tool) && row.kind === request.kind);
 
   async function decide(request: PermissionRequest, signal?: AbortSignal): Promise<PermissionAnswer> {
     const base = approvalIdFor(turn, request);
@@ -120,29 +154,24 @@ export function createPermissionGate(options: PermissionGateOptions): Permission
     occurrences.set(base, n);
     const approvalId = approvalIdFor(turn, request, n);
 
-    const existing = await ledger.getApproval(workflowId, approvalId, runId);
-    if (existing) {
-      const answer = answerOf(existing);
-      if (answer) return answer;
-      if (existing.status === 'pending') return ask(request, approvalId, signal);
-    }
-
     const verdict = evaluatePolicy(policy, request, workspace);
-    if (verdict.outcome === 'deny') return record(request, approvalId, { decision: 'deny', scope: 'once', decidedBy: verdict.by, message: denialMessage(verdict.by), approvalId });
-    const allowed = await ledger.listApprovals({ workflowId, ...(runId !== undefined ? { runId } : {}), status: 'allowed' });
-    const edit = editGrant(allowed, request);
-    if (edit) return record(request, approvalId, { decision: 'allow', scope: 'once', decidedBy: `edit-of:${edit.requestId}`, approvalId });
-    if (verdict.outcome === 'ask') {
-      const grant = verdict.by === 'posture:strict' ? sessionGrant(allowed, request) : undefined;
-      if (grant) return record(request, approvalId, { decision: 'allow', scope: 'once', decidedBy: `session-grant:${grant.requestId}`, approvalId });
-      return ask(request, approvalId, signal);
-    }
-    return record(request, approvalId, { decision: 'allow', scope: 'once', decidedBy: verdict.by, approvalId });
+    if (verdict.outcome === 'deny') return record(request, approvalId, { decision: 'deny', scope: 'once', decidedBy: verdict.by, message: denialMessage(verdict.by), approvalId }, signal);
+    const held = await currentGrants();
+    const edit = editGrant(held, request);
+    if (edit) return record(request, approvalId, { decision: 'allow', scope: 'once', decidedBy: `edit-of:${edit.requestId}`, approvalId }, signal);
+    if (verdict.outcome === 'allow') return record(request, approvalId, { decision: 'allow', scope: 'once', decidedBy: verdict.by, approvalId }, signal);
+    const grant = verdict.by === 'posture:strict' ? sessionGrant(held, request) : undefined;
+    if (grant) return record(request, approvalId, { decision: 'allow', scope: 'once', decidedBy: `session-grant:${grant.requestId}`, approvalId }, signal);
+    // Decided by an operator in an earlier attempt: the answer stands, nobody is asked (or told) again.
+    const existing = await ledger.getApproval(workflowId, approvalId, runId);
+    return (existing && answerOf(existing)) ?? ask(request, approvalId, signal);
   }
 
   async function ask(request: PermissionRequest, approvalId: string, signal?: AbortSignal): Promise<PermissionAnswer> {
     await options.onAsk?.(request, approvalId);
     const answer = await broker.ask({ ...stored(request), requestId: approvalId, timeoutMs: policy.approvalTimeoutMs }, signal);
+    // An operator who allowed more than this request (the session, an edit) changed the grants.
+    if (answer.decision === 'allow' && (answer.scope === 'session' || answer.editedInput !== undefined)) grants = undefined;
     // The operator's edit is a patch of the tool input; the harness gets the whole edited input.
     if (answer.decision === 'allow' && answer.editedInput !== undefined) return { ...answer, editedInput: applyEdit(request.input, answer.editedInput) };
     return answer;
@@ -151,14 +180,21 @@ export function createPermissionGate(options: PermissionGateOptions): Permission
   return {
     interactive: policyIsInteractive(policy),
     async decide(request, signal) {
+      await yieldToEventLoop();
+      asked += 1;
       let answer: PermissionAnswer;
-      try {
-        answer = await decide(request, signal);
-      } catch (error) {
-        if (signal?.aborted) throw error;
-        // Fail closed: a broken ledger or broker never lets a tool run.
-        const reason = error instanceof Error ? error.message : String(error);
-        answer = { decision: 'deny', scope: 'once', decidedBy: 'error', message: `The permission check failed (${reason}); denied.` };
+      if (asked > cap) {
+        answer = { decision: 'deny', scope: 'once', decidedBy: OVER_CAP_DECIDER, message: overCapMessage(cap) };
+        options.onOverCap?.(cap, asked - cap);
+      } else {
+        try {
+          answer = await decide(request, signal);
+        } catch (error) {
+          if (signal?.aborted) throw error;
+          // Fail closed: a broken ledger or broker never lets a tool run.
+          const reason = error instanceof Error ? error.message : String(error);
+          answer = { decision: 'deny', scope: 'once', decidedBy: 'error', message: `The permission check failed (${reason}); denied.` };
+        }
       }
       await Promise.resolve(options.onDecision?.(request, answer)).catch(() => undefined);
       return answer;

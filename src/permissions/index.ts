@@ -1,7 +1,7 @@
 /** Permission requests and answers, the agent's policy, the per-turn gate and the durable approval broker. */
 export * from './types.js';
 export * from './policy.js';
-export { approvalIdFor, applyEdit, canonicalJson, createPermissionGate } from './gate.js';
+export { OVER_CAP_DECIDER, approvalIdFor, applyEdit, canonicalJson, createPermissionGate } from './gate.js';
 export type { PermissionGateOptions } from './gate.js';
 export { answerOf, ledgerApprovalBroker } from './ledger-broker.js';
 export type { LedgerApprovalBrokerOptions } from './ledger-broker.js';

@@ -34,9 +34,16 @@ export interface PermissionPolicy {
   readonly approvalTimeoutMs: number;
   /** Accept `strict` (or rules) on a harness without permission hooks, reported as advisory, instead of refusing. */
   readonly advisory: boolean;
+  /**
+   * Requests one turn attempt decides; the ones after are denied at once, without a ledger row or an operator
+   * (absent in specs frozen before it: `defaultMaxRequestsPerTurn`).
+   */
+  readonly maxRequestsPerTurn?: number;
 }
 
 export const defaultApprovalTimeoutMs = 15 * 60_000;
+/** Permission requests per turn when the catalog says nothing: far more than a real turn asks, far fewer than a flood. */
+export const defaultMaxRequestsPerTurn = 500;
 
 const ruleObject = z.strictObject({
   tool: z.string().min(1).optional(),
@@ -84,6 +91,7 @@ export const permissionPolicySchema = z
     ask: z.array(permissionRuleSchema).default([]),
     approvalTimeoutMs: z.number().int().positive().default(defaultApprovalTimeoutMs),
     advisory: z.boolean().default(false),
+    maxRequestsPerTurn: z.number().int().positive().default(defaultMaxRequestsPerTurn),
   })
   .superRefine((p, ctx) => {
     if (p.posture === 'dangerous' && p.allow.length + p.deny.length + p.ask.length > 0) {
@@ -99,7 +107,7 @@ export const agentPermissionsSchema = byShape(
 
 /** The policy of a bare posture: no rules. */
 export function policyFor(posture: PermissionPosture): PermissionPolicy {
-  return { posture, allow: [], deny: [], ask: [], approvalTimeoutMs: defaultApprovalTimeoutMs, advisory: false };
+  return { posture, allow: [], deny: [], ask: [], approvalTimeoutMs: defaultApprovalTimeoutMs, advisory: false, maxRequestsPerTurn: defaultMaxRequestsPerTurn };
 }
 
 /** Whether this policy can deny or ask anything, i.e. needs a harness that asks before tools run. */

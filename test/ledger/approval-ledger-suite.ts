@@ -83,5 +83,22 @@ export function approvalLedgerSuite(name: string, open: () => Promise<ApprovalLe
         expect(await ledger.getApproval('wf-a', 'r2')).toMatchObject({ status: 'allowed' });
       }),
     );
+
+    it(
+      "grants: the run's session-scoped approvals, and the edited ones of the turn asked about",
+      withLedger(async (ledger) => {
+        const allowed = (requestId: string, turn: number, extra: Record<string, unknown> = {}) =>
+          ledger.requestApproval(request({ requestId, turn, decision: { status: 'allowed', decidedBy: 'operator:a', ...extra } }));
+        await allowed('t1-rule', 1);
+        await allowed('t1-session', 1, { scope: 'session' });
+        await allowed('t1-edit', 1, { editedInput: { command: 'ls' } });
+        await allowed('t2-edit', 2, { editedInput: { command: 'pwd' } });
+        await ledger.requestApproval(request({ requestId: 't2-denied', turn: 2, decision: { status: 'denied', decidedBy: 'operator:a', scope: 'session' } }));
+        await ledger.requestApproval(request({ workflowId: 'wf-b', requestId: 't2-other-run', turn: 2, decision: { status: 'allowed', decidedBy: 'operator:a', scope: 'session' } }));
+        expect((await ledger.listGrants('wf-a', 2)).map((r) => r.requestId)).toEqual(['t1-session', 't2-edit']);
+        expect((await ledger.listGrants('wf-a', 1)).map((r) => r.requestId)).toEqual(['t1-session', 't1-edit']);
+        expect(await ledger.listGrants('wf-none', 1)).toEqual([]);
+      }),
+    );
   });
 }

@@ -7,6 +7,7 @@ import {
   createPermissionGate,
   decidePendingApproval,
   ledgerApprovalBroker,
+  OVER_CAP_DECIDER,
   type ApprovalBroker,
   type PermissionRequest,
 } from '../../src/permissions/index.js';
@@ -123,6 +124,108 @@ describe('permission gate', () => {
   it('auto without rules is not interactive (adapters keep their one-way mode)', () => {
     expect(gateFor('auto', refuse).interactive).toBe(false);
     expect(gateFor({ posture: 'auto', ask: ['command:git push*'] }, refuse).interactive).toBe(true);
+  });
+});
+
+/** The ledger with a count of every call the gate makes to it. */
+function counted(inner: SqliteLedger) {
+  const calls: Record<string, number> = {};
+  const proxy = new Proxy(inner, {
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver) as unknown;
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        calls[String(key)] = (calls[String(key)] ?? 0) + 1;
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { ledger: proxy, calls };
+}
+
+describe('permission gate under a flood', () => {
+  const lookup = (n: number): PermissionRequest => ({ id: `f${n}`, tool: 'lookup', kind: 'other', input: { n }, title: `lookup ${n}`, options });
+  const flooding = (permissions: unknown, target: ReturnType<typeof counted>['ledger'], extra: Partial<Parameters<typeof createPermissionGate>[0]> = {}) =>
+    createPermissionGate({ ledger: target, workflowId: 'wf', turn: 1, policy: agentPermissionsSchema.parse(permissions), workspace: ws, broker: refuse, ...extra });
+
+  it('past maxRequestsPerTurn every request is denied at once, with no row and no operator, and reported once per request', async () => {
+    const over: number[] = [];
+    const gate = flooding({ posture: 'strict', allow: ['tool:lookup'], maxRequestsPerTurn: 3 }, ledger, { onOverCap: (cap, denied) => over.push(cap * 100 + denied) });
+    const answers = [];
+    for (let i = 0; i < 5; i++) answers.push(await gate.decide(lookup(i)));
+    expect(answers.map((a) => a.decidedBy)).toEqual(['policy:allow[0] tool:lookup', 'policy:allow[0] tool:lookup', 'policy:allow[0] tool:lookup', OVER_CAP_DECIDER, OVER_CAP_DECIDER]);
+    expect(answers[4]).toMatchObject({ decision: 'deny', message: expect.stringContaining('this turn already made 3 permission requests, the most this agent allows in one turn (permissions.maxRequestsPerTurn)') });
+    expect(answers[4]!.approvalId).toBeUndefined();
+    expect(over).toEqual([301, 302]);
+    expect((await ledger.listApprovals({ workflowId: 'wf' })).map((r) => r.requestId)).toEqual(answers.slice(0, 3).map((a) => a.approvalId));
+  });
+
+  it('5,000 rule-decided requests cost one grants read and one write each, and never hold the event loop', async () => {
+    const { ledger: spy, calls } = counted(ledger);
+    const gate = flooding({ posture: 'strict', allow: ['tool:lookup'], maxRequestsPerTurn: 5000 }, spy);
+    let longestGapMs = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      longestGapMs = Math.max(longestGapMs, now - last);
+      last = now;
+    }, 5);
+    const started = performance.now();
+    try {
+      for (let i = 0; i < 5000; i++) expect((await gate.decide(lookup(i))).decision).toBe('allow');
+    } finally {
+      clearInterval(ticker);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    console.log(`5000 rule-decided requests: ${Math.round(5000 / seconds)}/s, longest event-loop gap ${Math.round(longestGapMs)} ms, ledger calls ${JSON.stringify(calls)}`);
+    expect(calls).toEqual({ listGrants: 1, requestApproval: 5000 });
+    // The old gate listed every allowed row per request: ~54/s. Generous bounds for a loaded 2-core machine.
+    expect(5000 / seconds).toBeGreaterThan(500);
+    expect(longestGapMs).toBeLessThan(200);
+  });
+
+  it('a retried attempt reuses every row of the first: no duplicates, the first decisions and their times stand', async () => {
+    const policy = { posture: 'strict', allow: ['tool:lookup'], maxRequestsPerTurn: 50 };
+    // The same lookups repeat: occurrences -2, -3 … are ids too, and must come out the same on the retry.
+    const asks = Array.from({ length: 60 }, (_, i) => lookup(i % 20));
+    const first = flooding(policy, ledger);
+    for (const ask of asks.slice(0, 30)) await first.decide(ask); // the attempt dies after 30
+    const before = await ledger.listApprovals({ workflowId: 'wf' });
+    await new Promise((r) => setTimeout(r, 20));
+    const retried = flooding(policy, ledger);
+    const answers = [];
+    for (const ask of asks) answers.push(await retried.decide(ask));
+    const rows = await ledger.listApprovals({ workflowId: 'wf' });
+    expect(rows).toHaveLength(50);
+    expect(new Set(rows.map((r) => r.requestId)).size).toBe(50);
+    expect(rows.slice(0, 30)).toEqual(before);
+    expect(answers.slice(0, 50).map((a) => a.approvalId)).toEqual(rows.map((r) => r.requestId));
+    expect(answers.slice(50).every((a) => a.decidedBy === OVER_CAP_DECIDER)).toBe(true);
+    expect(rows.filter((r) => r.requestId.endsWith('-3')).length).toBe(10); // asks 41-50: the third occurrence of lookups 0-9
+  });
+
+  it('an operator decision of an earlier attempt is not asked (nor announced) again', async () => {
+    const request = bash('make deploy');
+    const id = approvalIdFor(1, request);
+    await ledger.requestApproval({ workflowId: 'wf', requestId: id, turn: 1, tool: 'bash', kind: 'command', title: 'make deploy', input: request.input, decision: { status: 'allowed', decidedBy: 'operator:ann' } });
+    expect(await gateFor('strict', refuse).decide(request)).toMatchObject({ decision: 'allow', decidedBy: 'operator:ann', approvalId: id });
+  });
+
+  it("a session grant made after a thousand rule-decided rows still applies (the grants are the operator's rows, not a page)", async () => {
+    const gate = flooding({ posture: 'strict', allow: ['tool:lookup'], maxRequestsPerTurn: 2000 }, ledger);
+    for (let i = 0; i < 1200; i++) await gate.decide(lookup(i));
+    const request = bash('npm test');
+    const id = approvalIdFor(1, request);
+    await Promise.all([gateFor('strict', fastBroker()).decide(request), operator(id, { allow: true, by: 'operator:alice', scope: 'session' })]);
+    expect(await gateFor('strict', refuse, 2).decide(bash('npm run build'))).toMatchObject({ decision: 'allow', decidedBy: `session-grant:${id}` });
+  });
+
+  it('a session grant given in this attempt applies to its later requests', async () => {
+    const gate = gateFor('strict', fastBroker());
+    const request = bash('npm test');
+    const id = approvalIdFor(1, request);
+    await Promise.all([gate.decide(request), operator(id, { allow: true, by: 'operator:alice', scope: 'session' })]);
+    expect(await gate.decide(bash('npm run lint'))).toMatchObject({ decision: 'allow', decidedBy: `session-grant:${id}` });
   });
 });
 

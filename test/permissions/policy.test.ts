@@ -12,7 +12,8 @@ const read = (...paths: string[]): PermissionRequest => ({ id: 'x', tool: 'Read'
 
 describe('permission policy (catalog block)', () => {
   it('keeps the posture names: a bare posture is a policy without rules', () => {
-    expect(policy('strict')).toEqual({ posture: 'strict', allow: [], deny: [], ask: [], approvalTimeoutMs: 900_000, advisory: false });
+    expect(policy('strict')).toEqual({ posture: 'strict', allow: [], deny: [], ask: [], approvalTimeoutMs: 900_000, advisory: false, maxRequestsPerTurn: 500 });
+    expect(policy({ posture: 'strict', maxRequestsPerTurn: 20 }).maxRequestsPerTurn).toBe(20);
     expect(policyIsInteractive(policy('strict'))).toBe(true);
     expect(policyIsInteractive(policy('auto'))).toBe(false);
     expect(policyIsInteractive(policy('dangerous'))).toBe(false);
