@@ -456,6 +456,8 @@ export function createActivities(deps: ActivityDeps) {
       const events = new ProgressEvents(deps.ledger, { workflowId: req.workflowId, runId, turn: req.turn }, { onFault: ledgerState });
       const beat = () => heartbeat({ ...progress });
       const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
+      /** Set once the harness asked past the policy's cap: how many were denied without asking. */
+      let permissionsOverCap: { cap: number; denied: number } | undefined;
       const gate = createPermissionGate({
         ledger: deps.ledger,
         workflowId: req.workflowId,
@@ -483,6 +485,14 @@ export function createActivities(deps: ActivityDeps) {
         },
         onDecision: () => {
           delete progress.pendingApproval;
+        },
+        onOverCap: (cap, denied) => {
+          if (denied === 1) {
+            // One event and one log line for the attempt, not one per request (nor their request and decision events).
+            events.append('permission-requests-over-cap', { cap });
+            ctx.log.warn(`turn ${req.turn} of ${req.workflowId}: more than ${cap} permission requests; the rest are denied without asking`);
+          }
+          permissionsOverCap = { cap, denied };
         },
       });
       // The harness stops when the turn is cancelled or its streaming usage crosses the budget. Accounting waits for
@@ -513,6 +523,7 @@ export function createActivities(deps: ActivityDeps) {
         events,
         ledgerState,
         stop: (reason) => stopTurn.abort(reason),
+        overCap: () => permissionsOverCap !== undefined,
       });
       /** Closes the harness run's prompt run (once), with what became of it. */
       const finish = async (run: HarnessRun, f: Omit<Parameters<TurnAccounting['finish']>[0], 'resumed' | 'durationMs'>) => {
@@ -606,6 +617,7 @@ export function createActivities(deps: ActivityDeps) {
           ...resultOf(spent(usageMissing), run),
           ...(sessionId && sessionId !== req.resumeSessionId ? { externalSessionId: sessionId } : {}),
           ...(resumeFailed !== undefined ? { resumeFailed } : {}),
+          ...(permissionsOverCap ? { permissionRequestsOverCap: permissionsOverCap } : {}),
         };
         if (tooLarge) {
           const problem = replyTooLargeProblem(bytes, spec.harness.maxReplyBytes);
@@ -785,7 +797,8 @@ export function createActivities(deps: ActivityDeps) {
             with_.stop(new StopAtOnce(crossed.reason));
           }
         }
-        if (event.type !== 'text') events.append(event.type, clipEvent(event));
+        const flooded = with_.overCap() && (event.type === 'permission-request' || event.type === 'permission-decision');
+        if (event.type !== 'text' && !flooded) events.append(event.type, clipEvent(event));
       });
       // What the adapter remembers did not come through the stream: redacted here.
       run.sessionId = optional(adapter.externalSessionId, redact);
@@ -900,6 +913,8 @@ interface TurnHarness {
   readonly ledgerState: (err: Error | undefined) => void;
   /** Stops the harness (a budget crossed mid-turn). */
   readonly stop: (reason: Error) => void;
+  /** Whether the harness asked past the permission cap: its requests' events are then not written one by one. */
+  readonly overCap: () => boolean;
 }
 
 /** A turn request with the run it belongs to. */

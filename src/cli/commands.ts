@@ -306,6 +306,9 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   if (flags.json) out(JSON.stringify({ ...view, ledger: books }, null, 2));
   else {
     out(progressLine(view));
+    // An open run's last problem (a refused envelope, a permission flood, a forgotten session); awaiting an operator
+    // says it below, and an ended run's reason is its detail.
+    if (view.lastError && description.status.name === 'RUNNING' && view.state !== 'awaiting_operator') out(`last problem: ${escapeControl(view.lastError)}`);
     for (const line of permissionLines(view, id, commandLine(flags))) out(line);
     for (const line of ledgerStatusLines(books)) out(line);
     if (humanStates.has(view.state)) out(needsHumanText(view, id, flags));

@@ -142,7 +142,11 @@ export function applyTurn(state: RunState, result: TurnResult): { state: RunStat
     // The turn's own verdict (one cost authority, in runTurn) counts; a turn without usage on an unpriced harness too.
     costBlind: state.costBlind || result.costBlind === true || (!result.usageReported && !policy.priced),
     externalSessionId: result.externalSessionId ?? (result.resumeFailed ? undefined : state.externalSessionId),
-    lastError: result.resumeFailed !== undefined ? clip(result.resumeFailed) : state.lastError,
+    lastError: result.permissionRequestsOverCap
+      ? permissionsOverCapError(state.iteration, result.permissionRequestsOverCap)
+      : result.resumeFailed !== undefined
+        ? clip(result.resumeFailed)
+        : state.lastError,
   };
   if (!result.step.ok) {
     const malformed = s.malformedInARow + 1;
@@ -177,6 +181,14 @@ export function applyTurn(state: RunState, result: TurnResult): { state: RunStat
         decision: { kind: 'chat', question: view.message },
       };
   }
+}
+
+/** The run's `lastError` after a turn whose harness asked more permission requests than its agent allows. */
+export function permissionsOverCapError(turn: number, over: { readonly cap: number; readonly denied: number }): string {
+  return (
+    `turn ${turn}: the harness asked more than ${over.cap} permission requests, this agent's cap per turn (permissions.maxRequestsPerTurn); ` +
+    `the ${over.denied} after the first ${over.cap} were denied without asking anyone`
+  );
 }
 
 /** What a sub-agent may spend: what this run has left. */

@@ -216,6 +216,11 @@ export interface TurnResult {
    * than the 2-3 ms it saves (docs/BENCHMARKS.md).
    */
   readonly hostIdle?: true;
+  /**
+   * The harness asked more permission requests in this turn than its agent allows (`permissions.maxRequestsPerTurn`):
+   * the first `cap` were decided, the `denied` after them were denied at once without asking anyone.
+   */
+  readonly permissionRequestsOverCap?: { readonly cap: number; readonly denied: number };
   /** The envelope, or what was wrong with the reply. */
   readonly step: { readonly ok: true; readonly view: StepView } | { readonly ok: false; readonly problem: string; readonly tooLarge?: boolean };
 }

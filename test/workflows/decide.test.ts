@@ -161,6 +161,21 @@ describe('applyTurn', () => {
     expect(state).toMatchObject({ lastError: 'unknown session old', externalSessionId: 'new' });
   });
 
+  it('a turn whose harness asked past the permission cap says so in lastError, once, and the run goes on', () => {
+    const { state, decision } = turn(started(), { ok: true, view: { step: 'actions', calls: [{ name: 'echo' }] } }, { permissionRequestsOverCap: { cap: 500, denied: 4500 } });
+    expect(decision).toEqual({ kind: 'next' });
+    expect(state.lastError).toBe(
+      'turn 1: the harness asked more than 500 permission requests, this agent\'s cap per turn (permissions.maxRequestsPerTurn); the 4500 after the first 500 were denied without asking anyone',
+    );
+    expect(turn(state, { ok: true, view: { step: 'actions', calls: [] } }).state.lastError).toBe(state.lastError);
+  });
+
+  it('the state keeps an actions step\'s call names, not why each was refused (that is in the next input)', () => {
+    const { state } = turn(started(), { ok: true, view: { step: 'actions', calls: [{ name: 'echo', problem: 'text: expected string' }] } });
+    expect(state.lastStep).toEqual({ step: 'actions', calls: [{ name: 'echo' }] });
+    expect(state.next).toMatchObject({ calls: [{ refused: 'invalid parameters, not run: text: expected string' }] });
+  });
+
   it('a harness that reports no usage and has no price table makes the cost guardrail blind', () => {
     const s = sessionStarted(resolved(initialState(input), { ...policy, priced: false }, 0), sandbox, 'x');
     expect(turn(s, { ok: true, view: { step: 'actions', calls: [] } }, { usageReported: false }).state.costBlind).toBe(true);

@@ -52,6 +52,7 @@ describe('payload bounds: what a harness writes never pushes a payload toward 2 
       usageReported: true,
       externalSessionId: 's'.repeat(MAX_SESSION_ID_CHARS),
       resumeFailed: clipText(huge, MAX_HARNESS_MESSAGE_CHARS),
+      permissionRequestsOverCap: { cap: 500, denied: 1e9 },
       step: { ok: true, view },
     };
     const started = sessionStarted(resolved(initialState(input), policy, 0), sandbox, 'the task');
