@@ -45,6 +45,11 @@
 //                       input.content to input.path; the response's input instead when editable) and prints a
 //                       text line "permission p1: allowed"; denied: "permission p1: denied MESSAGE".
 //                       ${env:NAME} is substituted in every string of tool, input and title.
+//   permissionFlood     {count, tool, distinct, crashAfter}: prints `count` permission lines at once (ids f1, f2 …, tool
+//                       default "lookup", kind other, input {n: i % distinct}), then reads every answer and appends
+//                       {allowed, denied, messages: {text: count}} to .scripted/flood.jsonl; prints a text line
+//                       "flood: A allowed, D denied". crashAfter N: the first run of this step exits 1 after N answers
+//                       (an attempt lost mid-flood)
 //   crash               {exitCode, stderr}: prints stderr and exits with no terminal line
 //   error               {message, code}: terminal error line
 //   raw                 string printed as the complete text (malformed envelopes); ${env:NAME} is substituted
@@ -132,6 +137,34 @@ async function askPermissions(asks, workspace) {
     else if (typeof input.path === 'string') writeFile(path.join(workspace, input.path), String(input.content ?? ''));
     emit({ type: 'text', text: `permission ${id}: allowed` });
   }
+}
+
+/** Asks `count` permissions at once (a flooding harness), then collects the answers. */
+async function floodPermissions(flood, dir, session) {
+  const count = flood.count;
+  const distinct = flood.distinct ?? count;
+  const crashAfter = flood.crashAfter !== undefined && shouldFail(dir, session, 'flood', 1) ? flood.crashAfter : undefined;
+  const lines = [];
+  for (let i = 1; i <= count; i++) lines.push(JSON.stringify({ type: 'permission', id: `f${i}`, tool: flood.tool ?? 'lookup', kind: 'other', input: { n: i % distinct } }));
+  process.stdout.write(`${lines.join('\n')}\n`);
+  const result = { allowed: 0, denied: 0, messages: {} };
+  for (let answered = 0; answered < count; ) {
+    const answer = await nextLine();
+    if (!answer) break;
+    if (answer.type !== 'permission-response') continue;
+    answered += 1;
+    if (answer.allow) result.allowed += 1;
+    else {
+      result.denied += 1;
+      result.messages[answer.message] = (result.messages[answer.message] ?? 0) + 1;
+    }
+    if (answered === crashAfter) {
+      process.stderr.write(`lost after ${answered} answers\n`);
+      process.exit(1);
+    }
+  }
+  appendFileSync(path.join(dir, 'flood.jsonl'), `${JSON.stringify(result)}\n`);
+  emit({ type: 'text', text: `flood: ${result.allowed} allowed, ${result.denied} denied` });
 }
 
 function writeFile(file, text) {
@@ -308,6 +341,7 @@ async function main() {
   if (step.sleepMs) await startSleeper(dir, step.sleepMs);
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
   if (step.permissions) await askPermissions(step.permissions, request.workspace);
+  if (step.permissionFlood) await floodPermissions(step.permissionFlood, dir, session);
   session.position += 1;
   save(); // before any terminal line, so the next turn resumes after this step
   if (step.crash) {
