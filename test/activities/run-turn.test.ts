@@ -137,3 +137,34 @@ describe('openRun', () => {
     expect(await deps.ledger.listRuns(workflowId)).toHaveLength(1);
   });
 });
+
+describe('runTurn bounds what the harness wrote before it enters history', () => {
+  it('an envelope at the cap of 20 KB unknown names and a 1 MB message, and a 1 MB sub-agent name, come back a few KB', async () => {
+    const { activities } = setup();
+    const { request, mock } = await begin(activities, 'bounded-names');
+    const long = (c: string, n: number) => c.repeat(n);
+    const actions = Array.from({ length: 100 }, (_, i) => ({ name: `${i}${long('n', 20_000)}`, params: {} }));
+    const outcome = (await mock(1).run(activities.runTurn, request(book.write('bounded-names', [{ envelope: { step: 'actions', actions, message: long('m', 1_000_000) } }])))) as TurnResult;
+    const view = outcome.step.ok ? outcome.step.view : undefined;
+    expect(view).toMatchObject({ step: 'actions', message: expect.stringMatching(/^m{500}… \(1000000 characters in all\)$/) });
+    const calls = view?.step === 'actions' ? view.calls : [];
+    expect(calls).toHaveLength(100);
+    expect(calls[7]!.name).toBe(`7${long('n', 63)}… (20001 characters in all)`);
+    expect(JSON.stringify(outcome).length).toBeLessThan(16 * 1024);
+
+    const agent = await mock(1).run(activities.runTurn, request(book.write('bounded-agent', [{ envelope: { step: 'sub-agent', agent: long('a', 1_000_000), message: 'review it' } }]), 2));
+    expect((agent as TurnResult).step).toMatchObject({ ok: true, view: { step: 'sub-agent', agent: `${long('a', 64)}… (1000000 characters in all)` } });
+  });
+
+  it('a session id no real harness reports is not kept; a 1 MB error message is clipped in the failure', async () => {
+    const { activities, deps } = setup();
+    const { request, mock } = await begin(activities, 'bounded-texts');
+    const outcome = (await mock(1).run(activities.runTurn, request(book.write('long-session', [{ reportSessionChars: 100_000, ...ok('fine') }])))) as TurnResult;
+    expect(outcome).toMatchObject({ step: { ok: true, view: { step: 'success', result: 'fine' } } });
+    expect(outcome.externalSessionId).toBeUndefined();
+    await expect.poll(async () => (await deps.ledger.readEvents('bounded-texts', 0, 100)).filter((e) => e.type === 'session-id-too-long').map((e) => e.data)).toEqual([{ characters: 100_000, limit: 512 }]);
+
+    const failed = mock(1).run(activities.runTurn, request(book.write('long-error', [{ error: { message: 'E'.repeat(1_000_000) } }]), 2));
+    await expect(failed).rejects.toMatchObject({ message: `turn failed (vendor-error): ${'E'.repeat(2000)}… (1000000 characters in all)` });
+  });
+});

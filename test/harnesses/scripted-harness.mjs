@@ -55,6 +55,7 @@
 //   raw                 string printed as the complete text (malformed envelopes); ${env:NAME} is substituted
 //   envelope            object printed as JSON as the complete text
 //   padBytes N          with `envelope`: the text is the envelope preceded by N bytes of prose (large replies)
+//   reportSessionChars N  with `raw`/`envelope`: the complete line reports a session id of N characters (not stored)
 // `${env:NAME}` in crash.stderr, error.message, raw, envelope and permissions stands for that variable's value.
 // A step with none of crash/error/raw/envelope exits 0 without a terminal line.
 // Run counters live in .scripted/counters/<script>.<step>.<kind> so they survive a failed first turn.
@@ -349,7 +350,7 @@ async function main() {
     process.exit(step.crash.exitCode ?? 1);
   }
   if (step.error) return finish({ type: 'error', message: substitute(step.error.message), code: step.error.code ?? 'vendor-error' });
-  const extra = key !== undefined ? { sessionId: session.id, model: `model-${key}` } : {};
+  const extra = key !== undefined ? { sessionId: session.id, model: `model-${key}` } : step.reportSessionChars ? { sessionId: 'S'.repeat(step.reportSessionChars) } : {};
   if (step.raw !== undefined) return finish({ type: 'complete', text: substitute(step.raw), ...extra });
   if (step.envelope !== undefined) {
     const pad = step.padBytes ? `${'Lorem ipsum dolor sit amet. '.repeat(Math.ceil(step.padBytes / 28)).slice(0, step.padBytes)}\n` : '';
