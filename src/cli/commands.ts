@@ -11,7 +11,17 @@ import {
 } from '@temporalio/client';
 import { CatalogError } from '../catalog/index.js';
 import { InvalidRunInputError, RunIdTakenError, RunRejectedError, createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
-import { PayloadKeyConfigError, dataConverterFromEnvironment, payloadCodecFromEnvironment, startCodecServer } from '../codec/index.js';
+import {
+  CodecAuthConfigError,
+  PayloadKeyConfigError,
+  codecTokensFromEnvironment,
+  dataConverterFromEnvironment,
+  generateCodecToken,
+  parseCorsOrigins,
+  payloadCodecFromEnvironment,
+  requireCodecTokens,
+  startCodecServer,
+} from '../codec/index.js';
 import { LedgerConfigError } from '../ledger/index.js';
 import { ObservabilityConfigError } from '../observability/index.js';
 import { taskQueuePollers } from '../temporal/task-queue.js';
@@ -51,8 +61,10 @@ Usage:
                                       allow it (--edit: fields replacing the tool input's, e.g. '{"command":"ls"}')
   durable-harness deny RUN_ID REQUEST [--reason TEXT] [--by NAME]
                                       deny it; the reason is shown to the harness
-  durable-harness codec-server [--codec-port 8234] [--cors-origin URL]...
-                                      decode/encode encrypted payloads for the Web UI (keys from the environment)
+  durable-harness codec-server [--codec-port 8234] [--cors-origin URL]... [--allow-encode]
+                                      decode encrypted payloads for the Web UI (keys and access tokens from the
+                                      environment; --allow-encode also serves /encode)
+  durable-harness codec-token         print a new random access token for the codec server
 
 Common options (or environment):
   --address HOST:PORT   TEMPORAL_ADDRESS            (default 127.0.0.1:7233)
@@ -64,7 +76,10 @@ Common options (or environment):
 Encrypted payloads (off unless keys are set; workers, clients and the codec server need the same keys):
   DURABLE_HARNESS_PAYLOAD_KEYS="ID:BASE64KEY,..."   or DURABLE_HARNESS_PAYLOAD_KEYS_FILE=FILE
   DURABLE_HARNESS_PAYLOAD_KEY_ID=ID                  the key new payloads use (default: the first listed)
-  \`dev\` then also starts the codec server (--codec-port, default 8234) and wires the Web UI to it.
+  DURABLE_HARNESS_CODEC_TOKENS="NAME=TOKEN[@NS|NS],..."  or DURABLE_HARNESS_CODEC_TOKENS_FILE=FILE
+                                                     who may call the codec server (required by codec-server)
+  \`dev\` then also starts the codec server (--codec-port, default 8234) and wires the Web UI to it with a token of
+  its own (tokens you configure work beside it).
 
 Telemetry (off unless set; dev and worker): see docs/observability.md
   OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT   OTLP/HTTP traces (run, turn, activity spans)
@@ -98,6 +113,7 @@ const options = {
   limit: { type: 'string' },
   'codec-port': { type: 'string' },
   'cors-origin': { type: 'string', multiple: true },
+  'allow-encode': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -376,6 +392,9 @@ export async function main(argv: string[]): Promise<ExitCode> {
       return workerCommand(resolveSettings(flags));
     case 'codec-server':
       return codecServerCommand(flags);
+    case 'codec-token':
+      out(generateCodecToken());
+      return ExitCodes.succeeded;
     case 'run': {
       const [agent, ...taskWords] = need(rest, 2, 'AGENT and TASK: durable-harness run AGENT TASK');
       return withClient(flags, async (client, s, connection) => {
@@ -475,14 +494,18 @@ export async function main(argv: string[]): Promise<ExitCode> {
 async function codecServerCommand(flags: Flags): Promise<ExitCode> {
   const codec = payloadCodecFromEnvironment();
   if (!codec) throw usageError('no payload keys: set DURABLE_HARNESS_PAYLOAD_KEYS (ID:BASE64KEY,...) or DURABLE_HARNESS_PAYLOAD_KEYS_FILE');
+  const tokens = codecTokensFromEnvironment();
+  requireCodecTokens(tokens);
   const server = await startCodecServer({
     codec,
+    tokens,
+    allowEncode: flags['allow-encode'] === true || process.env.DURABLE_HARNESS_CODEC_ALLOW_ENCODE === '1',
     host: process.env.DURABLE_HARNESS_CODEC_HOST ?? '127.0.0.1',
     port: Number(flags['codec-port'] ?? process.env.DURABLE_HARNESS_CODEC_PORT ?? 8234),
-    corsOrigins: flags['cors-origin'] ?? (process.env.DURABLE_HARNESS_CODEC_CORS_ORIGINS ?? 'http://127.0.0.1:8233,http://localhost:8233').split(',').map((o) => o.trim()).filter(Boolean),
+    corsOrigins: parseCorsOrigins(flags['cors-origin'] ?? (process.env.DURABLE_HARNESS_CODEC_CORS_ORIGINS ?? 'http://127.0.0.1:8233,http://localhost:8233').split(',')),
     log: err,
   });
-  out(`codec server at ${server.url} (keys ${codec.keyIds.join(', ')}; new payloads use ${codec.currentKeyId})`);
+  out(`codec server at ${server.url} (keys ${codec.keyIds.join(', ')}; new payloads use ${codec.currentKeyId}; tokens ${tokens.map((t) => t.name).join(', ')})`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
@@ -501,6 +524,7 @@ export function exitFor(e: unknown): { code: ExitCode; message: string } {
     e instanceof InvalidRunInputError ||
     e instanceof RunIdTakenError ||
     e instanceof PayloadKeyConfigError ||
+    e instanceof CodecAuthConfigError ||
     e instanceof ObservabilityConfigError ||
     e instanceof LedgerConfigError
   ) {

@@ -6,7 +6,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
-import { payloadCodecFromEnvironment, dataConverterFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
+import {
+  codecTokensFromEnvironment,
+  dataConverterFromEnvironment,
+  generateCodecToken,
+  parseCorsOrigins,
+  payloadCodecFromEnvironment,
+  startCodecServer,
+  type CodecServer,
+} from '../codec/index.js';
 import { describeLedger } from '../ledger/index.js';
 import { observabilityFromEnvironment, startTracing, type ObservabilityConfig, type WorkerTracing } from '../observability/index.js';
 import { activityPlacementFromEnv, createPlacedWorker } from '../activity-worker.js';
@@ -153,21 +161,29 @@ export async function devCommand(
   // Encrypted payloads: the Web UI shows them decoded through a codec server holding the same keys.
   const codec = payloadCodecFromEnvironment();
   let codecServer: CodecServer | undefined;
+  let uiCodecEndpoint: string | undefined;
   if (codec) {
+    // The embedded UI cannot send a header, so its endpoint carries a token of this process's own in its path;
+    // it is never printed. Tokens the operator configured (for the Temporal CLI, say) work beside it.
+    const uiToken = generateCodecToken();
     codecServer = await startCodecServer({
       codec,
+      tokens: [{ name: 'dev-ui', token: uiToken, namespaces: [s.namespace] }, ...codecTokensFromEnvironment()],
+      // The UI encodes the input of the signals and updates an operator sends from it.
+      allowEncode: true,
       port: port(flags['codec-port'], 8234, 'codec-port'),
-      corsOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`, ...(flags['cors-origin'] ?? [])],
+      corsOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`, ...parseCorsOrigins(flags['cors-origin'] ?? [])],
       log: err,
     });
-    out(`payloads encrypted (key ${codec.currentKeyId}); codec server for the Web UI at ${codecServer.url}`);
+    uiCodecEndpoint = `${codecServer.url}/t/${uiToken}`;
+    out(`payloads encrypted (key ${codec.currentKeyId}); codec server for the Web UI at ${codecServer.url} (the UI holds its token)`);
   }
   const temporal = await startEmbeddedTemporal({
     dataDir: s.dataDir,
     port: port(flags.port, 7233, 'port'),
     uiPort,
     namespace: s.namespace,
-    uiCodecEndpoint: codecServer?.url,
+    uiCodecEndpoint,
     log: out,
   });
   let served: Awaited<ReturnType<typeof serve>> | undefined;
