@@ -31,6 +31,7 @@ import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
+import { OperatorConfigError, OperatorKeyError, generateOperatorKey, operatorSignerFrom, writeOperatorKeyFile } from '../operators/index.js';
 import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTable, waitingApproval, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
@@ -65,6 +66,13 @@ Usage:
                                       decode encrypted payloads for the Web UI (keys and access tokens from the
                                       environment; --allow-encode also serves /encode)
   durable-harness codec-token         print a new random access token for the codec server
+  durable-harness operator keygen --name NAME [--out FILE]
+                                      a new operator key (Ed25519) and the entry for the workers' operators file
+
+Operator decisions (approve, deny, reply, retry, abandon, cancel) are signed with --key FILE or
+DURABLE_HARNESS_OPERATOR_KEY_FILE (or the key file's text in DURABLE_HARNESS_OPERATOR_KEY). Workers run with
+DURABLE_HARNESS_DECISIONS=signed (the default of \`worker\`; operators from DURABLE_HARNESS_OPERATORS_FILE) or
+trusted-network (the default of \`dev\`: unsigned decisions are taken and recorded as unauthenticated:<--by>).
 
 Common options (or environment):
   --address HOST:PORT   TEMPORAL_ADDRESS            (default 127.0.0.1:7233)
@@ -114,6 +122,9 @@ const options = {
   'codec-port': { type: 'string' },
   'cors-origin': { type: 'string', multiple: true },
   'allow-encode': { type: 'boolean' },
+  key: { type: 'string' },
+  name: { type: 'string' },
+  out: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -341,6 +352,27 @@ async function operate<T>(client: Client, fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** A run whose decisions are signed with the operator key of `--key` / DURABLE_HARNESS_OPERATOR_KEY(_FILE), if given. */
+function decisionRun(client: Client, id: string, flags: Flags): AgentRunHandle {
+  const operator = operatorSignerFrom(flags.key);
+  return getAgentRun(client, id, operator ? { operator } : {});
+}
+
+/** `operator keygen --name NAME [--out FILE]`: a new key file (mode 0600) and the line for the workers' operators file. */
+function operatorCommand(args: readonly string[], flags: Flags): ExitCode {
+  const [sub] = args;
+  if (sub !== 'keygen') throw usageError(`unknown operator command "${sub ?? ''}": use \`durable-harness operator keygen --name NAME [--out FILE]\``);
+  const name = flags.name;
+  if (!name || !/^[\w.@-]{1,64}$/.test(name)) throw usageError('operator keygen needs --name NAME (1-64 letters, digits and ._@-), the name the workers\' operators file gives you');
+  const file = flags.out ?? `${name}.operator-key.json`;
+  const key = generateOperatorKey(name);
+  writeOperatorKeyFile(file, key);
+  out(`wrote ${file} (mode 0600; keep it to yourself). Sign with: --key ${file}  or  DURABLE_HARNESS_OPERATOR_KEY_FILE=${file}`);
+  out('Add this to the workers\' operators file (DURABLE_HARNESS_OPERATORS_FILE), with the roles you are to have:');
+  out(`  - name: ${name}\n    roles: [approve, operate]\n    keys: ["${key.publicKey}"]   # key id ${key.keyId}`);
+  return ExitCodes.succeeded;
+}
+
 async function withClient(flags: Flags, fn: (client: Client, s: Settings, connection: Connection) => Promise<ExitCode>): Promise<ExitCode> {
   const s = resolveSettings(flags);
   const { client, connection } = await connectClient(s);
@@ -392,6 +424,8 @@ export async function main(argv: string[]): Promise<ExitCode> {
       return workerCommand(resolveSettings(flags));
     case 'codec-server':
       return codecServerCommand(flags);
+    case 'operator':
+      return operatorCommand(rest, flags);
     case 'codec-token':
       out(generateCodecToken());
       return ExitCodes.succeeded;
@@ -430,7 +464,7 @@ export async function main(argv: string[]): Promise<ExitCode> {
     case 'cancel': {
       const [id] = need(rest, 1, 'RUN_ID');
       return withClient(flags, async (client) => {
-        await operate(client, () => getAgentRun(client, id!).cancel(flags.reason));
+        await operate(client, () => decisionRun(client, id!, flags).cancel(flags.reason));
         out(`cancel requested for ${id}`);
         return ExitCodes.succeeded;
       });
@@ -438,14 +472,14 @@ export async function main(argv: string[]): Promise<ExitCode> {
     case 'retry': {
       const [id] = need(rest, 1, 'RUN_ID');
       return withClient(flags, async (client) => {
-        out(await operate(client, () => getAgentRun(client, id!).retryTurn()));
+        out(await operate(client, () => decisionRun(client, id!, flags).retryTurn()));
         return ExitCodes.succeeded;
       });
     }
     case 'abandon': {
       const [id] = need(rest, 1, 'RUN_ID');
       return withClient(flags, async (client) => {
-        await operate(client, () => getAgentRun(client, id!).abandon(flags.reason));
+        await operate(client, () => decisionRun(client, id!, flags).abandon(flags.reason));
         out(`abandoned ${id}: it ends as failed`);
         return ExitCodes.succeeded;
       });
@@ -453,7 +487,7 @@ export async function main(argv: string[]): Promise<ExitCode> {
     case 'reply': {
       const [id, ...words] = need(rest, 2, 'RUN_ID and TEXT');
       return withClient(flags, async (client) => {
-        out(await operate(client, () => getAgentRun(client, id!).reply(words.join(' '))));
+        out(await operate(client, () => decisionRun(client, id!, flags).reply(words.join(' '))));
         return ExitCodes.succeeded;
       });
     }
@@ -476,7 +510,7 @@ export async function main(argv: string[]): Promise<ExitCode> {
       const scope = parseScope(flags.scope);
       const by = flags.by ?? os.userInfo().username;
       return withClient(flags, async (client) => {
-        const run = getAgentRun(client, id!);
+        const run = decisionRun(client, id!, flags);
         const decided =
           command === 'approve'
             ? await operate(client, () => run.approve(request!, { by, ...(edit ? { edit } : {}), ...(scope ? { scope } : {}) }))
@@ -525,6 +559,8 @@ export function exitFor(e: unknown): { code: ExitCode; message: string } {
     e instanceof RunIdTakenError ||
     e instanceof PayloadKeyConfigError ||
     e instanceof CodecAuthConfigError ||
+    e instanceof OperatorKeyError ||
+    e instanceof OperatorConfigError ||
     e instanceof ObservabilityConfigError ||
     e instanceof LedgerConfigError
   ) {

@@ -16,6 +16,7 @@ import {
   type CodecServer,
 } from '../codec/index.js';
 import { describeLedger } from '../ledger/index.js';
+import { decisionModeFromEnvironment, type DecisionMode } from '../operators/index.js';
 import { observabilityFromEnvironment, startTracing, type ObservabilityConfig, type WorkerTracing } from '../observability/index.js';
 import { activityPlacementFromEnv, createPlacedWorker } from '../activity-worker.js';
 import { loadCatalog, watchCatalogFile, type Catalog } from '../catalog/index.js';
@@ -98,7 +99,7 @@ function startTelemetry(): { runtime: ReturnType<typeof installRuntime>; tracing
 }
 
 /** Worker, client and search attributes on one server; `close` undoes all of it, quietly. */
-async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string } = {}) {
+async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string; decisions: DecisionMode }) {
   // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
   const dataConverter = dataConverterFromEnvironment();
   const { runtime, tracing, config } = startTelemetry();
@@ -116,6 +117,7 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
     catalog: catalogSource(s.catalogFile),
     dataDir: s.dataDir,
     shutdownGraceTime: options.shutdownGraceTime,
+    decisions: options.decisions,
     tracing,
     placement: activityPlacementFromEnv(),
     processConfig: { address, catalogFile: s.catalogFile, observability: config, log: 'operator' },
@@ -129,6 +131,12 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
   const reconciled = await reconcileClosedRuns(placed.deps.ledger, client, out);
   if (reconciled.length) out(`closed ${reconciled.length} run(s) Temporal terminated or timed out in the ledger: ${reconciled.map((r) => `${r.workflowId} (${r.status})`).join(', ')}`);
   out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
+  const operators = placed.deps.operators?.().operators ?? [];
+  out(
+    options.decisions === 'signed'
+      ? `operator decisions: signed (${operators.length ? `operators ${operators.map((o) => `${o.name} [${o.roles.join(', ')}]`).join('; ')}` : 'NO operators configured: set DURABLE_HARNESS_OPERATORS_FILE, or nobody can approve, reply, retry or cancel'})`
+      : 'operator decisions: NOT authenticated (trusted-network): whoever reaches Temporal decides; set DURABLE_HARNESS_DECISIONS=signed to require operator signatures',
+  );
   out(placed.worker.hostQueue ? `host queue: ${placed.worker.hostQueue} (runs with a local workspace on this worker come back here; docs/multi-host.md)` : 'host affinity: off (DURABLE_HARNESS_HOST_AFFINITY)');
   const running = placed.run();
   return {
@@ -202,7 +210,9 @@ export async function devCommand(
   });
   try {
     // A turn still running at Ctrl-C is interrupted after a second; the run retries it when dev is back.
-    served = await serve({ ...s, address: temporal.address }, temporal.address, { shutdownGraceTime: '1s' });
+    // dev is one machine's development loop: decisions are taken unsigned unless DURABLE_HARNESS_DECISIONS says otherwise.
+    const decisions = decisionModeFromEnvironment(process.env, 'trusted-network');
+    served = await serve({ ...s, address: temporal.address }, temporal.address, { shutdownGraceTime: '1s', decisions });
     out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
     if (flags.demo) {
       // Started on the worker's own connection with eager start: the first workflow task comes straight back
@@ -242,7 +252,7 @@ export async function devCommand(
 
 export async function workerCommand(s: Settings): Promise<ExitCode> {
   loadCatalog(s.catalogFile);
-  const served = await serve(s, s.address);
+  const served = await serve(s, s.address, { decisions: decisionModeFromEnvironment(process.env, 'signed') });
   out(`worker polling task queue "${s.taskQueue}" at ${s.address}`);
   const removeHandlers = onStopSignal(async () => {
     out('stopping the worker');
