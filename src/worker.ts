@@ -21,6 +21,7 @@ import type { SandboxProvider } from './sandbox/types.js';
 import { conflictingPollers, taskQueuePollers, workerIdentity } from './temporal/task-queue.js';
 import { hostIdFrom, hostQueueName } from './temporal/host-queue.js';
 
+import { decisionModeFromEnvironment, operatorsFromEnvironment, type DecisionMode, type OperatorDirectory } from './operators/index.js';
 import { defaultNamespace, defaultTaskQueue } from './worker-defaults.js';
 export { defaultTaskQueue };
 
@@ -97,6 +98,13 @@ export interface WorkerSetup {
    * turns keep Temporal's eager dispatch to the worker that scheduled them.
    */
   readonly hostAffinity?: boolean;
+  /**
+   * Whether operator decisions must be signed by a configured operator (`signed`), or are taken from whoever reaches
+   * Temporal (`trusted-network`: development only; status says so). Default DURABLE_HARNESS_DECISIONS, else `signed`.
+   */
+  readonly decisions?: DecisionMode;
+  /** The operators whose signatures count. Default: DURABLE_HARNESS_OPERATORS_FILE (re-read on change), else none. */
+  readonly operators?: () => OperatorDirectory;
 }
 
 /**
@@ -181,6 +189,8 @@ export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDep
     actions: setup.actions ?? createBuiltinRegistry(),
     credentials: setup.credentials ?? (existsSync(credentialsFile) ? new JsonFileCredentialStore(credentialsFile) : new MemoryCredentialStore({})),
     env: setup.env,
+    decisionMode: setup.decisions ?? decisionModeFromEnvironment(env, 'signed'),
+    operators: setup.operators ?? operatorsFromEnvironment(env),
   };
 }
 

@@ -42,6 +42,8 @@ import { expandSandbox } from '../workflows/types.js';
 import { addUsage, noUsage, totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { announcingBroker, approvalActivities, attemptDeadlineMs, runAnnouncer } from './approvals.js';
+import { decisionActivities } from './decisions.js';
+import type { DecisionMode, OperatorDirectory } from '../operators/index.js';
 import { isRetryable, ProgressEvents, TurnAccounting, type BudgetCrossing } from './turn-accounting.js';
 import { reportTurnIdentity } from '../observability/turn-telemetry.js';
 import { harnessRedactor, redactDeep, redactFailure, redactStream, type Redactor } from './redaction.js';
@@ -88,6 +90,10 @@ export interface ActivityDeps {
    * host-bound sandbox it starts, so the run's later activities come back here (docs/multi-host.md).
    */
   readonly hostQueue?: string;
+  /** The operators whose signed decisions this worker accepts (src/operators; default: none). */
+  readonly operators?: () => OperatorDirectory;
+  /** Whether operator decisions must be signed (default `signed`; `dev` runs `trusted-network`). */
+  readonly decisionMode?: DecisionMode;
 }
 
 export function createActivities(deps: ActivityDeps) {
@@ -330,7 +336,7 @@ export function createActivities(deps: ActivityDeps) {
           prompts: [{ id: spec.agent.promptId, name: spec.agent.name, text: spec.agent.systemPrompt }],
         }),
       );
-      return policyOf(spec, hash, { budget: input.budget, inlineTextLimit });
+      return policyOf(spec, hash, { budget: input.budget, inlineTextLimit, decisions: deps.decisionMode ?? 'signed' });
     },
 
     /** Creates (or reattaches, or borrows the parent's) sandbox and the ledger row; a large task goes by reference. */
@@ -657,6 +663,7 @@ export function createActivities(deps: ActivityDeps) {
     validateStep,
     executeAction,
     ...approvalActivities(deps.ledger),
+    ...decisionActivities({ ledger: deps.ledger, operators: deps.operators, decisionMode: deps.decisionMode }),
 
     /**
      * Compensation: ends the sandbox (unless borrowed from a parent) and closes the ledger row. Idempotent; runs on

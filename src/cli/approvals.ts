@@ -89,6 +89,9 @@ export function parseScope(text: string | undefined): 'once' | 'session' | undef
 /** The lines `status` adds about permissions: an advisory posture, and each pending request with its commands. */
 export function permissionLines(view: RunStatusView, workflowId: string, command: (...args: string[]) => string): string[] {
   const lines: string[] = [];
+  if (view.policy && view.policy.decisions !== 'signed' && (view.state === 'running' || view.state === 'awaiting_operator' || view.state === 'waiting_for_reply')) {
+    lines.push('decisions: NOT authenticated (trusted-network): whoever reaches Temporal can approve, reply, retry or cancel this run');
+  }
   const p = view.policy?.permissions;
   if (p && !p.enforced) lines.push(`permissions: ${p.posture} is ADVISORY, not enforced (${escapeControl(p.note ?? 'the harness cannot ask before a tool runs')})`);
   const pending = view.pendingApprovals ?? [];

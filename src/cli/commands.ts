@@ -11,7 +11,17 @@ import {
 } from '@temporalio/client';
 import { CatalogError } from '../catalog/index.js';
 import { InvalidRunInputError, RunIdTakenError, RunRejectedError, createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
-import { PayloadKeyConfigError, dataConverterFromEnvironment, payloadCodecFromEnvironment, startCodecServer } from '../codec/index.js';
+import {
+  CodecAuthConfigError,
+  PayloadKeyConfigError,
+  codecTokensFromEnvironment,
+  dataConverterFromEnvironment,
+  generateCodecToken,
+  parseCorsOrigins,
+  payloadCodecFromEnvironment,
+  requireCodecTokens,
+  startCodecServer,
+} from '../codec/index.js';
 import { LedgerConfigError } from '../ledger/index.js';
 import { ObservabilityConfigError } from '../observability/index.js';
 import { taskQueuePollers } from '../temporal/task-queue.js';
@@ -21,6 +31,7 @@ import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
+import { OperatorConfigError, OperatorKeyError, generateOperatorKey, operatorSignerFrom, writeOperatorKeyFile } from '../operators/index.js';
 import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTable, waitingApproval, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
@@ -51,8 +62,17 @@ Usage:
                                       allow it (--edit: fields replacing the tool input's, e.g. '{"command":"ls"}')
   durable-harness deny RUN_ID REQUEST [--reason TEXT] [--by NAME]
                                       deny it; the reason is shown to the harness
-  durable-harness codec-server [--codec-port 8234] [--cors-origin URL]...
-                                      decode/encode encrypted payloads for the Web UI (keys from the environment)
+  durable-harness codec-server [--codec-port 8234] [--cors-origin URL]... [--allow-encode]
+                                      decode encrypted payloads for the Web UI (keys and access tokens from the
+                                      environment; --allow-encode also serves /encode)
+  durable-harness codec-token         print a new random access token for the codec server
+  durable-harness operator keygen --name NAME [--out FILE]
+                                      a new operator key (Ed25519) and the entry for the workers' operators file
+
+Operator decisions (approve, deny, reply, retry, abandon, cancel) are signed with --key FILE or
+DURABLE_HARNESS_OPERATOR_KEY_FILE (or the key file's text in DURABLE_HARNESS_OPERATOR_KEY). Workers run with
+DURABLE_HARNESS_DECISIONS=signed (the default of \`worker\`; operators from DURABLE_HARNESS_OPERATORS_FILE) or
+trusted-network (the default of \`dev\`: unsigned decisions are taken and recorded as unauthenticated:<--by>).
 
 Common options (or environment):
   --address HOST:PORT   TEMPORAL_ADDRESS            (default 127.0.0.1:7233)
@@ -64,7 +84,10 @@ Common options (or environment):
 Encrypted payloads (off unless keys are set; workers, clients and the codec server need the same keys):
   DURABLE_HARNESS_PAYLOAD_KEYS="ID:BASE64KEY,..."   or DURABLE_HARNESS_PAYLOAD_KEYS_FILE=FILE
   DURABLE_HARNESS_PAYLOAD_KEY_ID=ID                  the key new payloads use (default: the first listed)
-  \`dev\` then also starts the codec server (--codec-port, default 8234) and wires the Web UI to it.
+  DURABLE_HARNESS_CODEC_TOKENS="NAME=TOKEN[@NS|NS],..."  or DURABLE_HARNESS_CODEC_TOKENS_FILE=FILE
+                                                     who may call the codec server (required by codec-server)
+  \`dev\` then also starts the codec server (--codec-port, default 8234) and wires the Web UI to it with a token of
+  its own (tokens you configure work beside it).
 
 Telemetry (off unless set; dev and worker): see docs/observability.md
   OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT   OTLP/HTTP traces (run, turn, activity spans)
@@ -98,6 +121,10 @@ const options = {
   limit: { type: 'string' },
   'codec-port': { type: 'string' },
   'cors-origin': { type: 'string', multiple: true },
+  'allow-encode': { type: 'boolean' },
+  key: { type: 'string' },
+  name: { type: 'string' },
+  out: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -328,6 +355,27 @@ async function operate<T>(client: Client, fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** A run whose decisions are signed with the operator key of `--key` / DURABLE_HARNESS_OPERATOR_KEY(_FILE), if given. */
+function decisionRun(client: Client, id: string, flags: Flags): AgentRunHandle {
+  const operator = operatorSignerFrom(flags.key);
+  return getAgentRun(client, id, operator ? { operator } : {});
+}
+
+/** `operator keygen --name NAME [--out FILE]`: a new key file (mode 0600) and the line for the workers' operators file. */
+function operatorCommand(args: readonly string[], flags: Flags): ExitCode {
+  const [sub] = args;
+  if (sub !== 'keygen') throw usageError(`unknown operator command "${sub ?? ''}": use \`durable-harness operator keygen --name NAME [--out FILE]\``);
+  const name = flags.name;
+  if (!name || !/^[\w.@-]{1,64}$/.test(name)) throw usageError('operator keygen needs --name NAME (1-64 letters, digits and ._@-), the name the workers\' operators file gives you');
+  const file = flags.out ?? `${name}.operator-key.json`;
+  const key = generateOperatorKey(name);
+  writeOperatorKeyFile(file, key);
+  out(`wrote ${file} (mode 0600; keep it to yourself). Sign with: --key ${file}  or  DURABLE_HARNESS_OPERATOR_KEY_FILE=${file}`);
+  out('Add this to the workers\' operators file (DURABLE_HARNESS_OPERATORS_FILE), with the roles you are to have:');
+  out(`  - name: ${name}\n    roles: [approve, operate]\n    keys: ["${key.publicKey}"]   # key id ${key.keyId}`);
+  return ExitCodes.succeeded;
+}
+
 async function withClient(flags: Flags, fn: (client: Client, s: Settings, connection: Connection) => Promise<ExitCode>): Promise<ExitCode> {
   const s = resolveSettings(flags);
   const { client, connection } = await connectClient(s);
@@ -379,6 +427,11 @@ export async function main(argv: string[]): Promise<ExitCode> {
       return workerCommand(resolveSettings(flags));
     case 'codec-server':
       return codecServerCommand(flags);
+    case 'operator':
+      return operatorCommand(rest, flags);
+    case 'codec-token':
+      out(generateCodecToken());
+      return ExitCodes.succeeded;
     case 'run': {
       const [agent, ...taskWords] = need(rest, 2, 'AGENT and TASK: durable-harness run AGENT TASK');
       return withClient(flags, async (client, s, connection) => {
@@ -414,7 +467,7 @@ export async function main(argv: string[]): Promise<ExitCode> {
     case 'cancel': {
       const [id] = need(rest, 1, 'RUN_ID');
       return withClient(flags, async (client) => {
-        await operate(client, () => getAgentRun(client, id!).cancel(flags.reason));
+        await operate(client, () => decisionRun(client, id!, flags).cancel(flags.reason));
         out(`cancel requested for ${id}`);
         return ExitCodes.succeeded;
       });
@@ -422,14 +475,14 @@ export async function main(argv: string[]): Promise<ExitCode> {
     case 'retry': {
       const [id] = need(rest, 1, 'RUN_ID');
       return withClient(flags, async (client) => {
-        out(await operate(client, () => getAgentRun(client, id!).retryTurn()));
+        out(await operate(client, () => decisionRun(client, id!, flags).retryTurn()));
         return ExitCodes.succeeded;
       });
     }
     case 'abandon': {
       const [id] = need(rest, 1, 'RUN_ID');
       return withClient(flags, async (client) => {
-        await operate(client, () => getAgentRun(client, id!).abandon(flags.reason));
+        await operate(client, () => decisionRun(client, id!, flags).abandon(flags.reason));
         out(`abandoned ${id}: it ends as failed`);
         return ExitCodes.succeeded;
       });
@@ -437,7 +490,7 @@ export async function main(argv: string[]): Promise<ExitCode> {
     case 'reply': {
       const [id, ...words] = need(rest, 2, 'RUN_ID and TEXT');
       return withClient(flags, async (client) => {
-        out(await operate(client, () => getAgentRun(client, id!).reply(words.join(' '))));
+        out(await operate(client, () => decisionRun(client, id!, flags).reply(words.join(' '))));
         return ExitCodes.succeeded;
       });
     }
@@ -460,7 +513,7 @@ export async function main(argv: string[]): Promise<ExitCode> {
       const scope = parseScope(flags.scope);
       const by = flags.by ?? os.userInfo().username;
       return withClient(flags, async (client) => {
-        const run = getAgentRun(client, id!);
+        const run = decisionRun(client, id!, flags);
         const decided =
           command === 'approve'
             ? await operate(client, () => run.approve(request!, { by, ...(edit ? { edit } : {}), ...(scope ? { scope } : {}) }))
@@ -478,14 +531,18 @@ export async function main(argv: string[]): Promise<ExitCode> {
 async function codecServerCommand(flags: Flags): Promise<ExitCode> {
   const codec = payloadCodecFromEnvironment();
   if (!codec) throw usageError('no payload keys: set DURABLE_HARNESS_PAYLOAD_KEYS (ID:BASE64KEY,...) or DURABLE_HARNESS_PAYLOAD_KEYS_FILE');
+  const tokens = codecTokensFromEnvironment();
+  requireCodecTokens(tokens);
   const server = await startCodecServer({
     codec,
+    tokens,
+    allowEncode: flags['allow-encode'] === true || process.env.DURABLE_HARNESS_CODEC_ALLOW_ENCODE === '1',
     host: process.env.DURABLE_HARNESS_CODEC_HOST ?? '127.0.0.1',
     port: Number(flags['codec-port'] ?? process.env.DURABLE_HARNESS_CODEC_PORT ?? 8234),
-    corsOrigins: flags['cors-origin'] ?? (process.env.DURABLE_HARNESS_CODEC_CORS_ORIGINS ?? 'http://127.0.0.1:8233,http://localhost:8233').split(',').map((o) => o.trim()).filter(Boolean),
+    corsOrigins: parseCorsOrigins(flags['cors-origin'] ?? (process.env.DURABLE_HARNESS_CODEC_CORS_ORIGINS ?? 'http://127.0.0.1:8233,http://localhost:8233').split(',')),
     log: err,
   });
-  out(`codec server at ${server.url} (keys ${codec.keyIds.join(', ')}; new payloads use ${codec.currentKeyId})`);
+  out(`codec server at ${server.url} (keys ${codec.keyIds.join(', ')}; new payloads use ${codec.currentKeyId}; tokens ${tokens.map((t) => t.name).join(', ')})`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
@@ -504,6 +561,9 @@ export function exitFor(e: unknown): { code: ExitCode; message: string } {
     e instanceof InvalidRunInputError ||
     e instanceof RunIdTakenError ||
     e instanceof PayloadKeyConfigError ||
+    e instanceof CodecAuthConfigError ||
+    e instanceof OperatorKeyError ||
+    e instanceof OperatorConfigError ||
     e instanceof ObservabilityConfigError ||
     e instanceof LedgerConfigError
   ) {

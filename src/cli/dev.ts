@@ -6,8 +6,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
-import { payloadCodecFromEnvironment, dataConverterFromEnvironment, startCodecServer, type CodecServer } from '../codec/index.js';
+import {
+  codecTokensFromEnvironment,
+  dataConverterFromEnvironment,
+  generateCodecToken,
+  parseCorsOrigins,
+  payloadCodecFromEnvironment,
+  startCodecServer,
+  type CodecServer,
+} from '../codec/index.js';
 import { describeLedger } from '../ledger/index.js';
+import { decisionModeFromEnvironment, type DecisionMode } from '../operators/index.js';
 import { observabilityFromEnvironment, startTracing, type ObservabilityConfig, type WorkerTracing } from '../observability/index.js';
 import { activityPlacementFromEnv, createPlacedWorker } from '../activity-worker.js';
 import { loadCatalog, watchCatalogFile, type Catalog } from '../catalog/index.js';
@@ -90,7 +99,7 @@ function startTelemetry(): { runtime: ReturnType<typeof installRuntime>; tracing
 }
 
 /** Worker, client and search attributes on one server; `close` undoes all of it, quietly. */
-async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string } = {}) {
+async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string; decisions: DecisionMode }) {
   // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
   const dataConverter = dataConverterFromEnvironment();
   const { runtime, tracing, config } = startTelemetry();
@@ -108,6 +117,7 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
     catalog: catalogSource(s.catalogFile),
     dataDir: s.dataDir,
     shutdownGraceTime: options.shutdownGraceTime,
+    decisions: options.decisions,
     tracing,
     placement: activityPlacementFromEnv(),
     processConfig: { address, catalogFile: s.catalogFile, observability: config, log: 'operator' },
@@ -121,6 +131,12 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
   const reconciled = await reconcileClosedRuns(placed.deps.ledger, client, out);
   if (reconciled.length) out(`closed ${reconciled.length} run(s) Temporal terminated or timed out in the ledger: ${reconciled.map((r) => `${r.workflowId} (${r.status})`).join(', ')}`);
   out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
+  const operators = placed.deps.operators?.().operators ?? [];
+  out(
+    options.decisions === 'signed'
+      ? `operator decisions: signed (${operators.length ? `operators ${operators.map((o) => `${o.name} [${o.roles.join(', ')}]`).join('; ')}` : 'NO operators configured: set DURABLE_HARNESS_OPERATORS_FILE, or nobody can approve, reply, retry or cancel'})`
+      : 'operator decisions: NOT authenticated (trusted-network): whoever reaches Temporal decides; set DURABLE_HARNESS_DECISIONS=signed to require operator signatures',
+  );
   out(placed.worker.hostQueue ? `host queue: ${placed.worker.hostQueue} (runs with a local workspace on this worker come back here; docs/multi-host.md)` : 'host affinity: off (DURABLE_HARNESS_HOST_AFFINITY)');
   const running = placed.run();
   return {
@@ -153,21 +169,29 @@ export async function devCommand(
   // Encrypted payloads: the Web UI shows them decoded through a codec server holding the same keys.
   const codec = payloadCodecFromEnvironment();
   let codecServer: CodecServer | undefined;
+  let uiCodecEndpoint: string | undefined;
   if (codec) {
+    // The embedded UI cannot send a header, so its endpoint carries a token of this process's own in its path;
+    // it is never printed. Tokens the operator configured (for the Temporal CLI, say) work beside it.
+    const uiToken = generateCodecToken();
     codecServer = await startCodecServer({
       codec,
+      tokens: [{ name: 'dev-ui', token: uiToken, namespaces: [s.namespace] }, ...codecTokensFromEnvironment()],
+      // The UI encodes the input of the signals and updates an operator sends from it.
+      allowEncode: true,
       port: port(flags['codec-port'], 8234, 'codec-port'),
-      corsOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`, ...(flags['cors-origin'] ?? [])],
+      corsOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`, ...parseCorsOrigins(flags['cors-origin'] ?? [])],
       log: err,
     });
-    out(`payloads encrypted (key ${codec.currentKeyId}); codec server for the Web UI at ${codecServer.url}`);
+    uiCodecEndpoint = `${codecServer.url}/t/${uiToken}`;
+    out(`payloads encrypted (key ${codec.currentKeyId}); codec server for the Web UI at ${codecServer.url} (the UI holds its token)`);
   }
   const temporal = await startEmbeddedTemporal({
     dataDir: s.dataDir,
     port: port(flags.port, 7233, 'port'),
     uiPort,
     namespace: s.namespace,
-    uiCodecEndpoint: codecServer?.url,
+    uiCodecEndpoint,
     log: out,
   });
   let served: Awaited<ReturnType<typeof serve>> | undefined;
@@ -186,7 +210,9 @@ export async function devCommand(
   });
   try {
     // A turn still running at Ctrl-C is interrupted after a second; the run retries it when dev is back.
-    served = await serve({ ...s, address: temporal.address }, temporal.address, { shutdownGraceTime: '1s' });
+    // dev is one machine's development loop: decisions are taken unsigned unless DURABLE_HARNESS_DECISIONS says otherwise.
+    const decisions = decisionModeFromEnvironment(process.env, 'trusted-network');
+    served = await serve({ ...s, address: temporal.address }, temporal.address, { shutdownGraceTime: '1s', decisions });
     out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
     if (flags.demo) {
       // Started on the worker's own connection with eager start: the first workflow task comes straight back
@@ -226,7 +252,7 @@ export async function devCommand(
 
 export async function workerCommand(s: Settings): Promise<ExitCode> {
   loadCatalog(s.catalogFile);
-  const served = await serve(s, s.address);
+  const served = await serve(s, s.address, { decisions: decisionModeFromEnvironment(process.env, 'signed') });
   out(`worker polling task queue "${s.taskQueue}" at ${s.address}`);
   const removeHandlers = onStopSignal(async () => {
     out('stopping the worker');

@@ -9,7 +9,8 @@ import { defaultTaskQueue } from '../worker-defaults.js';
 import { roundUsd } from '../workflows/money.js';
 import type { agentRun } from '../workflows/agent-run.js';
 import type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView } from '../workflows/approvals.js';
-import { abandonUpdate, approveUpdate, cancelSignal, denyUpdate, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
+import { abandonUpdate, approveUpdate, cancelSignal, cancelUpdate, denyUpdate, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
+import { signDecision, textDigest, type DecisionFields, type DecisionTarget, type OperatorSigner, type SignedDecision } from '../operators/index.js';
 import { OUTCOME_MEMO_KEY, isRunResult, resultFromFailure } from '../workflows/outcomes.js';
 import { inFlightTurn } from './live.js';
 import { agentAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
@@ -63,12 +64,38 @@ export class RunIdTakenError extends Error {
   }
 }
 
-/** Operations on one run. */
+/**
+ * Operations on one run. With an operator key (`getAgentRun(client, id, { operator })`) every decision — approve,
+ * deny, reply, retry, abandon, cancel — is signed with it (src/operators), as a deployment with signed decisions
+ * requires; without one they are sent unsigned, which only a trusted-network deployment accepts.
+ */
 export class AgentRunHandle {
-  constructor(readonly handle: WorkflowHandle<typeof agentRun>) {}
+  private target: Promise<DecisionTarget> | undefined;
+
+  constructor(
+    readonly handle: WorkflowHandle<typeof agentRun>,
+    private readonly operator?: OperatorSigner,
+  ) {}
 
   get workflowId(): string {
     return this.handle.workflowId;
+  }
+
+  /** The same run, its decisions signed with `operator`'s key. */
+  signedBy(operator: OperatorSigner): AgentRunHandle {
+    return new AgentRunHandle(this.handle, operator);
+  }
+
+  /** The signature over `fields` for this run, when this handle has an operator key. */
+  private async signed(fields: DecisionFields): Promise<{ signed?: SignedDecision }> {
+    if (!this.operator) return {};
+    this.target ??= this.handle.describe().then((d) => ({
+      namespace: this.handle.client.options.namespace,
+      workflowId: this.handle.workflowId,
+      // The run's first execution: a decision can never apply to another run, even of the same id.
+      runId: d.raw.workflowExecutionInfo?.firstRunId || d.runId,
+    }));
+    return { signed: signDecision(this.operator, await this.target, fields) };
   }
 
   /**
@@ -111,30 +138,36 @@ export class AgentRunHandle {
 
   /**
    * Cancels the run: the in-flight turn is killed, the session ended, the result says `cancelled` and the workflow
-   * ends Canceled. The signal carries the reason; Temporal's cancel request follows it.
+   * ends Canceled. With an operator key, a signed `cancelRun` update carries the reason; without one, the `cancel`
+   * signal (taken only where decisions are not authenticated). Temporal's cancel request follows either.
    */
   async cancel(reason?: string): Promise<void> {
-    await this.handle.signal(cancelSignal, reason);
-    // The signal alone may already have ended the run (it waits briefly for the request): then there is nothing to add.
+    if (this.operator) {
+      await rejectedWithReason(this.handle.executeUpdate(cancelUpdate, { args: [{ ...(reason ? { reason } : {}), ...(await this.signed({ action: 'cancel', ...(reason ? { reason } : {}) })) }] }));
+    } else {
+      await this.handle.signal(cancelSignal, reason);
+    }
+    // The decision alone may already have ended the run (it waits briefly for the request): then there is nothing to add.
     await this.handle.cancel().catch((err: unknown) => {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     });
   }
 
   /** Runs the failed turn again; rejected unless the run is awaiting an operator. */
-  retryTurn(): Promise<string> {
-    return rejectedWithReason(this.handle.executeUpdate(retryTurnUpdate));
+  async retryTurn(): Promise<string> {
+    return rejectedWithReason(this.handle.executeUpdate(retryTurnUpdate, { args: [await this.signed({ action: 'retry' })] }));
   }
 
   /** Ends an `awaiting_operator` run as failed; rejected (RunRejectedError, with the reason) in any other state. */
   async abandon(reason?: string): Promise<string> {
     // An update, not the signal: the run's own validator decides, so the answer is never "done" when nothing happened.
-    return rejectedWithReason(this.handle.executeUpdate(abandonUpdate, { args: [reason ?? ''] }));
+    const fields = { action: 'abandon' as const, ...(reason ? { reason } : {}) };
+    return rejectedWithReason(this.handle.executeUpdate(abandonUpdate, { args: [{ ...(reason ? { reason } : {}), ...(await this.signed(fields)) }] }));
   }
 
   /** Answers a `chat` step; rejected unless the run waits for a reply. */
-  reply(text: string): Promise<string> {
-    return rejectedWithReason(this.handle.executeUpdate(replyUpdate, { args: [text] }));
+  async reply(text: string): Promise<string> {
+    return rejectedWithReason(this.handle.executeUpdate(replyUpdate, { args: [{ text, ...(await this.signed({ action: 'reply', textSha256: textDigest(text) })) }] }));
   }
 
   /** The run's permission requests waiting for an operator (docs/permissions.md). */
@@ -143,13 +176,17 @@ export class AgentRunHandle {
   }
 
   /** Allows a pending permission request (with `edit`: the edited input runs instead); RunRejectedError when unknown or already decided. */
-  approve(requestId: string, options: ApproveOptions = {}): Promise<ApprovalDecisionResult> {
-    return rejectedWithReason(this.handle.executeUpdate(approveUpdate, { args: [requestId, options] }));
+  async approve(requestId: string, options: ApproveOptions = {}): Promise<ApprovalDecisionResult> {
+    const { edit, scope, by } = options;
+    const signed = await this.signed({ action: 'approve', requestId, ...(edit !== undefined ? { edit } : {}), ...(scope !== undefined ? { scope } : {}) });
+    return rejectedWithReason(this.handle.executeUpdate(approveUpdate, { args: [{ requestId, ...(edit !== undefined ? { edit } : {}), ...(scope !== undefined ? { scope } : {}), ...(by !== undefined ? { by } : {}), ...signed }] }));
   }
 
   /** Denies a pending permission request (the reason is shown to the harness); RunRejectedError when unknown or already decided. */
-  deny(requestId: string, options: DenyOptions = {}): Promise<ApprovalDecisionResult> {
-    return rejectedWithReason(this.handle.executeUpdate(denyUpdate, { args: [requestId, options] }));
+  async deny(requestId: string, options: DenyOptions = {}): Promise<ApprovalDecisionResult> {
+    const { reason, by } = options;
+    const signed = await this.signed({ action: 'deny', requestId, ...(reason !== undefined ? { reason } : {}) });
+    return rejectedWithReason(this.handle.executeUpdate(denyUpdate, { args: [{ requestId, ...(reason !== undefined ? { reason } : {}), ...(by !== undefined ? { by } : {}), ...signed }] }));
   }
 }
 
@@ -220,7 +257,7 @@ export async function startAgentRun(client: Client, input: StartAgentRunInput): 
   return new AgentRunHandle(handle);
 }
 
-/** A handle to an existing run. */
-export function getAgentRun(client: Client, workflowId: string): AgentRunHandle {
-  return new AgentRunHandle(client.workflow.getHandle<typeof agentRun>(workflowId));
+/** A handle to an existing run; with `operator`, its decisions are signed with that operator's key. */
+export function getAgentRun(client: Client, workflowId: string, options: { operator?: OperatorSigner } = {}): AgentRunHandle {
+  return new AgentRunHandle(client.workflow.getHandle<typeof agentRun>(workflowId), options.operator);
 }

@@ -5,12 +5,15 @@
  *   POST /decode, POST /encode (also /{namespace}/decode, /{namespace}/encode)
  *   body and answer: {"payloads":[{"metadata":{"encoding":"<base64>"},"data":"<base64>"}]}   (proto3 JSON)
  *
- * CORS answers the configured origins (the Web UI's address) so the browser may call it. Whoever reaches this
- * server can read every payload: bind it to loopback or put it behind your authentication.
+ * Every request carries a configured bearer token (`Authorization: Bearer …`, or `/t/<token>/…` in the path for a
+ * Web UI that cannot send headers), and each token names the namespaces it may decode for (codec-auth.ts). CORS
+ * answers only the configured origins, and a request from any other origin is refused outright. `/encode` mints
+ * payloads the workers accept, so it is off unless enabled.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Payload, PayloadCodec } from '@temporalio/common';
+import { CodecAuthorizer, type CodecToken } from './codec-auth.js';
 
 /** A payload in proto3 JSON: every bytes field base64. */
 export interface JsonPayload {
@@ -32,7 +35,11 @@ export function payloadToJson(payload: Payload): JsonPayload {
 
 export interface CodecServerOptions {
   readonly codec: PayloadCodec;
-  /** Origins allowed by CORS (e.g. the Web UI at http://127.0.0.1:8233); `*` allows any. */
+  /** Who may call it (at least one token; see codec-auth.ts). */
+  readonly tokens: readonly CodecToken[];
+  /** Serve `/encode` too (default off: only the Temporal CLI's `--codec-endpoint` for `workflow start` needs it). */
+  readonly allowEncode?: boolean;
+  /** Origins allowed by CORS (e.g. the Web UI at http://127.0.0.1:8233); a request from any other origin is refused. */
   readonly corsOrigins?: readonly string[];
   readonly host?: string;
   /** 0 picks a free port. */
@@ -91,13 +98,56 @@ function parsePayloads(body: Buffer): JsonPayload[] {
   return payloads as JsonPayload[];
 }
 
-/** Starts the codec server; resolves once it listens. */
+/** A request's route: the action, the namespace its path names, and a token its path carries. */
+interface Route {
+  readonly action: 'decode' | 'encode';
+  readonly namespace?: string;
+  readonly pathToken?: string;
+}
+
+/** `[/t/<token>][/<namespace>]/(decode|encode)`, nothing else. */
+function routeOf(url: string | undefined): Route | undefined {
+  const parts = (url ?? '/').split('?')[0]!.split('/').filter(Boolean).map((p) => {
+    try {
+      return decodeURIComponent(p);
+    } catch {
+      return '\0';
+    }
+  });
+  let pathToken: string | undefined;
+  if (parts[0] === 't' && parts.length >= 3) {
+    pathToken = parts[1];
+    parts.splice(0, 2);
+  }
+  const action = parts.pop();
+  if ((action !== 'decode' && action !== 'encode') || parts.length > 1 || parts.some((p) => !/^[\w.-]{1,255}$/.test(p))) return undefined;
+  return { action, ...(parts[0] !== undefined ? { namespace: parts[0] } : {}), ...(pathToken !== undefined ? { pathToken } : {}) };
+}
+
+function bearer(header: string | undefined): string | undefined {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
+  return match?.[1];
+}
+
+/** Starts the codec server; resolves once it listens. Throws `CodecAuthConfigError` without tokens. */
 export async function startCodecServer(options: CodecServerOptions): Promise<CodecServer> {
+  const auth = new CodecAuthorizer(options.tokens);
   const origins = new Set(options.corsOrigins ?? []);
   const limit = options.maxBodyBytes ?? 8 * 1024 * 1024;
   const server = http.createServer((req, res) => {
+    const answer = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+      res.end(JSON.stringify(body));
+    };
+    const refuse = (status: number, message: string, who?: string) => {
+      options.log?.(`codec server: refused ${req.method} ${route?.action ?? 'request'} (${status}): ${message}${who ? ` [${who}]` : ''}`);
+      answer(status, { error: message }, status === 401 ? { 'WWW-Authenticate': 'Bearer realm="durable-harness codec"' } : {});
+    };
+    const route = routeOf(req.url);
     const origin = req.headers.origin;
-    if (origin && (origins.has('*') || origins.has(origin))) {
+    // A browser page of another origin never gets an answer, not even to its preflight.
+    if (origin !== undefined && !origins.has(origin)) return refuse(403, `origin ${origin} is not allowed; add it with --cors-origin`);
+    if (origin !== undefined) {
       res.setHeader('Access-Control-Allow-Origin', origin);
       res.setHeader('Access-Control-Allow-Credentials', 'true');
       res.setHeader('Access-Control-Allow-Methods', 'POST, OPTIONS');
@@ -105,28 +155,34 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
       res.setHeader('Access-Control-Max-Age', '600');
       res.setHeader('Vary', 'Origin');
     }
-    const route = (req.url ?? '/').split('?')[0]!.replace(/\/+$/, '');
-    const action = route.endsWith('/decode') ? 'decode' : route.endsWith('/encode') ? 'encode' : undefined;
-    const answer = (status: number, body: unknown) => {
-      res.writeHead(status, { 'Content-Type': 'application/json' });
-      res.end(JSON.stringify(body));
-    };
-    if (!action) return answer(404, { error: 'not found: POST /decode or /encode' });
+    if (!route) return answer(404, { error: 'not found: POST /decode (or /{namespace}/decode)' });
     if (req.method === 'OPTIONS') {
       res.writeHead(204);
       return res.end();
     }
-    if (req.method !== 'POST') return answer(405, { error: `${req.method} not allowed: POST /${action}` });
+    if (req.method !== 'POST') return answer(405, { error: `${req.method} not allowed: POST /${route.action}` });
+    const token = auth.identify(route.pathToken ?? bearer(req.headers.authorization));
+    if (!token) return refuse(401, 'a valid access token is required: send "Authorization: Bearer <token>"');
+    const header = req.headers['x-namespace'];
+    const named = typeof header === 'string' && header !== '' ? header : undefined;
+    if (route.namespace !== undefined && named !== undefined && route.namespace !== named) {
+      return refuse(400, `the path names namespace "${route.namespace}" and X-Namespace "${named}"`, token.name);
+    }
+    const namespace = route.namespace ?? named;
+    if (!CodecAuthorizer.allows(token, namespace)) {
+      return refuse(403, namespace === undefined ? 'this token is limited to some namespaces: name one (X-Namespace or /{namespace}/decode)' : `this token may not decode for namespace "${namespace}"`, token.name);
+    }
+    if (route.action === 'encode' && !options.allowEncode) return refuse(403, '/encode is disabled on this codec server (start it with --allow-encode)', token.name);
     readBody(req, limit)
       .then(async (body) => {
         const payloads = parsePayloads(body).map(payloadFromJson);
-        const out = action === 'decode' ? await options.codec.decode(payloads) : await options.codec.encode(payloads);
+        const out = route.action === 'decode' ? await options.codec.decode(payloads) : await options.codec.encode(payloads);
         answer(200, { payloads: out.map(payloadToJson) });
       })
       .catch((e: unknown) => {
         const status = e instanceof HttpError ? e.status : 400;
         const message = e instanceof Error ? e.message : String(e);
-        options.log?.(`codec server: ${action} failed (${status}): ${message}`);
+        options.log?.(`codec server: ${route.action} failed (${status}): ${message}`);
         if (!res.headersSent) answer(status, { error: message });
       });
   });

@@ -16,6 +16,7 @@ import {
   approvalFromRow,
   decisionColumns,
   eventFromRow,
+  operatorDecisionFromRow,
   promptRunsFromRows,
   runFromRow,
   stepFromRow,
@@ -32,6 +33,8 @@ import {
   type AttemptFinish,
   type AttemptStart,
   type CatalogEntries,
+  type DecisionRecord,
+  type DecisionView,
   type Ledger,
   type LedgerEvent,
   type LedgerHealth,
@@ -531,6 +534,24 @@ export class PostgresLedger implements Ledger {
       ),
     );
     return result.rowCount ?? 0;
+  }
+
+  async recordDecision(d: DecisionRecord): Promise<{ inserted: boolean }> {
+    const runId = await this.resolveRun(d.workflowId, d.runId);
+    const result = await this.write(() =>
+      this.query(
+        `INSERT INTO operator_decisions (nonce, workflow_id, run_id, action, request_id, principal, key_id, authenticated, claim, at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+         ON CONFLICT (nonce) DO NOTHING`,
+        [d.nonce, d.workflowId, runId, d.action, d.requestId ?? null, d.principal, d.keyId ?? null, d.authenticated, d.claim === undefined ? null : JSON.stringify(d.claim)],
+      ),
+    );
+    return { inserted: (result.rowCount ?? 0) > 0 };
+  }
+
+  async listDecisions(workflowId: string, runId?: string): Promise<DecisionView[]> {
+    const { rows } = await this.query(`SELECT * FROM operator_decisions WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} ORDER BY id`, [workflowId, runId ?? null]);
+    return rows.map(operatorDecisionFromRow);
   }
 
   /** Closes the pool; calling it again does nothing. */

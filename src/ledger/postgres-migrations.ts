@@ -234,6 +234,26 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 6,
+    name: 'operator decisions as accepted (who, verified or not, and the claim), a signature\'s nonce once only',
+    sql: `
+      CREATE TABLE operator_decisions (
+        id BIGSERIAL PRIMARY KEY,
+        nonce TEXT NOT NULL UNIQUE,
+        workflow_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        request_id TEXT,
+        principal TEXT NOT NULL,
+        key_id TEXT,
+        authenticated BOOLEAN NOT NULL,
+        claim JSONB,
+        at TIMESTAMPTZ NOT NULL
+      );
+      CREATE INDEX operator_decisions_by_run ON operator_decisions (workflow_id, run_id, id);
+    `,
+  },
 ];
 
 /** Schema version this code writes. */

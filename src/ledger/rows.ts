@@ -8,6 +8,7 @@ import type { Usage } from '../adapters/types.js';
 import { addUsage, noUsage, usageOf } from '../workflows/usage.js';
 import { attemptCost } from './cost.js';
 import type {
+  DecisionView,
   ApprovalDecisionInput,
   ApprovalRecord,
   ApprovalStatus,
@@ -193,5 +194,22 @@ export function approvalColumns(request: NewApproval, runId: string) {
     paths: request.paths ? toJson(request.paths) : null,
     expiresAt: request.expiresAt ?? null,
     ...decisionColumns(request.decision),
+  };
+}
+
+/** An accepted operator decision from its row (SQLite or PostgreSQL). */
+export function operatorDecisionFromRow(r: Row): DecisionView {
+  const claim = r.claim_json ?? r.claim;
+  return {
+    nonce: String(r.nonce),
+    workflowId: String(r.workflow_id),
+    runId: String(r.run_id),
+    action: String(r.action),
+    ...(r.request_id != null ? { requestId: String(r.request_id) } : {}),
+    principal: String(r.principal),
+    ...(r.key_id != null ? { keyId: String(r.key_id) } : {}),
+    authenticated: r.authenticated === 1 || r.authenticated === true,
+    ...(claim != null ? { claim: typeof claim === 'string' ? (JSON.parse(claim) as unknown) : claim } : {}),
+    at: r.at instanceof Date ? r.at.toISOString() : String(r.at),
   };
 }

@@ -9,6 +9,7 @@ import {
   approvalFromRow,
   decisionColumns,
   eventFromRow,
+  operatorDecisionFromRow,
   promptRunsFromRows,
   runFromRow,
   stepFromRow,
@@ -26,6 +27,8 @@ import {
   type BlobRecord,
   type AttemptStart,
   type CatalogEntries,
+  type DecisionRecord,
+  type DecisionView,
   type Ledger,
   type LedgerEvent,
   type LedgerHealth,
@@ -299,6 +302,23 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (workflow_id, key)
   );
   `,
+  // 6: operator decisions as accepted (who, verified or not, and the claim), a signature's nonce once only.
+  `
+  CREATE TABLE operator_decisions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    nonce TEXT NOT NULL UNIQUE,
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    request_id TEXT,
+    principal TEXT NOT NULL,
+    key_id TEXT,
+    authenticated INTEGER NOT NULL,
+    claim_json TEXT,
+    at TEXT NOT NULL
+  );
+  CREATE INDEX operator_decisions_by_run ON operator_decisions(workflow_id, run_id, id);
+  `,
 ];
 
 /** Schema version this code writes. */
@@ -429,6 +449,12 @@ function prepareStatements(db: Database.Database) {
          AND (scope = 'session' OR (turn = @turn AND edited_input_json IS NOT NULL))
        ORDER BY id`,
     ),
+    insertDecision: db.prepare(
+      `INSERT INTO operator_decisions (nonce, workflow_id, run_id, action, request_id, principal, key_id, authenticated, claim_json, at)
+       VALUES (@nonce, @workflowId, @runId, @action, @requestId, @principal, @keyId, @authenticated, @claim, @at)
+       ON CONFLICT(nonce) DO NOTHING`,
+    ),
+    listDecisions: db.prepare(`SELECT * FROM operator_decisions WHERE workflow_id = ? AND run_id = ? ORDER BY id`),
     expireApprovals: db.prepare(
       `UPDATE approvals SET status = 'expired', decided_by = @reason, decided_at = @at
        WHERE workflow_id = @workflowId AND run_id = @runId AND status = 'pending' AND (@turn IS NULL OR turn = @turn)`,
@@ -817,6 +843,30 @@ export class SqliteLedger implements Ledger {
   async expireApprovals(workflowId: string, reason: string, turn?: number, runId?: string): Promise<number> {
     const run = this.runOf(workflowId, runId);
     return this.write(() => this.stmts.expireApprovals.run({ workflowId, runId: run, reason, turn: turn ?? null, at: now() }).changes);
+  }
+
+  async recordDecision(d: DecisionRecord): Promise<{ inserted: boolean }> {
+    const runId = this.runOf(d.workflowId, d.runId);
+    const changes = this.write(
+      () =>
+        this.stmts.insertDecision.run({
+          nonce: d.nonce,
+          workflowId: d.workflowId,
+          runId,
+          action: d.action,
+          requestId: d.requestId ?? null,
+          principal: d.principal,
+          keyId: d.keyId ?? null,
+          authenticated: d.authenticated ? 1 : 0,
+          claim: d.claim === undefined ? null : JSON.stringify(d.claim),
+          at: now(),
+        }).changes,
+    );
+    return { inserted: changes > 0 };
+  }
+
+  async listDecisions(workflowId: string, runId?: string): Promise<DecisionView[]> {
+    return (this.stmts.listDecisions.all(workflowId, this.runOf(workflowId, runId)) as Row[]).map(operatorDecisionFromRow);
   }
 
   /** Closes the database; calling it again does nothing. */

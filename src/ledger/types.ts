@@ -271,6 +271,26 @@ export interface ApprovalLedger {
 }
 
 /** Whether the ledger can take writes; `problem` says what is wrong and how to fix it. */
+/** An operator decision as a worker accepted it: who (verified or not), what, and the claim they signed. */
+export interface DecisionRecord {
+  /** The signed claim's nonce (a signature is accepted once), or a fresh id for an unsigned decision. */
+  readonly nonce: string;
+  readonly workflowId: string;
+  readonly runId?: string;
+  readonly action: string;
+  readonly requestId?: string;
+  /** `operator:<name>` when verified; `unauthenticated:<name>` when a trusted-network deployment took it unsigned. */
+  readonly principal: string;
+  readonly keyId?: string;
+  readonly authenticated: boolean;
+  /** The claim as signed (small: no reply text, only its digest). */
+  readonly claim?: unknown;
+}
+
+export interface DecisionView extends DecisionRecord {
+  readonly at: string;
+}
+
 export interface LedgerHealth {
   readonly ok: boolean;
   /** Where the ledger lives (a file, a database URL without credentials). */
@@ -350,6 +370,10 @@ export interface Ledger extends ApprovalLedger {
   readEvents(workflowId: string, afterCursor: number, limit?: number): Promise<LedgerEvent[]>;
 
   /** Whether writes can land; never throws. */
+  /** Records an accepted operator decision; `inserted: false` when its nonce was recorded before (a replay). */
+  recordDecision(decision: DecisionRecord): Promise<{ inserted: boolean }>;
+  /** The run's accepted operator decisions, oldest first. */
+  listDecisions(workflowId: string, runId?: string): Promise<DecisionView[]>;
   health(): Promise<LedgerHealth>;
   close(): Promise<void>;
 }

@@ -87,7 +87,7 @@ export function specHashOf(spec: FrozenSpec): string {
 }
 
 /** The fields the workflow's decisions need; a parent's remaining budget narrows the guardrails. */
-export function policyOf(spec: FrozenSpec, specHash: string, options: { budget?: InheritedBudget; inlineTextLimit: number }): RunPolicy {
+export function policyOf(spec: FrozenSpec, specHash: string, options: { budget?: InheritedBudget; inlineTextLimit: number; decisions?: 'signed' | 'trusted-network' }): RunPolicy {
   const g = spec.agent.guardrails;
   const b = options.budget;
   return {
@@ -113,6 +113,7 @@ export function policyOf(spec: FrozenSpec, specHash: string, options: { budget?:
     sharesParentWorkspace: spec.agent.sandbox.workspaceScope === 'parent',
     ...permissionsOf(spec),
     ...(spec.agent.hostLoss ? { hostLoss: spec.agent.hostLoss } : {}),
+    ...(options.decisions ? { decisions: options.decisions } : {}),
   };
 }
 

@@ -114,4 +114,9 @@ export interface RunPolicy {
   };
   /** Absent in runs resolved before host affinity: the defaults apply (src/workflows/affinity.ts). */
   readonly hostLoss?: HostLossPolicy;
+  /**
+   * Whether operator decisions must be signed (the worker's deployment mode when the run started, src/operators);
+   * absent in runs resolved before it existed, which take unsigned decisions (`trusted-network`).
+   */
+  readonly decisions?: 'signed' | 'trusted-network';
 }

@@ -54,6 +54,7 @@ import {
   abandonSignal,
   abandonUpdate,
   cancelSignal,
+  cancelUpdate,
   replySignal,
   replyUpdate,
   retryTurnSignal,
@@ -64,6 +65,7 @@ import { roundUsd } from './money.js';
 import { CANCEL_REQUEST_GRACE_MS, OUTCOMES_PATCH, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import { installApprovalHandlers } from './approval-handlers.js';
+import { decisionModeOf, decisionRequest, takeDecision } from './operator-decisions.js';
 import { detailsText, turnStartToCloseMs } from './approvals.js';
 import type { RunState } from './state.js';
 import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
@@ -150,52 +152,132 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   };
 
   // ---- handlers first --------------------------------------------------------------------------
-  setHandler(statusQuery, () => statusView(state));
-  setHandler(cancelSignal, (reason?: string) => {
-    if (inbox.interruption) return;
+  setHandler(statusQuery, () => statusView(state), { description: "The run's state, counters, usage and cost, last step, pending permission requests and lastError." });
+  /** Every operator decision is authorized first (operator-decisions.ts); unsigned signals count only in a trusted network. */
+  const decisionHost = { state: () => state, update };
+  const trusted = () => decisionModeOf(state) === 'trusted-network';
+  const cancel = (reason?: string) => {
+    if (inbox.interruption) return 'the run is already stopping';
     inbox.interruption = { kind: 'cancel', reason: reason || 'cancelled by signal' };
     loopScope.cancel();
-  });
+    return 'cancelling: the in-flight turn is killed and the session ended';
+  };
+  setHandler(
+    cancelSignal,
+    (reason?: string) => {
+      if (trusted()) cancel(reason);
+    },
+    { description: 'Cancel the run (reason). Unsigned: only where decisions are not authenticated (trusted-network); else use the cancelRun update.' },
+  );
+  setHandler(
+    cancelUpdate,
+    async (arg) => {
+      const request = decisionRequest('cancel', [arg]);
+      const taken = await takeDecision(decisionHost, 'cancel', request);
+      return cancel(`${request.reason || 'cancelled'}${taken ? ` (by ${taken.principal})` : ''}`);
+    },
+    {
+      description: 'Cancel the run: {"reason": "…"?} — signed by `durable-harness cancel RUN` where decisions must be signed.',
+      validator: (_request) => {
+        if (inbox.interruption) throw new Error('the run is already stopping');
+      },
+    },
+  );
   const retryTurn = () => {
     inbox.operator = { kind: 'retry' };
     return 'retrying the failed turn';
   };
-  setHandler(retryTurnSignal, () => {
-    if (state.state === 'awaiting_operator') retryTurn();
-  });
-  setHandler(retryTurnUpdate, retryTurn, {
-    validator: () => {
-      if (state.state !== 'awaiting_operator') throw new Error(`run is ${state.state}, not awaiting_operator: nothing to retry`);
+  setHandler(
+    retryTurnSignal,
+    () => {
+      if (trusted() && state.state === 'awaiting_operator') retryTurn();
     },
-  });
+    { description: 'Run the failed turn again (awaiting_operator). Unsigned: trusted-network only; else the retryTurn update.' },
+  );
+  const awaitingOperator = (what: string) => {
+    if (state.state !== 'awaiting_operator') {
+      const hint = what === 'abandon' && (state.state === 'running' || state.state === 'waiting_for_reply') ? ' (to stop it, cancel it)' : '';
+      throw new Error(`run is ${state.state}, not awaiting_operator: nothing to ${what}${hint}`);
+    }
+  };
+  /** After an authorization round the run may have moved on: the same check as the validator, as a failure. */
+  const stillAwaiting = (what: string) => {
+    try {
+      awaitingOperator(what);
+    } catch (err) {
+      throw ApplicationFailure.create({ type: 'RunStateChanged', message: (err as Error).message, nonRetryable: true });
+    }
+  };
+  setHandler(
+    retryTurnUpdate,
+    async (arg) => {
+      await takeDecision(decisionHost, 'retry', decisionRequest('retry', [arg]));
+      stillAwaiting('retry');
+      return retryTurn();
+    },
+    {
+      description: 'Run the failed turn again; rejected unless the run awaits an operator. {} — signed by `durable-harness retry RUN` where decisions must be signed.',
+      validator: (_request) => awaitingOperator('retry'),
+    },
+  );
   const abandon = (reason?: string) => {
     inbox.operator = { kind: 'abandon', reason: reason || 'abandoned by operator' };
     return 'abandoned: the run ends as failed';
   };
-  setHandler(abandonSignal, (reason?: string) => {
-    if (state.state === 'awaiting_operator') abandon(reason);
-  });
-  setHandler(abandonUpdate, (reason: string) => abandon(reason), {
-    validator: (_reason: string) => {
-      if (state.state !== 'awaiting_operator') {
-        const hint = state.state === 'running' || state.state === 'waiting_for_reply' ? ' (to stop it, cancel it)' : '';
-        throw new Error(`run is ${state.state}, not awaiting_operator: nothing to abandon${hint}`);
-      }
+  setHandler(
+    abandonSignal,
+    (reason?: string) => {
+      if (trusted() && state.state === 'awaiting_operator') abandon(reason);
     },
-  });
+    { description: 'End an awaiting_operator run as failed (reason). Unsigned: trusted-network only; else the abandon update.' },
+  );
+  setHandler(
+    abandonUpdate,
+    async (arg) => {
+      const request = decisionRequest('abandon', [arg]);
+      await takeDecision(decisionHost, 'abandon', request);
+      stillAwaiting('abandon');
+      return abandon(request.reason);
+    },
+    {
+      description: 'End an awaiting_operator run as failed: {"reason": "…"?} — signed by `durable-harness abandon RUN` where decisions must be signed.',
+      validator: (_request) => awaitingOperator('abandon'),
+    },
+  );
   const acceptReply = (text: string) => {
     inbox.reply = text;
     return 'reply accepted';
   };
-  setHandler(replySignal, (text: string) => {
-    if (state.state === 'waiting_for_reply' && inbox.reply === undefined) acceptReply(text);
-  });
-  setHandler(replyUpdate, acceptReply, {
-    validator: (text: string) => {
-      if (state.state !== 'waiting_for_reply') throw new Error(`run is ${state.state}, not waiting for a reply`);
-      if (typeof text !== 'string' || !text.trim()) throw new Error('reply text must be a non-empty string');
+  const replyRefusal = (text: unknown): string | undefined => {
+    if (state.state !== 'waiting_for_reply') return `run is ${state.state}, not waiting for a reply`;
+    if (inbox.reply !== undefined) return 'the run already has its reply';
+    if (typeof text !== 'string' || !text.trim()) return 'reply text must be a non-empty string';
+    return undefined;
+  };
+  setHandler(
+    replySignal,
+    (text: string) => {
+      if (trusted() && replyRefusal(text) === undefined) acceptReply(text);
     },
-  });
+    { description: 'Answer the run\'s question (text). Unsigned: trusted-network only; else the reply update.' },
+  );
+  setHandler(
+    replyUpdate,
+    async (arg) => {
+      const request = decisionRequest('reply', [arg]);
+      await takeDecision(decisionHost, 'reply', request);
+      const refusal = replyRefusal(request.text);
+      if (refusal) throw ApplicationFailure.create({ type: 'RunStateChanged', message: refusal, nonRetryable: true });
+      return acceptReply(request.text!);
+    },
+    {
+      description: 'Answer the run\'s question: {"text": "…"} — signed by `durable-harness reply RUN TEXT` where decisions must be signed.',
+      validator: (arg) => {
+        const refusal = replyRefusal(decisionRequest('reply', [arg]).text);
+        if (refusal) throw new Error(refusal);
+      },
+    },
+  );
 
   const approvals = installApprovalHandlers({ workflowId, state: () => state, update, since });
 

@@ -1,9 +1,14 @@
 /**
- * The workflow side of pending permission requests: the signals the turn activity sends about them, the
- * `approve`/`deny` updates (validated against the run's state, decided in the ledger by a local activity), and the
- * `DurableHarnessPendingApprovals` search attribute. Decisions themselves are pure (approvals.ts).
+ * The workflow side of pending permission requests: the notifications the turn activity sends about them, the
+ * `approve`/`deny` updates (validated against the run's state, authorized by a worker — operator-decisions.ts —
+ * and decided in the ledger by a local activity), and the `DurableHarnessPendingApprovals` search attribute.
+ * Decisions themselves are pure (approvals.ts).
+ *
+ * The notifications are not controls: anyone who reaches Temporal can send a signal by name, so their payload is
+ * never trusted. They only prompt the run to read its requests from the ledger, and they have no handler of their
+ * own (the default signal handler takes them), so the Temporal UI does not offer them beside the operator's messages.
  */
-import { ActivityFailure, ApplicationFailure, proxyLocalActivities, setHandler, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, patched, proxyLocalActivities, setDefaultSignalHandler, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import {
   approvalRequested,
@@ -14,8 +19,11 @@ import {
   operatorOf,
   pendingOf,
   type ApprovalDecisionResult,
+  type ApprovalSettlement,
+  type PendingApprovalView,
 } from './approvals.js';
 import { approvalRequestedSignal, approvalSettledSignal, approveUpdate, denyUpdate } from './messages.js';
+import { decisionRequest, takeDecision, type DecisionRequest } from './operator-decisions.js';
 import { pendingApprovalsAttribute } from './search-attributes.js';
 import type { RunState } from './state.js';
 import type { Since } from './versions.js';
@@ -24,6 +32,11 @@ type Activities = ReturnType<typeof createActivities>;
 
 /** The patch that introduced the pending-approvals search attribute (docs/VERSIONING.md). */
 export const PENDING_APPROVALS_PATCH = 'perm12b-pending-approvals';
+
+/** The patch after which the turn's notifications only prompt a read of the ledger (docs/VERSIONING.md). */
+export const LEDGER_NOTIFICATIONS_PATCH = 'dh-2026-12-approvals-from-ledger';
+
+const { pendingApprovalsOf } = proxyLocalActivities<Activities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 3, initialInterval: '500ms' } });
 
 const { decideApproval } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '30s',
@@ -63,12 +76,43 @@ export function installApprovalHandlers(host: ApprovalHost): ApprovalHandlers {
     host.update({ ...state, attributes: { ...state.attributes, pendingApprovals: count } });
   };
 
-  setHandler(approvalRequestedSignal, (view) => change(approvalRequested(host.state(), view)));
-  setHandler(approvalSettledSignal, (settled) => change(approvalSettled(host.state(), settled)));
+  /** Reads the run's requests from the ledger, one read at a time (notifications arriving meanwhile share it). */
+  let refreshing: Promise<void> | undefined;
+  let again = false;
+  const refresh = async (): Promise<void> => {
+    if (refreshing) {
+      again = true;
+      return refreshing;
+    }
+    refreshing = (async () => {
+      do {
+        again = false;
+        const known = pendingOf(host.state()).map((p) => p.requestId);
+        const { pending, settled } = await pendingApprovalsOf({ workflowId: host.workflowId, runId: workflowInfo().firstExecutionRunId, known });
+        let next = host.state();
+        for (const view of pending) next = approvalRequested(next, view);
+        for (const s of settled) next = approvalSettled(next, s);
+        change(next);
+      } while (again);
+    })().finally(() => {
+      refreshing = undefined;
+    });
+    return refreshing;
+  };
+  setDefaultSignalHandler(async (name, ...args) => {
+    if (name !== approvalRequestedSignal.name && name !== approvalSettledSignal.name) return;
+    if (patched(LEDGER_NOTIFICATIONS_PATCH)) return refresh();
+    // A history from before: the notification's payload applies, as it did then.
+    if (name === approvalRequestedSignal.name) change(approvalRequested(host.state(), args[0] as PendingApprovalView));
+    else change(approvalSettled(host.state(), args[0] as ApprovalSettlement));
+  });
 
-  const decide = async (requestId: string, allow: boolean, options: { by?: string; edit?: Record<string, unknown>; scope?: 'once' | 'session'; message?: string }): Promise<ApprovalDecisionResult> => {
+  const decide = async (request: DecisionRequest, allow: boolean): Promise<ApprovalDecisionResult> => {
+    const taken = await takeDecision(host, allow ? 'approve' : 'deny', request);
+    const requestId = request.requestId!;
+    const by = taken?.principal ?? operatorOf(request.by);
     try {
-      const result = await decideApproval({ workflowId: host.workflowId, requestId, allow, by: operatorOf(options.by), edit: options.edit, scope: options.scope, message: options.message });
+      const result = await decideApproval({ workflowId: host.workflowId, requestId, allow, by, edit: allow ? request.edit : undefined, scope: allow ? request.scope : undefined, message: allow ? undefined : request.reason });
       change(approvalSettled(host.state(), { requestId, status: result.status, by: result.decidedBy }));
       return result;
     } catch (err) {
@@ -85,15 +129,20 @@ export function installApprovalHandlers(host: ApprovalHost): ApprovalHandlers {
     }
   };
 
-  setHandler(approveUpdate, (requestId, options = {}) => decide(requestId, true, { by: options.by, edit: options.edit, scope: options.scope }), {
-    validator: (requestId, options = {}) => {
-      const refusal = decisionRefusal(host.state(), requestId, options.edit, true);
+  setHandler(approveUpdate, (request, options?) => decide(decisionRequest('approve', [request, options]), true), {
+    description:
+      'Allow a pending permission request: {"requestId": "t3-…", "edit": {…}?, "scope": "once"|"session"?} — signed by `durable-harness approve RUN REQUEST` where decisions must be signed.',
+    validator: (arg, options?) => {
+      const request = decisionRequest('approve', [arg, options]);
+      const refusal = decisionRefusal(host.state(), request.requestId, request.edit, true);
       if (refusal) throw new Error(refusal);
     },
   });
-  setHandler(denyUpdate, (requestId, options = {}) => decide(requestId, false, { by: options.by, message: options.reason }), {
-    validator: (requestId, _options = {}) => {
-      const refusal = decisionRefusal(host.state(), requestId, undefined, false);
+  setHandler(denyUpdate, (request, options?) => decide(decisionRequest('deny', [request, options]), false), {
+    description: 'Deny a pending permission request: {"requestId": "t3-…", "reason": "shown to the harness"?} — signed by `durable-harness deny RUN REQUEST` where decisions must be signed.',
+    validator: (arg, options?) => {
+      const request = decisionRequest('deny', [arg, options]);
+      const refusal = decisionRefusal(host.state(), request.requestId, undefined, false);
       if (refusal) throw new Error(refusal);
     },
   });

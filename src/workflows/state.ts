@@ -46,6 +46,8 @@ export interface RunState {
   readonly pendingApprovals?: readonly PendingApprovalView[];
   /** The last requests that left the pending list, and who decided them. */
   readonly settledApprovals?: readonly SettledApprovalView[];
+  /** Nonces of the signed decisions this run acted on, until they expire: a signature is used once (operator-decisions.ts). */
+  readonly decisionNonces?: readonly { readonly nonce: string; readonly expiresAt: string }[];
   /** Executions of this run before the current one (continue-as-new). */
   readonly continuedTimes: number;
   /** Times the run was given a fresh workspace because the host holding it was lost (affinity.ts). */

@@ -86,7 +86,7 @@ describe('durable-harness approvals, approve, deny', () => {
     expect(printed).toBe(`durable-harness approve ${a.run.workflowId} ${pendingA!.requestId} --address ${inject('temporalAddress')}`);
     const approved = await runPrinted(printed!);
     expect(approved).toMatchObject({ code: 0 });
-    expect(approved.stdout).toMatch(new RegExp(`^allowed ${pendingA!.requestId} of ${a.run.workflowId} \\(operator:\\S+\\)\\n$`));
+    expect(approved.stdout).toMatch(new RegExp(`^allowed ${pendingA!.requestId} of ${a.run.workflowId} \\(unauthenticated:\\S+\\)\\n$`));
     await expect(a.run.result()).resolves.toMatchObject({ status: 'succeeded' });
     expect(existsSync(path.join(a.workspace, 'a.txt'))).toBe(true);
 
@@ -96,17 +96,17 @@ describe('durable-harness approvals, approve, deny', () => {
     expect(again.stderr).toMatch(/no pending permission request "t1-0000000000"/);
     const [pendingB] = (await b.run.status()).pendingApprovals!;
     const denied = await cli(['deny', b.run.workflowId, pendingB!.requestId, '--reason', 'not today', '--by', 'carol']);
-    expect(denied).toMatchObject({ code: 0, stdout: `denied ${pendingB!.requestId} of ${b.run.workflowId} (operator:carol)\n` });
+    expect(denied).toMatchObject({ code: 0, stdout: `denied ${pendingB!.requestId} of ${b.run.workflowId} (unauthenticated:carol)\n` });
     // The run goes on to its second request; the first one cannot be decided again.
     await expect.poll(async () => (await b.run.status()).pendingApprovals?.[0]?.title, { timeout: 20_000, interval: 100 }).toBe('touch b2.txt');
     const twice = await cli(['approve', b.run.workflowId, pendingB!.requestId]);
     expect(twice).toMatchObject({ code: 5, stdout: '' });
-    expect(twice.stderr).toMatch(/already denied \(by operator:carol\)/);
+    expect(twice.stderr).toMatch(/already denied \(by unauthenticated:carol\)/);
     const [second] = (await b.run.status()).pendingApprovals!;
     expect((await cli(['deny', b.run.workflowId, second!.requestId])).code).toBe(0);
     await expect(b.run.result()).resolves.toMatchObject({ status: 'succeeded' });
     expect(existsSync(path.join(b.workspace, 'b.txt'))).toBe(false);
-    expect(await w.ledger.getApproval(b.run.workflowId, pendingB!.requestId)).toMatchObject({ status: 'denied', decidedBy: 'operator:carol', message: 'not today' });
+    expect(await w.ledger.getApproval(b.run.workflowId, pendingB!.requestId)).toMatchObject({ status: 'denied', decidedBy: 'unauthenticated:carol', message: 'not today' });
   });
 
   it('run exits 15 with the approve and deny commands when a permission request waits; the printed approve works', async () => {

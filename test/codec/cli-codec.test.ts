@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import { generatePayloadKey, payloadCodecFromEnvironment, payloadToJson, type JsonPayload } from '../../src/codec/index.js';
+import { generateCodecToken, generatePayloadKey, payloadCodecFromEnvironment, payloadToJson, type JsonPayload } from '../../src/codec/index.js';
 import { freePort } from '../../src/temporal/dev-server.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
@@ -62,22 +62,46 @@ it('`run` with the keys in its environment starts and follows an encrypted run; 
   expect(bad.stderr).toMatch(/key "k1" is not 32 bytes/);
 });
 
-it('`codec-server` serves /decode with the keys from the environment and CORS for the given UI origin', async () => {
+/** One encrypted payload of "hello" as the codec server takes it. */
+async function encryptedHello(): Promise<string> {
+  const [encrypted] = await payloadCodecFromEnvironment(keys)!.encode([{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('"hello"') }]);
+  return JSON.stringify({ payloads: [payloadToJson(encrypted!)] });
+}
+const helloOf = async (res: Response) => Buffer.from(((await res.json()) as { payloads: JsonPayload[] }).payloads[0]!.data!, 'base64').toString();
+
+it('`codec-server` decodes with the keys from the environment for a configured token and the given UI origin only', async () => {
   const port = await freePort();
-  const server = await cli(['codec-server', '--codec-port', String(port), '--cors-origin', 'http://ui.internal:8080'], keys, /codec server at/);
+  const token = generateCodecToken();
+  const server = await cli(['codec-server', '--codec-port', String(port), '--cors-origin', 'http://ui.internal:8080'], { ...keys, DURABLE_HARNESS_CODEC_TOKENS: `ops=${token}` }, /codec server at/);
   try {
-    expect(server.stdout).toContain(`codec server at http://127.0.0.1:${port} (keys new, old; new payloads use new)`);
-    const [encrypted] = await payloadCodecFromEnvironment(keys)!.encode([{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('"hello"') }]);
-    const res = await fetch(`http://127.0.0.1:${port}/decode`, { method: 'POST', headers: { 'Content-Type': 'application/json', Origin: 'http://ui.internal:8080' }, body: JSON.stringify({ payloads: [payloadToJson(encrypted!)] }) });
+    expect(server.stdout).toContain(`codec server at http://127.0.0.1:${port} (keys new, old; new payloads use new; tokens ops)`);
+    expect(server.stdout + server.stderr).not.toContain(token);
+    const body = await encryptedHello();
+    const res = await fetch(`http://127.0.0.1:${port}/decode`, { method: 'POST', headers: { 'Content-Type': 'application/json', Origin: 'http://ui.internal:8080', Authorization: `Bearer ${token}` }, body });
     expect(res.headers.get('access-control-allow-origin')).toBe('http://ui.internal:8080');
-    const { payloads } = (await res.json()) as { payloads: JsonPayload[] };
-    expect(Buffer.from(payloads[0]!.data!, 'base64').toString()).toBe('"hello"');
+    expect(await helloOf(res)).toBe('"hello"');
+    // A plain curl without the token, or the right token from another origin, gets nothing.
+    expect((await fetch(`http://127.0.0.1:${port}/decode`, { method: 'POST', body })).status).toBe(401);
+    expect((await fetch(`http://127.0.0.1:${port}/decode`, { method: 'POST', headers: { Origin: 'http://evil.example', Authorization: `Bearer ${token}` }, body })).status).toBe(403);
+    expect((await fetch(`http://127.0.0.1:${port}/encode`, { method: 'POST', headers: { Authorization: `Bearer ${token}` }, body })).status).toBe(403);
   } finally {
     expect(await server.stop()).toBe(0);
   }
   const none = await cli(['codec-server'], {});
   expect(none.code).toBe(2);
   expect(none.stderr).toMatch(/no payload keys: set DURABLE_HARNESS_PAYLOAD_KEYS/);
+  const open = await cli(['codec-server'], keys);
+  expect(open.code).toBe(2);
+  expect(open.stderr).toMatch(/the codec server needs at least one access token: set DURABLE_HARNESS_CODEC_TOKENS/);
+  const weak = await cli(['codec-server'], { ...keys, DURABLE_HARNESS_CODEC_TOKENS: 'ops=hunter2' });
+  expect(weak.code).toBe(2);
+  expect(weak.stderr).toMatch(/shorter than 24 characters/);
+  const star = await cli(['codec-server', '--cors-origin', '*'], { ...keys, DURABLE_HARNESS_CODEC_TOKENS: `ops=${token}` });
+  expect(star.code).toBe(2);
+  expect(star.stderr).toMatch(/CORS origin "\*" is not accepted/);
+  const made = await cli(['codec-token'], {});
+  expect(made.code).toBe(0);
+  expect(made.stdout.trim()).toMatch(/^[\w-]{43}$/);
 });
 
 it('`dev` with keys starts the codec server and wires the Web UI to it', async () => {
@@ -85,14 +109,22 @@ it('`dev` with keys starts the codec server and wires the Web UI to it', async (
   const data = mkdtempSync(path.join(os.tmpdir(), 'dh-dev-codec-'));
   const dev = await cli(['dev', '--port', String(port), '--ui-port', String(uiPort), '--codec-port', String(codecPort), '--data', data], { ...keys, CI: 'true' }, /ready; press Ctrl-C/);
   try {
-    expect(dev.stdout).toContain(`payloads encrypted (key new); codec server for the Web UI at http://127.0.0.1:${codecPort}`);
+    expect(dev.stdout).toContain(`payloads encrypted (key new); codec server for the Web UI at http://127.0.0.1:${codecPort} (the UI holds its token)`);
+    // The UI's endpoint carries dev's own token: what the UI posts to decodes, the bare server refuses.
     const settings = (await (await fetch(`http://127.0.0.1:${uiPort}/api/v1/settings`)).json()) as { Codec: { Endpoint: string } };
-    expect(settings.Codec.Endpoint).toBe(`http://127.0.0.1:${codecPort}`);
-    const preflight = await fetch(`http://127.0.0.1:${codecPort}/decode`, { method: 'OPTIONS', headers: { Origin: `http://localhost:${uiPort}` } });
-    expect(preflight.headers.get('access-control-allow-origin')).toBe(`http://localhost:${uiPort}`);
+    expect(settings.Codec.Endpoint).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${codecPort}/t/[\\w-]{43}$`));
+    expect(dev.stdout).not.toContain(settings.Codec.Endpoint.split('/t/')[1]);
+    const body = await encryptedHello();
+    const origin = `http://localhost:${uiPort}`;
+    const preflight = await fetch(`${settings.Codec.Endpoint}/decode`, { method: 'OPTIONS', headers: { Origin: origin } });
+    expect(preflight.headers.get('access-control-allow-origin')).toBe(origin);
+    const decoded = await fetch(`${settings.Codec.Endpoint}/decode`, { method: 'POST', headers: { Origin: origin, 'X-Namespace': 'default' }, body });
+    expect(await helloOf(decoded)).toBe('"hello"');
+    expect((await fetch(`http://127.0.0.1:${codecPort}/decode`, { method: 'POST', headers: { Origin: origin }, body })).status).toBe(401);
   } finally {
     await dev.stop();
-    expect(dev.stderr).toBe('');
+    // The one refusal above is logged (who was refused, never a token); nothing else went wrong.
+    expect(dev.stderr.trim().split('\n')).toEqual(['codec server: refused POST decode (401): a valid access token is required: send "Authorization: Bearer <token>"']);
   }
   // Stopping dev stops its Temporal server and its codec server too (none is left behind).
   await expect(fetch(`http://127.0.0.1:${uiPort}/api/v1/settings`)).rejects.toThrow();

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AesGcmPayloadCodec, encryptingDataConverter, generatePayloadKey, payloadToJson, startCodecServer, type CodecServer, type JsonPayload } from '../../src/codec/index.js';
+import { AesGcmPayloadCodec, encryptingDataConverter, generateCodecToken, generatePayloadKey, payloadToJson, startCodecServer, type CodecServer, type JsonPayload } from '../../src/codec/index.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
@@ -19,11 +19,14 @@ let plain: TestWorker;
 let encrypted: TestWorker;
 let codecServer: CodecServer;
 const uiOrigin = 'http://127.0.0.1:8233';
+const token = generateCodecToken();
+const tokens = [{ name: 'operator', token, namespaces: ['default'] }];
+const authorization = `Bearer ${token}`;
 
 beforeAll(async () => {
   const catalog = scriptedCatalog(book);
   [plain, encrypted] = await Promise.all([startTestWorker({ catalog }), startTestWorker({ catalog, dataConverter: encryptingDataConverter(codec) })]);
-  codecServer = await startCodecServer({ codec, corsOrigins: [uiOrigin] });
+  codecServer = await startCodecServer({ codec, tokens, allowEncode: true, corsOrigins: [uiOrigin] });
 });
 afterAll(async () => {
   await Promise.all([plain?.close(), encrypted?.close(), codecServer?.close()]);
@@ -104,7 +107,7 @@ describe('with payload keys', () => {
     expect(preflight.headers.get('access-control-allow-headers')).toMatch(/X-Namespace/i);
 
     for (const route of ['/decode', '/default/decode']) {
-      const res = await fetch(`${codecServer.url}${route}`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Namespace': 'default', Origin: uiOrigin }, body: JSON.stringify({ payloads }) });
+      const res = await fetch(`${codecServer.url}${route}`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Namespace': 'default', Origin: uiOrigin, Authorization: authorization }, body: JSON.stringify({ payloads }) });
       expect(res.status).toBe(200);
       expect(res.headers.get('access-control-allow-origin')).toBe(uiOrigin);
       const decoded = (await res.json()) as { payloads: JsonPayload[] };
@@ -113,13 +116,14 @@ describe('with payload keys', () => {
       expect(Buffer.from(decoded.payloads[0]!.metadata!.encoding!, 'base64').toString()).toBe('json/plain');
     }
 
-    // An origin that is not the UI's gets no CORS grant; a server with another key refuses, naming the key id.
+    // An origin that is not the UI's is refused, preflight included; a server with another key refuses, naming the key id.
     const stranger = await fetch(`${codecServer.url}/decode`, { method: 'OPTIONS', headers: { Origin: 'http://evil.example' } });
+    expect(stranger.status).toBe(403);
     expect(stranger.headers.get('access-control-allow-origin')).toBeNull();
     const otherKey = new AesGcmPayloadCodec({ keys: new Map([['other', Buffer.from(generatePayloadKey(), 'base64')]]), currentKeyId: 'other' });
-    const wrong = await startCodecServer({ codec: otherKey });
+    const wrong = await startCodecServer({ codec: otherKey, tokens });
     try {
-      const res = await fetch(`${wrong.url}/decode`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ payloads }) });
+      const res = await fetch(`${wrong.url}/default/decode`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: authorization }, body: JSON.stringify({ payloads }) });
       expect(res.status).toBe(400);
       expect(((await res.json()) as { error: string }).error).toMatch(new RegExp(`key id "${keyId}", which is not configured here`));
     } finally {
@@ -129,13 +133,14 @@ describe('with payload keys', () => {
 
   it('the codec server encodes too (the UI encodes signal/update input with it) and rejects bad bodies', async () => {
     const value = { text: 'from the UI' };
-    const res = await fetch(`${codecServer.url}/encode`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ payloads: [{ metadata: { encoding: Buffer.from('json/plain').toString('base64') }, data: Buffer.from(JSON.stringify(value)).toString('base64') }] }) });
+    const res = await fetch(`${codecServer.url}/default/encode`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: authorization }, body: JSON.stringify({ payloads: [{ metadata: { encoding: Buffer.from('json/plain').toString('base64') }, data: Buffer.from(JSON.stringify(value)).toString('base64') }] }) });
     const { payloads } = (await res.json()) as { payloads: JsonPayload[] };
     expect(Buffer.from(payloads[0]!.metadata!.encoding!, 'base64').toString()).toBe('binary/encrypted');
     expect(Buffer.from(payloads[0]!.data!, 'base64').toString('latin1')).not.toContain('from the UI');
-    expect((await fetch(`${codecServer.url}/decode`, { method: 'POST', body: 'nope' })).status).toBe(400);
-    expect((await fetch(`${codecServer.url}/decode`, { method: 'GET' })).status).toBe(405);
-    expect((await fetch(`${codecServer.url}/elsewhere`, { method: 'POST', body: '{}' })).status).toBe(404);
+    const auth = { Authorization: authorization };
+    expect((await fetch(`${codecServer.url}/default/decode`, { method: 'POST', headers: auth, body: 'nope' })).status).toBe(400);
+    expect((await fetch(`${codecServer.url}/default/decode`, { method: 'GET', headers: auth })).status).toBe(405);
+    expect((await fetch(`${codecServer.url}/elsewhere`, { method: 'POST', headers: auth, body: '{}' })).status).toBe(404);
   });
 });
 

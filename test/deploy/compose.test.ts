@@ -44,4 +44,6 @@ it('the UI decodes through the codec server, which holds the same keys as the wo
   expect(codec.environment!.DURABLE_HARNESS_PAYLOAD_KEYS).toBe(services.worker!.environment!.DURABLE_HARNESS_PAYLOAD_KEYS);
   expect(codec.environment!.DURABLE_HARNESS_CODEC_CORS_ORIGINS).toMatch(/http:\/\/localhost:8080/);
   expect(codec.ports).toEqual(['127.0.0.1:8234:8234']);
+  // Nobody decodes without a token: the UI's is part of its endpoint, operators may add theirs.
+  expect(codec.environment!.DURABLE_HARNESS_CODEC_TOKENS).toMatch(/^ui=\$\{DURABLE_HARNESS_CODEC_UI_TOKEN/);
 });

@@ -392,6 +392,24 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
       expect((await ledger.listApprovals({ workflowId: 'wf-1' })).map((a) => [a.requestId, a.status])).toEqual([['t1-abc', 'expired']]);
     });
 
+    it('operator decisions: a nonce is accepted once, per run, with the verified principal and key', async () => {
+      const decision = { nonce: 'a'.repeat(32), workflowId: 'wf-1', action: 'approve', requestId: 't1-abc', principal: 'operator:alice', keyId: '0123456789abcdef', authenticated: true, claim: { v: 1, scope: 'once' } };
+      expect(await ledger.recordDecision(decision)).toEqual({ inserted: true });
+      // The same signature again (a replay), even for another action or run, is refused.
+      expect(await ledger.recordDecision({ ...decision, action: 'deny' })).toEqual({ inserted: false });
+      expect(await ledger.recordDecision({ nonce: 'b'.repeat(32), workflowId: 'wf-1', action: 'retry', principal: 'unauthenticated:operator', authenticated: false })).toEqual({ inserted: true });
+      const listed = await ledger.listDecisions('wf-1');
+      expect(listed.map((d) => [d.action, d.principal, d.authenticated, d.keyId ?? null, d.runId])).toEqual([
+        ['approve', 'operator:alice', true, '0123456789abcdef', 'r-1'],
+        ['retry', 'unauthenticated:operator', false, null, 'r-1'],
+      ]);
+      expect(listed[0]!.claim).toEqual({ v: 1, scope: 'once' });
+      expect(Number.isFinite(Date.parse(listed[0]!.at))).toBe(true);
+      await ledger.startRun({ ...run, runId: 'r-2' });
+      expect(await ledger.listDecisions('wf-1')).toEqual([]);
+      expect((await ledger.listDecisions('wf-1', 'r-1')).length).toBe(2);
+    });
+
     it('reports itself healthy', async () => {
       expect(await ledger.health()).toMatchObject({ ok: true });
     });

@@ -55,6 +55,8 @@ const { worker } = await createWorker({
   // A host stands in for a machine of a fleet: it stops quickly and names itself.
   ...(hostId ? { hostId, identity: `host-${hostId}/${process.pid}`, shutdownGraceTime: '2s' } : {}),
   catalogCheck: env.CATALOG_CHECK !== 'off',
+  // As the in-process test worker: unsigned decisions, unless a test asks for signed ones.
+  decisions: env.DURABLE_HARNESS_DECISIONS === 'signed' ? 'signed' : 'trusted-network',
 });
 process.once('SIGTERM', () => worker.shutdown());
 const running = worker.run();

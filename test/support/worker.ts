@@ -16,6 +16,7 @@ import { MemoryCredentialStore, type CredentialStore } from '../../src/credentia
 import { SqliteLedger } from '../../src/ledger/index.js';
 import type { SandboxProvider } from '../../src/sandbox/types.js';
 import { createWorker, type HarnessWorker } from '../../src/worker.js';
+import type { DecisionMode, OperatorDirectory } from '../../src/operators/index.js';
 import type { DataConverter } from '@temporalio/common';
 
 let runtimeInstalled = false;
@@ -44,6 +45,10 @@ export interface TestWorkerOptions {
   readonly taskQueue?: string;
   /** Payload encoding for the worker and the client (e.g. encryption). */
   readonly dataConverter?: DataConverter;
+  /** Whether operator decisions must be signed (default `trusted-network`, as `dev`: most tests decide unsigned). */
+  readonly decisions?: DecisionMode;
+  /** The operators whose signatures count (src/operators). */
+  readonly operators?: OperatorDirectory;
 }
 
 export interface TestWorker {
@@ -87,6 +92,8 @@ export async function startTestWorker(options: TestWorkerOptions): Promise<TestW
     // A failure converter is part of the workflow bundle: a worker that has one bundles its own.
     workflowBundle: options.dataConverter?.failureConverterPath ? undefined : { codePath: inject('workflowBundlePath') },
     dataConverter: options.dataConverter,
+    decisions: options.decisions ?? 'trusted-network',
+    ...(options.operators ? { operators: () => options.operators! } : {}),
   });
   const running = worker.run();
   const connection = await Connection.connect({ address });

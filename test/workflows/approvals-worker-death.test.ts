@@ -85,5 +85,5 @@ it('a worker killed while a request waits runs nothing unapproved; after approve
   expect(approved).toMatchObject({ code: 0 });
   await expect(run.result()).resolves.toMatchObject({ status: 'succeeded', result: 'survived' });
   expect(readFileSync(path.join(workspace, 'ran.txt'), 'utf8')).toBe('ran\n');
-  expect(await w.ledger.listApprovals({ workflowId: run.workflowId })).toEqual([expect.objectContaining({ requestId: pending.requestId, status: 'allowed', decidedBy: 'operator:dana' })]);
+  expect(await w.ledger.listApprovals({ workflowId: run.workflowId })).toEqual([expect.objectContaining({ requestId: pending.requestId, status: 'allowed', decidedBy: 'unauthenticated:dana' })]);
 });

@@ -57,14 +57,14 @@ describe('pending approvals', () => {
 
     await expect(run.approve('t1-0000000000')).rejects.toThrow(RunRejectedError);
     await expect(run.approve('t1-0000000000')).rejects.toThrow(/no pending permission request "t1-0000000000" \(pending: t1-/);
-    await expect(run.approve(pending.requestId, { by: 'alice' })).resolves.toMatchObject({ requestId: pending.requestId, status: 'allowed', decidedBy: 'operator:alice' });
-    await expect(run.deny(pending.requestId, { reason: 'too late' })).rejects.toThrow(/already allowed \(by operator:alice\)/);
+    await expect(run.approve(pending.requestId, { by: 'alice' })).resolves.toMatchObject({ requestId: pending.requestId, status: 'allowed', decidedBy: 'unauthenticated:alice' });
+    await expect(run.deny(pending.requestId, { reason: 'too late' })).rejects.toThrow(/already allowed \(by unauthenticated:alice\)/);
 
     await expect(run.result()).resolves.toMatchObject({ status: 'succeeded', result: 'after the approval' });
     expect(existsSync(path.join(workspace, 'approved.txt'))).toBe(true);
     expect(await attribute(run)).toBe(0);
     expect((await run.status()).pendingApprovals).toEqual([]);
-    expect(await w.ledger.getApproval(run.workflowId, pending.requestId)).toMatchObject({ status: 'allowed', decidedBy: 'operator:alice' });
+    expect(await w.ledger.getApproval(run.workflowId, pending.requestId)).toMatchObject({ status: 'allowed', decidedBy: 'unauthenticated:alice' });
 
     // The turn's Temporal timeout covers the harness's turn (60 s) and the approval waits (3 × 120 s), plus a minute.
     const history = await run.handle.fetchHistory();
@@ -77,7 +77,7 @@ describe('pending approvals', () => {
     const run = await w.start({ agent: 'guarded', task, workflowId: testWorkflowId('deny-and-edit') });
     const first = await pendingOf(run);
     await expect(run.approve(first.requestId, { edit: ['not', 'an', 'object'] as never })).rejects.toThrow(/must be a JSON object/);
-    await expect(run.deny(first.requestId, { reason: 'not in this workspace', by: 'bob' })).resolves.toMatchObject({ status: 'denied', decidedBy: 'operator:bob' });
+    await expect(run.deny(first.requestId, { reason: 'not in this workspace', by: 'bob' })).resolves.toMatchObject({ status: 'denied', decidedBy: 'unauthenticated:bob' });
     await expect.poll(async () => (await run.status()).pendingApprovals?.[0]?.requestId, { timeout: 20_000, interval: 100 }).not.toBe(first.requestId);
     const second = await pendingOf(run);
     expect(second.title).toBe('touch asked.txt');
@@ -88,11 +88,11 @@ describe('pending approvals', () => {
     expect(existsSync(path.join(workspace, 'denied.txt'))).toBe(false);
     expect(existsSync(path.join(workspace, 'asked.txt'))).toBe(false);
     expect(existsSync(path.join(workspace, 'edited.txt'))).toBe(true);
-    expect(await w.ledger.getApproval(run.workflowId, first.requestId)).toMatchObject({ status: 'denied', decidedBy: 'operator:bob', message: 'not in this workspace' });
+    expect(await w.ledger.getApproval(run.workflowId, first.requestId)).toMatchObject({ status: 'denied', decidedBy: 'unauthenticated:bob', message: 'not in this workspace' });
     const decisions = (await w.ledger.readEvents(run.workflowId, 0, 1000)).filter((e) => e.type === 'permission-decision').map((e) => e.data);
     expect(decisions).toEqual([
-      expect.objectContaining({ decision: 'deny', decidedBy: 'operator:bob' }),
-      expect.objectContaining({ decision: 'allow', decidedBy: 'operator' }),
+      expect.objectContaining({ decision: 'deny', decidedBy: 'unauthenticated:bob' }),
+      expect.objectContaining({ decision: 'allow', decidedBy: 'unauthenticated:operator' }),
     ]);
   });
 

@@ -1,0 +1,4 @@
+/** Who may decide: operator keys, signed decisions and the operators a worker is configured with. */
+export * from './keys.js';
+export * from './decision.js';
+export * from './config.js';
