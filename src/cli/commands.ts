@@ -31,7 +31,16 @@ import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
 import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
-import { OperatorConfigError, OperatorKeyError, generateOperatorKey, operatorSignerFrom, writeOperatorKeyFile } from '../operators/index.js';
+import {
+  MAX_READ_TOKEN_TTL_MS,
+  OperatorConfigError,
+  OperatorKeyError,
+  generateOperatorKey,
+  mintReadToken,
+  operatorSignerFrom,
+  operatorsFromEnvironment,
+  writeOperatorKeyFile,
+} from '../operators/index.js';
 import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTable, waitingApproval, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
@@ -68,6 +77,8 @@ Usage:
   durable-harness codec-token         print a new random access token for the codec server
   durable-harness operator keygen --name NAME [--out FILE]
                                       a new operator key (Ed25519) and the entry for the workers' operators file
+  durable-harness operator token [--key FILE] [--namespace NS] [--ttl 8h]
+                                      a codec-server access token signed with your key (needs the role "read")
 
 Operator decisions (approve, deny, reply, retry, abandon, cancel) are signed with --key FILE or
 DURABLE_HARNESS_OPERATOR_KEY_FILE (or the key file's text in DURABLE_HARNESS_OPERATOR_KEY). Workers run with
@@ -125,6 +136,7 @@ const options = {
   key: { type: 'string' },
   name: { type: 'string' },
   out: { type: 'string' },
+  ttl: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -361,10 +373,25 @@ function decisionRun(client: Client, id: string, flags: Flags): AgentRunHandle {
   return getAgentRun(client, id, operator ? { operator } : {});
 }
 
+/** `--ttl 30m|8h|90s`: a duration up to a read token's longest life. */
+function parseDuration(text: string): number {
+  const m = /^(\d+)(s|m|h)$/.exec(text.trim());
+  const ms = m ? Number(m[1]) * { s: 1000, m: 60_000, h: 3600_000 }[m[2] as 's' | 'm' | 'h'] : NaN;
+  if (!(ms > 0) || ms > MAX_READ_TOKEN_TTL_MS) throw usageError(`--ttl must be a duration like 30m or 8h, at most 12h; got "${text}"`);
+  return ms;
+}
+
 /** `operator keygen --name NAME [--out FILE]`: a new key file (mode 0600) and the line for the workers' operators file. */
 function operatorCommand(args: readonly string[], flags: Flags): ExitCode {
   const [sub] = args;
-  if (sub !== 'keygen') throw usageError(`unknown operator command "${sub ?? ''}": use \`durable-harness operator keygen --name NAME [--out FILE]\``);
+  if (sub === 'token') {
+    const signer = operatorSignerFrom(flags.key);
+    if (!signer) throw usageError('operator token needs your key: --key FILE or DURABLE_HARNESS_OPERATOR_KEY_FILE');
+    const ttlMs = parseDuration(flags.ttl ?? '8h');
+    out(mintReadToken(signer, { namespaces: flags.namespace ? [flags.namespace] : ['*'], ttlMs }));
+    return ExitCodes.succeeded;
+  }
+  if (sub !== 'keygen') throw usageError(`unknown operator command "${sub ?? ''}": use \`durable-harness operator keygen --name NAME [--out FILE]\` or \`operator token\``);
   const name = flags.name;
   if (!name || !/^[\w.@-]{1,64}$/.test(name)) throw usageError('operator keygen needs --name NAME (1-64 letters, digits and ._@-), the name the workers\' operators file gives you');
   const file = flags.out ?? `${name}.operator-key.json`;
@@ -532,17 +559,19 @@ async function codecServerCommand(flags: Flags): Promise<ExitCode> {
   const codec = payloadCodecFromEnvironment();
   if (!codec) throw usageError('no payload keys: set DURABLE_HARNESS_PAYLOAD_KEYS (ID:BASE64KEY,...) or DURABLE_HARNESS_PAYLOAD_KEYS_FILE');
   const tokens = codecTokensFromEnvironment();
-  requireCodecTokens(tokens);
+  const operators = operatorsFromEnvironment();
+  requireCodecTokens(tokens, operators());
   const server = await startCodecServer({
     codec,
     tokens,
+    operators,
     allowEncode: flags['allow-encode'] === true || process.env.DURABLE_HARNESS_CODEC_ALLOW_ENCODE === '1',
     host: process.env.DURABLE_HARNESS_CODEC_HOST ?? '127.0.0.1',
     port: Number(flags['codec-port'] ?? process.env.DURABLE_HARNESS_CODEC_PORT ?? 8234),
     corsOrigins: parseCorsOrigins(flags['cors-origin'] ?? (process.env.DURABLE_HARNESS_CODEC_CORS_ORIGINS ?? 'http://127.0.0.1:8233,http://localhost:8233').split(',')),
     log: err,
   });
-  out(`codec server at ${server.url} (keys ${codec.keyIds.join(', ')}; new payloads use ${codec.currentKeyId}; tokens ${tokens.map((t) => t.name).join(', ')})`);
+  out(`codec server at ${server.url} (keys ${codec.keyIds.join(', ')}; new payloads use ${codec.currentKeyId}; tokens ${[...tokens.map((t) => t.name), ...operators().operators.filter((o) => o.roles.includes('read')).map((o) => `operator:${o.name}`)].join(', ')})`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

@@ -16,7 +16,7 @@ import {
   type CodecServer,
 } from '../codec/index.js';
 import { describeLedger } from '../ledger/index.js';
-import { decisionModeFromEnvironment, type DecisionMode } from '../operators/index.js';
+import { decisionModeFromEnvironment, operatorsFromEnvironment, type DecisionMode } from '../operators/index.js';
 import { observabilityFromEnvironment, startTracing, type ObservabilityConfig, type WorkerTracing } from '../observability/index.js';
 import { activityPlacementFromEnv, createPlacedWorker } from '../activity-worker.js';
 import { loadCatalog, watchCatalogFile, type Catalog } from '../catalog/index.js';
@@ -177,6 +177,7 @@ export async function devCommand(
     codecServer = await startCodecServer({
       codec,
       tokens: [{ name: 'dev-ui', token: uiToken, namespaces: [s.namespace] }, ...codecTokensFromEnvironment()],
+      operators: operatorsFromEnvironment(),
       // The UI encodes the input of the signals and updates an operator sends from it.
       allowEncode: true,
       port: port(flags['codec-port'], 8234, 'codec-port'),

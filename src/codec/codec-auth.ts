@@ -6,6 +6,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { isReadToken, verifyReadToken, type OperatorDirectory } from '../operators/index.js';
 
 /** One accepted token: who holds it and the namespaces it may decode (and, when enabled, encode) for. */
 export interface CodecToken {
@@ -80,25 +81,39 @@ export function codecTokensFromEnvironment(env: Readonly<Record<string, string |
   return tokens;
 }
 
-/** Throws unless at least one token is configured: a codec server never decodes for anyone who asks. */
-export function requireCodecTokens(tokens: readonly CodecToken[]): void {
-  if (tokens.length === 0) throw new CodecAuthConfigError(`the codec server needs at least one access token: ${fixHint}`);
+/**
+ * Throws unless somebody can be let in: a configured token, or an operator with the `read` role (who presents a
+ * token signed with their key). A codec server never decodes for anyone who asks.
+ */
+export function requireCodecTokens(tokens: readonly CodecToken[], operators?: OperatorDirectory): void {
+  if (tokens.length > 0 || operators?.operators.some((o) => o.roles.includes('read'))) return;
+  throw new CodecAuthConfigError(`the codec server needs at least one access token: ${fixHint}; or operators with the role "read" in DURABLE_HARNESS_OPERATORS_FILE`);
 }
 
 const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
 
-/** Matches presented tokens against the configuration in constant time per configured token. */
+/**
+ * Matches presented tokens: a configured one (in constant time per configured token), or an operator's signed read
+ * token checked against the operators file as it is at that request.
+ */
 export class CodecAuthorizer {
   private readonly known: readonly { readonly token: CodecToken; readonly digest: Buffer }[];
 
-  constructor(tokens: readonly CodecToken[]) {
-    requireCodecTokens(tokens);
+  constructor(
+    tokens: readonly CodecToken[],
+    private readonly operators?: () => OperatorDirectory,
+  ) {
+    requireCodecTokens(tokens, operators?.());
     this.known = tokens.map((token) => ({ token, digest: digest(token.token) }));
   }
 
-  /** The configured token `presented` is, if any. */
-  identify(presented: string | undefined): CodecToken | undefined {
+  /** Who `presented` stands for (its name and namespaces), if anyone. */
+  identify(presented: string | undefined): Pick<CodecToken, 'name' | 'namespaces'> | undefined {
     if (!presented) return undefined;
+    if (isReadToken(presented) && this.operators) {
+      const verified = verifyReadToken(presented, this.operators());
+      return typeof verified === 'string' ? undefined : { name: `operator:${verified.operator}`, namespaces: verified.namespaces };
+    }
     const d = digest(presented);
     let found: CodecToken | undefined;
     for (const k of this.known) if (timingSafeEqual(k.digest, d)) found = k.token;
@@ -106,7 +121,7 @@ export class CodecAuthorizer {
   }
 
   /** Whether `token` may work on `namespace`; a request that names no namespace needs a token for every namespace. */
-  static allows(token: CodecToken, namespace: string | undefined): boolean {
+  static allows(token: Pick<CodecToken, 'namespaces'>, namespace: string | undefined): boolean {
     if (token.namespaces.includes('*')) return true;
     return namespace !== undefined && token.namespaces.includes(namespace);
   }

@@ -14,6 +14,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { CodecAuthorizer, type CodecToken } from './codec-auth.js';
+import type { OperatorDirectory } from '../operators/index.js';
 
 /** A payload in proto3 JSON: every bytes field base64. */
 export interface JsonPayload {
@@ -35,8 +36,10 @@ export function payloadToJson(payload: Payload): JsonPayload {
 
 export interface CodecServerOptions {
   readonly codec: PayloadCodec;
-  /** Who may call it (at least one token; see codec-auth.ts). */
+  /** Who may call it (see codec-auth.ts): configured tokens, and operators with the `read` role. */
   readonly tokens: readonly CodecToken[];
+  /** The operators whose signed read tokens count (src/operators). */
+  readonly operators?: () => OperatorDirectory;
   /** Serve `/encode` too (default off: only the Temporal CLI's `--codec-endpoint` for `workflow start` needs it). */
   readonly allowEncode?: boolean;
   /** Origins allowed by CORS (e.g. the Web UI at http://127.0.0.1:8233); a request from any other origin is refused. */
@@ -131,7 +134,7 @@ function bearer(header: string | undefined): string | undefined {
 
 /** Starts the codec server; resolves once it listens. Throws `CodecAuthConfigError` without tokens. */
 export async function startCodecServer(options: CodecServerOptions): Promise<CodecServer> {
-  const auth = new CodecAuthorizer(options.tokens);
+  const auth = new CodecAuthorizer(options.tokens, options.operators);
   const origins = new Set(options.corsOrigins ?? []);
   const limit = options.maxBodyBytes ?? 8 * 1024 * 1024;
   const server = http.createServer((req, res) => {

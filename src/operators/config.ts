@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { OperatorKeyError, keyIdOf, parsePublicKey } from './keys.js';
 
 export const operatorRoles = ['approve', 'operate', 'read'] as const;
-/** `approve`: approve and deny permission requests; `operate`: reply, retry, abandon, cancel; `read`: reserved for read access (codec server). */
+/** `approve`: approve and deny permission requests; `operate`: reply, retry, abandon, cancel; `read`: decode payloads through the codec server (read-token.ts). */
 export type OperatorRole = (typeof operatorRoles)[number];
 
 export const decisionModes = ['signed', 'trusted-network'] as const;

@@ -2,3 +2,4 @@
 export * from './keys.js';
 export * from './decision.js';
 export * from './config.js';
+export * from './read-token.js';

@@ -17,6 +17,7 @@ import {
   type CodecServer,
   type JsonPayload,
 } from '../../src/codec/index.js';
+import { generateOperatorKey, mintReadToken, parseOperators, signerFromKeyFile } from '../../src/operators/index.js';
 
 const codec = new AesGcmPayloadCodec({ keys: new Map([['k1', Buffer.from(generatePayloadKey(), 'base64')]]), currentKeyId: 'k1' });
 const ui = 'http://127.0.0.1:8233';
@@ -156,5 +157,42 @@ describe('configuration', () => {
     expect(parseCorsOrigins([' http://ui:8080 ', ''])).toEqual(['http://ui:8080']);
     expect(() => parseCorsOrigins(['*'])).toThrow(/"\*" is not accepted/);
     expect(() => parseCorsOrigins(['http://ui:8080/path'])).toThrow(/not an origin/);
+  });
+});
+
+describe('operators with the read role decode with a token signed by their own key', () => {
+  const reader = generateOperatorKey('rita');
+  const approver = generateOperatorKey('adam');
+  const directory = parseOperators(
+    JSON.stringify({ operators: [{ name: 'rita', roles: ['read'], keys: [reader.publicKey] }, { name: 'adam', roles: ['approve'], keys: [approver.publicKey] }] }),
+    'operators.json',
+  );
+  let current = directory;
+  let opServer: CodecServer;
+  beforeAll(async () => {
+    opServer = await startCodecServer({ codec, tokens: [], operators: () => current, corsOrigins: [ui] });
+  });
+  afterAll(() => opServer?.close());
+  const rita = signerFromKeyFile(JSON.stringify(reader), 'rita');
+
+  it('a read token decodes its namespaces; expired, tampered, role-less or revoked ones do not', async () => {
+    const token = mintReadToken(rita, { namespaces: ['team-a'], ttlMs: 60_000 });
+    expect(plaintext((await decode(opServer.url, '/team-a/decode', { Authorization: `Bearer ${token}` })).text)).toBe('"the task: rotate the keys"');
+    expect((await decode(opServer.url, '/team-b/decode', { Authorization: `Bearer ${token}` })).status).toBe(403);
+    const old = mintReadToken(rita, { namespaces: ['*'], ttlMs: 60_000, nowMs: Date.now() - 3600_000 });
+    expect((await decode(opServer.url, '/team-a/decode', { Authorization: `Bearer ${old}` })).status).toBe(401);
+    const [p, body, sig] = token.split('.');
+    const widened = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(body!, 'base64url').toString()), namespaces: ['*'] })).toString('base64url');
+    expect((await decode(opServer.url, '/team-b/decode', { Authorization: `Bearer ${p}.${widened}.${sig}` })).status).toBe(401);
+    const adam = mintReadToken(signerFromKeyFile(JSON.stringify(approver), 'adam'), { namespaces: ['*'], ttlMs: 60_000 });
+    expect((await decode(opServer.url, '/team-a/decode', { Authorization: `Bearer ${adam}` })).status).toBe(401);
+    // Removing rita from the operators file stops her token at the next request, without a restart.
+    current = parseOperators('operators: []', 'operators.json');
+    expect((await decode(opServer.url, '/team-a/decode', { Authorization: `Bearer ${token}` })).status).toBe(401);
+    current = directory;
+  });
+
+  it('a codec server with neither tokens nor readers does not start', async () => {
+    await expect(startCodecServer({ codec, tokens: [], operators: () => parseOperators(JSON.stringify({ operators: [{ name: 'adam', roles: ['approve'], keys: [approver.publicKey] }] }), 'f') })).rejects.toThrow(/role "read"/);
   });
 });
