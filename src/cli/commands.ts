@@ -275,6 +275,7 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   const run = getAgentRun(client, id);
   const description = await run.handle.describe();
   let view: RunStatusView | undefined;
+  let ended: AgentRunResult | undefined;
   if (description.status.name === 'RUNNING') {
     try {
       view = await run.status({ timeoutMs: 3000 });
@@ -290,7 +291,8 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
     // would answer the state it was in, so Temporal's own status says how it ended.
     const agent = String(description.searchAttributes?.DurableHarnessAgent?.[0] ?? '');
     try {
-      view = viewFromResult(await run.result(), agent);
+      ended = await run.result();
+      view = viewFromResult(ended, agent);
     } catch (e) {
       const message = `run ${id} ended ${description.status.name}: ${escapeControl(((e as Error).cause as Error | undefined)?.message ?? (e as Error).message)}`;
       if (flags.json) jsonLine({ workflowId: id, status: description.status.name.toLowerCase(), temporalStatus: description.status.name, message, ledger: books });
@@ -310,7 +312,8 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
     for (const line of ledgerStatusLines(books)) out(line);
     if (humanStates.has(view.state)) out(needsHumanText(view, id, flags));
   }
-  return exitCodeForStatus(view);
+  // An ended run exits as `run` would have: a configuration failure is 2, like any configuration error.
+  return ended ? exitCodeForResult(ended) : exitCodeForStatus(view);
 }
 
 /** Runs an operator command with a deadline, so a run without a worker does not hang the command. */

@@ -60,6 +60,7 @@ import {
   retryTurnUpdate,
   statusQuery,
 } from './messages.js';
+import { FailureTypes } from './failure-types.js';
 import { roundUsd } from './money.js';
 import { CANCEL_REQUEST_GRACE_MS, OUTCOMES_PATCH, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
@@ -261,9 +262,9 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         const decision = inbox.operator;
         inbox.operator = undefined;
         if (!decided || !decision) {
-          throw ApplicationFailure.nonRetryable(`no operator decision within ${policy.operatorTimeoutMs} ms after: ${lastError}`, 'OperatorTimeout');
+          throw ApplicationFailure.nonRetryable(`no operator decision within ${policy.operatorTimeoutMs} ms after: ${lastError}`, FailureTypes.OperatorTimeout);
         }
-        if (decision.kind === 'abandon') throw ApplicationFailure.nonRetryable(`${decision.reason} (after: ${lastError})`, 'Abandoned');
+        if (decision.kind === 'abandon') throw ApplicationFailure.nonRetryable(`${decision.reason} (after: ${lastError})`, FailureTypes.Abandoned);
         update({ ...state, lastError: undefined });
         setPhase('running', `retrying turn ${request.turn} on the operator's request`);
       }
@@ -298,7 +299,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     inbox.reply = undefined;
     syncAttributes();
     if (!(await condition(() => inbox.reply !== undefined, policy.chatTimeoutMs))) {
-      throw ApplicationFailure.nonRetryable(`no reply within ${policy.chatTimeoutMs} ms to: ${previewOf(question)}`, 'ChatTimeout');
+      throw ApplicationFailure.nonRetryable(`no reply within ${policy.chatTimeoutMs} ms to: ${previewOf(question)}`, FailureTypes.ChatTimeout);
     }
     const reply = inbox.reply!;
     inbox.reply = undefined;
@@ -469,7 +470,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     }
     // A bug in the loop: still end the session, and say what happened.
     const message = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
-    return runResult(state, workflowId, { status: 'failed', reason: `internal error in the run loop: ${message}`, failureType: 'InternalError' });
+    return runResult(state, workflowId, { status: 'failed', reason: `internal error in the run loop: ${message}`, failureType: FailureTypes.InternalError });
   }
 }
 

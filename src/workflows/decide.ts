@@ -4,6 +4,7 @@
  */
 import { isBlobRef, previewOf } from '../blobs/text-ref.js';
 import type { RunPolicy } from '../spec/types.js';
+import { FailureTypes } from './failure-types.js';
 import { subAgentRefusedPrompt, subAgentResultPrompt, replyPrompt } from './prompts.js';
 import type { RunState } from './state.js';
 import { addUsage, noUsage, totalTokens } from './usage.js';
@@ -147,7 +148,7 @@ export function applyTurn(state: RunState, result: TurnResult): { state: RunStat
     const problem = clip(result.step.problem);
     s = { ...s, malformedInARow: malformed, lastError: problem };
     if (malformed > policy.maxMalformedTurns) {
-      return { state: s, decision: { kind: 'end', ending: { status: 'failed', reason: `${malformed} malformed envelopes in a row; the last: ${problem}`, failureType: 'MalformedEnvelope' } } };
+      return { state: s, decision: { kind: 'end', ending: { status: 'failed', reason: `${malformed} malformed envelopes in a row; the last: ${problem}`, failureType: FailureTypes.MalformedEnvelope } } };
     }
     return { state: { ...s, next: { kind: 'feedback', problem: result.step.problem } }, decision: { kind: 'next' } };
   }
@@ -157,7 +158,7 @@ export function applyTurn(state: RunState, result: TurnResult): { state: RunStat
     case 'success':
       return { state: s, decision: { kind: 'end', ending: { status: 'succeeded', result: view.result } } };
     case 'failed':
-      return { state: s, decision: { kind: 'end', ending: { status: 'failed', reason: previewOf(view.reason, MAX_ERROR_CHARS), failureType: 'HarnessReportedFailure' } } };
+      return { state: s, decision: { kind: 'end', ending: { status: 'failed', reason: previewOf(view.reason, MAX_ERROR_CHARS), failureType: FailureTypes.HarnessReportedFailure } } };
     case 'actions': {
       const plan = planActions(view.calls, policy, s.actionCounts, s.stepSeq);
       const next: TurnInput = { kind: 'actions', envelopeSeq: s.stepSeq, calls: plan.planned };
@@ -204,7 +205,7 @@ export function afterSubAgent(state: RunState, agent: string, child: AgentRunRes
 
 /** A sub-agent that ended without a result (terminated, timed out): nothing of its usage is known here. */
 export function lostSubAgent(workflowId: string, message: string): AgentRunResult {
-  return { workflowId, status: 'failed', reason: `sub-agent failed: ${message}`, failureType: 'SubAgentFailed', iterations: 0, usage: noUsage, costUsd: 0 };
+  return { workflowId, status: 'failed', reason: `sub-agent failed: ${message}`, failureType: FailureTypes.SubAgentFailed, iterations: 0, usage: noUsage, costUsd: 0 };
 }
 
 /** The user's reply (by reference if large) is the next turn's input. */

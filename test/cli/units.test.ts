@@ -7,6 +7,8 @@ import { exitCodeForResult, exitCodeForState } from '../../src/cli/exit-codes.js
 import { listQuery } from '../../src/cli/list.js';
 import { OperatorLog } from '../../src/cli/operator-log.js';
 import { conflictingPollers, parseIdentity, workerIdentity } from '../../src/temporal/task-queue.js';
+import { FailureTypes as ActivityFailureTypes } from '../../src/activities/failure-types.js';
+import { FailureTypes, failureTypes } from '../../src/workflows/failure-types.js';
 import { roundUsd } from '../../src/workflows/money.js';
 
 describe('escapeControl', () => {
@@ -29,6 +31,23 @@ describe('exit codes', () => {
     expect(exitCodeForState('running')).toBe(0);
     expect(exitCodeForState('awaiting_operator')).toBe(13);
     expect(exitCodeForState('waiting_for_reply')).toBe(14);
+  });
+});
+
+describe('failure types', () => {
+  const configuration = Object.entries(failureTypes).filter(([, t]) => t.configuration).map(([type]) => type);
+
+  it('every configuration failure type of the one list exits 2; every other failure exits 10', () => {
+    expect(configuration).toEqual(expect.arrayContaining(['PermissionHooksMissing', 'WorkspaceScopeInvalid', 'SandboxIsolationUnavailable', 'UnknownAgent', 'CredentialMissing']));
+    for (const [type, { configuration: config }] of Object.entries(failureTypes)) {
+      expect(exitCodeForResult({ status: 'failed', failureType: type }), type).toBe(config ? 2 : 10);
+    }
+    expect(exitCodeForResult({ status: 'failed', failureType: 'SomethingNew' })).toBe(10);
+  });
+
+  it('the activities and the workflow name the same types', () => {
+    expect(ActivityFailureTypes).toBe(FailureTypes);
+    for (const type of Object.keys(failureTypes)) expect(FailureTypes[type as keyof typeof FailureTypes]).toBe(type);
   });
 });
 
