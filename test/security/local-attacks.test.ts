@@ -412,6 +412,50 @@ describe('redaction', () => {
     recordFigures('local-every-field-key', { placesChecked: Object.keys(places), keyFound: 0 });
   });
 
+  it('a key spelled as JSON \\u escapes or with a zero-width space inside, in the result, a message and action params, appears nowhere', { timeout: 120_000 }, async () => {
+    const escaped = '${env:VENDOR_KEY:json-u}';
+    const zw = '${env:VENDOR_KEY:zwsp}';
+    const run = await w.start({
+      agent: 'leaky',
+      task: book.write('leak-spelled', [
+        {
+          envelope: {
+            step: 'actions',
+            message: `writing ${escaped} and ${zw}`,
+            actions: [
+              { name: 'write_file', params: { path: `esc-${escaped}.txt`, content: `c ${escaped}` } },
+              { name: 'write_file', params: { path: 'zw.txt', content: `z ${zw}` } },
+            ],
+          },
+        },
+        ok(`done ${escaped} and ${zw}`),
+      ]),
+      workflowId: testWorkflowId('leak-spelled'),
+    });
+    const result = await run.result();
+    // The harness really spelled the key: where the runtime decoded it, the marker is what is left.
+    expect(result).toMatchObject({ status: 'succeeded', result: 'done [REDACTED] and [REDACTED]' });
+    expect(readFileSync(path.join(workspaceOf(run.workflowId), 'esc-[REDACTED].txt'), 'utf8')).toBe('c [REDACTED]');
+    expect(readFileSync(path.join(workspaceOf(run.workflowId), 'zw.txt'), 'utf8')).toBe('z [REDACTED]');
+
+    const jsonU = [...secret].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+    const forms = { verbatim: secret, 'with U+200B': `${secret.slice(0, secret.length >> 1)}\u200b${secret.slice(secret.length >> 1)}`, 'as \\u escapes': jsonU, 'as escaped \\u escapes': jsonU.replaceAll('\\', '\\\\') };
+    const ledgerFile = path.join(w.dataDir, 'ledger.sqlite');
+    const places: Record<string, string> = {
+      history: historyText(await run.handle.fetchHistory()),
+      ledger: [ledgerFile, `${ledgerFile}-wal`].filter(existsSync).map((f) => readFileSync(f, 'utf8')).join('\n'),
+      events: JSON.stringify(await w.ledger.readEvents(run.workflowId, 0, 1000)),
+      steps: JSON.stringify(await w.ledger.listSteps(run.workflowId)),
+      'prompt runs': JSON.stringify(await w.ledger.listPromptRuns(run.workflowId)),
+      status: JSON.stringify(await run.status()),
+      logs: JSON.stringify(logs, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
+    };
+    expect(places.steps).toContain('writing [REDACTED] and [REDACTED]');
+    for (const [where, text] of Object.entries(places)) {
+      for (const [form, needle] of Object.entries(forms)) expect(text.includes(needle), `the key ${form} leaked into ${where}`).toBe(false);
+    }
+  });
+
   it('a key in permission requests (tool, input, title, command, paths) is redacted in approvals, events, history and logs', { timeout: 120_000 }, async () => {
     const key = '${env:VENDOR_KEY}';
     const run = await w.start({
