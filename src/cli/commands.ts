@@ -1,5 +1,7 @@
 /** The `durable-harness` commands: parse, dispatch, and map every outcome to a documented exit code. */
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   Client,
@@ -10,12 +12,14 @@ import {
   isGrpcServiceError,
 } from '@temporalio/client';
 import { CatalogError } from '../catalog/index.js';
-import { InvalidRunInputError, RunIdTakenError, RunRejectedError, createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
+import { LedgerBlobStore } from '../blobs/index.js';
+import { InvalidRunInputError, RunIdTakenError, RunRejectedError, checkReply, checkRunInput, createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
 import { PayloadKeyConfigError, dataConverterFromEnvironment, payloadCodecFromEnvironment, startCodecServer } from '../codec/index.js';
-import { LedgerConfigError } from '../ledger/index.js';
+import { LedgerConfigError, describeLedger, type Ledger } from '../ledger/index.js';
 import { ObservabilityConfigError } from '../observability/index.js';
 import { taskQueuePollers } from '../temporal/task-queue.js';
 import { CatalogMismatchError } from '../worker.js';
+import { operatorInputLimits } from '../workflows/messages.js';
 import { roundUsd } from '../workflows/money.js';
 import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
@@ -44,7 +48,8 @@ Usage:
   durable-harness retry RUN_ID        run the failed turn of an awaiting_operator run again
   durable-harness abandon RUN_ID [--reason TEXT]
                                       end an awaiting_operator run as failed
-  durable-harness reply RUN_ID TEXT   answer a run that waits for a reply
+  durable-harness reply RUN_ID TEXT   answer a run that waits for a reply (or --file FILE, - for stdin; at most
+                                      4 MiB, over 16 Ki characters it travels by reference through the ledger)
   durable-harness approvals [RUN_ID] [--json]
                                       permission requests waiting for an operator (of every open run, or of one)
   durable-harness approve RUN_ID REQUEST [--edit JSON] [--scope once|session] [--by NAME]
@@ -92,6 +97,7 @@ const options = {
   agent: { type: 'string' },
   status: { type: 'string' },
   reason: { type: 'string' },
+  file: { type: 'string' },
   edit: { type: 'string' },
   scope: { type: 'string' },
   by: { type: 'string' },
@@ -347,6 +353,48 @@ async function withClient(flags: Flags, fn: (client: Client, s: Settings, connec
   }
 }
 
+/** The reply's text: the words after the run id, or `--file FILE` (`-`: standard input), never both. */
+function replyText(words: string[], file: string | undefined): string {
+  if (file === undefined) {
+    if (words.length === 0) throw usageError('missing TEXT: durable-harness reply RUN_ID TEXT, or --file FILE');
+    return words.join(' ');
+  }
+  if (words.length > 0) throw usageError('give the reply as TEXT or with --file, not both');
+  const { maxReplyBytes } = operatorInputLimits;
+  try {
+    if (file !== '-' && statSync(file).size > maxReplyBytes) {
+      throw new CliError(`the reply in ${file} is ${statSync(file).size} bytes, over the limit of ${maxReplyBytes} bytes (4 MiB); nothing was sent`, ExitCodes.usage);
+    }
+    return readAtMost(file === '-' ? 0 : openSync(file, 'r'), maxReplyBytes + 1);
+  } catch (e) {
+    if (e instanceof CliError) throw e;
+    throw new CliError(`cannot read the reply from ${file === '-' ? 'standard input' : file}: ${(e as Error).message}`, ExitCodes.usage);
+  }
+}
+
+/** Reads up to `limit` bytes from `fd` as UTF-8 (a larger input is cut there, and then refused as too large). */
+function readAtMost(fd: number, limit: number): string {
+  const buffer = Buffer.alloc(limit);
+  let length = 0;
+  for (let n; length < limit && (n = readSync(fd, buffer, length, limit - length, null)) > 0; ) length += n;
+  if (fd !== 0) closeSync(fd);
+  return buffer.subarray(0, length).toString('utf8');
+}
+
+/** The ledger that holds `workflowId`'s run on this machine, for a reply that goes by reference; else why not (exit 2). */
+async function ledgerOfRun(s: Settings, workflowId: string, chars: number): Promise<Ledger> {
+  const why = `the reply is ${chars} characters, over the inline limit of ${operatorInputLimits.inlineReplyChars}: it travels by reference through the workers' ledger`;
+  const ledger = openLedgerIfPresent(s);
+  if (!ledger) {
+    throw new CliError(`${why}, and this machine has none (no DATABASE_URL, no ${path.join(s.dataDir, 'ledger.sqlite')}). Run the command where the workers' ledger is (--data DIR or DATABASE_URL), or shorten the reply; nothing was sent`, ExitCodes.usage);
+  }
+  if (!(await ledger.getRun(workflowId))) {
+    await ledger.close();
+    throw new CliError(`${why}, and the ledger here (${describeLedger(process.env, s.dataDir)}) does not hold run ${workflowId}. Point --data or DATABASE_URL at the workers' ledger; nothing was sent`, ExitCodes.usage);
+  }
+  return ledger;
+}
+
 function need(positionals: string[], count: number, what: string): string[] {
   if (positionals.length < count) throw usageError(`missing ${what}`);
   return positionals;
@@ -381,15 +429,17 @@ export async function main(argv: string[]): Promise<ExitCode> {
       return codecServerCommand(flags);
     case 'run': {
       const [agent, ...taskWords] = need(rest, 2, 'AGENT and TASK: durable-harness run AGENT TASK');
+      const input = {
+        agent: agent!,
+        task: taskWords.join(' '),
+        identity: { tenantId: flags.tenant ?? 'local', userId: flags.user ?? os.userInfo().username },
+        workflowId: flags.id,
+      };
+      // Bad ids or an oversized task are refused before anything is asked of Temporal.
+      checkRunInput(input);
       return withClient(flags, async (client, s, connection) => {
         await requireWorker(connection, s);
-        const run = await startAgentRun(client, {
-          agent: agent!,
-          task: taskWords.join(' '),
-          identity: { tenantId: flags.tenant ?? 'local', userId: flags.user ?? os.userInfo().username },
-          workflowId: flags.id,
-          taskQueue: s.taskQueue,
-        });
+        const run = await startAgentRun(client, { ...input, taskQueue: s.taskQueue });
         if (flags.detach) {
           out(flags.json ? JSON.stringify({ workflowId: run.workflowId }) : run.workflowId);
           return ExitCodes.succeeded;
@@ -435,9 +485,19 @@ export async function main(argv: string[]): Promise<ExitCode> {
       });
     }
     case 'reply': {
-      const [id, ...words] = need(rest, 2, 'RUN_ID and TEXT');
-      return withClient(flags, async (client) => {
-        out(await operate(client, () => getAgentRun(client, id!).reply(words.join(' '))));
+      const [id, ...words] = need(rest, 1, 'RUN_ID and TEXT (or --file FILE)');
+      const text = replyText(words, flags.file);
+      // Too large for any run: refused before anything is sent, with the cap.
+      checkReply(text, true);
+      return withClient(flags, async (client, s) => {
+        // A long reply travels by reference: into the ledger's blob store first, where the run's workers read it.
+        const ledger = text.length > operatorInputLimits.inlineReplyChars ? await ledgerOfRun(s, id!, text.length) : undefined;
+        try {
+          const blobs = ledger ? new LedgerBlobStore(ledger) : undefined;
+          out(await operate(client, () => getAgentRun(client, id!).reply(text, { blobs })));
+        } finally {
+          await ledger?.close();
+        }
         return ExitCodes.succeeded;
       });
     }

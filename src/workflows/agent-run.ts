@@ -29,7 +29,7 @@ import {
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { createActivities } from '../activities/index.js';
-import { previewOf } from '../blobs/text-ref.js';
+import { isBlobRef, previewOf } from '../blobs/text-ref.js';
 import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnHerePatch } from './affinity.js';
 import type { RunPolicy } from '../spec/types.js';
 import {
@@ -54,6 +54,8 @@ import {
   abandonSignal,
   abandonUpdate,
   cancelSignal,
+  operatorInputLimits,
+  replyProblem,
   replySignal,
   replyUpdate,
   retryTurnSignal,
@@ -108,7 +110,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const since = changesSince(input.workflowVersion);
   let state: RunState = input.carried ?? initialState(input);
   /** Messages from outside, waiting to be taken; never carried across continue-as-new (handlers finish first). */
-  const inbox: { reply?: string; operator?: { kind: 'retry' } | { kind: 'abandon'; reason: string }; interruption?: Interruption } = {};
+  const inbox: { reply?: TextRef; operator?: { kind: 'retry' } | { kind: 'abandon'; reason: string }; interruption?: Interruption } = {};
   const loopScope = new CancellationScope();
   /** The turn being run, with the run's spend before it: an interruption mid-turn takes the turn's spend from the ledger. */
   let turnInFlight: { turn: number; before: Pick<RunState, 'usage' | 'costUsd' | 'costBlind'> } | undefined;
@@ -177,24 +179,27 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     if (state.state === 'awaiting_operator') abandon(reason);
   });
   setHandler(abandonUpdate, (reason: string) => abandon(reason), {
-    validator: (_reason: string) => {
+    validator: (reason: string) => {
       if (state.state !== 'awaiting_operator') {
         const hint = state.state === 'running' || state.state === 'waiting_for_reply' ? ' (to stop it, cancel it)' : '';
         throw new Error(`run is ${state.state}, not awaiting_operator: nothing to abandon${hint}`);
       }
+      if (typeof reason === 'string' && reason.length > operatorInputLimits.maxInlineBytes) throw new Error(`the reason is ${reason.length} characters, over the limit of ${operatorInputLimits.maxInlineBytes}`);
     },
   });
-  const acceptReply = (text: string) => {
-    inbox.reply = text;
+  const acceptReply = (reply: TextRef) => {
+    inbox.reply = reply;
     return 'reply accepted';
   };
   setHandler(replySignal, (text: string) => {
     if (state.state === 'waiting_for_reply' && inbox.reply === undefined) acceptReply(text);
   });
   setHandler(replyUpdate, acceptReply, {
-    validator: (text: string) => {
+    validator: (reply: TextRef) => {
       if (state.state !== 'waiting_for_reply') throw new Error(`run is ${state.state}, not waiting for a reply`);
-      if (typeof text !== 'string' || !text.trim()) throw new Error('reply text must be a non-empty string');
+      // The last line: a rejected update leaves nothing in history, an accepted one keeps its argument there.
+      const problem = replyProblem(reply);
+      if (problem) throw new Error(problem);
     },
   });
 
@@ -303,7 +308,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     }
     const reply = inbox.reply!;
     inbox.reply = undefined;
-    const ref = reply.length > policy.inlineTextLimit ? await storeText({ text: reply }) : reply;
+    const ref = !isBlobRef(reply) && reply.length > policy.inlineTextLimit ? await storeText({ text: reply }) : reply;
     update(afterReply(state, ref));
     setPhase('running', `reply received (turn ${state.iteration})`);
   };

@@ -12,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { decidePendingApproval } from '../../src/permissions/index.js';
 import { LocalSandboxProvider } from '../../src/sandbox/index.js';
+import { tenantAttribute } from '../../src/workflows/search-attributes.js';
+import { workflowVersion } from '../../src/workflows/types.js';
 import { hostPidsOf, processAlive, waitUntilGone } from '../support/processes.js';
 import { act, ok, scriptBook, scriptedCatalog, type ScriptStep } from '../support/scripted.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
@@ -341,7 +343,16 @@ describe('CLI output', () => {
     const forgedRow = `forged-${Date.now().toString(36)}\tsucceeded\tdemo\tdemo\tacme`;
     const tenantId = `evil\n${forgedRow}\x1b[2K\r`;
     const workflowId = testWorkflowId('forge');
-    await (await w.start({ agent: 'scripted', task: book.write('forge', [ok()]), workflowId, identity: { tenantId, userId: 'mallory' } })).result();
+    const identity = { tenantId, userId: 'mallory' };
+    const task = book.write('forge', [ok()]);
+    // startAgentRun refuses such an id before start; a run started with a plain Temporal client can still carry one.
+    await expect(w.start({ agent: 'scripted', task, workflowId, identity })).rejects.toThrow(/identity\.tenantId: .* has characters an id may not have/);
+    await w.client.workflow.execute('agentRun', {
+      taskQueue: w.taskQueue,
+      workflowId,
+      args: [{ agent: 'scripted', task, identity, workflowVersion }],
+      typedSearchAttributes: [{ key: tenantAttribute, value: tenantId }],
+    });
     let out = '';
     await expect.poll(() => (out = cli(['list', '--limit', '500'])).includes(workflowId), { timeout: 60_000, interval: 1000 }).toBe(true);
     const row = out.split('\n').find((line) => line.startsWith(workflowId))!;
