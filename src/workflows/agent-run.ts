@@ -47,6 +47,7 @@ import {
   sessionStarted,
   shouldContinueAsNew,
   statusView,
+  subAgentTooDeep,
   withPhase,
   type Decision,
 } from './decide.js';
@@ -63,6 +64,7 @@ import {
   statusQuery,
 } from './messages.js';
 import { FailureTypes } from './failure-types.js';
+import { subAgentWorkflowId } from './ids.js';
 import { roundUsd } from './money.js';
 import { CANCEL_REQUEST_GRACE_MS, OUTCOMES_PATCH, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
@@ -74,6 +76,9 @@ import { assertKnownVersion, changesSince, opensInOneStep } from './versions.js'
 import { compactSandbox, workflowVersion, type AgentRunInput, type OpenRunFailure, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
+
+/** The patch that bounds a run tree: sub-agent depth, tree-wide iterations, sub-agent ids within the id limit. */
+export const SUB_AGENT_TREE_PATCH = 'dh-2026-12-sub-agent-tree';
 
 /** The patch that takes an interrupted turn's spend from the ledger (docs/VERSIONING.md). */
 const INTERRUPTED_TURN_SPEND_PATCH = 'acct8-interrupted-turn-spend';
@@ -276,9 +281,10 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     }
   };
 
-  const runSubAgent = async (agent: string, message: TextRef): Promise<AgentRunResult> => {
+  /** Runs a sub-agent; with `tree` (SUB_AGENT_TREE_PATCH) its id stays within the id limit and its budget carries the depth. */
+  const runSubAgent = async (agent: string, message: TextRef, tree: boolean): Promise<AgentRunResult> => {
     setPhase('running', `sub-agent ${agent} (turn ${state.iteration})`);
-    const childId = `${workflowId}.sub-${state.iteration}`;
+    const childId = tree ? subAgentWorkflowId(workflowId, state.iteration) : `${workflowId}.sub-${state.iteration}`;
     try {
       return await executeChild(agentRun, {
         workflowId: childId,
@@ -288,7 +294,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           { key: agentAttribute, value: agent },
           { key: tenantAttribute, value: input.identity.tenantId },
         ],
-        args: [{ agent, task: message, identity: input.identity, parentWorkflowId: workflowId, parentSandbox: state.sandbox, budget: childBudget(state), workflowVersion }],
+        args: [{ agent, task: message, identity: input.identity, parentWorkflowId: workflowId, parentSandbox: state.sandbox, budget: childBudget(state, tree), workflowVersion }],
       });
     } catch (err) {
       // This run's cancellation reaches the child too; a child cancelled on its own is just a lost sub-agent.
@@ -360,8 +366,16 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           await waitForReply(policy, decision.question);
           break;
         }
-        const child = await runSubAgent(decision.agent, decision.message);
-        ({ state: next, decision } = afterSubAgent(state, decision.agent, child, decision.terminateAfter));
+        // The run tree's limits: a depth limit, tree-wide iterations, bounded ids (docs/VERSIONING.md).
+        const tree = since(SUB_AGENT_TREE_PATCH);
+        const tooDeep = tree ? subAgentTooDeep(state, decision.agent) : undefined;
+        if (tooDeep) {
+          ({ state: next, decision } = tooDeep);
+          update(next);
+          continue;
+        }
+        const child = await runSubAgent(decision.agent, decision.message, tree);
+        ({ state: next, decision } = afterSubAgent(state, decision.agent, child, decision.terminateAfter, tree));
         update(next);
         syncAttributes();
       }
