@@ -17,7 +17,7 @@ import { InvalidRunInputError, RunIdTakenError, RunRejectedError, checkReply, ch
 import { PayloadKeyConfigError, dataConverterFromEnvironment, payloadCodecFromEnvironment, startCodecServer } from '../codec/index.js';
 import { LedgerConfigError, describeLedger, type Ledger } from '../ledger/index.js';
 import { ObservabilityConfigError } from '../observability/index.js';
-import { taskQueuePollers } from '../temporal/task-queue.js';
+import { livePollers, taskQueuePollers } from '../temporal/task-queue.js';
 import { CatalogMismatchError } from '../worker.js';
 import { operatorInputLimits } from '../workflows/messages.js';
 import { roundUsd } from '../workflows/money.js';
@@ -29,6 +29,7 @@ import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTabl
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
 import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
+import { noWorkerMessage, silentWorker } from './silence.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
 import { openLedgerIfPresent, resolveSettings, type Settings } from './settings.js';
 
@@ -111,6 +112,8 @@ export type Flags = ReturnType<typeof parseArgs<{ options: typeof options; allow
 
 /** How long an operator command waits for a worker to take it. */
 const operatorTimeoutMs = 10_000;
+/** How long `status` waits for the run's answer. */
+const statusTimeoutMs = 3000;
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
 const err = (line: string) => process.stderr.write(`${line}\n`);
@@ -193,17 +196,10 @@ function progressJson(workflowId: string, status: RunStatusView, doing: string |
   };
 }
 
-function noWorkerMessage(s: Settings, what: string): string {
-  return (
-    `${what}: no worker polls task queue "${s.taskQueue}" in namespace "${s.namespace}" at ${s.address}. ` +
-    'Start one (`durable-harness worker`, or `durable-harness dev` for a local stack), or check --task-queue / DURABLE_HARNESS_TASK_QUEUE.'
-  );
-}
-
-/** Refuses to start a run nobody would pick up. */
+/** Refuses to start a run nobody would pick up (a worker of this host that is gone does not count). */
 async function requireWorker(connection: Connection, s: Settings): Promise<void> {
-  const pollers = await taskQueuePollers(connection.workflowService, s.namespace, s.taskQueue);
-  if (!pollers.some((p) => p.kinds.includes('workflow'))) throw new CliError(noWorkerMessage(s, 'nothing started'), ExitCodes.noWorker);
+  const pollers = livePollers(await taskQueuePollers(connection.workflowService, s.namespace, s.taskQueue));
+  if (!pollers.some((p) => p.kinds.includes('workflow'))) throw new CliError(noWorkerMessage({ ...s, what: 'nothing started' }), ExitCodes.noWorker);
 }
 
 async function followToEnd(run: AgentRunHandle, s: Settings, flags: Flags): Promise<ExitCode> {
@@ -236,10 +232,7 @@ async function followToEnd(run: AgentRunHandle, s: Settings, flags: Flags): Prom
         return exitCodeForStatus(end.status);
       }
       default:
-        throw new CliError(
-          `${noWorkerMessage(s, `run ${run.workflowId} got no answer for ${Math.round(end.silentForMs / 1000)} s`)} The run goes on when a worker takes it.`,
-          ExitCodes.noWorker,
-        );
+        throw await silentWorker(run.handle.client, { ...s, what: `run ${run.workflowId} got no answer for ${Math.round(end.silentForMs / 1000)} s`, waitedMs: end.silentForMs });
     }
   } finally {
     process.off('SIGINT', stop);
@@ -284,9 +277,10 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   let ended: AgentRunResult | undefined;
   if (description.status.name === 'RUNNING') {
     try {
-      view = await run.status({ timeoutMs: 3000 });
+      view = await run.status({ timeoutMs: statusTimeoutMs });
     } catch (e) {
       if (e instanceof WorkflowNotFoundError) throw e;
+      if (!isGrpcDeadlineError(e)) throw new CliError(`run ${id}: its status query failed: ${(e as Error).message}${causeOf(e)}`, ExitCodes.internal);
     }
   }
   // The books: the ledger's totals over every attempt (failed ones included) and whether it can be written.
@@ -309,7 +303,7 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   if (!view) {
     const status = String(description.searchAttributes?.DurableHarnessStatus?.[0] ?? 'unknown');
     const problem = books.problem ? ` (ledger NOT WRITABLE: ${books.problem})` : '';
-    throw new CliError(noWorkerMessage(s, `run ${id} is open (DurableHarnessStatus ${status}) but no worker answered its status query within 3 s${problem}`), ExitCodes.noWorker);
+    throw await silentWorker(client, { ...s, taskQueue: description.taskQueue, what: `run ${id} is open (DurableHarnessStatus ${status}${problem}) but its status query got no answer`, waitedMs: statusTimeoutMs });
   }
   if (flags.json) out(JSON.stringify({ ...view, ledger: books }, null, 2));
   else {
@@ -322,16 +316,21 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   return ended ? exitCodeForResult(ended) : exitCodeForStatus(view);
 }
 
-/** Runs an operator command with a deadline, so a run without a worker does not hang the command. */
-async function operate<T>(client: Client, fn: () => Promise<T>): Promise<T> {
+/** Runs an operator command on run `id` with a deadline, so a run without a worker (or a busy one) does not hang the command. */
+async function operate<T>(client: Client, s: Settings, id: string | undefined, fn: () => Promise<T>): Promise<T> {
   try {
     return await client.withDeadline(Date.now() + operatorTimeoutMs, fn);
   } catch (e) {
-    if (isGrpcDeadlineError(e)) {
-      throw new CliError(`no worker took the command within ${operatorTimeoutMs / 1000} s: is a worker polling the run's task queue?`, ExitCodes.noWorker);
-    }
-    throw e;
+    if (!isGrpcDeadlineError(e)) throw e;
+    const taskQueue = id ? await client.workflow.getHandle(id).describe().then((d) => d.taskQueue, () => s.taskQueue) : s.taskQueue;
+    throw await silentWorker(client, { ...s, taskQueue, what: `the command${id ? ` to run ${id}` : ''} got no answer`, waitedMs: operatorTimeoutMs });
   }
+}
+
+/** The gRPC reason under a client error, when it adds something. */
+function causeOf(e: unknown): string {
+  const cause = (e as { cause?: unknown }).cause;
+  return cause instanceof Error && cause.message ? ` (${cause.message})` : '';
 }
 
 async function withClient(flags: Flags, fn: (client: Client, s: Settings, connection: Connection) => Promise<ExitCode>): Promise<ExitCode> {
@@ -463,23 +462,23 @@ export async function main(argv: string[]): Promise<ExitCode> {
       });
     case 'cancel': {
       const [id] = need(rest, 1, 'RUN_ID');
-      return withClient(flags, async (client) => {
-        await operate(client, () => getAgentRun(client, id!).cancel(flags.reason));
+      return withClient(flags, async (client, s) => {
+        await operate(client, s, id, () => getAgentRun(client, id!).cancel(flags.reason));
         out(`cancel requested for ${id}`);
         return ExitCodes.succeeded;
       });
     }
     case 'retry': {
       const [id] = need(rest, 1, 'RUN_ID');
-      return withClient(flags, async (client) => {
-        out(await operate(client, () => getAgentRun(client, id!).retryTurn()));
+      return withClient(flags, async (client, s) => {
+        out(await operate(client, s, id, () => getAgentRun(client, id!).retryTurn()));
         return ExitCodes.succeeded;
       });
     }
     case 'abandon': {
       const [id] = need(rest, 1, 'RUN_ID');
-      return withClient(flags, async (client) => {
-        await operate(client, () => getAgentRun(client, id!).abandon(flags.reason));
+      return withClient(flags, async (client, s) => {
+        await operate(client, s, id, () => getAgentRun(client, id!).abandon(flags.reason));
         out(`abandoned ${id}: it ends as failed`);
         return ExitCodes.succeeded;
       });
@@ -494,7 +493,7 @@ export async function main(argv: string[]): Promise<ExitCode> {
         const ledger = text.length > operatorInputLimits.inlineReplyChars ? await ledgerOfRun(s, id!, text.length) : undefined;
         try {
           const blobs = ledger ? new LedgerBlobStore(ledger) : undefined;
-          out(await operate(client, () => getAgentRun(client, id!).reply(text, { blobs })));
+          out(await operate(client, s, id, () => getAgentRun(client, id!).reply(text, { blobs })));
         } finally {
           await ledger?.close();
         }
@@ -503,8 +502,8 @@ export async function main(argv: string[]): Promise<ExitCode> {
     }
     case 'approvals': {
       const [id] = rest;
-      return withClient(flags, async (client) => {
-        const { rows, unanswered } = await operate(client, () => pendingApprovals(client, id));
+      return withClient(flags, async (client, s) => {
+        const { rows, unanswered } = await operate(client, s, id, () => pendingApprovals(client, id));
         if (flags.json) out(JSON.stringify(rows, null, 2));
         else if (rows.length === 0) out(id ? `run ${id} has no permission request waiting` : 'no permission request is waiting');
         else for (const line of formatApprovals(rows)) out(line);
@@ -519,12 +518,12 @@ export async function main(argv: string[]): Promise<ExitCode> {
       const edit = parseEdit(flags.edit);
       const scope = parseScope(flags.scope);
       const by = flags.by ?? os.userInfo().username;
-      return withClient(flags, async (client) => {
+      return withClient(flags, async (client, s) => {
         const run = getAgentRun(client, id!);
         const decided =
           command === 'approve'
-            ? await operate(client, () => run.approve(request!, { by, ...(edit ? { edit } : {}), ...(scope ? { scope } : {}) }))
-            : await operate(client, () => run.deny(request!, { by, ...(flags.reason !== undefined ? { reason: flags.reason } : {}) }));
+            ? await operate(client, s, id, () => run.approve(request!, { by, ...(edit ? { edit } : {}), ...(scope ? { scope } : {}) }))
+            : await operate(client, s, id, () => run.deny(request!, { by, ...(flags.reason !== undefined ? { reason: flags.reason } : {}) }));
         if (flags.json) out(JSON.stringify({ workflowId: id, ...decided }));
         else out(`${decided.status} ${request} of ${id} (${decided.decidedBy})${decided.editedInput !== undefined ? ` with input ${escapeControl(JSON.stringify(decided.editedInput))}` : ''}`);
         return ExitCodes.succeeded;

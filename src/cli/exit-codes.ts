@@ -18,6 +18,8 @@ export const ExitCodes = {
   noWorker: 4,
   /** The run's state rejects this operator command (the reason is printed), or the run has already ended. */
   rejected: 5,
+  /** A worker polls the run's task queue but did not answer in time: it is busy (or frozen); the run goes on. */
+  busy: 6,
   /** The run failed. */
   failed: 10,
   /** The run was stopped by a guardrail (iterations, tokens, cost, wall time). */
@@ -44,6 +46,7 @@ export const exitCodeTable: readonly (readonly [ExitCode, string])[] = [
   [ExitCodes.unavailable, 'Temporal is unreachable'],
   [ExitCodes.noWorker, 'no worker polls the task queue, or none picks up the run'],
   [ExitCodes.rejected, "the run's state rejects the command (reason printed), or the run has already ended"],
+  [ExitCodes.busy, 'a worker polls the task queue but did not answer in time (busy); the run goes on: try again'],
   [ExitCodes.failed, 'the run failed'],
   [ExitCodes.stopped, 'the run was stopped by a guardrail'],
   [ExitCodes.cancelled, 'the run was cancelled'],

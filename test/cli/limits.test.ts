@@ -13,7 +13,8 @@ import { InvalidRunInputError, startAgentRun } from '../../src/client/index.js';
 import { replyUpdate } from '../../src/workflows/messages.js';
 import { historyText } from '../security/support.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
-import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
+import { spawnNode } from '../support/cli.js';
+import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
 const book = scriptBook();
 let w: TestWorker;
@@ -24,7 +25,7 @@ beforeAll(async () => {
 afterAll(() => w?.close());
 
 /** Runs `durable-harness ARGS` in this process, with this file's worker settings, and collects what it prints. */
-async function cli(args: string[], options: { data?: string } = {}): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
+async function cli(args: string[], options: { data?: string; taskQueue?: string } = {}): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
   const stdout: string[] = [];
   const stderr: string[] = [];
   const capture = (into: string[]) => (chunk: string | Uint8Array) => (into.push(String(chunk)), true);
@@ -33,7 +34,7 @@ async function cli(args: string[], options: { data?: string } = {}): Promise<{ c
   const started = Date.now();
   let code: number;
   try {
-    code = await main([...args, '--address', inject('temporalAddress'), '--task-queue', w.taskQueue, '--data', options.data ?? w.dataDir]);
+    code = await main([...args, '--address', inject('temporalAddress'), '--task-queue', options.taskQueue ?? w.taskQueue, '--data', options.data ?? w.dataDir]);
   } catch (e) {
     const failure = exitFor(e);
     code = failure.code;
@@ -154,5 +155,48 @@ describe('ids', () => {
     expect(agent.stderr).toMatch(/agent: 10240 characters, over the limit of 200/);
     // The client says the same to a service.
     await expect(startAgentRun(w.client, { agent: 'scripted', task, identity: { tenantId: 'x'.repeat(10 * 1024), userId: 'u' } })).rejects.toThrow(/identity\.tenantId: 10240 characters, over the limit of 200/);
+  });
+});
+
+describe('a silent worker', () => {
+  it('status of a run whose worker is frozen (SIGSTOP) says the worker is busy (exit 6), not that no worker polls; once the worker is gone, it says so (exit 4)', { timeout: 180_000 }, async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-frozen-'));
+    const taskQueue = `test-${path.basename(dataDir)}`;
+    const catalog = scriptedCatalog(book);
+    const worker = spawnNode(['--import', 'tsx', path.join(repoRoot, 'test/support/worker-process.ts')], {
+      env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), TASK_QUEUE: taskQueue, DATA_DIR: dataDir, CATALOG_JSON: JSON.stringify(catalog), WORKFLOW_BUNDLE: inject('workflowBundlePath') },
+    });
+    try {
+      await expect.poll(() => worker.stdoutSoFar(), { timeout: 60_000, interval: 100 }).toContain('ready');
+      const workflowId = testWorkflowId('frozen');
+      const run = await startAgentRun(w.client, { agent: 'scripted', task: book.write('frozen', [{ sleepMs: 8000, ...ok('thawed') }]), identity: { tenantId: 'acme', userId: 'alice' }, workflowId, taskQueue });
+      await expect.poll(async () => (await run.status()).state, { timeout: 30_000 }).toBe('running');
+      expect((await cli(['status', workflowId], { data: dataDir, taskQueue })).code).toBe(0);
+
+      worker.kill('SIGSTOP');
+      let frozen: Awaited<ReturnType<typeof cli>>;
+      try {
+        frozen = await cli(['status', workflowId], { data: dataDir, taskQueue });
+      } finally {
+        worker.kill('SIGCONT');
+      }
+      expect(frozen.code).toBe(6);
+      expect(frozen.stderr).toMatch(new RegExp(`^run ${workflowId} is open \\(DurableHarnessStatus running\\) but its status query got no answer: the worker did not answer within 3 s \\(busy\\): 1 worker polls task queue "${taskQueue}" \\(last poll \\d+ s ago\\)\\. The run goes on`));
+      expect(frozen.stderr).not.toMatch(/no worker polls/);
+      // Thawed, the worker answers again and the run ends as if nothing happened.
+      expect((await run.result()).status).toBe('succeeded');
+
+      const waiting = await startAgentRun(w.client, { agent: 'scripted', task: book.write('orphaned', [{ sleepMs: 60_000, ...ok() }]), identity: { tenantId: 'acme', userId: 'alice' }, workflowId: testWorkflowId('orphaned'), taskQueue });
+      await expect.poll(async () => (await waiting.status()).state, { timeout: 30_000 }).toBe('running');
+      worker.kill('SIGKILL');
+      await worker.outcome;
+      // The server still lists the killed worker's poller; it is a process of this host that is gone.
+      const gone = await cli(['status', waiting.workflowId], { data: dataDir, taskQueue });
+      expect(gone.code).toBe(4);
+      expect(gone.stderr).toMatch(/but its status query got no answer: no worker polls task queue/);
+      await waiting.handle.terminate('test over');
+    } finally {
+      if (worker.exitCode === null) worker.kill('SIGKILL');
+    }
   });
 });

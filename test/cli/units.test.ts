@@ -6,7 +6,7 @@ import { escapeControl } from '../../src/cli/escape.js';
 import { exitCodeForResult, exitCodeForState } from '../../src/cli/exit-codes.js';
 import { listQuery } from '../../src/cli/list.js';
 import { OperatorLog } from '../../src/cli/operator-log.js';
-import { conflictingPollers, parseIdentity, workerIdentity } from '../../src/temporal/task-queue.js';
+import { conflictingPollers, livePollers, parseIdentity, workerIdentity } from '../../src/temporal/task-queue.js';
 import { FailureTypes as ActivityFailureTypes } from '../../src/activities/failure-types.js';
 import { FailureTypes, failureTypes } from '../../src/workflows/failure-types.js';
 import { roundUsd } from '../../src/workflows/money.js';
@@ -88,6 +88,18 @@ describe('worker identities and catalogs', () => {
   it('parses process, host and catalog out of an identity', () => {
     expect(parseIdentity(workerIdentity('abcdef123456', 'durable-harness/42@box'))).toEqual({ pid: 42, host: 'box', catalog: 'abcdef123456' });
     expect(parseIdentity('42@box')).toEqual({ pid: 42, host: 'box', catalog: undefined });
+  });
+
+  it('a poller counts as alive (maybe busy) unless it has not polled for 90 s or is a process of this host that is gone', () => {
+    const now = 1_000_000;
+    const here = { hostname: 'box', alive: (pid: number) => pid === 7 };
+    const poller = (identity: string, ageMs?: number) => ({ identity, kinds: ['workflow' as const], ...(ageMs !== undefined ? { lastAccessMs: now - ageMs } : {}) });
+    const live = livePollers(
+      [poller('durable-harness/7@box catalog:abcdef', 50_000), poller('durable-harness/8@box catalog:abcdef', 1000), poller('9@other-host', 89_000), poller('9@far-host', 91_000), poller('host-h1/12', 5000), poller('7@box')],
+      now,
+      here,
+    ).map((p) => p.identity);
+    expect(live).toEqual(['durable-harness/7@box catalog:abcdef', '9@other-host', 'host-h1/12', '7@box']);
   });
 
   it('counts live workers with another catalog, not stale ones from this host or foreign identities', () => {
