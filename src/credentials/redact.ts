@@ -59,11 +59,36 @@ function readableView(text: string): string {
     .replace(/\\(?!u[0-9a-fA-F]{4}|\/)/g, ' ')
     .replaceAll('"', ' ');
   const decoded = JSON.parse(`"${body}"`) as string;
-  return formatCharacter.test(decoded) ? decoded.replace(formatCharacters, '') : decoded;
+  return formatCharacter.test(decoded) ? withoutFormatCharacters(decoded) : decoded;
 }
 
 const formatCharacter = /\p{Cf}/u;
-const formatCharacters = /\p{Cf}/gu;
+/** Unicode's format characters (Cf), as [first, last] code points, ascending. */
+const formatRanges: readonly (readonly [number, number])[] = [
+  [0xad, 0xad], [0x600, 0x605], [0x61c, 0x61c], [0x6dd, 0x6dd], [0x70f, 0x70f], [0x890, 0x891], [0x8e2, 0x8e2], [0x180e, 0x180e],
+  [0x200b, 0x200f], [0x202a, 0x202e], [0x2060, 0x2064], [0x2066, 0x206f], [0xfeff, 0xfeff], [0xfff9, 0xfffb], [0x110bd, 0x110bd],
+  [0x110cd, 0x110cd], [0x13430, 0x1343f], [0x1bca0, 0x1bca3], [0x1d173, 0x1d17a], [0xe0001, 0xe0001], [0xe0020, 0xe007f],
+];
+const isFormat = (code: number) => formatRanges.some(([first, last]) => code >= first && code <= last);
+const utf16 = new TextDecoder('utf-16le');
+
+/** `text` without its format characters; a copy loop, since a regex replace pays per match (a flood has millions). */
+function withoutFormatCharacters(text: string): string {
+  const kept = new Uint16Array(text.length);
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0xad) {
+      kept[n++] = unit;
+      continue;
+    }
+    const code = text.codePointAt(i)!;
+    const width = code > 0xffff ? 2 : 1;
+    if (!isFormat(code)) for (let j = 0; j < width; j++) kept[n++] = text.charCodeAt(i + j);
+    i += width - 1;
+  }
+  return utf16.decode(kept.subarray(0, n));
+}
 
 /** Format characters a JSON string may carry as escapes: soft hyphen, zero-width and bidi marks, word joiners, BOM. */
 const escapedFormatCharacter = '\\\\u(?:00[aA][dD]|200[b-fB-F]|202[a-eA-E]|206[0-4]|206[6-9a-fA-F]|[fF][eE][fF][fF])';
