@@ -13,6 +13,20 @@ export const DEFAULT_MAX_READ_BYTES = 64 * 1024;
 /** Directory names that hold harness or runtime state, not the agent's work. */
 const HIDDEN_STATE_DIRS: ReadonlySet<string> = new Set(['.home', '.durable-harness', '.claude', '.codex', '.gemini', '.opencode', '.pi', '.config', '.cache', '.npm']);
 
+/** Control characters (C0, DEL, C1) and line separators: in a file name they forge lines in listings, logs and terminals. */
+const controlCharacters = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
+
+/** `path` when it names something printable; else an error saying which character to drop. */
+function printablePath(path: string): string {
+  const found = path.match(controlCharacters);
+  if (found) {
+    const shown = path.replace(controlCharacters, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    const which = [...new Set(found)].map((c) => `U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`).join(', ');
+    throw new Error(`path "${shown}" contains control characters (${which}); nothing was done: use a file name of printable characters`);
+  }
+  return path;
+}
+
 const writeFileParams = z.strictObject({
   path: z.string().min(1).describe('File path relative to the workspace root'),
   content: z.string().describe('Full new content of the file (UTF-8)'),
@@ -31,13 +45,13 @@ const echoParams = z.strictObject({
   text: z.string().describe('Text to echo back'),
 });
 
-/** write_file: creates parent directories; the path must stay inside the workspace. */
+/** write_file: creates parent directories; the path must stay inside the workspace and be printable. */
 export const writeFileAction: ActionDefinition<z.infer<typeof writeFileParams>> = {
   name: 'write_file',
   description: 'Write a UTF-8 text file in the workspace, creating parent directories.',
   parameters: writeFileParams,
   async execute(params, ctx: ActionContext) {
-    const { bytes } = await ctx.fs.writeFile(params.path, params.content, { createParents: true });
+    const { bytes } = await ctx.fs.writeFile(printablePath(params.path), params.content, { createParents: true });
     return { path: params.path, bytes };
   },
 };
@@ -49,7 +63,7 @@ export const readFileAction: ActionDefinition<z.infer<typeof readFileParams>> = 
   parameters: readFileParams,
   async execute(params, ctx) {
     const limit = params.maxBytes ?? DEFAULT_MAX_READ_BYTES;
-    const { data, size } = await ctx.fs.readFile(params.path, { maxBytes: limit });
+    const { data, size } = await ctx.fs.readFile(printablePath(params.path), { maxBytes: limit });
     // Drop a partial multi-byte character at the cut rather than emit a replacement char.
     const text = new TextDecoder('utf-8', { fatal: false }).decode(data);
     if (size <= data.length) return text;
@@ -63,7 +77,7 @@ export const listFilesAction: ActionDefinition<z.infer<typeof listFilesParams>> 
   description: 'List the entries of a workspace directory; directories end with "/".',
   parameters: listFilesParams,
   async execute(params, ctx) {
-    const entries = await ctx.fs.list(params.path);
+    const entries = await ctx.fs.list(printablePath(params.path));
     return entries
       .filter((e) => !(e.type === 'directory' && HIDDEN_STATE_DIRS.has(e.name)))
       .map((e) => (e.type === 'directory' ? `${e.name}/` : e.name))

@@ -12,6 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/activity';
+import { isBlobRef, type TextRef } from '../blobs/index.js';
 import type { Ledger } from '../ledger/types.js';
 import {
   DecisionRefusals,
@@ -40,8 +41,8 @@ export interface AuthorizeDecisionInput {
   readonly signed?: SignedDecision;
   /** An unsigned caller's name (trusted-network only); recorded as `unauthenticated:<by>`. */
   readonly by?: string;
-  /** reply: its text, whose digest a signed claim names. */
-  readonly text?: string;
+  /** reply: its text (or its reference into the blob store, keyed by the same digest), whose digest a signed claim names. */
+  readonly text?: TextRef;
   /** The run's decision mode, frozen at its start (absent for runs started before modes existed: trusted-network). */
   readonly runMode?: DecisionMode;
 }
@@ -98,7 +99,8 @@ export function decisionActivities(deps: DecisionDeps) {
         throw err;
       }
       const { claim } = verified;
-      if (input.action === 'reply' && claim.textSha256 !== textDigest(input.text ?? '')) {
+      const digest = input.text === undefined ? textDigest('') : isBlobRef(input.text) ? input.text.blob : textDigest(input.text);
+      if (input.action === 'reply' && claim.textSha256 !== digest) {
         refuse(DecisionRefusals.mismatch, 'the reply differs from the text that was signed');
       }
       const principal = `operator:${verified.operator}`;

@@ -189,10 +189,14 @@ export function createActivities(deps: ActivityDeps) {
     return { inserted: false };
   }
 
-  /** Parses the envelope against the frozen rules and records the step: the step and per-call parameter problems, or the problem. */
-  async function validateStep(input: { workflowId: string; turn: number; seq: number; text: string; specHash: string }): Promise<StepValidation> {
+  /**
+   * Parses the envelope against the frozen rules and records the step: the step and per-call parameter problems, or the
+   * problem. Parsing decodes the envelope's JSON (a key spelled `\u0073k-…` becomes the key), so what it yields is
+   * redacted again.
+   */
+  async function validateStep(input: { workflowId: string; turn: number; seq: number; text: string; specHash: string }, redact = redactorFor()): Promise<StepValidation> {
     const spec = await loadSpec(input.specHash);
-    const parsed = parseEnvelope(input.text, spec.envelopeRules);
+    const parsed = redactDeep(parseEnvelope(input.text, spec.envelopeRules), redact);
     const overCap = parsed.ok ? undefined : parsed.actionsOverCap;
     await waitForLedger(() =>
       deps.ledger.recordStep({
@@ -632,7 +636,7 @@ export function createActivities(deps: ActivityDeps) {
           ctx.log.warn(`turn ${req.turn} of ${req.workflowId}: ${problem}`);
           return { ...result, step: { ok: false, problem, tooLarge: true } };
         }
-        const validation = await validateStep({ workflowId: req.workflowId, turn: req.turn, seq: req.envelopeSeq, text: reply, specHash: req.specHash });
+        const validation = await validateStep({ workflowId: req.workflowId, turn: req.turn, seq: req.envelopeSeq, text: reply, specHash: req.specHash }, redact);
         if (!validation.ok) return { ...result, step: { ok: false, problem: clip(validation.problem, MAX_TURN_PROBLEM_CHARS) } };
         return { ...result, step: { ok: true, view: await viewOf(validation, spec.envelopeRules) } };
       } catch (err) {

@@ -51,6 +51,8 @@ export const guardrailsSchema = z.strictObject({
   maxTokens: z.number().int().positive().default(2_000_000),
   maxCostUsd: z.number().positive().default(5),
   maxWallTimeMs: z.number().int().positive().default(60 * 60_000),
+  /** How deep sub-agents may nest below this run (its run tree's root sets it for the whole tree): 0 = none. */
+  maxSubAgentDepth: z.number().int().nonnegative().default(3),
 });
 
 export const sandboxSchema = z.strictObject({
@@ -91,7 +93,7 @@ export const agentSchema = z.strictObject({
    * `{ posture, allow, deny, ask, approvalTimeoutMs, advisory }` (src/permissions/policy.ts, docs/permissions.md).
    */
   permissions: agentPermissionsSchema.default(() => policyFor('auto')),
-  guardrails: guardrailsSchema.default({ maxIterations: 20, maxTokens: 2_000_000, maxCostUsd: 5, maxWallTimeMs: 3_600_000 }),
+  guardrails: guardrailsSchema.default({ maxIterations: 20, maxTokens: 2_000_000, maxCostUsd: 5, maxWallTimeMs: 3_600_000, maxSubAgentDepth: 3 }),
   actions: z
     .array(z.union([name.transform((n): { name: string; maxExecutionsPerRun?: number } => ({ name: n })), agentActionSchema]))
     .default([]),

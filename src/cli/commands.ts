@@ -1,5 +1,7 @@
 /** The `durable-harness` commands: parse, dispatch, and map every outcome to a documented exit code. */
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   Client,
@@ -10,7 +12,8 @@ import {
   isGrpcServiceError,
 } from '@temporalio/client';
 import { CatalogError } from '../catalog/index.js';
-import { InvalidRunInputError, RunIdTakenError, RunRejectedError, createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
+import { LedgerBlobStore } from '../blobs/index.js';
+import { InvalidRunInputError, RunIdTakenError, RunRejectedError, checkReply, checkRunInput, createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
 import {
   CodecAuthConfigError,
   PayloadKeyConfigError,
@@ -22,10 +25,11 @@ import {
   requireCodecTokens,
   startCodecServer,
 } from '../codec/index.js';
-import { LedgerConfigError } from '../ledger/index.js';
+import { LedgerConfigError, describeLedger, type Ledger } from '../ledger/index.js';
 import { ObservabilityConfigError } from '../observability/index.js';
-import { taskQueuePollers } from '../temporal/task-queue.js';
+import { livePollers, taskQueuePollers } from '../temporal/task-queue.js';
 import { CatalogMismatchError } from '../worker.js';
+import { operatorInputLimits } from '../workflows/messages.js';
 import { roundUsd } from '../workflows/money.js';
 import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../workflows/usage.js';
@@ -45,6 +49,7 @@ import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTabl
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
 import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
+import { noWorkerMessage, silentWorker } from './silence.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
 import { openLedgerIfPresent, resolveSettings, type Settings } from './settings.js';
 
@@ -64,7 +69,8 @@ Usage:
   durable-harness retry RUN_ID        run the failed turn of an awaiting_operator run again
   durable-harness abandon RUN_ID [--reason TEXT]
                                       end an awaiting_operator run as failed
-  durable-harness reply RUN_ID TEXT   answer a run that waits for a reply
+  durable-harness reply RUN_ID TEXT   answer a run that waits for a reply (or --file FILE, - for stdin; at most
+                                      4 MiB, over 16 Ki characters it travels by reference through the ledger)
   durable-harness approvals [RUN_ID] [--json]
                                       permission requests waiting for an operator (of every open run, or of one)
   durable-harness approve RUN_ID REQUEST [--edit JSON] [--scope once|session] [--by NAME]
@@ -126,6 +132,7 @@ const options = {
   agent: { type: 'string' },
   status: { type: 'string' },
   reason: { type: 'string' },
+  file: { type: 'string' },
   edit: { type: 'string' },
   scope: { type: 'string' },
   by: { type: 'string' },
@@ -144,6 +151,8 @@ export type Flags = ReturnType<typeof parseArgs<{ options: typeof options; allow
 
 /** How long an operator command waits for a worker to take it. */
 const operatorTimeoutMs = 10_000;
+/** How long `status` waits for the run's answer. */
+const statusTimeoutMs = 3000;
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
 const err = (line: string) => process.stderr.write(`${line}\n`);
@@ -226,17 +235,10 @@ function progressJson(workflowId: string, status: RunStatusView, doing: string |
   };
 }
 
-function noWorkerMessage(s: Settings, what: string): string {
-  return (
-    `${what}: no worker polls task queue "${s.taskQueue}" in namespace "${s.namespace}" at ${s.address}. ` +
-    'Start one (`durable-harness worker`, or `durable-harness dev` for a local stack), or check --task-queue / DURABLE_HARNESS_TASK_QUEUE.'
-  );
-}
-
-/** Refuses to start a run nobody would pick up. */
+/** Refuses to start a run nobody would pick up (a worker of this host that is gone does not count). */
 async function requireWorker(connection: Connection, s: Settings): Promise<void> {
-  const pollers = await taskQueuePollers(connection.workflowService, s.namespace, s.taskQueue);
-  if (!pollers.some((p) => p.kinds.includes('workflow'))) throw new CliError(noWorkerMessage(s, 'nothing started'), ExitCodes.noWorker);
+  const pollers = livePollers(await taskQueuePollers(connection.workflowService, s.namespace, s.taskQueue));
+  if (!pollers.some((p) => p.kinds.includes('workflow'))) throw new CliError(noWorkerMessage({ ...s, what: 'nothing started' }), ExitCodes.noWorker);
 }
 
 async function followToEnd(run: AgentRunHandle, s: Settings, flags: Flags): Promise<ExitCode> {
@@ -269,10 +271,7 @@ async function followToEnd(run: AgentRunHandle, s: Settings, flags: Flags): Prom
         return exitCodeForStatus(end.status);
       }
       default:
-        throw new CliError(
-          `${noWorkerMessage(s, `run ${run.workflowId} got no answer for ${Math.round(end.silentForMs / 1000)} s`)} The run goes on when a worker takes it.`,
-          ExitCodes.noWorker,
-        );
+        throw await silentWorker(run.handle.client, { ...s, what: `run ${run.workflowId} got no answer for ${Math.round(end.silentForMs / 1000)} s`, waitedMs: end.silentForMs });
     }
   } finally {
     process.off('SIGINT', stop);
@@ -314,11 +313,13 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   const run = getAgentRun(client, id);
   const description = await run.handle.describe();
   let view: RunStatusView | undefined;
+  let ended: AgentRunResult | undefined;
   if (description.status.name === 'RUNNING') {
     try {
-      view = await run.status({ timeoutMs: 3000 });
+      view = await run.status({ timeoutMs: statusTimeoutMs });
     } catch (e) {
       if (e instanceof WorkflowNotFoundError) throw e;
+      if (!isGrpcDeadlineError(e)) throw new CliError(`run ${id}: its status query failed: ${(e as Error).message}${causeOf(e)}`, ExitCodes.internal);
     }
   }
   // The books: the ledger's totals over every attempt (failed ones included) and whether it can be written.
@@ -329,7 +330,8 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
     // would answer the state it was in, so Temporal's own status says how it ended.
     const agent = String(description.searchAttributes?.DurableHarnessAgent?.[0] ?? '');
     try {
-      view = viewFromResult(await run.result(), agent);
+      ended = await run.result();
+      view = viewFromResult(ended, agent);
     } catch (e) {
       const message = `run ${id} ended ${description.status.name}: ${escapeControl(((e as Error).cause as Error | undefined)?.message ?? (e as Error).message)}`;
       if (flags.json) jsonLine({ workflowId: id, status: description.status.name.toLowerCase(), temporalStatus: description.status.name, message, ledger: books });
@@ -340,7 +342,7 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   if (!view) {
     const status = String(description.searchAttributes?.DurableHarnessStatus?.[0] ?? 'unknown');
     const problem = books.problem ? ` (ledger NOT WRITABLE: ${books.problem})` : '';
-    throw new CliError(noWorkerMessage(s, `run ${id} is open (DurableHarnessStatus ${status}) but no worker answered its status query within 3 s${problem}`), ExitCodes.noWorker);
+    throw await silentWorker(client, { ...s, taskQueue: description.taskQueue, what: `run ${id} is open (DurableHarnessStatus ${status}${problem}) but its status query got no answer`, waitedMs: statusTimeoutMs });
   }
   if (flags.json) out(JSON.stringify({ ...view, ledger: books }, null, 2));
   else {
@@ -352,18 +354,18 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
     for (const line of ledgerStatusLines(books)) out(line);
     if (humanStates.has(view.state)) out(needsHumanText(view, id, flags));
   }
-  return exitCodeForStatus(view);
+  // An ended run exits as `run` would have: a configuration failure is 2, like any configuration error.
+  return ended ? exitCodeForResult(ended) : exitCodeForStatus(view);
 }
 
-/** Runs an operator command with a deadline, so a run without a worker does not hang the command. */
-async function operate<T>(client: Client, fn: () => Promise<T>): Promise<T> {
+/** Runs an operator command on run `id` with a deadline, so a run without a worker (or a busy one) does not hang the command. */
+async function operate<T>(client: Client, s: Settings, id: string | undefined, fn: () => Promise<T>): Promise<T> {
   try {
     return await client.withDeadline(Date.now() + operatorTimeoutMs, fn);
   } catch (e) {
-    if (isGrpcDeadlineError(e)) {
-      throw new CliError(`no worker took the command within ${operatorTimeoutMs / 1000} s: is a worker polling the run's task queue?`, ExitCodes.noWorker);
-    }
-    throw e;
+    if (!isGrpcDeadlineError(e)) throw e;
+    const taskQueue = id ? await client.workflow.getHandle(id).describe().then((d) => d.taskQueue, () => s.taskQueue) : s.taskQueue;
+    throw await silentWorker(client, { ...s, taskQueue, what: `the command${id ? ` to run ${id}` : ''} got no answer`, waitedMs: operatorTimeoutMs });
   }
 }
 
@@ -403,6 +405,12 @@ function operatorCommand(args: readonly string[], flags: Flags): ExitCode {
   return ExitCodes.succeeded;
 }
 
+/** The gRPC reason under a client error, when it adds something. */
+function causeOf(e: unknown): string {
+  const cause = (e as { cause?: unknown }).cause;
+  return cause instanceof Error && cause.message ? ` (${cause.message})` : '';
+}
+
 async function withClient(flags: Flags, fn: (client: Client, s: Settings, connection: Connection) => Promise<ExitCode>): Promise<ExitCode> {
   const s = resolveSettings(flags);
   const { client, connection } = await connectClient(s);
@@ -420,6 +428,48 @@ async function withClient(flags: Flags, fn: (client: Client, s: Settings, connec
   } finally {
     await connection.close();
   }
+}
+
+/** The reply's text: the words after the run id, or `--file FILE` (`-`: standard input), never both. */
+function replyText(words: string[], file: string | undefined): string {
+  if (file === undefined) {
+    if (words.length === 0) throw usageError('missing TEXT: durable-harness reply RUN_ID TEXT, or --file FILE');
+    return words.join(' ');
+  }
+  if (words.length > 0) throw usageError('give the reply as TEXT or with --file, not both');
+  const { maxReplyBytes } = operatorInputLimits;
+  try {
+    if (file !== '-' && statSync(file).size > maxReplyBytes) {
+      throw new CliError(`the reply in ${file} is ${statSync(file).size} bytes, over the limit of ${maxReplyBytes} bytes (4 MiB); nothing was sent`, ExitCodes.usage);
+    }
+    return readAtMost(file === '-' ? 0 : openSync(file, 'r'), maxReplyBytes + 1);
+  } catch (e) {
+    if (e instanceof CliError) throw e;
+    throw new CliError(`cannot read the reply from ${file === '-' ? 'standard input' : file}: ${(e as Error).message}`, ExitCodes.usage);
+  }
+}
+
+/** Reads up to `limit` bytes from `fd` as UTF-8 (a larger input is cut there, and then refused as too large). */
+function readAtMost(fd: number, limit: number): string {
+  const buffer = Buffer.alloc(limit);
+  let length = 0;
+  for (let n; length < limit && (n = readSync(fd, buffer, length, limit - length, null)) > 0; ) length += n;
+  if (fd !== 0) closeSync(fd);
+  return buffer.subarray(0, length).toString('utf8');
+}
+
+/** The ledger that holds `workflowId`'s run on this machine, for a reply that goes by reference; else why not (exit 2). */
+async function ledgerOfRun(s: Settings, workflowId: string, chars: number): Promise<Ledger> {
+  const why = `the reply is ${chars} characters, over the inline limit of ${operatorInputLimits.inlineReplyChars}: it travels by reference through the workers' ledger`;
+  const ledger = openLedgerIfPresent(s);
+  if (!ledger) {
+    throw new CliError(`${why}, and this machine has none (no DATABASE_URL, no ${path.join(s.dataDir, 'ledger.sqlite')}). Run the command where the workers' ledger is (--data DIR or DATABASE_URL), or shorten the reply; nothing was sent`, ExitCodes.usage);
+  }
+  if (!(await ledger.getRun(workflowId))) {
+    await ledger.close();
+    throw new CliError(`${why}, and the ledger here (${describeLedger(process.env, s.dataDir)}) does not hold run ${workflowId}. Point --data or DATABASE_URL at the workers' ledger; nothing was sent`, ExitCodes.usage);
+  }
+  return ledger;
 }
 
 function need(positionals: string[], count: number, what: string): string[] {
@@ -461,15 +511,17 @@ export async function main(argv: string[]): Promise<ExitCode> {
       return ExitCodes.succeeded;
     case 'run': {
       const [agent, ...taskWords] = need(rest, 2, 'AGENT and TASK: durable-harness run AGENT TASK');
+      const input = {
+        agent: agent!,
+        task: taskWords.join(' '),
+        identity: { tenantId: flags.tenant ?? 'local', userId: flags.user ?? os.userInfo().username },
+        workflowId: flags.id,
+      };
+      // Bad ids or an oversized task are refused before anything is asked of Temporal.
+      checkRunInput(input);
       return withClient(flags, async (client, s, connection) => {
         await requireWorker(connection, s);
-        const run = await startAgentRun(client, {
-          agent: agent!,
-          task: taskWords.join(' '),
-          identity: { tenantId: flags.tenant ?? 'local', userId: flags.user ?? os.userInfo().username },
-          workflowId: flags.id,
-          taskQueue: s.taskQueue,
-        });
+        const run = await startAgentRun(client, { ...input, taskQueue: s.taskQueue });
         if (flags.detach) {
           out(flags.json ? JSON.stringify({ workflowId: run.workflowId }) : run.workflowId);
           return ExitCodes.succeeded;
@@ -493,38 +545,48 @@ export async function main(argv: string[]): Promise<ExitCode> {
       });
     case 'cancel': {
       const [id] = need(rest, 1, 'RUN_ID');
-      return withClient(flags, async (client) => {
-        await operate(client, () => decisionRun(client, id!, flags).cancel(flags.reason));
+      return withClient(flags, async (client, s) => {
+        await operate(client, s, id, () => decisionRun(client, id!, flags).cancel(flags.reason));
         out(`cancel requested for ${id}`);
         return ExitCodes.succeeded;
       });
     }
     case 'retry': {
       const [id] = need(rest, 1, 'RUN_ID');
-      return withClient(flags, async (client) => {
-        out(await operate(client, () => decisionRun(client, id!, flags).retryTurn()));
+      return withClient(flags, async (client, s) => {
+        out(await operate(client, s, id, () => decisionRun(client, id!, flags).retryTurn()));
         return ExitCodes.succeeded;
       });
     }
     case 'abandon': {
       const [id] = need(rest, 1, 'RUN_ID');
-      return withClient(flags, async (client) => {
-        await operate(client, () => decisionRun(client, id!, flags).abandon(flags.reason));
+      return withClient(flags, async (client, s) => {
+        await operate(client, s, id, () => decisionRun(client, id!, flags).abandon(flags.reason));
         out(`abandoned ${id}: it ends as failed`);
         return ExitCodes.succeeded;
       });
     }
     case 'reply': {
-      const [id, ...words] = need(rest, 2, 'RUN_ID and TEXT');
-      return withClient(flags, async (client) => {
-        out(await operate(client, () => decisionRun(client, id!, flags).reply(words.join(' '))));
+      const [id, ...words] = need(rest, 1, 'RUN_ID and TEXT (or --file FILE)');
+      const text = replyText(words, flags.file);
+      // Too large for any run: refused before anything is sent, with the cap.
+      checkReply(text, true);
+      return withClient(flags, async (client, s) => {
+        // A long reply travels by reference: into the ledger's blob store first, where the run's workers read it.
+        const ledger = text.length > operatorInputLimits.inlineReplyChars ? await ledgerOfRun(s, id!, text.length) : undefined;
+        try {
+          const blobs = ledger ? new LedgerBlobStore(ledger) : undefined;
+          out(await operate(client, s, id, () => decisionRun(client, id!, flags).reply(text, { blobs })));
+        } finally {
+          await ledger?.close();
+        }
         return ExitCodes.succeeded;
       });
     }
     case 'approvals': {
       const [id] = rest;
-      return withClient(flags, async (client) => {
-        const { rows, unanswered } = await operate(client, () => pendingApprovals(client, id));
+      return withClient(flags, async (client, s) => {
+        const { rows, unanswered } = await operate(client, s, id, () => pendingApprovals(client, id));
         if (flags.json) out(JSON.stringify(rows, null, 2));
         else if (rows.length === 0) out(id ? `run ${id} has no permission request waiting` : 'no permission request is waiting');
         else for (const line of formatApprovals(rows)) out(line);
@@ -539,12 +601,12 @@ export async function main(argv: string[]): Promise<ExitCode> {
       const edit = parseEdit(flags.edit);
       const scope = parseScope(flags.scope);
       const by = flags.by ?? os.userInfo().username;
-      return withClient(flags, async (client) => {
+      return withClient(flags, async (client, s) => {
         const run = decisionRun(client, id!, flags);
         const decided =
           command === 'approve'
-            ? await operate(client, () => run.approve(request!, { by, ...(edit ? { edit } : {}), ...(scope ? { scope } : {}) }))
-            : await operate(client, () => run.deny(request!, { by, ...(flags.reason !== undefined ? { reason: flags.reason } : {}) }));
+            ? await operate(client, s, id, () => run.approve(request!, { by, ...(edit ? { edit } : {}), ...(scope ? { scope } : {}) }))
+            : await operate(client, s, id, () => run.deny(request!, { by, ...(flags.reason !== undefined ? { reason: flags.reason } : {}) }));
         if (flags.json) out(JSON.stringify({ workflowId: id, ...decided }));
         else out(`${decided.status} ${request} of ${id} (${decided.decidedBy})${decided.editedInput !== undefined ? ` with input ${escapeControl(JSON.stringify(decided.editedInput))}` : ''}`);
         return ExitCodes.succeeded;

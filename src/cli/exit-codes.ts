@@ -2,6 +2,7 @@
  * The command line's exit codes: one table, documented in README.md ("Exit codes") and in `--help`.
  * Scripts branch on these; never exit with a code that is not listed here.
  */
+import { isConfigurationFailure } from '../workflows/failure-types.js';
 import type { AgentRunResult, RunPhase, RunStatusView } from '../workflows/types.js';
 
 export const ExitCodes = {
@@ -17,6 +18,8 @@ export const ExitCodes = {
   noWorker: 4,
   /** The run's state rejects this operator command (the reason is printed), or the run has already ended. */
   rejected: 5,
+  /** A worker polls the run's task queue but did not answer in time: it is busy (or frozen); the run goes on. */
+  busy: 6,
   /** The run failed. */
   failed: 10,
   /** The run was stopped by a guardrail (iterations, tokens, cost, wall time). */
@@ -39,10 +42,11 @@ export type ExitCode = (typeof ExitCodes)[keyof typeof ExitCodes];
 export const exitCodeTable: readonly (readonly [ExitCode, string])[] = [
   [ExitCodes.succeeded, 'the run succeeded, or the command did what it was asked'],
   [ExitCodes.internal, 'an unexpected error (a bug: please report it with the message)'],
-  [ExitCodes.usage, 'bad usage or configuration: unknown command/flag, missing argument, broken catalog, unknown agent, harness or run id, a run id already taken, a missing credential'],
+  [ExitCodes.usage, 'bad usage or configuration: unknown command/flag, missing argument, broken catalog, unknown agent, harness or run id, a run id already taken, a missing credential, a run that failed with a configuration failure type'],
   [ExitCodes.unavailable, 'Temporal is unreachable'],
   [ExitCodes.noWorker, 'no worker polls the task queue, or none picks up the run'],
   [ExitCodes.rejected, "the run's state rejects the command (reason printed), or the run has already ended"],
+  [ExitCodes.busy, 'a worker polls the task queue but did not answer in time (busy); the run goes on: try again'],
   [ExitCodes.failed, 'the run failed'],
   [ExitCodes.stopped, 'the run was stopped by a guardrail'],
   [ExitCodes.cancelled, 'the run was cancelled'],
@@ -52,25 +56,10 @@ export const exitCodeTable: readonly (readonly [ExitCode, string])[] = [
   [ExitCodes.interrupted, 'interrupted while following; the run goes on'],
 ];
 
-/**
- * Failures an operator fixes in the catalog or the worker's setup, not in the run: `run` exits 2 for them,
- * like any other configuration error.
- */
-export const configFailureTypes: ReadonlySet<string> = new Set([
-  'UnknownAgent',
-  'UnknownHarness',
-  'InactiveHarness',
-  'UnknownDriver',
-  'CredentialMissing',
-  'SandboxProviderUnknown',
-  'SandboxPolicyRefused',
-  'HarnessBinaryMissing',
-  'SandboxImageMissing',
-]);
-
 /** How a finished run maps to an exit code. */
 export function exitCodeForResult(result: Pick<AgentRunResult, 'status' | 'failureType'>): ExitCode {
-  if (result.status === 'failed' && result.failureType && configFailureTypes.has(result.failureType)) return ExitCodes.usage;
+  // Configuration failures come from the one list of failure types (src/workflows/failure-types.ts).
+  if (result.status === 'failed' && isConfigurationFailure(result.failureType)) return ExitCodes.usage;
   return ExitCodes[result.status];
 }
 

@@ -4,12 +4,14 @@ import { Client, WorkflowExecutionAlreadyStartedError, WorkflowFailedError, Work
 import { CancelledFailure, WorkflowIdReusePolicy, type DataConverter } from '@temporalio/common';
 import { dataConverterFromEnvironment } from '../codec/keys.js';
 import { z } from 'zod';
+import { claimCheck, type BlobStore } from '../blobs/store.js';
 import { previewOf } from '../blobs/text-ref.js';
 import { defaultTaskQueue } from '../worker-defaults.js';
 import { roundUsd } from '../workflows/money.js';
 import type { agentRun } from '../workflows/agent-run.js';
 import type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView } from '../workflows/approvals.js';
-import { abandonUpdate, approveUpdate, cancelSignal, cancelUpdate, denyUpdate, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
+import { abandonUpdate, approveUpdate, cancelSignal, cancelUpdate, denyUpdate, operatorInputLimits, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';
+import { idProblem } from '../workflows/ids.js';
 import { signDecision, textDigest, type DecisionFields, type DecisionTarget, type OperatorSigner, type SignedDecision } from '../operators/index.js';
 import { OUTCOME_MEMO_KEY, isRunResult, resultFromFailure } from '../workflows/outcomes.js';
 import { inFlightTurn } from './live.js';
@@ -19,18 +21,36 @@ import { workflowVersion, type AgentRunInput, type AgentRunResult, type InFlight
 export type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView };
 export type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView };
 
+/** An id checked against its rule (src/workflows/ids.ts): the message names the limit and what ids may contain. */
+const id = (kind: Parameters<typeof idProblem>[1], empty: string) =>
+  z.string().min(1, empty).superRefine((value, ctx) => {
+    const problem = value.length > 0 ? idProblem(value, kind) : undefined;
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
+
 const startInputSchema = z.object({
-  agent: z.string().min(1, 'name the agent to run (see the catalog)'),
-  task: z.string().min(1, 'give the run a task'),
+  agent: id('agent', 'name the agent to run (see the catalog)'),
+  task: z
+    .string()
+    .min(1, 'give the run a task')
+    .superRefine((task, ctx) => {
+      const bytes = Buffer.byteLength(task, 'utf8');
+      if (bytes > maxTaskBytes) {
+        ctx.addIssue({ code: 'custom', message: `the task is ${bytes} bytes, over the limit of ${maxTaskBytes} bytes (1 MiB; Temporal refuses payloads over 2 MB): put large inputs in files of the workspace and name them in the task` });
+      }
+    }),
   identity: z.object({
-    tenantId: z.string().min(1, 'identity.tenantId comes from your authentication and must not be empty'),
-    userId: z.string().min(1, 'identity.userId comes from your authentication and must not be empty'),
+    tenantId: id('identity', 'identity.tenantId comes from your authentication and must not be empty'),
+    userId: id('identity', 'identity.userId comes from your authentication and must not be empty'),
   }),
   parentWorkflowId: z.string().optional(),
   resumeSessionId: z.string().optional(),
-  workflowId: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/, 'workflow ids use letters, digits, ".", "_", ":" and "-"').optional(),
+  workflowId: id('workflowId', 'must not be empty').optional(),
   taskQueue: z.string().optional(),
 });
+
+/** A task travels inline in the run's first history event. */
+const maxTaskBytes = 1024 * 1024;
 
 export type StartAgentRunInput = AgentRunInput & {
   readonly workflowId?: string;
@@ -42,7 +62,7 @@ export type StartAgentRunInput = AgentRunInput & {
   readonly eager?: boolean;
 };
 
-/** Raised for input a run cannot start with; the message says what to fix. */
+/** Raised for input a run cannot start with (or an operator input it cannot take); the message says what to fix. */
 export class InvalidRunInputError extends Error {
   override readonly name = 'InvalidRunInputError';
 }
@@ -142,6 +162,7 @@ export class AgentRunHandle {
    * signal (taken only where decisions are not authenticated). Temporal's cancel request follows either.
    */
   async cancel(reason?: string): Promise<void> {
+    inline('the cancel reason', reason);
     if (this.operator) {
       await rejectedWithReason(this.handle.executeUpdate(cancelUpdate, { args: [{ ...(reason ? { reason } : {}), ...(await this.signed({ action: 'cancel', ...(reason ? { reason } : {}) })) }] }));
     } else {
@@ -160,14 +181,22 @@ export class AgentRunHandle {
 
   /** Ends an `awaiting_operator` run as failed; rejected (RunRejectedError, with the reason) in any other state. */
   async abandon(reason?: string): Promise<string> {
+    inline('the abandon reason', reason);
     // An update, not the signal: the run's own validator decides, so the answer is never "done" when nothing happened.
     const fields = { action: 'abandon' as const, ...(reason ? { reason } : {}) };
     return rejectedWithReason(this.handle.executeUpdate(abandonUpdate, { args: [{ ...(reason ? { reason } : {}), ...(await this.signed(fields)) }] }));
   }
 
-  /** Answers a `chat` step; rejected unless the run waits for a reply. */
-  async reply(text: string): Promise<string> {
-    return rejectedWithReason(this.handle.executeUpdate(replyUpdate, { args: [{ text, ...(await this.signed({ action: 'reply', textSha256: textDigest(text) })) }] }));
+  /**
+   * Answers a `chat` step; rejected unless the run waits for a reply. A reply over 4 MiB is refused here, before
+   * anything is sent; one over 16 Ki characters goes into `blobs` (the workers' blob store, e.g. `new
+   * LedgerBlobStore(ledger)`) and travels by reference, and without `blobs` it is refused with how to send it. With an
+   * operator key the signature names the whole text's digest, which is also the reference's key.
+   */
+  async reply(text: string, options: { blobs?: BlobStore } = {}): Promise<string> {
+    checkReply(text, options.blobs !== undefined);
+    const reply = options.blobs ? await claimCheck(options.blobs, text, operatorInputLimits.inlineReplyChars) : text;
+    return rejectedWithReason(this.handle.executeUpdate(replyUpdate, { args: [{ text: reply, ...(await this.signed({ action: 'reply', textSha256: textDigest(text) })) }] }));
   }
 
   /** The run's permission requests waiting for an operator (docs/permissions.md). */
@@ -178,6 +207,8 @@ export class AgentRunHandle {
   /** Allows a pending permission request (with `edit`: the edited input runs instead); RunRejectedError when unknown or already decided. */
   async approve(requestId: string, options: ApproveOptions = {}): Promise<ApprovalDecisionResult> {
     const { edit, scope, by } = options;
+    inline('the operator name', by);
+    if (edit !== undefined) inline('the edit', JSON.stringify(edit));
     const signed = await this.signed({ action: 'approve', requestId, ...(edit !== undefined ? { edit } : {}), ...(scope !== undefined ? { scope } : {}) });
     return rejectedWithReason(this.handle.executeUpdate(approveUpdate, { args: [{ requestId, ...(edit !== undefined ? { edit } : {}), ...(scope !== undefined ? { scope } : {}), ...(by !== undefined ? { by } : {}), ...signed }] }));
   }
@@ -185,6 +216,8 @@ export class AgentRunHandle {
   /** Denies a pending permission request (the reason is shown to the harness); RunRejectedError when unknown or already decided. */
   async deny(requestId: string, options: DenyOptions = {}): Promise<ApprovalDecisionResult> {
     const { reason, by } = options;
+    inline('the operator name', by);
+    inline('the deny reason', reason);
     const signed = await this.signed({ action: 'deny', requestId, ...(reason !== undefined ? { reason } : {}) });
     return rejectedWithReason(this.handle.executeUpdate(denyUpdate, { args: [{ requestId, ...(reason !== undefined ? { reason } : {}), ...(by !== undefined ? { by } : {}), ...signed }] }));
   }
@@ -193,6 +226,32 @@ export class AgentRunHandle {
 /** Raised when a run rejects an update (e.g. a reply while it is not waiting for one); says why. */
 export class RunRejectedError extends Error {
   override readonly name = 'RunRejectedError';
+}
+
+/**
+ * Refuses a reply that no run takes, before anything is sent: over 4 MiB, or over the inline limit when it cannot go
+ * by reference (`byReference`: the caller has the workers' blob store).
+ */
+export function checkReply(text: string, byReference: boolean): void {
+  const { inlineReplyChars, maxReplyBytes } = operatorInputLimits;
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxReplyBytes) {
+    throw new InvalidRunInputError(`the reply is ${bytes} bytes, over the limit of ${maxReplyBytes} bytes (4 MiB); nothing was sent: put large content in a file of the workspace and reply where it is`);
+  }
+  if (text.length > inlineReplyChars && !byReference) {
+    throw new InvalidRunInputError(
+      `the reply is ${text.length} characters, over the inline limit of ${inlineReplyChars}; nothing was sent. A longer reply travels by reference: ` +
+        "pass { blobs } (the workers' blob store, new LedgerBlobStore(ledger)), or send it with `durable-harness reply RUN --file FILE` where the workers' ledger is",
+    );
+  }
+}
+
+/** Refuses an operator text that would travel inline above the cap, before anything is sent. */
+function inline(what: string, text: string | undefined): void {
+  const bytes = text === undefined ? 0 : Buffer.byteLength(text, 'utf8');
+  if (bytes > operatorInputLimits.maxInlineBytes) {
+    throw new InvalidRunInputError(`${what} is ${bytes} bytes, over the limit of ${operatorInputLimits.maxInlineBytes} bytes (16 KiB); nothing was sent: shorten it`);
+  }
 }
 
 /** Update rejections carry the validator's reason in their cause: surface it. */
@@ -220,13 +279,18 @@ export function createAgentClient(
   });
 }
 
-/** Starts an agent run and returns its handle. */
-export async function startAgentRun(client: Client, input: StartAgentRunInput): Promise<AgentRunHandle> {
+/** Refuses input a run cannot start with (ids, task), naming each problem and its limit: nothing is started. */
+export function checkRunInput(input: StartAgentRunInput): void {
   const parsed = startInputSchema.safeParse(input);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ');
     throw new InvalidRunInputError(`cannot start the agent run: ${problems}`);
   }
+}
+
+/** Starts an agent run and returns its handle. */
+export async function startAgentRun(client: Client, input: StartAgentRunInput): Promise<AgentRunHandle> {
+  checkRunInput(input);
   const { workflowId, taskQueue, eager, ...rest } = input;
   // New runs take the current command sequence; a caller cannot choose an older one.
   const args: AgentRunInput = { ...rest, workflowVersion };

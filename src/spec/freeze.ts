@@ -8,7 +8,7 @@ import { actionParametersJsonSchema } from '../catalog/contract-prompt.js';
 import type { Catalog } from '../catalog/schema.js';
 import { policyIsInteractive } from '../permissions/policy.js';
 import type { InheritedBudget } from '../workflows/types.js';
-import { defaultHostLossTimeoutMs, type FrozenSpec, type RunPolicy } from './types.js';
+import { defaultHostLossTimeoutMs, defaultMaxSubAgentDepth, type FrozenSpec, type RunPolicy } from './types.js';
 
 const noCapabilities: Capabilities = {
   sessionResume: false,
@@ -101,6 +101,7 @@ export function policyOf(spec: FrozenSpec, specHash: string, options: { budget?:
       maxTokens: Math.min(g.maxTokens, b?.maxTokens ?? Infinity),
       maxCostUsd: Math.min(g.maxCostUsd, b?.maxCostUsd ?? Infinity),
       maxWallTimeMs: g.maxWallTimeMs,
+      maxSubAgentDepth: Math.min(g.maxSubAgentDepth ?? defaultMaxSubAgentDepth, b?.maxSubAgentDepth ?? Infinity),
     },
     actions: spec.actions.map((a) => ({ name: a.name, ...(a.maxExecutionsPerRun !== undefined ? { maxExecutionsPerRun: a.maxExecutionsPerRun } : {}) })),
     subAgents: spec.agent.subAgents,

@@ -33,7 +33,7 @@ export interface FrozenSpec {
     /** False only when the policy was accepted as advisory on a harness that cannot ask before a tool runs. */
     readonly permissionsEnforced: boolean;
     readonly sandbox: SandboxSpec;
-    readonly guardrails: { readonly maxIterations: number; readonly maxTokens: number; readonly maxCostUsd: number; readonly maxWallTimeMs: number };
+    readonly guardrails: { readonly maxIterations: number; readonly maxTokens: number; readonly maxCostUsd: number; readonly maxWallTimeMs: number; readonly maxSubAgentDepth?: number };
     /** Credential grants by name; values are resolved per attempt, never stored. */
     readonly credentials: readonly { readonly env: string; readonly from?: string }[];
     readonly subAgents: readonly string[];
@@ -68,6 +68,9 @@ export interface FrozenSpec {
   readonly envelopeRules: EnvelopeRules;
 }
 
+/** How deep sub-agents nest below a run tree's root unless its agent says otherwise (`guardrails.maxSubAgentDepth`). */
+export const defaultMaxSubAgentDepth = 3;
+
 /** How long a turn waits for the worker holding its workspace before that host counts as gone (10 minutes). */
 export const defaultHostLossTimeoutMs = 10 * 60_000;
 
@@ -85,8 +88,11 @@ export interface RunPolicy {
   readonly sessionResume: boolean;
   /** Whether a price table applies (else a harness without usage makes the cost guardrail blind). */
   readonly priced: boolean;
-  /** The agent's guardrails, narrowed by a parent's remaining budget. */
-  readonly guardrails: { readonly maxIterations: number; readonly maxTokens: number; readonly maxCostUsd: number; readonly maxWallTimeMs: number };
+  /**
+   * The agent's guardrails, narrowed by a parent's remaining budget. `maxSubAgentDepth`: how many levels of sub-agents
+   * may still nest below this run (absent in runs resolved before it existed: the default applies).
+   */
+  readonly guardrails: { readonly maxIterations: number; readonly maxTokens: number; readonly maxCostUsd: number; readonly maxWallTimeMs: number; readonly maxSubAgentDepth?: number };
   readonly actions: readonly { readonly name: string; readonly maxExecutionsPerRun?: number }[];
   readonly subAgents: readonly string[];
   readonly maxMalformedTurns: number;

@@ -79,3 +79,23 @@ export function conflictingPollers(
   }
   return conflicts;
 }
+
+/** How long after its last poll a worker still counts as polling: a long poll lasts up to a minute before it renews. */
+export const pollerFreshMs = 90_000;
+
+/**
+ * Pollers that may be alive: seen within `pollerFreshMs` (the server lists a stopped worker for minutes), and not a
+ * process of this host that is gone. A worker whose event loop is blocked, or that is frozen, still counts: it polls,
+ * it is busy.
+ */
+export function livePollers(
+  pollers: readonly Poller[],
+  nowMs = Date.now(),
+  here: { hostname: string; alive: (pid: number) => boolean } = { hostname: os.hostname(), alive: processAlive },
+): Poller[] {
+  return pollers.filter((p) => {
+    if (p.lastAccessMs !== undefined && nowMs - p.lastAccessMs > pollerFreshMs) return false;
+    const { pid, host } = parseIdentity(p.identity);
+    return !(host === here.hostname && pid !== undefined && !here.alive(pid));
+  });
+}

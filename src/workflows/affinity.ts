@@ -9,6 +9,7 @@ import { ActivityFailure, ApplicationFailure, TimeoutFailure, proxyActivities } 
 import type { EndSessionOutcome, createActivities } from '../activities/index.js';
 import type { SandboxRef } from '../sandbox/types.js';
 import { defaultHostLossTimeoutMs, type HostLossPolicy, type RunPolicy } from '../spec/types.js';
+import { FailureTypes } from './failure-types.js';
 import type { RunState } from './state.js';
 import type { TurnRequest, TurnSandbox } from './types.js';
 import type { Since } from './versions.js';
@@ -51,7 +52,7 @@ export function hostLossReason(err: unknown, sandbox: { readonly hostQueue?: str
   if (cause instanceof TimeoutFailure && cause.timeoutType === 'SCHEDULE_TO_START') {
     return `no worker took the turn from host queue "${sandbox.hostQueue}" within ${hostLossOf(policy).timeoutMs} ms: the host holding the run's workspace is gone`;
   }
-  if (cause instanceof ApplicationFailure && cause.type === 'WorkspaceMissing') return cause.message;
+  if (cause instanceof ApplicationFailure && cause.type === FailureTypes.WorkspaceMissing) return cause.message;
   return undefined;
 }
 
@@ -76,7 +77,7 @@ export function reprovisionedRequest(request: TurnRequest, sandbox: TurnSandbox)
 export const turnHerePatch = 'perf10-turn-here';
 
 /** The failure type of a turn that reached a worker other than its host (`FailureTypes.TurnElsewhere`). */
-export const turnElsewhereType = 'TurnElsewhere';
+export const turnElsewhereType = FailureTypes.TurnElsewhere;
 
 /**
  * Whether `err` says the pinned turn tried on the workflow's queue reached another host (and ran nothing there);

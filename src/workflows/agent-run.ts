@@ -29,7 +29,7 @@ import {
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { createActivities } from '../activities/index.js';
-import { previewOf } from '../blobs/text-ref.js';
+import { isBlobRef, previewOf } from '../blobs/text-ref.js';
 import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnHerePatch } from './affinity.js';
 import type { RunPolicy } from '../spec/types.js';
 import {
@@ -47,6 +47,7 @@ import {
   sessionStarted,
   shouldContinueAsNew,
   statusView,
+  subAgentTooDeep,
   withPhase,
   type Decision,
 } from './decide.js';
@@ -55,12 +56,16 @@ import {
   abandonUpdate,
   cancelSignal,
   cancelUpdate,
+  operatorInputLimits,
+  replyProblem,
   replySignal,
   replyUpdate,
   retryTurnSignal,
   retryTurnUpdate,
   statusQuery,
 } from './messages.js';
+import { FailureTypes } from './failure-types.js';
+import { subAgentWorkflowId } from './ids.js';
 import { roundUsd } from './money.js';
 import { CANCEL_REQUEST_GRACE_MS, OUTCOMES_PATCH, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
@@ -73,6 +78,9 @@ import { assertKnownVersion, changesSince, opensInOneStep } from './versions.js'
 import { compactSandbox, workflowVersion, type AgentRunInput, type OpenRunFailure, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
+
+/** The patch that bounds a run tree: sub-agent depth, tree-wide iterations, sub-agent ids within the id limit. */
+export const SUB_AGENT_TREE_PATCH = 'dh-2026-12-sub-agent-tree';
 
 /** The patch that takes an interrupted turn's spend from the ledger (docs/VERSIONING.md). */
 const INTERRUPTED_TURN_SPEND_PATCH = 'acct8-interrupted-turn-spend';
@@ -109,7 +117,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const since = changesSince(input.workflowVersion);
   let state: RunState = input.carried ?? initialState(input);
   /** Messages from outside, waiting to be taken; never carried across continue-as-new (handlers finish first). */
-  const inbox: { reply?: string; operator?: { kind: 'retry' } | { kind: 'abandon'; reason: string }; interruption?: Interruption } = {};
+  const inbox: { reply?: TextRef; operator?: { kind: 'retry' } | { kind: 'abandon'; reason: string }; interruption?: Interruption } = {};
   const loopScope = new CancellationScope();
   /** The turn being run, with the run's spend before it: an interruption mid-turn takes the turn's spend from the ledger. */
   let turnInFlight: { turn: number; before: Pick<RunState, 'usage' | 'costUsd' | 'costBlind'> } | undefined;
@@ -156,6 +164,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   /** Every operator decision is authorized first (operator-decisions.ts); unsigned signals count only in a trusted network. */
   const decisionHost = { state: () => state, update };
   const trusted = () => decisionModeOf(state) === 'trusted-network';
+  const reasonRefusal = (reason: unknown): string | undefined =>
+    typeof reason === 'string' && reason.length > operatorInputLimits.maxInlineBytes ? `the reason is ${reason.length} characters, over the limit of ${operatorInputLimits.maxInlineBytes}` : undefined;
   const cancel = (reason?: string) => {
     if (inbox.interruption) return 'the run is already stopping';
     inbox.interruption = { kind: 'cancel', reason: reason || 'cancelled by signal' };
@@ -178,8 +188,10 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     },
     {
       description: 'Cancel the run: {"reason": "…"?} — signed by `durable-harness cancel RUN` where decisions must be signed.',
-      validator: (_request) => {
+      validator: (arg) => {
         if (inbox.interruption) throw new Error('the run is already stopping');
+        const refusal = reasonRefusal(decisionRequest('cancel', [arg]).reason);
+        if (refusal) throw new Error(refusal);
       },
     },
   );
@@ -241,18 +253,22 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     },
     {
       description: 'End an awaiting_operator run as failed: {"reason": "…"?} — signed by `durable-harness abandon RUN` where decisions must be signed.',
-      validator: (_request) => awaitingOperator('abandon'),
+      validator: (arg) => {
+        awaitingOperator('abandon');
+        const refusal = reasonRefusal(decisionRequest('abandon', [arg]).reason);
+        if (refusal) throw new Error(refusal);
+      },
     },
   );
-  const acceptReply = (text: string) => {
-    inbox.reply = text;
+  const acceptReply = (reply: TextRef) => {
+    inbox.reply = reply;
     return 'reply accepted';
   };
-  const replyRefusal = (text: unknown): string | undefined => {
+  /** The last line: a rejected update leaves nothing in history, an accepted one keeps its argument there. */
+  const replyRefusal = (reply: unknown): string | undefined => {
     if (state.state !== 'waiting_for_reply') return `run is ${state.state}, not waiting for a reply`;
     if (inbox.reply !== undefined) return 'the run already has its reply';
-    if (typeof text !== 'string' || !text.trim()) return 'reply text must be a non-empty string';
-    return undefined;
+    return replyProblem(reply);
   };
   setHandler(
     replySignal,
@@ -343,18 +359,19 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         const decision = inbox.operator;
         inbox.operator = undefined;
         if (!decided || !decision) {
-          throw ApplicationFailure.nonRetryable(`no operator decision within ${policy.operatorTimeoutMs} ms after: ${lastError}`, 'OperatorTimeout');
+          throw ApplicationFailure.nonRetryable(`no operator decision within ${policy.operatorTimeoutMs} ms after: ${lastError}`, FailureTypes.OperatorTimeout);
         }
-        if (decision.kind === 'abandon') throw ApplicationFailure.nonRetryable(`${decision.reason} (after: ${lastError})`, 'Abandoned');
+        if (decision.kind === 'abandon') throw ApplicationFailure.nonRetryable(`${decision.reason} (after: ${lastError})`, FailureTypes.Abandoned);
         update({ ...state, lastError: undefined });
         setPhase('running', `retrying turn ${request.turn} on the operator's request`);
       }
     }
   };
 
-  const runSubAgent = async (agent: string, message: TextRef): Promise<AgentRunResult> => {
+  /** Runs a sub-agent; with `tree` (SUB_AGENT_TREE_PATCH) its id stays within the id limit and its budget carries the depth. */
+  const runSubAgent = async (agent: string, message: TextRef, tree: boolean): Promise<AgentRunResult> => {
     setPhase('running', `sub-agent ${agent} (turn ${state.iteration})`);
-    const childId = `${workflowId}.sub-${state.iteration}`;
+    const childId = tree ? subAgentWorkflowId(workflowId, state.iteration) : `${workflowId}.sub-${state.iteration}`;
     try {
       return await executeChild(agentRun, {
         workflowId: childId,
@@ -364,7 +381,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           { key: agentAttribute, value: agent },
           { key: tenantAttribute, value: input.identity.tenantId },
         ],
-        args: [{ agent, task: message, identity: input.identity, parentWorkflowId: workflowId, parentSandbox: state.sandbox, budget: childBudget(state), workflowVersion }],
+        args: [{ agent, task: message, identity: input.identity, parentWorkflowId: workflowId, parentSandbox: state.sandbox, budget: childBudget(state, tree), workflowVersion }],
       });
     } catch (err) {
       // This run's cancellation reaches the child too; a child cancelled on its own is just a lost sub-agent.
@@ -380,11 +397,11 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     inbox.reply = undefined;
     syncAttributes();
     if (!(await condition(() => inbox.reply !== undefined, policy.chatTimeoutMs))) {
-      throw ApplicationFailure.nonRetryable(`no reply within ${policy.chatTimeoutMs} ms to: ${previewOf(question)}`, 'ChatTimeout');
+      throw ApplicationFailure.nonRetryable(`no reply within ${policy.chatTimeoutMs} ms to: ${previewOf(question)}`, FailureTypes.ChatTimeout);
     }
     const reply = inbox.reply!;
     inbox.reply = undefined;
-    const ref = reply.length > policy.inlineTextLimit ? await storeText({ text: reply }) : reply;
+    const ref = !isBlobRef(reply) && reply.length > policy.inlineTextLimit ? await storeText({ text: reply }) : reply;
     update(afterReply(state, ref));
     setPhase('running', `reply received (turn ${state.iteration})`);
   };
@@ -436,8 +453,16 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           await waitForReply(policy, decision.question);
           break;
         }
-        const child = await runSubAgent(decision.agent, decision.message);
-        ({ state: next, decision } = afterSubAgent(state, decision.agent, child, decision.terminateAfter));
+        // The run tree's limits: a depth limit, tree-wide iterations, bounded ids (docs/VERSIONING.md).
+        const tree = since(SUB_AGENT_TREE_PATCH);
+        const tooDeep = tree ? subAgentTooDeep(state, decision.agent) : undefined;
+        if (tooDeep) {
+          ({ state: next, decision } = tooDeep);
+          update(next);
+          continue;
+        }
+        const child = await runSubAgent(decision.agent, decision.message, tree);
+        ({ state: next, decision } = afterSubAgent(state, decision.agent, child, decision.terminateAfter, tree));
         update(next);
         syncAttributes();
       }
@@ -551,7 +576,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     }
     // A bug in the loop: still end the session, and say what happened.
     const message = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
-    return runResult(state, workflowId, { status: 'failed', reason: `internal error in the run loop: ${message}`, failureType: 'InternalError' });
+    return runResult(state, workflowId, { status: 'failed', reason: `internal error in the run loop: ${message}`, failureType: FailureTypes.InternalError });
   }
 }
 

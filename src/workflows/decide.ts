@@ -3,9 +3,10 @@
  * milliseconds. The workflow (agent-run.ts) makes the Temporal calls these decisions ask for.
  */
 import { isBlobRef, previewOf } from '../blobs/text-ref.js';
-import type { RunPolicy } from '../spec/types.js';
+import { defaultMaxSubAgentDepth, type RunPolicy } from '../spec/types.js';
 import { MAX_ALLOWED_LIST_CHARS, clipText } from './bounds.js';
-import { subAgentRefusedPrompt, subAgentResultPrompt, replyPrompt } from './prompts.js';
+import { FailureTypes } from './failure-types.js';
+import { subAgentRefusedPrompt, subAgentResultPrompt, subAgentTooDeepPrompt, replyPrompt } from './prompts.js';
 import type { RunState } from './state.js';
 import { addUsage, noUsage, totalTokens } from './usage.js';
 import type {
@@ -153,7 +154,7 @@ export function applyTurn(state: RunState, result: TurnResult): { state: RunStat
     const problem = clip(result.step.problem);
     s = { ...s, malformedInARow: malformed, lastError: problem };
     if (malformed > policy.maxMalformedTurns) {
-      return { state: s, decision: { kind: 'end', ending: { status: 'failed', reason: `${malformed} malformed envelopes in a row; the last: ${problem}`, failureType: 'MalformedEnvelope' } } };
+      return { state: s, decision: { kind: 'end', ending: { status: 'failed', reason: `${malformed} malformed envelopes in a row; the last: ${problem}`, failureType: FailureTypes.MalformedEnvelope } } };
     }
     return { state: { ...s, next: { kind: 'feedback', problem: result.step.problem } }, decision: { kind: 'next' } };
   }
@@ -164,7 +165,7 @@ export function applyTurn(state: RunState, result: TurnResult): { state: RunStat
     case 'success':
       return { state: s, decision: { kind: 'end', ending: { status: 'succeeded', result: view.result } } };
     case 'failed':
-      return { state: s, decision: { kind: 'end', ending: { status: 'failed', reason: previewOf(view.reason, MAX_ERROR_CHARS), failureType: 'HarnessReportedFailure' } } };
+      return { state: s, decision: { kind: 'end', ending: { status: 'failed', reason: previewOf(view.reason, MAX_ERROR_CHARS), failureType: FailureTypes.HarnessReportedFailure } } };
     case 'actions': {
       const plan = planActions(view.calls, policy, s.actionCounts, s.stepSeq);
       const next: TurnInput = { kind: 'actions', envelopeSeq: s.stepSeq, calls: plan.planned };
@@ -191,24 +192,46 @@ export function permissionsOverCapError(turn: number, over: { readonly cap: numb
   );
 }
 
-/** What a sub-agent may spend: what this run has left. */
-export function childBudget(state: RunState): InheritedBudget {
+/**
+ * What a sub-agent may spend: what this run has left. With `tree` (the depth limit's patch) also how deep its own
+ * sub-agents may still nest.
+ */
+export function childBudget(state: RunState, tree = false): InheritedBudget {
   const g = need(state.policy).guardrails;
   return {
     maxTokens: Math.max(1, g.maxTokens - totalTokens(state.usage)),
     maxCostUsd: Math.max(0.000001, g.maxCostUsd - state.costUsd),
     deadlineMs: state.deadlineMs,
     maxIterations: Math.max(1, g.maxIterations - state.iteration - state.childIterations),
+    ...(tree ? { maxSubAgentDepth: Math.max(0, subAgentLevelsLeft(state) - 1) } : {}),
   };
 }
 
-/** Folds a sub-agent's result into this run: its usage counts here; it ends the run or becomes the next input. */
-export function afterSubAgent(state: RunState, agent: string, child: AgentRunResult, terminateAfter: boolean): { state: RunState; decision: Decision } {
+/** How many levels of sub-agents may still nest below this run. */
+function subAgentLevelsLeft(state: RunState): number {
+  return need(state.policy).guardrails.maxSubAgentDepth ?? defaultMaxSubAgentDepth;
+}
+
+/**
+ * A sub-agent step of a run at the deepest level its tree allows: nothing starts, the harness is told why (and the
+ * operator, in `lastError`). Undefined when the sub-agent may start.
+ */
+export function subAgentTooDeep(state: RunState, agent: string): { state: RunState; decision: Decision } | undefined {
+  if (subAgentLevelsLeft(state) >= 1) return undefined;
+  const lastError = `sub-agent "${agent}" refused: the run tree's sub-agent depth limit (guardrails.maxSubAgentDepth) is reached`;
+  return { state: { ...state, lastError, next: { kind: 'prompt', parts: subAgentTooDeepPrompt(agent) } }, decision: { kind: 'next' } };
+}
+
+/**
+ * Folds a sub-agent's result into this run: its usage counts here; it ends the run or becomes the next input. With
+ * `tree` its sub-agents' turns count too, so the iteration budget holds for the whole tree, not for each run.
+ */
+export function afterSubAgent(state: RunState, agent: string, child: AgentRunResult, terminateAfter: boolean, tree = false): { state: RunState; decision: Decision } {
   const s: RunState = {
     ...state,
     usage: addUsage(state.usage, child.usage),
     costUsd: state.costUsd + child.costUsd,
-    childIterations: state.childIterations + child.iterations,
+    childIterations: state.childIterations + child.iterations + (tree ? (child.subAgentIterations ?? 0) : 0),
   };
   if (terminateAfter) {
     const { status, reason, failureType, guardrail } = child;
@@ -219,7 +242,7 @@ export function afterSubAgent(state: RunState, agent: string, child: AgentRunRes
 
 /** A sub-agent that ended without a result (terminated, timed out): nothing of its usage is known here. */
 export function lostSubAgent(workflowId: string, message: string): AgentRunResult {
-  return { workflowId, status: 'failed', reason: `sub-agent failed: ${message}`, failureType: 'SubAgentFailed', iterations: 0, usage: noUsage, costUsd: 0 };
+  return { workflowId, status: 'failed', reason: `sub-agent failed: ${message}`, failureType: FailureTypes.SubAgentFailed, iterations: 0, usage: noUsage, costUsd: 0 };
 }
 
 /** The user's reply (by reference if large) is the next turn's input. */
@@ -273,6 +296,7 @@ export function runResult(state: RunState, workflowId: string, ending: Ending): 
     workflowId,
     status,
     iterations: state.iteration,
+    ...(state.childIterations > 0 ? { subAgentIterations: state.childIterations } : {}),
     usage: state.usage,
     costUsd: state.costUsd,
     ...(state.externalSessionId !== undefined ? { externalSessionId: state.externalSessionId } : {}),

@@ -7,6 +7,7 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { SignedDecision } from '../operators/index.js';
 import type { ApprovalDecisionResult, ApprovalSettlement, ApproveOptions, DenyOptions, PendingApprovalView } from './approvals.js';
+import { PREVIEW_CHARS, isBlobRef, type BlobRef, type TextRef } from '../blobs/text-ref.js';
 import type { RunStatusView } from './types.js';
 
 /** Current state, counters, usage, cost, last step and external session id. */
@@ -26,10 +27,44 @@ export const abandonSignal = defineSignal<[reason?: string]>('abandon');
 export const abandonUpdate = defineUpdate<string, [request: string | { reason?: string; signed?: SignedDecision }]>('abandon');
 /** Answers a `chat` step. */
 export const replySignal = defineSignal<[text: string]>('reply');
-/** Answers a `chat` step; rejected unless the run is waiting for a reply. */
-export const replyUpdate = defineUpdate<string, [request: string | { text: string; signed?: SignedDecision }]>('reply');
+/**
+ * Answers a `chat` step; rejected unless the run is waiting for a reply. A reply longer than `inlineReplyChars`
+ * travels by reference (a `BlobRef` into the workers' blob store), so the update's argument — kept in history — stays
+ * small.
+ */
+export const replyUpdate = defineUpdate<string, [request: TextRef | { text: TextRef; signed?: SignedDecision }]>('reply');
 /** Cancels the run like `cancelSignal`, as an update: authorized (signed where decisions must be) and answered. */
 export const cancelUpdate = defineUpdate<string, [request: { reason?: string; signed?: SignedDecision }]>('cancelRun');
+
+/** What operator inputs may weigh: checked by the client before it sends them, and by the run's validators. */
+export const operatorInputLimits = {
+  /** A reply of more characters goes by reference; the update carries the reference, never the text. */
+  inlineReplyChars: 16 * 1024,
+  /** No reply may be larger (UTF-8 bytes), by reference or not. */
+  maxReplyBytes: 4 * 1024 * 1024,
+  /** A task, reason (cancel, abandon, deny), operator name or approval edit travels inline: at most this (UTF-8 bytes). */
+  maxInlineBytes: 16 * 1024,
+} as const;
+
+const mib = (bytes: number) => `${bytes / (1024 * 1024)} MiB`;
+
+/** Why a reply cannot be taken as sent (too large, inline when it should be a reference, not a reply), or undefined. */
+export function replyProblem(reply: unknown): string | undefined {
+  const { inlineReplyChars, maxReplyBytes } = operatorInputLimits;
+  if (isBlobRef(reply as TextRef)) {
+    const ref = reply as BlobRef;
+    if (!/^[0-9a-f]{64}$/.test(ref.blob) || !Number.isInteger(ref.bytes) || ref.bytes < 0 || typeof ref.preview !== 'string' || ref.preview.length > PREVIEW_CHARS) {
+      return 'the reply reference is malformed: send the reply through AgentRunHandle.reply or `durable-harness reply`';
+    }
+    if (ref.bytes > maxReplyBytes) return `the reply is ${ref.bytes} bytes, over the limit of ${maxReplyBytes} bytes (${mib(maxReplyBytes)}): put large content in a file of the workspace and say where it is`;
+    return undefined;
+  }
+  if (typeof reply !== 'string' || !reply.trim()) return 'reply text must be a non-empty string';
+  if (reply.length > inlineReplyChars) {
+    return `the reply is ${reply.length} characters, over the inline limit of ${inlineReplyChars}: a longer reply travels by reference (AgentRunHandle.reply with { blobs }, or \`durable-harness reply\` where the workers' ledger is)`;
+  }
+  return undefined;
+}
 
 /** Sent by the turn activity to its own run: a permission request now waits for an operator. */
 export const approvalRequestedSignal = defineSignal<[view: PendingApprovalView]>('approvalRequested');

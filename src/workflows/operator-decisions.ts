@@ -10,6 +10,7 @@ import type { AuthorizedDecision } from '../activities/decisions.js';
 import type { createActivities } from '../activities/index.js';
 import type { DecisionMode, OperatorAction, SignedDecision } from '../operators/index.js';
 import type { RunState } from './state.js';
+import type { TextRef } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -31,7 +32,8 @@ export interface DecisionRequest {
   readonly edit?: Record<string, unknown>;
   readonly scope?: 'once' | 'session';
   readonly reason?: string;
-  readonly text?: string;
+  /** reply: the text, or its reference into the blob store when it is long. */
+  readonly text?: TextRef;
   /** An unsigned caller's name (trusted-network deployments record it as unauthenticated). */
   readonly by?: string;
   readonly signed?: SignedDecision;
@@ -53,7 +55,9 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
 export function decisionRequest(action: OperatorAction, args: readonly unknown[]): DecisionRequest {
   const [first, second] = args;
   let base: DecisionRequest = {};
-  if (isObject(first)) base = first as DecisionRequest;
+  // A reply by reference is an object too: `{blob, bytes, preview}`.
+  if (action === 'reply' && isObject(first) && typeof first.blob === 'string') base = { text: first as unknown as TextRef };
+  else if (isObject(first)) base = first as DecisionRequest;
   else if (typeof first === 'string') {
     if (action === 'approve' || action === 'deny') base = { ...(isObject(second) ? (second as DecisionRequest) : {}), requestId: first };
     else if (action === 'reply') base = { text: first };

@@ -10,6 +10,7 @@
  * still gets it. Pure: used by the workflow and by the client.
  */
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { FailureTypes } from './failure-types.js';
 import type { AgentRunResult, RunOutcome } from './types.js';
 
 /** The patch that introduced these outcomes; runs started before it complete with every outcome as before. */
@@ -17,9 +18,9 @@ export const OUTCOMES_PATCH = 'ops11b-outcomes';
 /** Memo key of a cancelled run's typed result (a Canceled workflow carries no details). */
 export const OUTCOME_MEMO_KEY = 'durableHarnessResult';
 /** Failure type of a run a guardrail stopped. */
-export const GUARDRAIL_STOPPED = 'GuardrailStopped';
+export const GUARDRAIL_STOPPED = FailureTypes.GuardrailStopped;
 /** Failure type of a run cancelled by the `cancel` signal alone, without Temporal's cancel request. */
-export const CANCELLED_BY_SIGNAL = 'Cancelled';
+export const CANCELLED_BY_SIGNAL = FailureTypes.Cancelled;
 /** How long a run cancelled by the signal waits for Temporal's cancel request (the client sends both). */
 export const CANCEL_REQUEST_GRACE_MS = 10_000;
 
@@ -27,7 +28,7 @@ const outcomes: ReadonlySet<RunOutcome> = new Set(['succeeded', 'failed', 'stopp
 
 /** The failure a failed or stopped run ends with. */
 export function runFailure(result: AgentRunResult): ApplicationFailure {
-  const type = result.status === 'stopped' ? GUARDRAIL_STOPPED : result.status === 'cancelled' ? CANCELLED_BY_SIGNAL : (result.failureType ?? 'RunFailed');
+  const type = result.status === 'stopped' ? GUARDRAIL_STOPPED : result.status === 'cancelled' ? CANCELLED_BY_SIGNAL : (result.failureType ?? FailureTypes.RunFailed);
   return ApplicationFailure.create({ type, message: result.reason ?? result.status, details: [result], nonRetryable: true });
 }
 

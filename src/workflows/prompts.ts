@@ -34,6 +34,13 @@ export function subAgentRefusedPrompt(agent: string, allowed: readonly string[])
   return [`Sub-agent "${agent}" is not allowed for this agent (allowed: ${list}). Nothing was started.${CONTINUE}`];
 }
 
+export function subAgentTooDeepPrompt(agent: string): TextRef[] {
+  return [
+    `Sub-agent "${agent}" was not started: this run is already at the deepest sub-agent level its run tree allows ` +
+      `(guardrails.maxSubAgentDepth of the tree's root). Do the work yourself, or end the turn with a result.${CONTINUE}`,
+  ];
+}
+
 export function replyPrompt(reply: TextRef): TextRef[] {
   return ['The user replied:\n', reply, CONTINUE];
 }

@@ -15,6 +15,8 @@ export interface InheritedBudget {
   readonly deadlineMs: number;
   /** Iterations left. */
   readonly maxIterations: number;
+  /** Sub-agent levels that may still nest below the child (absent from parents older than the depth limit). */
+  readonly maxSubAgentDepth?: number;
 }
 
 export interface AgentRunInput {
@@ -75,6 +77,8 @@ export interface AgentRunResult {
   readonly guardrail?: GuardrailName;
   /** Turns of this run; sub-agents' turns count against its iteration budget but are their own runs' turns. */
   readonly iterations: number;
+  /** Turns of its sub-agents, their own sub-agents' included (absent when none ran): the tree's turns are both. */
+  readonly subAgentIterations?: number;
   /** Tokens of this run and of its sub-agents. */
   readonly usage: Usage;
   readonly costUsd: number;

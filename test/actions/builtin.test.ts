@@ -48,6 +48,23 @@ describe('paths', () => {
   });
 });
 
+describe('control characters in paths', () => {
+  it('write_file, read_file and list_files refuse ESC, CR, LF, C1 and line separators in a path, naming them; nothing is created', async () => {
+    for (const bad of ['evil\x1b[31m.txt', 'a\rb.txt', 'two\nlines.txt', 'dir\n/x.txt', 'c1\u009b.txt', 'sep\u2028.txt', 'nul\u0000.txt']) {
+      await expect(writeFileAction.execute({ path: bad, content: 'x' }, ctx), JSON.stringify(bad)).rejects.toThrow(/contains control characters \(U\+[0-9A-F]{4}.*\); nothing was done: use a file name of printable characters/);
+      await expect(readFileAction.execute({ path: bad }, ctx)).rejects.toThrow(/contains control characters/);
+      await expect(listFilesAction.execute({ path: bad }, ctx)).rejects.toThrow(/contains control characters/);
+    }
+    expect(await readdir(root)).toEqual([]);
+    // The message shows the character escaped, so it cannot forge a line where it is printed.
+    const error = (await writeFileAction.execute({ path: 'a\x1b[2Kb\n', content: 'x' }, ctx).catch((e: unknown) => e)) as Error;
+    expect(error.message).toBe('path "a\\u001b[2Kb\\u000a" contains control characters (U+001B, U+000A); nothing was done: use a file name of printable characters');
+    // Printable names, unicode included, still work.
+    await writeFileAction.execute({ path: 'ünï code ✓.txt', content: 'ok' }, ctx);
+    expect(await readdir(root)).toEqual(['ünï code ✓.txt']);
+  });
+});
+
 describe('write_file', () => {
   it('writes and creates directories', async () => {
     const result = await writeFileAction.execute({ path: 'a/b/c.txt', content: 'héllo' }, ctx);

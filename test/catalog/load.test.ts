@@ -131,7 +131,7 @@ describe('loadCatalog', () => {
     expect(demo.args).toEqual([path.join(root, 'harnesses/demo/demo-harness.mjs')]);
     expect(demo.prices).toEqual({ input: 1.0, output: 4.0, cacheRead: 0.1, cacheWrite: 1.25 });
     const agent = findAgent(catalog, 'demo');
-    expect(agent.guardrails).toEqual({ maxIterations: 8, maxTokens: 200000, maxCostUsd: 1, maxWallTimeMs: 600000 });
+    expect(agent.guardrails).toEqual({ maxIterations: 8, maxTokens: 200000, maxCostUsd: 1, maxWallTimeMs: 600000, maxSubAgentDepth: 3 });
     expect(agent.actions.map((a) => a.name)).toEqual(['write_file', 'read_file', 'list_files']);
     expect(agent.sandbox).toEqual({ provider: 'local', workspaceScope: 'run', networkPolicy: 'open' });
     expect(agent.credentials).toEqual([]);

@@ -6,7 +6,9 @@ import { escapeControl } from '../../src/cli/escape.js';
 import { exitCodeForResult, exitCodeForState } from '../../src/cli/exit-codes.js';
 import { listQuery } from '../../src/cli/list.js';
 import { OperatorLog } from '../../src/cli/operator-log.js';
-import { conflictingPollers, parseIdentity, workerIdentity } from '../../src/temporal/task-queue.js';
+import { conflictingPollers, livePollers, parseIdentity, workerIdentity } from '../../src/temporal/task-queue.js';
+import { FailureTypes as ActivityFailureTypes } from '../../src/activities/failure-types.js';
+import { FailureTypes, failureTypes } from '../../src/workflows/failure-types.js';
 import { roundUsd } from '../../src/workflows/money.js';
 
 describe('escapeControl', () => {
@@ -29,6 +31,23 @@ describe('exit codes', () => {
     expect(exitCodeForState('running')).toBe(0);
     expect(exitCodeForState('awaiting_operator')).toBe(13);
     expect(exitCodeForState('waiting_for_reply')).toBe(14);
+  });
+});
+
+describe('failure types', () => {
+  const configuration = Object.entries(failureTypes).filter(([, t]) => t.configuration).map(([type]) => type);
+
+  it('every configuration failure type of the one list exits 2; every other failure exits 10', () => {
+    expect(configuration).toEqual(expect.arrayContaining(['PermissionHooksMissing', 'WorkspaceScopeInvalid', 'SandboxIsolationUnavailable', 'UnknownAgent', 'CredentialMissing']));
+    for (const [type, { configuration: config }] of Object.entries(failureTypes)) {
+      expect(exitCodeForResult({ status: 'failed', failureType: type }), type).toBe(config ? 2 : 10);
+    }
+    expect(exitCodeForResult({ status: 'failed', failureType: 'SomethingNew' })).toBe(10);
+  });
+
+  it('the activities and the workflow name the same types', () => {
+    expect(ActivityFailureTypes).toBe(FailureTypes);
+    for (const type of Object.keys(failureTypes)) expect(FailureTypes[type as keyof typeof FailureTypes]).toBe(type);
   });
 });
 
@@ -69,6 +88,18 @@ describe('worker identities and catalogs', () => {
   it('parses process, host and catalog out of an identity', () => {
     expect(parseIdentity(workerIdentity('abcdef123456', 'durable-harness/42@box'))).toEqual({ pid: 42, host: 'box', catalog: 'abcdef123456' });
     expect(parseIdentity('42@box')).toEqual({ pid: 42, host: 'box', catalog: undefined });
+  });
+
+  it('a poller counts as alive (maybe busy) unless it has not polled for 90 s or is a process of this host that is gone', () => {
+    const now = 1_000_000;
+    const here = { hostname: 'box', alive: (pid: number) => pid === 7 };
+    const poller = (identity: string, ageMs?: number) => ({ identity, kinds: ['workflow' as const], ...(ageMs !== undefined ? { lastAccessMs: now - ageMs } : {}) });
+    const live = livePollers(
+      [poller('durable-harness/7@box catalog:abcdef', 50_000), poller('durable-harness/8@box catalog:abcdef', 1000), poller('9@other-host', 89_000), poller('9@far-host', 91_000), poller('host-h1/12', 5000), poller('7@box')],
+      now,
+      here,
+    ).map((p) => p.identity);
+    expect(live).toEqual(['durable-harness/7@box catalog:abcdef', '9@other-host', 'host-h1/12', '7@box']);
   });
 
   it('counts live workers with another catalog, not stale ones from this host or foreign identities', () => {

@@ -157,6 +157,26 @@ describe('createRedactor', () => {
     );
   });
 
+  it('redacts a key spelled with JSON \\u escapes (as the runtime would decode it), and one with format characters inside', () => {
+    const key = 'sk-live/Key+42';
+    const redact = createRedactor([key]);
+    const escaped = [...key].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+    const mixed = `sk-\\u006civ\\u0065\\/Key+42`;
+    for (const spelled of [escaped, escaped.toUpperCase().replace(/\\U/g, '\\u'), mixed, 'sk-li\u200bve/Key\u2060+42', `sk-live/K\u{e0041}ey+42`, 'sk-\ufefflive/Key+4\u200d2']) {
+      const line = JSON.stringify({ step: 'success', result: 'x' }).replace('x', `key: ${spelled}!`);
+      const out = redact(line);
+      expect(out, spelled).toBe('{"step":"success","result":"key: [REDACTED]!"}');
+      // What the runtime does next: parse it. Nothing of the key survives the decoding.
+      expect(JSON.parse(out).result).toBe('key: [REDACTED]!');
+    }
+    // An escaped backslash is not an escape: `\\\\u0073` is the text "\\u0073", not "s"; decoded once more, it is caught.
+    const double = [...key].map((c) => `\\\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+    expect(redact(double)).toBe(double);
+    expect(redact(JSON.parse(`"${double}"`) as string)).toBe('[REDACTED]');
+    // Text around it, other escapes and unrelated format characters stay as they were.
+    expect(redact('a\\n\\u0041\u200bb')).toBe('a\\n\\u0041\u200bb');
+  });
+
   it('replaces a longer secret whole when it contains a shorter one', () => {
     const redact = createRedactor(['abcd', 'abcdefgh']);
     expect(redact('x abcdefgh y abcd')).toBe('x [REDACTED] y [REDACTED]');

@@ -56,7 +56,9 @@
 //   envelope            object printed as JSON as the complete text
 //   padBytes N          with `envelope`: the text is the envelope preceded by N bytes of prose (large replies)
 //   reportSessionChars N  with `raw`/`envelope`: the complete line reports a session id of N characters (not stored)
-// `${env:NAME}` in crash.stderr, error.message, raw, envelope and permissions stands for that variable's value.
+// `${env:NAME}` in crash.stderr, error.message, raw, envelope and permissions stands for that variable's value
+// (`${env:NAME:json-u}`: spelled as JSON \u escapes, which the runtime's envelope parsing decodes; `${env:NAME:zwsp}`:
+// with a zero-width space in its middle).
 // A step with none of crash/error/raw/envelope exits 0 without a terminal line.
 // Run counters live in .scripted/counters/<script>.<step>.<kind> so they survive a failed first turn.
 // Past the last step → error line "script exhausted".
@@ -237,7 +239,12 @@ function unackedStore(dir, request) {
   };
 }
 
-const substitute = (text) => text.replace(/\$\{env:([A-Z0-9_]+)\}/g, (_, name) => process.env[name] ?? '');
+/** `${env:NAME}` → the value; `${env:NAME:json-u}` → every character as a JSON `\uXXXX` escape; `${env:NAME:zwsp}` → a U+200B in its middle. */
+const spell = {
+  'json-u': (value) => [...value].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join(''),
+  zwsp: (value) => `${value.slice(0, value.length >> 1)}\u200b${value.slice(value.length >> 1)}`,
+};
+const substitute = (text) => text.replace(/\$\{env:([A-Z0-9_]+)(?::(json-u|zwsp))?\}/g, (_, name, form) => (form ? spell[form] : (v) => v)(process.env[name] ?? ''));
 const substituteDeep = (value) =>
   typeof value === 'string'
     ? substitute(value)

@@ -12,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { decidePendingApproval } from '../../src/permissions/index.js';
 import { LocalSandboxProvider } from '../../src/sandbox/index.js';
+import { tenantAttribute } from '../../src/workflows/search-attributes.js';
+import { workflowVersion } from '../../src/workflows/types.js';
 import { hostPidsOf, processAlive, waitUntilGone } from '../support/processes.js';
 import { act, ok, scriptBook, scriptedCatalog, type ScriptStep } from '../support/scripted.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
@@ -341,7 +343,16 @@ describe('CLI output', () => {
     const forgedRow = `forged-${Date.now().toString(36)}\tsucceeded\tdemo\tdemo\tacme`;
     const tenantId = `evil\n${forgedRow}\x1b[2K\r`;
     const workflowId = testWorkflowId('forge');
-    await (await w.start({ agent: 'scripted', task: book.write('forge', [ok()]), workflowId, identity: { tenantId, userId: 'mallory' } })).result();
+    const identity = { tenantId, userId: 'mallory' };
+    const task = book.write('forge', [ok()]);
+    // startAgentRun refuses such an id before start; a run started with a plain Temporal client can still carry one.
+    await expect(w.start({ agent: 'scripted', task, workflowId, identity })).rejects.toThrow(/identity\.tenantId: .* has characters an id may not have/);
+    await w.client.workflow.execute('agentRun', {
+      taskQueue: w.taskQueue,
+      workflowId,
+      args: [{ agent: 'scripted', task, identity, workflowVersion }],
+      typedSearchAttributes: [{ key: tenantAttribute, value: tenantId }],
+    });
     let out = '';
     await expect.poll(() => (out = cli(['list', '--limit', '500'])).includes(workflowId), { timeout: 60_000, interval: 1000 }).toBe(true);
     const row = out.split('\n').find((line) => line.startsWith(workflowId))!;
@@ -410,6 +421,50 @@ describe('redaction', () => {
     expect(places.ledger).toContain('stderr says [REDACTED]');
     expect(`${places['status while awaiting an operator']}${places['history (failed run)']}`).toContain('vendor said [REDACTED]');
     recordFigures('local-every-field-key', { placesChecked: Object.keys(places), keyFound: 0 });
+  });
+
+  it('a key spelled as JSON \\u escapes or with a zero-width space inside, in the result, a message and action params, appears nowhere', { timeout: 120_000 }, async () => {
+    const escaped = '${env:VENDOR_KEY:json-u}';
+    const zw = '${env:VENDOR_KEY:zwsp}';
+    const run = await w.start({
+      agent: 'leaky',
+      task: book.write('leak-spelled', [
+        {
+          envelope: {
+            step: 'actions',
+            message: `writing ${escaped} and ${zw}`,
+            actions: [
+              { name: 'write_file', params: { path: `esc-${escaped}.txt`, content: `c ${escaped}` } },
+              { name: 'write_file', params: { path: 'zw.txt', content: `z ${zw}` } },
+            ],
+          },
+        },
+        ok(`done ${escaped} and ${zw}`),
+      ]),
+      workflowId: testWorkflowId('leak-spelled'),
+    });
+    const result = await run.result();
+    // The harness really spelled the key: where the runtime decoded it, the marker is what is left.
+    expect(result).toMatchObject({ status: 'succeeded', result: 'done [REDACTED] and [REDACTED]' });
+    expect(readFileSync(path.join(workspaceOf(run.workflowId), 'esc-[REDACTED].txt'), 'utf8')).toBe('c [REDACTED]');
+    expect(readFileSync(path.join(workspaceOf(run.workflowId), 'zw.txt'), 'utf8')).toBe('z [REDACTED]');
+
+    const jsonU = [...secret].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+    const forms = { verbatim: secret, 'with U+200B': `${secret.slice(0, secret.length >> 1)}\u200b${secret.slice(secret.length >> 1)}`, 'as \\u escapes': jsonU, 'as escaped \\u escapes': jsonU.replaceAll('\\', '\\\\') };
+    const ledgerFile = path.join(w.dataDir, 'ledger.sqlite');
+    const places: Record<string, string> = {
+      history: historyText(await run.handle.fetchHistory()),
+      ledger: [ledgerFile, `${ledgerFile}-wal`].filter(existsSync).map((f) => readFileSync(f, 'utf8')).join('\n'),
+      events: JSON.stringify(await w.ledger.readEvents(run.workflowId, 0, 1000)),
+      steps: JSON.stringify(await w.ledger.listSteps(run.workflowId)),
+      'prompt runs': JSON.stringify(await w.ledger.listPromptRuns(run.workflowId)),
+      status: JSON.stringify(await run.status()),
+      logs: JSON.stringify(logs, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
+    };
+    expect(places.steps).toContain('writing [REDACTED] and [REDACTED]');
+    for (const [where, text] of Object.entries(places)) {
+      for (const [form, needle] of Object.entries(forms)) expect(text.includes(needle), `the key ${form} leaked into ${where}`).toBe(false);
+    }
   });
 
   it('a key in permission requests (tool, input, title, command, paths) is redacted in approvals, events, history and logs', { timeout: 120_000 }, async () => {

@@ -15,7 +15,9 @@ import {
   runResult,
   sessionStarted,
   shouldContinueAsNew,
+  subAgentTooDeep,
 } from '../../src/workflows/decide.js';
+import { idProblem, maxIdLength, subAgentWorkflowId } from '../../src/workflows/ids.js';
 import type { RunState } from '../../src/workflows/state.js';
 import type { AgentRunInput, TurnResult } from '../../src/workflows/types.js';
 
@@ -200,6 +202,47 @@ describe('guardrails', () => {
     expect(decision).toEqual({ kind: 'next' });
     expect(state).toMatchObject({ childIterations: 3, usage: { input: 110 }, costUsd: 0.35 });
     expect(guardrailCrossed(state)?.guardrail).toBe('iterations');
+  });
+});
+
+describe('the run tree', () => {
+  const at = (over: Partial<RunState>, depth?: number) => ({ ...started(), ...over, policy: { ...policy, guardrails: { ...policy.guardrails, ...(depth !== undefined ? { maxSubAgentDepth: depth } : {}) } } });
+  const child = (iterations: number, subAgentIterations?: number) => ({ workflowId: 'c', status: 'succeeded' as const, iterations, ...(subAgentIterations ? { subAgentIterations } : {}), usage: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0 }, costUsd: 0 });
+
+  it('a sub-agent gets one level less of depth; at the last level a sub-agent step is refused back to the harness', () => {
+    expect(childBudget(at({}, 3), true).maxSubAgentDepth).toBe(2);
+    // A policy resolved before the limit existed gets the default.
+    expect(childBudget(at({}), true).maxSubAgentDepth).toBe(2);
+    expect(subAgentTooDeep(at({}, 1), 'helper')).toBeUndefined();
+    const refused = subAgentTooDeep(at({}, 0), 'helper')!;
+    expect(refused.decision).toEqual({ kind: 'next' });
+    expect(refused.state.next).toEqual({ kind: 'prompt', parts: [expect.stringMatching(/^Sub-agent "helper" was not started: this run is already at the deepest sub-agent level/)] });
+    expect(refused.state.lastError).toMatch(/sub-agent "helper" refused: the run tree's sub-agent depth limit/);
+  });
+
+  it("a sub-agent's own sub-agents' turns count against the parent's iterations, and its result says how many", () => {
+    const s = at({ iteration: 1 });
+    expect(afterSubAgent(s, 'helper', child(1, 3), false, true).state.childIterations).toBe(4);
+    expect(afterSubAgent(s, 'helper', child(1, 3), false, false).state.childIterations).toBe(1);
+    expect(guardrailCrossed(afterSubAgent(s, 'helper', child(1, 3), false, true).state)?.guardrail).toBe('iterations');
+    expect(runResult({ ...s, childIterations: 4 }, 'w', { status: 'succeeded', result: 'r' }).subAgentIterations).toBe(4);
+    expect(runResult(s, 'w', { status: 'succeeded', result: 'r' })).not.toHaveProperty('subAgentIterations');
+  });
+
+  it('sub-agent workflow ids stay within the id limit at any depth, unique and readable from the root', () => {
+    expect(subAgentWorkflowId('run-a', 3)).toBe('run-a.sub-3');
+    const root = `run-${'r'.repeat(196)}`;
+    let ids = [root];
+    for (let depth = 0; depth < 50; depth++) ids = [...ids, subAgentWorkflowId(ids.at(-1)!, depth + 1)];
+    for (const id of ids) {
+      expect(id.length).toBeLessThanOrEqual(maxIdLength);
+      expect(id.startsWith('run-rrrr')).toBe(true);
+      expect(idProblem(id, 'identity')).toBeUndefined(); // a valid directory name
+    }
+    expect(new Set(ids).size).toBe(ids.length);
+    // Siblings differ by their turn; cousins whose parents share the opening differ by the hash.
+    expect(subAgentWorkflowId(ids[5]!, 1)).not.toBe(subAgentWorkflowId(ids[5]!, 2));
+    expect(subAgentWorkflowId(`${root}.sub-1`, 1)).not.toBe(subAgentWorkflowId(`${root}.sub-2`, 1));
   });
 });
 

@@ -4,6 +4,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import proto from '@temporalio/proto';
 import { getAgentRun } from '../../src/client/index.js';
+import { maxIdLength, subAgentWorkflowId } from '../../src/workflows/ids.js';
+import { totalTokens } from '../../src/workflows/usage.js';
 import { workflowVersion } from '../../src/workflows/types.js';
 import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
@@ -19,6 +21,11 @@ beforeAll(async () => {
         { name: 'helper', description: 'answers sub-questions', harness: 'scripted', actions: ['echo'] },
         { name: 'frugal', harness: 'scripted', subAgents: ['helper'], guardrails: { maxIterations: 3, maxTokens: 1000 } },
         { name: 'borrower', description: 'works in a parent workspace only', harness: 'scripted', sandbox: { workspaceScope: 'parent' } },
+        // Two agents that call each other: a recursion only the run tree's limits end.
+        { name: 'ping', harness: 'scripted', subAgents: ['pong'] },
+        { name: 'pong', harness: 'scripted', subAgents: ['ping'] },
+        { name: 'ping-deep', harness: 'scripted', subAgents: ['pong-deep'], guardrails: { maxIterations: 6, maxTokens: 100_000, maxCostUsd: 100, maxSubAgentDepth: 10 } },
+        { name: 'pong-deep', harness: 'scripted', subAgents: ['ping-deep'], guardrails: { maxSubAgentDepth: 10 } },
       ],
     }),
   });
@@ -136,6 +143,57 @@ describe('sub-agents', () => {
     // The parent used 1 of 3 iterations and 200 of 1000 tokens: the child gets 2 iterations and 800 tokens.
     expect(child?.result).toMatchObject({ status: 'stopped', iterations: 2 });
     expect(result).toMatchObject({ status: 'stopped', guardrail: 'iterations', iterations: 1, usage: { input: 250, output: 250 } });
+  });
+
+  /** Scripts `<name>-0` … `<name>-<levels>`: each level asks the other agent to go one level deeper, then succeeds. */
+  const recursion = (name: string, agents: [string, string], levels: number) => {
+    for (let k = 0; k <= levels; k++) {
+      book.write(`${name}-${k}`, [
+        { usage: { input: 100, output: 100 }, envelope: { step: 'sub-agent', agent: agents[(k + 1) % 2], message: `go deeper script:${name}-${k + 1}`, terminateAfter: false } },
+        { usage: { input: 100, output: 100 }, ...ok(`level ${k} done`) },
+      ]);
+    }
+    return `recurse script:${name}-0`;
+  };
+  /** The run ids of a tree that went down through each level's first turn. */
+  const chain = (root: string, levels: number) => Array.from({ length: levels }, (_, i) => i).reduce((ids, _) => [...ids, subAgentWorkflowId(ids.at(-1)!, 1)], [root]);
+
+  it('a↔b recursion stops at maxSubAgentDepth with the reason told to the deepest run; every id stays within the limit', async () => {
+    const task = recursion('rec', ['ping', 'pong'], 6);
+    // The longest root id a run may have: its sub-agents' ids cannot grow past it.
+    const workflowId = `${testWorkflowId('rec')}-${'x'.repeat(200)}`.slice(0, maxIdLength);
+    const result = await (await w.start({ agent: 'ping', task, workflowId })).result();
+    expect(result).toMatchObject({ status: 'succeeded', result: 'level 0 done', iterations: 2, subAgentIterations: 6 });
+    const ids = chain(workflowId, 4);
+    for (const id of ids) expect(id.length, id).toBeLessThanOrEqual(maxIdLength);
+    expect(new Set(ids).size).toBe(5);
+    expect(ids[3]).toMatch(/^rec-.*=[0-9a-f]{14}\.sub-1$/);
+    // Three levels below the root ran and succeeded; the fourth was never started.
+    for (const [level, id] of ids.slice(1, 4).entries()) expect(await w.ledger.getRun(id), id).toMatchObject({ status: 'succeeded', agent: level % 2 === 0 ? 'pong' : 'ping' });
+    expect(await w.ledger.getRun(ids[4]!)).toBeUndefined();
+    await expect(w.client.workflow.getHandle(ids[4]!).describe()).rejects.toThrow(/not found/i);
+    // The deepest run was told why, in its next turn, and says so in its last error.
+    const deepest = await w.ledger.listPromptRuns(ids[3]!);
+    expect(deepest[1]!.input).toMatch(/Sub-agent "ping" was not started: this run is already at the deepest sub-agent level its run tree allows \(guardrails\.maxSubAgentDepth/);
+    // Tokens of the whole tree are the root's: 8 turns of 200.
+    expect(result.usage).toMatchObject({ input: 800, output: 800 });
+  });
+
+  it("the root's iteration budget holds for the whole tree, however deep: turns, tokens and cost of all runs within it", async () => {
+    const task = recursion('tree', ['ping-deep', 'pong-deep'], 8);
+    const workflowId = testWorkflowId('tree');
+    const result = await (await w.start({ agent: 'ping-deep', task, workflowId })).result();
+    expect(result).toMatchObject({ status: 'stopped', guardrail: 'iterations', iterations: 1, subAgentIterations: 5 });
+    const ids = chain(workflowId, 7);
+    const rows = (await Promise.all(ids.map((id) => w.ledger.listPromptRuns(id)))).flat();
+    // 6 turns in the whole tree, the root's maxIterations — not 6 per run, nor 10 as when grandchildren went uncounted.
+    expect(rows).toHaveLength(6);
+    expect(await w.ledger.getRun(ids[6]!)).toBeUndefined();
+    const tokens = rows.reduce((n, r) => n + totalTokens(r.usage), 0);
+    const cost = rows.reduce((n, r) => n + r.costUsd, 0);
+    expect(totalTokens(result.usage)).toBe(tokens);
+    expect(result.costUsd).toBeCloseTo(cost, 6);
+    expect(tokens).toBeLessThanOrEqual(100_000);
   });
 
   it('terminateAfter ends the parent with the child result', async () => {
