@@ -7,6 +7,7 @@
  * pending and decidable. The turn's own notifications are not controls: a spoofed one changes nothing either.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LedgerBlobStore } from '../../src/blobs/index.js';
 import { RunRejectedError, type AgentRunHandle } from '../../src/client/index.js';
 import { generateOperatorKey, parseOperators, signDecision, signerFromKeyFile, textDigest, type DecisionTarget } from '../../src/operators/index.js';
 import { approveUpdate, replyUpdate, retryTurnUpdate } from '../../src/workflows/messages.js';
@@ -129,7 +130,8 @@ describe('a signed deployment', () => {
     await expect(run.handle.executeUpdate(replyUpdate, { args: [{ text: 'yes', signed }] })).resolves.toBe('reply accepted');
     await expect.poll(async () => (await run.status()).pendingQuestion, { timeout: 20_000, interval: 100 }).toMatch(/second\?/);
     expect(await refusal(run.handle.executeUpdate(replyUpdate, { args: [{ text: 'yes', signed }] }))).toMatch(/^DecisionReplayed:/);
-    await expect(run.signedBy(bob).reply('yes again')).resolves.toBe('reply accepted');
+    // A long reply travels by reference; the signature names the whole text, which is also the reference's key.
+    await expect(run.signedBy(bob).reply(`yes again ${'x'.repeat(40_000)}`, { blobs: new LedgerBlobStore(w.ledger) })).resolves.toBe('reply accepted');
     await expect(run.result()).resolves.toMatchObject({ status: 'succeeded' });
   });
 
