@@ -19,10 +19,11 @@
 //   model               reported in the session line (printed next, for every turn)
 //   activity            an activity line
 //   usage               a usage line ({input, output, cacheRead, cacheWrite, reasoning, costUsd})
-//   calls               [{usage, sleepMs, exit, unread}] model calls: each sleeps, then is "served" (appended to
+//   calls               [{usage, sleepMs, exit, unread, report}] model calls: each sleeps, then is "served" (appended to
 //                       .scripted/served.jsonl, the vendor's bill) and reported as a usage line; `exit: N` exits right
 //                       after that call without a terminal line (a crash after a good call); `unread: true` serves it
-//                       but its line never reaches the runtime, as when the worker dies just then (then exits 1)
+//                       but its line never reaches the runtime, as when the worker dies just then (then exits 1);
+//                       `report: "<line>"` prints that raw line instead of the usage line (a harness that lies: NaN…)
 // With the request's `attempt`, served calls stay in .scripted/unacked.json until the runtime's `usage-ack`; the
 // next process re-reports what is left first (exactly-once usage across worker crashes).
 //   ignoreTerm          from here on ignores SIGTERM and a closed stdin: a harness that will not stop by itself
@@ -297,7 +298,8 @@ async function main() {
     unacked?.add({ attempt: request.attempt, turn: request.turn, call: served, usage: call.usage });
     appendFileSync(path.join(dir, 'served.jsonl'), `${JSON.stringify({ session: session.id, turn: request.turn, usage: call.usage })}\n`);
     if (call.unread) process.exit(1);
-    emit({ type: 'usage', ...call.usage, ...(unacked ? { call: served } : {}) });
+    if (call.report !== undefined) process.stdout.write(`${call.report}\n`);
+    else emit({ type: 'usage', ...call.usage, ...(unacked ? { call: served } : {}) });
     if (call.exit !== undefined) {
       process.stderr.write('crashed after a model call\n');
       process.stdout.write('', () => process.exit(call.exit));
