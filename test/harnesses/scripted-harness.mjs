@@ -27,7 +27,8 @@
 // With the request's `attempt`, served calls stay in .scripted/unacked.json until the runtime's `usage-ack`; the
 // next process re-reports what is left first (exactly-once usage across worker crashes).
 //   ignoreTerm          from here on ignores SIGTERM and a closed stdin: a harness that will not stop by itself
-//   hangOnce MS         the first run of this step sleeps MS after its calls (a turn that hangs once, then behaves)
+//   hangOnce MS         the first run of this step sleeps MS after its calls (a turn that hangs once, then behaves);
+//                       with `hangOnceFlag: PATH` "first" is per machine (the file PATH), not per workspace
 //   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
@@ -149,6 +150,16 @@ function readJson(file) {
 }
 
 /** Counts runs of one step; returns true if this run should fail (the first `failing` runs do). */
+/** True the first time for `file` (an absolute path: once per machine, whatever workspace the step runs in). */
+function firstTime(file) {
+  try {
+    writeFileSync(file, String(process.pid), { flag: 'wx' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function shouldFail(dir, session, kind, failing) {
   const file = path.join(dir, 'counters', `${session.script}.${session.position}.${kind}`);
   const runsBefore = Number(readJson(file) ?? 0);
@@ -306,7 +317,7 @@ async function main() {
       return;
     }
   }
-  if (step.hangOnce && shouldFail(dir, session, 'hangs', 1)) await sleep(step.hangOnce);
+  if (step.hangOnce && (step.hangOnceFlag ? firstTime(step.hangOnceFlag) : shouldFail(dir, session, 'hangs', 1))) await sleep(step.hangOnce);
   if (step.sleepMs) await startSleeper(dir, step.sleepMs);
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
   if (step.permissions) await askPermissions(step.permissions, request.workspace);
