@@ -182,35 +182,25 @@ class WorkerProcess {
 }
 
 function catalogFor(scriptsDir: string, plan: ChaosPlan) {
+  const scriptedHarness = (name: string, args: string[], capabilities: Record<string, boolean>) => ({
+    name,
+    driverClass: 'StdioJson',
+    executable: process.execPath,
+    args: [harness, '--scripts', scriptsDir, ...args],
+    active: true,
+    vendor: 'chaosvendor',
+    model: 'chaos-1',
+    capabilities,
+    prices: { input: 1, output: 2, cacheRead: 0.1, cacheWrite: 1.25 },
+    turnTimeoutMs: 60_000,
+  });
   return {
     harnesses: [
-      {
-        name: 'chaos',
-        driverClass: 'StdioJson',
-        executable: process.execPath,
-        args: [harness, '--scripts', scriptsDir],
-        active: true,
-        vendor: 'chaosvendor',
-        model: 'chaos-1',
-        // The scripted harness branches a session on request: retried attempts never feed a prompt twice.
-        capabilities: { sessionFork: true },
-        prices: { input: 1, output: 2, cacheRead: 0.1, cacheWrite: 1.25 },
-        turnTimeoutMs: 60_000,
-      },
-      {
-        // The host-loss phase: a fresh workspace continues from the replayed conversation, which a harness without
-        // resume finds its place in.
-        name: 'chaos-stateless',
-        driverClass: 'StdioJson',
-        executable: process.execPath,
-        args: [harness, '--scripts', scriptsDir, '--stateless'],
-        active: true,
-        vendor: 'chaosvendor',
-        model: 'chaos-1',
-        capabilities: { sessionResume: false },
-        prices: { input: 1, output: 2, cacheRead: 0.1, cacheWrite: 1.25 },
-        turnTimeoutMs: 60_000,
-      },
+      // The scripted harness branches a session on request: retried attempts never feed a prompt twice.
+      scriptedHarness('chaos', [], { sessionFork: true }),
+      // The host-loss phase: a fresh workspace continues from the replayed conversation, which a harness without
+      // resume finds its place in.
+      scriptedHarness('chaos-stateless', ['--stateless'], { sessionResume: false }),
     ],
     agents: [
       {

@@ -258,19 +258,25 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
     ]);
   });
 
-  it(`a token budget stops the turn ${cli.perCall ? 'within one model call' : 'at the end of the turn (usage comes per turn)'}`, { timeout: 90_000 }, async () => {
-    const workflowId = `budget-${cli.name}`;
-    const { sandbox, request } = await session(workflowId);
+  /**
+   * Three calls of 1,010 tokens, then an answer, with a budget of 1,500 tokens: the turn is stopped. Later calls answer
+   * slowly, like a real model, so a stop after call 2 lands before call 3 is served.
+   */
+  async function budgetStop(workflowId: string, agent: string) {
+    vendor.clearScript();
+    const { sandbox, request } = await session(workflowId, agent);
     const from = vendor.served.length;
-    const read = (i: number) => ({ toolCalls: [{ id: `call_budget_${i}`, ...cli.readCall(sandbox.hostWorkspacePath) }], usage: { input: 1000, output: 10 } });
-    // Three calls of 1,010 tokens, then an answer; the budget is 1,500 tokens. Later calls answer slowly, like a
-    // real model, so a stop after call 2 lands before call 3 is served.
+    const read = (i: number) => ({ toolCalls: [{ id: `call_${workflowId}_${i}`, ...cli.readCall(sandbox.hostWorkspacePath) }], usage: { input: 1000, output: 10 } });
     script(read(1), read(2), { ...read(3), delayMs: 3000 }, { text: '{"step":"success","result":"spent"}', usage: { input: 1000, output: 10 }, delayMs: 3000 });
     const outcome = await turn(workflowId, request(1, 'Read notes.txt three times.', { budget: { tokens: 1500 } }));
     expect(outcome).toMatchObject({ step: { ok: false }, budgetExhausted: { guardrail: 'tokens' } });
     await new Promise((r) => setTimeout(r, 3500));
-    const served = servedSince(vendor, cli, from);
-    const totals = await ledger.runTotals(workflowId);
+    return { outcome, from, served: servedSince(vendor, cli, from), totals: await ledger.runTotals(workflowId) };
+  }
+
+  it(`a token budget stops the turn ${cli.perCall ? 'within one model call' : 'at the end of the turn (usage comes per turn)'}`, { timeout: 90_000 }, async () => {
+    const workflowId = `budget-${cli.name}`;
+    const { from, served, totals } = await budgetStop(workflowId, 'agent');
     if (cli.perCall) {
       // Stopped at call 2 (2,020 ≥ 1,500): overshoot 520 tokens, less than one call; call 3 was never answered.
       expect(vendor.served.slice(from).filter((s) => cli.match(s.request))).toHaveLength(2);
@@ -287,16 +293,7 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
 
   it('a token budget stops the turn in the two-way mode too: every call the vendor served is in the ledger once', slowTest, async () => {
     const workflowId = `budget-two-way-${cli.name}`;
-    vendor.clearScript();
-    const { sandbox, request } = await session(workflowId, 'strict-agent');
-    const from = vendor.served.length;
-    const read = (i: number) => ({ toolCalls: [{ id: `call_budget2_${i}`, ...cli.readCall(sandbox.hostWorkspacePath) }], usage: { input: 1000, output: 10 } });
-    script(read(1), read(2), { ...read(3), delayMs: 3000 }, { text: '{"step":"success","result":"spent"}', usage: { input: 1000, output: 10 }, delayMs: 3000 });
-    const outcome = await turn(workflowId, request(1, 'Read notes.txt three times.', { budget: { tokens: 1500 } }));
-    expect(outcome).toMatchObject({ step: { ok: false }, budgetExhausted: { guardrail: 'tokens' } });
-    await new Promise((r) => setTimeout(r, 3500));
-    const served = servedSince(vendor, cli, from);
-    const totals = await ledger.runTotals(workflowId);
+    const { outcome, served, totals } = await budgetStop(workflowId, 'strict-agent');
     // The vendor's bill, the ledger and the turn's own spend agree: before, codex's app-server booked each call and
     // then its thread's total on top (twice what was served).
     expect(totals.usage).toMatchObject({ input: served.input, output: served.output });
