@@ -8,7 +8,7 @@ import type { Usage } from '../adapters/types.js';
 import type { Prices } from '../catalog/schema.js';
 import { attemptCost } from '../ledger/cost.js';
 import { LedgerFaultError, type AttemptFinish, type AttemptStart, type CostView, type Ledger, type UsageRecord } from '../ledger/types.js';
-import { addUsage, noUsage, priceUsage, totalTokens, usageKnown } from '../workflows/usage.js';
+import { addUsage, checkedUsage, costOf, noUsage, priceUsage, totalTokens, usageKnown } from '../workflows/usage.js';
 
 import type { TurnBudget } from '../workflows/types.js';
 
@@ -184,6 +184,11 @@ export function isRetryable(err: unknown): boolean {
   return typeof code === 'string' && /^(SQLITE_(BUSY|LOCKED|IOERR|READONLY|FULL|CANTOPEN)|E[A-Z]+|ECONN|57P|08)/.test(code);
 }
 
+/** A call's figures as its ledger row holds them (unknown-ness is the row's NULL counts). */
+function rowOf(call: { usage: Usage; priceUsd?: number; harnessCostUsd?: number }): Pick<UsageRecord, 'usage' | 'priceUsd' | 'harnessCostUsd'> {
+  return { usage: call.usage, ...(call.priceUsd !== undefined ? { priceUsd: call.priceUsd } : {}), ...(call.harnessCostUsd !== undefined ? { harnessCostUsd: call.harnessCostUsd } : {}) };
+}
+
 /** One attempt's identity in the ledger. */
 export interface AttemptIdentity {
   readonly workflowId: string;
@@ -207,7 +212,7 @@ export interface AttemptSpend extends CostView {
  */
 export class TurnAccounting {
   private readonly writer: RetryingWriter;
-  private readonly calls: { usage: Usage; priceUsd?: number; harnessCostUsd?: number }[] = [];
+  private readonly calls: { usage: Usage; priceUsd?: number; harnessCostUsd?: number; unknown: boolean }[] = [];
   private unknownCalls = 0;
   /** What earlier attempts of this scheduling spent (the workflow's budget did not know about them). */
   private earlier: { tokens: number; costUsd: number } = { tokens: 0, costUsd: 0 };
@@ -271,9 +276,9 @@ export class TurnAccounting {
   recordUsage(event: { usage: Usage; costUsd?: number; call?: number }): BudgetCrossing | undefined {
     const call = this.priced(event);
     this.calls.push(call);
-    if (!usageKnown(event.usage)) this.unknownCalls += 1;
+    if (call.unknown) this.unknownCalls += 1;
     // The harness's own call number when it gives one, so a re-report of this call lands on the same row.
-    this.write({ ...this.id, call: event.call ?? this.calls.length, ...call });
+    this.write({ ...this.id, call: event.call ?? this.calls.length, ...rowOf(call) });
     return this.crossed();
   }
 
@@ -291,13 +296,16 @@ export class TurnAccounting {
           this.earlier = { tokens: this.earlier.tokens + totalTokens(event.usage), costUsd: this.earlier.costUsd + (call.priceUsd ?? call.harnessCostUsd ?? 0) };
         }
       : undefined;
-    this.write({ workflowId: this.id.workflowId, runId: this.id.runId, attemptId, turn, call: number, ...call }, count);
+    this.write({ workflowId: this.id.workflowId, runId: this.id.runId, attemptId, turn, call: number, ...rowOf(call) }, count);
     return this.crossed();
   }
 
-  private priced(event: { usage: Usage; costUsd?: number }): { usage: Usage; priceUsd?: number; harnessCostUsd?: number } {
-    const priceUsd = this.options.prices ? priceUsage(this.options.prices, event.usage) : undefined;
-    return { usage: event.usage, ...(priceUsd !== undefined ? { priceUsd } : {}), ...(event.costUsd !== undefined ? { harnessCostUsd: event.costUsd } : {}) };
+  /** One call's row: counts that are not valid (NaN, 1e308, fractional) make it unknown, never a number in a sum. */
+  private priced(event: { usage: Usage; costUsd?: number }): { usage: Usage; priceUsd?: number; harnessCostUsd?: number; unknown: boolean } {
+    const usage = checkedUsage(event.usage);
+    const harnessCostUsd = costOf(event.costUsd);
+    const priceUsd = this.options.prices ? priceUsage(this.options.prices, usage) : undefined;
+    return { usage, ...(priceUsd !== undefined ? { priceUsd } : {}), ...(harnessCostUsd !== undefined ? { harnessCostUsd } : {}), unknown: !usageKnown(usage) };
   }
 
   private write(row: UsageRecord, onInserted?: () => void): void {

@@ -20,7 +20,8 @@ import { z } from 'zod';
 import type { PermissionKind, PermissionRequest } from '../permissions/types.js';
 import type { LineState, WireAnswer } from './cli-adapter.js';
 import { methodNotFound, rpcError, rpcErrorText, rpcKind, rpcMessage, rpcRequest, rpcResult, type RpcMessage } from './json-rpc.js';
-import type { HarnessEvent, TerminalEvent } from './types.js';
+import type { HarnessEvent, TerminalEvent, Usage } from './types.js';
+import { noUsage } from '../workflows/usage.js';
 
 /** What one ACP turn needs. */
 export interface AcpTurn {
@@ -40,12 +41,27 @@ export const promptResult = z.object({
 });
 export type PromptResult = z.infer<typeof promptResult>;
 
+/** One model call as the agent's own store recorded it. */
+export interface StoredCall {
+  /** The store's id for it: each call is booked once. */
+  readonly id: string;
+  /** Its usage; `undefined` while the call is not finished (the store has no final count yet). */
+  readonly usage: Usage | undefined;
+  readonly costUsd?: number;
+  readonly model?: string;
+}
+
 /** What differs between ACP agents, and the base class's services. */
 export interface AcpHost {
   resumeFailed(state: LineState, detail?: { reason?: string }): TerminalEvent;
   takeFollowUp(state: LineState): string | undefined;
-  /** Usage (and the model, where known) of one prompt that started at `startedAt` (epoch ms). */
-  promptUsage(result: PromptResult, sessionId: string, startedAt: number): HarnessEvent[];
+  /**
+   * The model calls the agent stored for `sessionId` since `since` (epoch ms), in order: its usage per call (the
+   * prompt's own ACP usage is partial); empty when the store cannot be read.
+   */
+  storedCalls(sessionId: string, since: number): readonly StoredCall[];
+  /** Usage from the prompt's own result, only when the store had nothing: partial, and says so. */
+  resultUsage(result: PromptResult, sessionId: string): HarnessEvent[];
   /** A name for the CLI in messages. */
   readonly label: string;
 }
@@ -84,7 +100,13 @@ interface Scratch {
   nextId?: number;
   sessionId?: string;
   promptId?: number;
-  promptStartedAt?: number;
+  /** When this turn's first prompt was sent (epoch ms): its calls are read from the store from then on. */
+  turnStartedAt?: number;
+  /** Store ids of the calls booked this turn, and whether a read found the last one unfinished. */
+  booked?: string[];
+  openCall?: boolean;
+  /** The agent runs a tool or waits for a permission answer: no model call is in flight. */
+  idle?: boolean;
   /** After session/load: history is being replayed until `available_commands_update` (or a live request). */
   replaying?: boolean;
   text?: string;
@@ -148,10 +170,47 @@ export class AcpClient {
       case 'response':
         return this.response(message, state, scratch, host);
       case 'request':
-        return this.request(message, state, scratch);
+        return this.request(message, state, scratch, host);
       case 'notification':
         return message.method === 'session/update' ? this.update(message, scratch) : undefined;
     }
+  }
+
+  /**
+   * What a stopped turn spent beyond what was booked: the finished calls in the store no event brought, and a call of
+   * unknown usage for each unfinished one — or, when the store shows none, for a call the agent was making.
+   */
+  unreported(state: LineState, host: AcpHost): HarnessEvent[] {
+    const scratch = state.scratch as Scratch;
+    if (scratch.phase !== 'prompt' || !scratch.sessionId) return [];
+    scratch.phase = 'done';
+    const stored = host.storedCalls(scratch.sessionId, scratch.turnStartedAt ?? 0);
+    const events = this.book(scratch, stored);
+    const unfinished = stored.filter((c) => c.usage === undefined && !scratch.booked?.includes(c.id));
+    for (const c of unfinished) {
+      scratch.booked!.push(c.id);
+      events.push({ type: 'usage', usage: noUsage });
+    }
+    if (unfinished.length === 0 && !scratch.idle && events.length === 0) events.push({ type: 'usage', usage: noUsage });
+    return events;
+  }
+
+  /** Whether the last read of the store found an unfinished call (its usage comes when it ends). */
+  callOpen(state: LineState): boolean {
+    return (state.scratch as Scratch).openCall === true;
+  }
+
+  /** The finished calls of `stored` not booked yet, as usage events (and the model of the last one). */
+  private book(scratch: Scratch, stored: readonly StoredCall[]): HarnessEvent[] {
+    const booked = (scratch.booked ??= []);
+    const events: HarnessEvent[] = [];
+    for (const call of stored) {
+      if (call.usage === undefined || booked.includes(call.id)) continue;
+      booked.push(call.id);
+      events.push({ type: 'usage', usage: call.usage, ...(call.costUsd !== undefined ? { costUsd: call.costUsd } : {}) });
+    }
+    scratch.openCall = stored.at(-1)?.usage === undefined && stored.length > 0;
+    return events;
   }
 
   answer(request: PermissionRequest, wire: WireAnswer, state: LineState): void {
@@ -173,7 +232,8 @@ export class AcpClient {
   private prompt(state: LineState, scratch: Scratch, text: string): void {
     scratch.phase = 'prompt';
     scratch.text = '';
-    scratch.promptStartedAt = Date.now();
+    scratch.idle = false;
+    scratch.turnStartedAt ??= Date.now();
     scratch.promptId = this.send(state, scratch, 'session/prompt', { sessionId: scratch.sessionId, prompt: [{ type: 'text', text }] });
   }
 
@@ -202,9 +262,10 @@ export class AcpClient {
       return { type: 'session', sessionId, resumed: turn.sessionId !== undefined };
     }
     if (message.id !== scratch.promptId) return undefined;
+    scratch.idle = true;
     if (message.error) return { type: 'session-error', code: 'vendor-error', message: `${host.label} failed the prompt: ${rpcErrorText(message)}` };
     const result = promptResult.safeParse(message.result ?? {});
-    const events = result.success ? host.promptUsage(result.data, scratch.sessionId!, scratch.promptStartedAt ?? 0) : [];
+    const events = result.success ? this.promptUsage(result.data, scratch, host) : [];
     const stop = result.success ? (result.data.stopReason ?? 'end_turn') : 'end_turn';
     if (stop === 'refusal' || stop === 'cancelled') {
       events.push({ type: 'session-error', code: 'vendor-error', message: `${host.label} ended the prompt: ${stop}` });
@@ -221,10 +282,33 @@ export class AcpClient {
     return events;
   }
 
-  private request(message: RpcMessage, state: LineState, scratch: Scratch): HarnessEvent | undefined {
+  /** A prompt's usage: its calls from the store not booked yet; the prompt's own usage only if the store had none. */
+  private promptUsage(result: PromptResult, scratch: Scratch, host: AcpHost): HarnessEvent[] {
+    const stored = host.storedCalls(scratch.sessionId!, scratch.turnStartedAt ?? 0);
+    const events = this.book(scratch, stored);
+    // An unfinished call at the prompt's end will never finish: spent, count unknown.
+    for (const c of stored) {
+      if (c.usage !== undefined || scratch.booked!.includes(c.id)) continue;
+      scratch.booked!.push(c.id);
+      events.push({ type: 'usage', usage: noUsage });
+    }
+    scratch.openCall = false;
+    const model = stored.at(-1)?.model;
+    if (model) events.push({ type: 'session', sessionId: scratch.sessionId!, model });
+    if (stored.length > 0) return events;
+    // Nothing readable in the store: the prompt's own figure (partial), unless calls of this turn were booked from
+    // the store before — then the rest cannot be told apart from them, and is unknown.
+    return scratch.booked!.length > 0 ? [{ type: 'usage', usage: noUsage }] : host.resultUsage(result, scratch.sessionId!);
+  }
+
+  private request(message: RpcMessage, state: LineState, scratch: Scratch, host: AcpHost): HarnessEvent | HarnessEvent[] | undefined {
     const rpcId = message.id!;
     if (message.method === 'session/request_permission') {
       scratch.replaying = false;
+      scratch.idle = true;
+      // The calls so far, the one that asks included where the store has it (gemini), are booked before the wait: a
+      // cancel or a dead worker meanwhile loses none. One the store has not finished (opencode) stays open.
+      const booked = scratch.sessionId ? this.book(scratch, host.storedCalls(scratch.sessionId, scratch.turnStartedAt ?? 0)) : [];
       const p = permissionParams.safeParse(message.params);
       if (!p.success) {
         state.send(rpcResult(rpcId, { outcome: { outcome: 'cancelled' } }));
@@ -233,7 +317,7 @@ export class AcpClient {
       const requestId = `acp-${String(rpcId)}`;
       (scratch.pending ??= {})[requestId] = { rpcId, options: p.data.options };
       const request = acpPermissionRequest(requestId, p.data.toolCall, scratch.toolNames?.[p.data.toolCall.toolCallId]);
-      return { type: 'permission-request', ...request };
+      return [...booked, { type: 'permission-request', ...request }];
     }
     // The client offers no file system and no terminal: the agent uses its own tools (which ask first).
     state.send(rpcError(rpcId, methodNotFound, `durable-harness offers no ${message.method ?? 'such method'} (clientCapabilities)`));
@@ -260,9 +344,15 @@ export class AcpClient {
       case 'tool_call':
         if (u.toolCallId && u.title) (scratch.toolNames ??= {})[u.toolCallId] ??= u.title;
         scratch.text = ''; // the envelope is the text after the last tool call
+        scratch.idle = u.status !== 'completed' && u.status !== 'failed';
         return { type: 'activity', description: `${u.title ?? 'tool'} (${u.status ?? 'pending'})` };
       case 'tool_call_update':
-        return u.status === 'completed' || u.status === 'failed' ? { type: 'activity', description: `${u.title ?? u.toolCallId ?? 'tool'} → ${u.status}` } : undefined;
+        if (u.status === 'completed' || u.status === 'failed') {
+          // The tool is done: the agent calls the model with its result.
+          scratch.idle = false;
+          return { type: 'activity', description: `${u.title ?? u.toolCallId ?? 'tool'} → ${u.status}` };
+        }
+        return undefined;
       default:
         return undefined;
     }

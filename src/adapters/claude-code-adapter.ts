@@ -95,8 +95,9 @@ const assistantLine = z.object({
   type: z.literal('assistant'),
   session_id: z.string().nullish(),
   parent_tool_use_id: z.string().nullish(),
-  message: z.object({ model: z.string().nullish(), content: z.array(contentBlock).nullish() }),
+  message: z.object({ id: z.string().nullish(), model: z.string().nullish(), content: z.array(contentBlock).nullish(), usage: usageSchema.nullish() }),
 });
+const statusLine = z.object({ type: z.literal('system'), subtype: z.literal('status'), status: z.string().nullish() });
 const userLine = z.object({ type: z.literal('user'), session_id: z.string().nullish() });
 const resultLine = z.object({
   type: z.literal('result'),
@@ -127,7 +128,7 @@ const controlRequestLine = z.object({
 });
 const otherLine = z.object({ type: z.string(), subtype: z.string().nullish() });
 /** Every line Claude Code prints in stream-json mode; unknown types fall through to the catch-all. */
-export const claudeLine = z.union([initLine, retryLine, streamEventLine, assistantLine, userLine, resultLine, controlRequestLine, otherLine]);
+export const claudeLine = z.union([initLine, retryLine, statusLine, streamEventLine, assistantLine, userLine, resultLine, controlRequestLine, otherLine]);
 export type ClaudeLine = z.infer<typeof claudeLine>;
 
 /**
@@ -172,8 +173,50 @@ interface Scratch {
   model?: string;
   /** Input and cache tokens of the model call in flight (from its `message_start`). */
   call?: Usage;
+  /** The call in flight's input side is booked already (at a permission request): its `message_delta` adds the output. */
+  inputBooked?: boolean;
+  /** Claude said it is requesting a model call (`system/status`) and no answer has begun. */
+  requesting?: boolean;
+  /** Ids of this turn's streamed calls: an `assistant` message with another id is a non-streamed (fallback) call. */
+  streamed?: string[];
   /** Usage of the calls already emitted this turn. */
   counted?: Usage;
+}
+
+/**
+ * A call's input side as an incremental usage event: its output is booked by a later event (0 here means "none yet"),
+ * or, when it never comes, by a call of unknown usage — so the sum is exact or the cost blind, never silently short.
+ */
+function inputSide(call: Usage): Usage {
+  return { ...call, output: 0 };
+}
+
+/** A call's output as the event that completes its input side: nothing more of its input. */
+function outputSide(call: Usage, output: number | null | undefined): Usage {
+  const zero = (v: number | undefined) => (v === undefined ? undefined : 0);
+  return usageOf({ input: zero(call.input), cacheRead: zero(call.cacheRead), cacheWrite: zero(call.cacheWrite), output });
+}
+
+/** A usage event that also goes into the turn's `counted` (what `result.usage` is compared with). */
+function counted(scratch: Scratch, usage: Usage): HarnessEvent {
+  scratch.counted = addUsage(scratch.counted ?? noUsage, usage);
+  return { type: 'usage', usage };
+}
+
+/**
+ * The streamed call in flight as far as it is known when it cannot finish (cut, superseded, killed): its input side,
+ * if not booked yet, and a call of unknown usage for its output, which nobody will ever report. With `ended` (the
+ * turn is over) a request no answer began for counts the same: it may have been served.
+ */
+function cutCall(scratch: Scratch, ended = false): HarnessEvent[] {
+  const call = scratch.call;
+  const events: HarnessEvent[] = [];
+  if (call && !scratch.inputBooked && usageKnown(call)) events.push(counted(scratch, inputSide(call)));
+  if (call || (ended && scratch.requesting)) events.push({ type: 'usage', usage: noUsage });
+  scratch.call = undefined;
+  scratch.inputBooked = false;
+  if (ended) scratch.requesting = false;
+  return events;
 }
 
 /** Adapter for Claude Code (`claude -p`). */
@@ -265,6 +308,13 @@ export class ClaudeCode extends CliHarnessAdapter {
       scratch.model = v.model ?? undefined;
       return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
     }
+    if (value.type === 'system' && value.subtype === 'status') {
+      // A model call is requested: a call still open was cut (a retry or a fallback follows).
+      if ((value as z.infer<typeof statusLine>).status !== 'requesting') return undefined;
+      const cut = cutCall(scratch);
+      scratch.requesting = true;
+      return cut;
+    }
     if (value.type === 'system' && value.subtype === 'api_retry') {
       const v = value as z.infer<typeof retryLine>;
       return { type: 'activity', description: `claude retries the model API (attempt ${v.attempt ?? '?'} of ${v.max_retries ?? '?'}): ${v.error_status ?? ''} ${v.error ?? ''}`.trim() };
@@ -288,33 +338,47 @@ export class ClaudeCode extends CliHarnessAdapter {
   }
 
   /** Per-call usage: remember `message_start`'s input side, emit the call at `message_delta` with its output. */
-  private streamEvent(value: z.infer<typeof streamEventLine>, scratch: Scratch): HarnessEvent | undefined {
+  private streamEvent(value: z.infer<typeof streamEventLine>, scratch: Scratch): HarnessEvent[] | undefined {
     const event = value.event;
     if (event.type === 'message_start' && 'message' in event) {
+      const cut = cutCall(scratch);
+      scratch.requesting = false;
       scratch.call = event.message.usage ? usageOf({ ...claudeUsage(event.message.usage), output: undefined }) : noUsage;
-      return undefined;
+      if (event.message.id) (scratch.streamed ??= []).push(event.message.id);
+      return cut;
     }
     if (event.type === 'message_delta' && 'usage' in event && scratch.call) {
-      const usage = usageOf({ ...scratch.call, output: event.usage?.output_tokens });
+      // After a permission request only the output is left to book: the input side was booked then.
+      const usage = scratch.inputBooked ? outputSide(scratch.call, event.usage?.output_tokens) : usageOf({ ...scratch.call, output: event.usage?.output_tokens });
       scratch.call = undefined;
-      scratch.counted = addUsage(scratch.counted ?? noUsage, usage);
-      return { type: 'usage', usage };
+      scratch.inputBooked = false;
+      return [counted(scratch, usage)];
     }
     return undefined;
   }
 
-  /** A call in flight when the turn ended early: its input side is known, its output is not. */
+  /** The call in flight when the turn ended early: its input side is known, its output is not (unknown usage). */
   protected override unreportedUsage(state: LineState): HarnessEvent[] {
-    const scratch = state.scratch as Scratch;
-    const call = scratch.call;
-    scratch.call = undefined;
-    return call && usageKnown(call) ? [{ type: 'usage', usage: call }] : [];
+    return cutCall(state.scratch as Scratch, true);
   }
 
-  private controlRequest(value: z.infer<typeof controlRequestLine>, state: LineState): HarnessEvent | undefined {
+  /** A permission wait holds the asking call's `message_delta` back (measured): its output is still to come. */
+  protected override callOpenAtRequest(state: LineState): boolean {
+    return (state.scratch as Scratch).call !== undefined;
+  }
+
+  private controlRequest(value: z.infer<typeof controlRequestLine>, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
     const { request } = value;
     if (request.subtype === 'can_use_tool' && request.tool_name) {
-      return { type: 'permission-request', ...claudePermissionRequest(value.request_id, request.tool_name, request.input, request.description) };
+      // Claude holds the asking call's `message_delta` until it has the answer (measured): its input side is booked
+      // now, so a cancel or a dead worker during the wait does not lose the call; the output follows the answer.
+      const scratch = state.scratch as Scratch;
+      const events: HarnessEvent[] = [];
+      if (scratch.call && !scratch.inputBooked && usageKnown(scratch.call)) {
+        events.push(counted(scratch, inputSide(scratch.call)));
+        scratch.inputBooked = true;
+      }
+      return [...events, { type: 'permission-request', ...claudePermissionRequest(value.request_id, request.tool_name, request.input, request.description) }];
     }
     // Nothing else was registered (no hooks, no SDK MCP servers): say so rather than leave claude waiting.
     state.send(JSON.stringify({ type: 'control_response', response: { subtype: 'error', request_id: value.request_id, error: `durable-harness does not handle ${request.subtype}` } }));
@@ -323,6 +387,15 @@ export class ClaudeCode extends CliHarnessAdapter {
 
   private assistant(value: z.infer<typeof assistantLine>, scratch: Scratch): HarnessEvent[] {
     const events: HarnessEvent[] = [];
+    const { id, usage } = value.message;
+    // A message no stream announced is a non-streamed call (claude's fallback after a cut stream, measured): its
+    // usage here is the call's own, final (a streamed call's `assistant` lines carry a snapshot, ignored).
+    if (id && usage && value.message.model !== '<synthetic>' && !scratch.streamed?.includes(id)) {
+      events.push(...cutCall(scratch), counted(scratch, claudeUsage(usage)));
+      (scratch.streamed ??= []).push(id);
+    }
+    // The answer began (or, `<synthetic>`, the CLI made up an error message: the request failed, nothing served).
+    if (!value.parent_tool_use_id) scratch.requesting = false;
     // The model the vendor says answered; "<synthetic>" marks messages the CLI made up itself (errors).
     const model = value.message.model;
     const sessionId = value.session_id ?? scratch.sessionId;
@@ -342,8 +415,9 @@ export class ClaudeCode extends CliHarnessAdapter {
     if (state.resumeSessionId !== undefined && errors.some((e) => noConversation.test(e))) {
       return [this.resumeFailed(state, { reason: errors.join('; ') })];
     }
-    const events: HarnessEvent[] = [];
     const scratch = state.scratch as Scratch;
+    // A call still open at the end was cut (it never finished streaming).
+    const events: HarnessEvent[] = cutCall(scratch, true);
     // The result covers every call of the turn: count only what the per-call events did not already count.
     // The event also carries the invocation's cost, so it is emitted whenever there is a cost or uncounted tokens.
     const rest = value.usage ? subtractUsage(claudeUsage(value.usage), scratch.counted ?? noUsage) : noUsage;

@@ -74,7 +74,22 @@ export interface LineState {
   readonly notes: string[];
   /** Follow-up prompts sent so far in this turn. */
   followUps: number;
+  /** Usage events of this turn so far (recovered ones aside): the next one is the attempt's call `usageEvents + 1`. */
+  usageEvents: number;
 }
+
+/**
+ * A call of an attempt whose usage was still to come when its turn waited for a permission decision (the CLI reports
+ * it after the answer): if that attempt's process dies in the wait, a later turn books it as unknown usage.
+ */
+interface OpenCall {
+  readonly attemptId: string;
+  readonly turn: number;
+  readonly call: number;
+}
+
+/** Where the run's state keeps the open calls (see `OpenCall`). */
+export const openCallsKey = 'open-calls-at-permission-wait';
 
 /** The answer as the CLI's protocol gets it: an emulated edit arrives as a denial (with a note). */
 export interface WireAnswer {
@@ -150,6 +165,9 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   private lastModel: string | undefined;
   /** Sessions the harness said it does not know: never resumed again. */
   private readonly unknownSessions = new Set<string>();
+  /** Open calls in the run's state (see `OpenCall`), and those this adapter re-reported (cleared when it ends). */
+  private openCalls: OpenCall[] = [];
+  private reReported: OpenCall[] = [];
 
   /**
    * Hook: what the harness prints on stderr when it does not know the session it was asked to resume. Checked
@@ -186,6 +204,15 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
    */
   protected unreportedUsage(_state: LineState): HarnessEvent[] {
     return [];
+  }
+
+  /**
+   * Hook: whether, at a permission request, a model call's usage is still to come (the CLI reports it only after the
+   * answer). The base class then records the call in the run's state for the wait, so a worker that dies meanwhile
+   * leaves it to be booked as unknown usage by the next turn. Default: no.
+   */
+  protected callOpenAtRequest(_state: LineState): boolean {
+    return false;
   }
 
   /** Hook: a custom terminal event when the process exits without one; `undefined` for the default error. */
@@ -279,6 +306,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     if (this.ended) throw new Error(`${this.driverClass} adapter was already ended; create a new one.`);
     this.config = config;
     this.sessionId = config.resumeSessionId;
+    this.openCalls = openCallsOf(await config.state?.get(openCallsKey));
     await this.prepare(config);
   }
 
@@ -308,6 +336,8 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     this.stopCurrent?.('cancelled');
     this.current = undefined;
     await proc?.kill();
+    // Re-reported open calls are booked (or queued) by now; a later turn would only book them again, idempotently.
+    if (this.reReported.length > 0) await this.saveOpenCalls(this.openCalls.filter((c) => !this.reReported.includes(c))).catch(() => undefined);
     await this.onEnd();
   }
 
@@ -346,6 +376,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       send: (line) => io.proc?.write(`${line}\n`),
       notes: [],
       followUps: 0,
+      usageEvents: 0,
     };
 
     let proc: ExecProcess;
@@ -368,6 +399,11 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     const stop = this.watchStop(input, config.turnTimeoutMs);
     this.stopCurrent = stop.stop;
     try {
+      // Calls an earlier attempt left open when its process died in a permission wait: spent, count unknown.
+      for (const open of this.openCalls.filter((c) => c.attemptId !== state.attemptId && !this.reReported.includes(c))) {
+        this.reReported.push(open);
+        yield { type: 'usage', usage: {}, recovered: open };
+      }
       yield* this.drive(proc, command, state, stop, input);
     } finally {
       this.unanswered.clear();
@@ -407,7 +443,11 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
           this.unanswered.set(request.id, { request, state });
           continue;
         }
+        const open = this.callOpenAtRequest(state) && state.attemptId !== undefined ? { attemptId: state.attemptId, turn: state.turn, call: state.usageEvents + 1 } : undefined;
+        if (open) await this.saveOpenCalls([...this.openCalls, open]).catch(() => undefined);
         const decided = await this.decidePermission(request, input.gate, proc, stop);
+        // The call is this process's to report again (after the answer, or as unknown when the turn is stopped).
+        if (open) await this.saveOpenCalls(this.openCalls.filter((c) => c !== open)).catch(() => undefined);
         if (decided === undefined) {
           // Stopped while waiting: the tool never got an answer, so it never ran.
           yield* this.stopTurn(proc, stop.reason ?? 'cancelled', state, lines, lines.next());
@@ -431,7 +471,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       return;
     }
     const terminalEvent = this.exitWithoutTerminal(command, exit.code, exit.signal, proc.stderrTail(), state);
-    yield* this.safeUnreported(state);
+    for (const event of this.safeUnreported(state)) yield this.track(event, state);
     yield terminalEvent;
   }
 
@@ -502,11 +542,13 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     const timeUp = delay(stopDrainMs).then(() => undefined);
     for (let next = await Promise.race([pending, timeUp]); next && !next.done && Date.now() < deadline; next = await Promise.race([lines.next(), timeUp])) {
       for (const event of this.safeMap(next.value, state)) {
-        if (event.type === 'usage') yield event;
-        else if (event.type === 'session') this.track(event, state);
+        if (event.type === 'usage' || event.type === 'session') {
+          const tracked = this.track(event, state);
+          if (tracked.type === 'usage') yield tracked;
+        }
       }
     }
-    yield* this.safeUnreported(state);
+    for (const event of this.safeUnreported(state)) yield this.track(event, state);
     yield terminal;
   }
 
@@ -565,8 +607,15 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     }
   }
 
+  /** The run's open calls, kept in its state (durable before the wait they are for). */
+  private async saveOpenCalls(calls: OpenCall[]): Promise<void> {
+    this.openCalls = calls;
+    await this.config?.state?.set(openCallsKey, calls);
+  }
+
   /** Records session identity from `session` events; infers `resumed` when the harness does not say. */
   private track(event: HarnessEvent, state: LineState): HarnessEvent {
+    if (event.type === 'usage' && !event.recovered) state.usageEvents += 1;
     if (event.type !== 'session') return event;
     // A fork reports the branch's new id: it continued the requested session all the same.
     const resumed = event.resumed ?? (state.resumeSessionId !== undefined && (state.fork || event.sessionId === state.resumeSessionId));
@@ -615,6 +664,14 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     input.signal?.addEventListener('abort', onAbort, { once: true });
     return turnStop;
   }
+}
+
+/** The open calls in the run's state, keeping only well-formed entries. */
+function openCallsOf(value: unknown): OpenCall[] {
+  if (!Array.isArray(value)) return [];
+  return value.filter(
+    (c): c is OpenCall => typeof c === 'object' && c !== null && typeof c.attemptId === 'string' && Number.isInteger(c.turn) && Number.isInteger(c.call) && c.call > 0,
+  );
 }
 
 function delay(ms: number): Promise<void> {

@@ -38,7 +38,7 @@ import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, 
 import { CodexAppServer, type TokenBreakdown, type TwoWayHost } from './codex-app-server.js';
 import { harnessHome, homePath, listHomeDir, parseJsonLine, readHomeFile, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import { subtractUsage, usageFromJson, usageOf } from '../workflows/usage.js';
+import { noUsage, subtractUsage, usageFromJson, usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
@@ -106,11 +106,47 @@ export function codexUsage(u: z.infer<typeof usageSchema>): Usage {
   });
 }
 
-/** A rollout line with the thread's running usage total (one per model call). */
+/** A rollout line with the thread's running usage total (one per model call), written once the call's tools ran. */
 const tokenCountLine = z.object({
   type: z.literal('event_msg'),
   payload: z.object({ type: z.literal('token_count'), info: z.object({ total_token_usage: usageSchema.nullish() }).nullish() }),
 });
+
+/**
+ * A rollout line codex writes the moment a model response completes — before the tools it asked for run or ask for
+ * approval (measured on 0.171.0: a `token_count` line comes only after the approval) — with that response's usage,
+ * its turn and the thread's running total.
+ */
+const usageRecordLine = z.object({
+  type: z.literal('token_usage_record'),
+  payload: z.object({ turn_id: z.string().nullish(), response_id: z.string().nullish(), usage: usageSchema.nullish(), thread_token_usage: usageSchema.nullish() }),
+});
+
+/** One model call as the rollout recorded it. */
+export interface RolloutCall {
+  readonly turnId: string | undefined;
+  readonly usage: Usage;
+}
+
+/** What a thread's rollout file says about usage: the last running total and every recorded call, in order. */
+export function readRolloutUsage(text: string): { total: Usage | undefined; calls: RolloutCall[] } {
+  let total: Usage | undefined;
+  const calls: RolloutCall[] = [];
+  for (const line of text.split('\n')) {
+    if (line.includes('"token_usage_record"')) {
+      const parsed = usageRecordLine.safeParse(parseJsonLine(line));
+      if (!parsed.success) continue;
+      const { turn_id, usage, thread_token_usage } = parsed.data.payload;
+      if (usage) calls.push({ turnId: turn_id ?? undefined, usage: codexUsage(usage) });
+      if (thread_token_usage) total = codexUsage(thread_token_usage);
+    } else if (line.includes('"token_count"')) {
+      const parsed = tokenCountLine.safeParse(parseJsonLine(line));
+      const t = parsed.success ? parsed.data.payload.info?.total_token_usage : undefined;
+      if (t) total = codexUsage(t);
+    }
+  }
+  return { total, calls };
+}
 
 /** Codex's provider `base_url` includes `/v1` (it appends `/responses`). */
 export function codexBaseUrl(url: string): string {
@@ -160,7 +196,11 @@ interface Scratch {
   text?: string;
   /** The turn's usage was reported (from `turn.completed` or recovered from the rollout). */
   counted?: boolean;
+  /** A tool (command, file change, MCP call) is running: codex is not calling the model meanwhile. */
+  toolRunning?: boolean;
 }
+
+const toolItems = new Set(['command_execution', 'file_change', 'mcp_tool_call']);
 
 /** Adapter for Codex CLI (`codex exec --json`). */
 export class Codex extends CliHarnessAdapter {
@@ -178,6 +218,7 @@ export class Codex extends CliHarnessAdapter {
   private readonly host: TwoWayHost = {
     resumeFailed: (state, detail) => this.resumeFailed(state, detail),
     takeFollowUp: (state) => this.takeFollowUp(state),
+    rolloutCalls: (threadId) => this.rollout(threadId)?.calls ?? [],
     usage: (b: TokenBreakdown) =>
       codexUsage({
         input_tokens: b.inputTokens,
@@ -252,6 +293,7 @@ export class Codex extends CliHarnessAdapter {
         return { type: 'session', sessionId: v.thread_id };
       }
       case 'turn.started':
+        scratch.toolRunning = false;
         return undefined;
       case 'item.started':
       case 'item.updated':
@@ -261,6 +303,8 @@ export class Codex extends CliHarnessAdapter {
         return this.completed(value as z.infer<typeof turnCompleted>, state);
       case 'turn.failed': {
         const v = value as z.infer<typeof turnFailed>;
+        // The call that failed is over: nothing is in flight.
+        scratch.toolRunning = true;
         return [...this.unreportedUsage(state), { type: 'session-error', code: 'vendor-error', message: `Codex ended the turn with an error: ${v.error?.message ?? 'no message'}` }];
       }
       case 'error': {
@@ -276,6 +320,7 @@ export class Codex extends CliHarnessAdapter {
   private item(value: z.infer<typeof itemLine>, scratch: Scratch): HarnessEvent | undefined {
     const it = value.item;
     const done = value.type === 'item.completed';
+    if (toolItems.has(it.type) && value.type !== 'item.updated') scratch.toolRunning = !done;
     if (it.type === 'agent_message' && 'text' in it && typeof it.text === 'string') {
       if (!done) return undefined;
       scratch.text = it.text;
@@ -322,36 +367,31 @@ export class Codex extends CliHarnessAdapter {
 
   /**
    * A turn that failed, crashed or was killed printed no usage: the thread's rollout file has the running total
-   * after each model call. Reports what this turn added to it.
+   * after each model call. Reports what this turn added to it, and a call of unknown usage when the turn was cut off
+   * while codex was calling the model (not running a tool): that call's tokens are in no record. The two-way mode
+   * counts per call instead (codex-app-server.ts), never from the thread's total: that would count its calls twice.
    */
   protected override unreportedUsage(state: LineState): HarnessEvent[] {
+    if (this.twoWayTurn) return this.appServer.unreported(state, this.host);
     const scratch = state.scratch as Scratch;
     if (scratch.counted || !scratch.threadId) return [];
-    const total = this.rolloutTotal(scratch.threadId);
-    if (!total) return [];
     scratch.counted = true;
-    return [{ type: 'usage', usage: this.sinceLastTotal(total, state) }];
+    const total = this.rollout(scratch.threadId)?.total;
+    const events: HarnessEvent[] = total ? [{ type: 'usage', usage: this.sinceLastTotal(total, state) }] : [];
+    if (!scratch.toolRunning) events.push({ type: 'usage', usage: noUsage });
+    return events;
   }
 
-  /** The last `token_count` total in the thread's rollout file, if codex wrote one. */
-  private rolloutTotal(threadId: string): Usage | undefined {
+  /** The usage in the thread's rollout file (its last running total and its recorded calls), if codex wrote one. */
+  private rollout(threadId: string): ReturnType<typeof readRolloutUsage> | undefined {
     if (!this.home) return undefined;
     const file = findRollout(homePath(this.home, 'sessions'), threadId);
     if (!file) return undefined;
-    let last: Usage | undefined;
-    let text: string | undefined;
     try {
-      text = readHomeFile(file);
+      return readRolloutUsage(readHomeFile(file) ?? '');
     } catch {
       return undefined;
     }
-    for (const line of (text ?? '').split('\n')) {
-      if (!line.includes('"token_count"')) continue;
-      const parsed = tokenCountLine.safeParse(parseJsonLine(line));
-      const total = parsed.success ? parsed.data.payload.info?.total_token_usage : undefined;
-      if (total) last = codexUsage(total);
-    }
-    return last;
   }
 
   private previousTotal(threadId: string): Usage | undefined {

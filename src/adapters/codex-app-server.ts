@@ -22,6 +22,7 @@ import type { PermissionRequest } from '../permissions/types.js';
 import type { LineState, WireAnswer } from './cli-adapter.js';
 import { methodNotFound, rpcError, rpcErrorText, rpcKind, rpcMessage, rpcNotification, rpcRequest, rpcResult, type RpcMessage } from './json-rpc.js';
 import type { HarnessEvent, TerminalEvent, Usage } from './types.js';
+import { noUsage } from '../workflows/usage.js';
 
 /** What one app-server turn needs to know. */
 export interface AppServerTurn {
@@ -39,6 +40,8 @@ export interface TwoWayHost {
   resumeFailed(state: LineState, detail?: { reason?: string }): TerminalEvent;
   takeFollowUp(state: LineState): string | undefined;
   usage(breakdown: TokenBreakdown): Usage;
+  /** The model calls codex recorded in the thread's rollout file, in order (each with its turn). */
+  rolloutCalls(threadId: string): readonly { readonly turnId: string | undefined; readonly usage: Usage }[];
 }
 
 /** `thread/tokenUsage/updated` → `tokenUsage.last`: one model call. */
@@ -94,7 +97,18 @@ interface Scratch {
   turns?: string[];
   /** Usage that arrived before we learnt its turn's id, by turn id. */
   early?: Record<string, TokenBreakdown[]>;
+  /**
+   * Per turn of ours: the calls booked (from notifications or the rollout) and the usage notifications seen. Both
+   * sources list the same calls in the same order, so the n-th notification is booked only if the rollout has not
+   * already booked n calls: a call is never counted twice and never missed.
+   */
+  booked?: Record<string, number>;
+  notified?: Record<string, number>;
+  /** Codex is running a tool or waiting for an approval: no model call is in flight. */
+  idle?: boolean;
 }
+
+const toolItems = new Set(['commandExecution', 'fileChange', 'mcpToolCall', 'dynamicToolCall']);
 
 const initializeId = 1;
 
@@ -118,10 +132,46 @@ export class CodexAppServer {
       case 'response':
         return this.response(message, state, scratch, host);
       case 'request':
-        return this.request(message, state, scratch);
+        return this.request(message, state, scratch, host);
       case 'notification':
         return this.notification(message, state, scratch, host);
     }
+  }
+
+  /**
+   * What a stopped turn spent beyond what was booked: the calls of our turns the rollout recorded that no notification
+   * brought, and one call of unknown usage when the turn was cut off while codex was calling the model.
+   */
+  unreported(state: LineState, host: TwoWayHost): HarnessEvent[] {
+    const scratch = state.scratch as Scratch;
+    const events: HarnessEvent[] = this.fromRollout(scratch, host);
+    if (scratch.phase === 'turn' && !scratch.idle && events.length === 0) events.push({ type: 'usage', usage: noUsage });
+    scratch.phase = 'done';
+    return events;
+  }
+
+  /** Books the calls of our turns that the rollout recorded and nothing booked yet. */
+  private fromRollout(scratch: Scratch, host: TwoWayHost): HarnessEvent[] {
+    if (!scratch.threadId || !scratch.turns?.length) return [];
+    const recorded = host.rolloutCalls(scratch.threadId);
+    const events: HarnessEvent[] = [];
+    for (const turnId of scratch.turns) {
+      const calls = recorded.filter((c) => c.turnId === turnId);
+      const booked = (scratch.booked ??= {})[turnId] ?? 0;
+      for (const call of calls.slice(booked)) events.push({ type: 'usage', usage: call.usage });
+      scratch.booked[turnId] = Math.max(booked, calls.length);
+    }
+    return events;
+  }
+
+  /** One usage notification of our turn: booked unless the rollout already booked that call. */
+  private notifiedUsage(scratch: Scratch, turnId: string, breakdown: TokenBreakdown, host: TwoWayHost): HarnessEvent[] {
+    const seen = ((scratch.notified ??= {})[turnId] ?? 0) + 1;
+    scratch.notified[turnId] = seen;
+    const booked = (scratch.booked ??= {})[turnId] ?? 0;
+    if (seen <= booked) return [];
+    scratch.booked[turnId] = seen;
+    return [{ type: 'usage', usage: host.usage(breakdown) }];
   }
 
   answer(request: PermissionRequest, wire: WireAnswer, state: LineState): void {
@@ -137,6 +187,7 @@ export class CodexAppServer {
 
   private startTurn(state: LineState, scratch: Scratch, text: string): void {
     scratch.phase = 'turn';
+    scratch.idle = false;
     scratch.text = undefined;
     this.send(state, scratch, 'turn/start', { threadId: scratch.threadId, input: [{ type: 'text', text, text_elements: [] }] });
   }
@@ -179,10 +230,19 @@ export class CodexAppServer {
     (scratch.turns ??= []).push(id);
     const early = scratch.early?.[id] ?? [];
     delete scratch.early?.[id];
-    return early.map((b) => ({ type: 'usage', usage: host.usage(b) }));
+    return early.flatMap((b) => this.notifiedUsage(scratch, id, b, host));
   }
 
-  private request(message: RpcMessage, state: LineState, scratch: Scratch): HarnessEvent | undefined {
+  private request(message: RpcMessage, state: LineState, scratch: Scratch, host: TwoWayHost): HarnessEvent | HarnessEvent[] | undefined {
+    const permission = this.permissionRequest(message, state, scratch);
+    if (permission?.type !== 'permission-request') return permission;
+    // Codex asks before the call that asked is reported (its notification comes after the answer, measured), but
+    // its rollout already has it: booked now, so a worker that dies during the wait loses nothing.
+    scratch.idle = true;
+    return [...this.fromRollout(scratch, host), permission];
+  }
+
+  private permissionRequest(message: RpcMessage, state: LineState, scratch: Scratch): HarnessEvent | undefined {
     const rpcId = message.id!;
     const requestId = `codex-${String(rpcId)}`;
     if (message.method === 'item/commandExecution/requestApproval') {
@@ -235,7 +295,11 @@ export class CodexAppServer {
         const p = usageNotification.safeParse(message.params);
         if (!p.success || scratch.phase !== 'turn') return undefined;
         const turnId = p.data.turnId ?? scratch.turns?.at(-1);
-        if (turnId && scratch.turns?.includes(turnId)) return { type: 'usage', usage: host.usage(p.data.tokenUsage.last) };
+        if (turnId && scratch.turns?.includes(turnId)) {
+          // A call ended: the model is not being called until its tools ran.
+          scratch.idle = true;
+          return this.notifiedUsage(scratch, turnId, p.data.tokenUsage.last, host);
+        }
         // Not (yet) known as ours: kept until turn/start's result names it; a replayed turn's never is.
         if (turnId) ((scratch.early ??= {})[turnId] ??= []).push(p.data.tokenUsage.last);
         return undefined;
@@ -266,6 +330,8 @@ export class CodexAppServer {
 
   private item(it: z.infer<typeof item>, done: boolean, scratch: Scratch): HarnessEvent | undefined {
     if (it.type === 'fileChange' && it.id && it.changes) (scratch.changes ??= {})[it.id] = it.changes;
+    // A tool runs from its start to its end; when it is done codex calls the model with the result.
+    if (toolItems.has(it.type)) scratch.idle = !done;
     if (it.type === 'agentMessage') {
       if (!done || typeof it.text !== 'string') return undefined;
       scratch.text = it.text;

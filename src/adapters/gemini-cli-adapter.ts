@@ -29,7 +29,7 @@
  */
 import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
-import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
+import { AcpClient, type AcpHost, type PromptResult, type StoredCall } from './acp-client.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
 import { harnessHome, homeFileSize, homePath, listHomeDir, makeHomeDir, parseJsonLine, readHomePrefix, readHomeRange, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
@@ -85,6 +85,10 @@ export type GeminiLine = z.infer<typeof geminiLine>;
 
 interface Scratch {
   sessionId?: string;
+  /** When the turn started (epoch ms): a stopped turn's calls are read from the chat file from then on. */
+  startedAt?: number;
+  /** A tool runs (between `tool_use` and its `tool_result`): gemini is not calling the model meanwhile. */
+  toolRunning?: boolean;
   /** Assistant text since the last tool use: the envelope is the final message. */
   text?: string;
   /** The model answered this turn (text or a tool call): zero stats cannot be true. */
@@ -287,29 +291,26 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
     label: 'Gemini CLI',
     resumeFailed: (state, detail) => this.resumeFailed(state, detail),
     takeFollowUp: (state) => this.takeFollowUp(state),
-    promptUsage: (result, sessionId, startedAt) => this.promptUsage(result, sessionId, startedAt),
-  };
-
-  /**
-   * One ACP prompt's usage from gemini's chat file (per call, thinking tokens included); the ACP quota, which
-   * misses them, only when the file cannot be read.
-   */
-  private promptUsage(result: PromptResult, sessionId: string, startedAt: number): HarnessEvent[] {
-    let calls: ReturnType<typeof readGeminiChatCalls> = [];
-    try {
-      calls = this.home ? readGeminiChatCalls(this.home, sessionId, startedAt) : [];
-    } catch {
-      calls = [];
-    }
-    if (calls.length === 0) {
+    storedCalls: (sessionId, since) => this.chatCalls(sessionId, since),
+    resultUsage: (result, sessionId) => {
       const fallback = geminiPromptUsage(result, sessionId);
       if (fallback.length === 0) return fallback;
       return [{ type: 'activity', description: "Gemini CLI usage from its ACP quota (thinking tokens unknown): its session's chat file was not readable" }, ...fallback];
+    },
+  };
+
+  /**
+   * The model calls gemini recorded in the session's chat file since `since` (per call, thinking tokens included; the
+   * ACP quota misses them): it records each call as soon as the call ends, before its tools run or ask (measured).
+   */
+  private chatCalls(sessionId: string, since: number): StoredCall[] {
+    let calls: ReturnType<typeof readGeminiChatCalls> = [];
+    try {
+      calls = this.home ? readGeminiChatCalls(this.home, sessionId, since) : [];
+    } catch {
+      calls = [];
     }
-    const events: HarnessEvent[] = calls.map((c) => ({ type: 'usage', usage: geminiChatUsage(c.tokens!) }));
-    const model = calls.at(-1)?.model;
-    if (model) events.push({ type: 'session', sessionId, model });
-    return events;
+    return calls.map((c) => ({ id: c.id, usage: geminiChatUsage(c.tokens!), ...(c.model ? { model: c.model } : {}) }));
   }
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
@@ -382,6 +383,7 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       case 'init': {
         const v = value as z.infer<typeof initLine>;
         scratch.sessionId = v.session_id;
+        scratch.startedAt ??= Date.now();
         return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
       }
       case 'message': {
@@ -395,10 +397,12 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
         const v = value as z.infer<typeof toolUseLine>;
         scratch.text = undefined;
         scratch.answered = true;
+        scratch.toolRunning = true;
         return { type: 'activity', description: `${v.tool_name} ${JSON.stringify(v.parameters ?? {})}` };
       }
       case 'tool_result': {
         const v = value as z.infer<typeof toolResultLine>;
+        scratch.toolRunning = false;
         return { type: 'activity', description: `tool result: ${v.status ?? 'unknown'}` };
       }
       case 'error': {
@@ -436,6 +440,25 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       events.push({ type: 'session-error', code: 'vendor-error', message });
     }
     return events;
+  }
+
+  /**
+   * A turn cut off before its `result` (killed, cancelled, timed out, crashed) has no stats: its finished calls are in
+   * the chat file (gemini records each as it ends), and a call it was making when it was stopped is of unknown usage.
+   */
+  protected override unreportedUsage(state: LineState): HarnessEvent[] {
+    if (this.twoWayTurn) return this.acp.unreported(state, this.host);
+    const scratch = state.scratch as Scratch;
+    if (scratch.startedAt === undefined || !scratch.sessionId) return [];
+    const calls = this.chatCalls(scratch.sessionId, scratch.startedAt);
+    scratch.startedAt = undefined;
+    const events: HarnessEvent[] = calls.map((c) => ({ type: 'usage', usage: c.usage ?? noUsage }));
+    if (!scratch.toolRunning) events.push({ type: 'usage', usage: noUsage });
+    return events;
+  }
+
+  protected override callOpenAtRequest(state: LineState): boolean {
+    return this.twoWayTurn && this.acp.callOpen(state);
   }
 
   protected override onExit(code: number | null, stderrTail: string): TerminalEvent | undefined {

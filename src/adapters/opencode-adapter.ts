@@ -31,11 +31,11 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import type { PermissionRequest } from '../permissions/types.js';
-import { AcpClient, type AcpHost, type PromptResult } from './acp-client.js';
+import { AcpClient, type AcpHost, type StoredCall } from './acp-client.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
 import { harnessHome, homePath, numberSetting, parseJsonLine, readHomeBytes, readHomePrefix, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import { usageOf } from '../workflows/usage.js';
+import { noUsage, usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
@@ -73,20 +73,23 @@ const askEverything = { edit: 'ask', bash: 'ask', webfetch: 'ask', external_dire
 
 const storedMessage = z.object({
   role: z.string(),
+  /** `completed` once the call is over: its tokens are final only then. */
+  time: z.object({ completed: z.number().nullish() }).loose().nullish(),
   modelID: z.string().nullish(),
   cost: z.number().nullish(),
   tokens: z.object({ input: z.number().nullish(), output: z.number().nullish(), reasoning: z.number().nullish(), cache: z.object({ read: z.number().nullish(), write: z.number().nullish() }).nullish() }).nullish(),
 });
 
 /** The assistant messages (one per model call) OpenCode stored for a session since `since` (epoch ms). */
-export function readOpenCodeMessages(dbFile: string, sessionId: string, since: number, options: { readonly?: boolean } = {}): z.infer<typeof storedMessage>[] {
+export function readOpenCodeMessages(dbFile: string, sessionId: string, since: number, options: { readonly?: boolean } = {}): (z.infer<typeof storedMessage> & { id: string })[] {
   // A private copy is opened writable so SQLite can rebuild the log's index (`-shm`) and recover the log.
   const db = new Database(dbFile, { readonly: options.readonly ?? true, fileMustExist: true });
   try {
-    const rows = db.prepare('SELECT data FROM message WHERE session_id = ? AND time_created >= ? ORDER BY time_created').all(sessionId, since) as { data: string }[];
+    // The row id names a call across reads (a copy of the file keeps it).
+    const rows = db.prepare('SELECT rowid AS n, data FROM message WHERE session_id = ? AND time_created >= ? ORDER BY time_created').all(sessionId, since) as { n: number; data: string }[];
     return rows.flatMap((row) => {
       const parsed = storedMessage.safeParse(JSON.parse(row.data));
-      return parsed.success && parsed.data.role === 'assistant' ? [parsed.data] : [];
+      return parsed.success && parsed.data.role === 'assistant' ? [{ ...parsed.data, id: String(row.n) }] : [];
     });
   } finally {
     db.close();
@@ -104,7 +107,7 @@ const walHeaderBytes = 32;
  * frames (a torn last frame fails its checksum and is left out). A log that restarted during the copy (a
  * checkpoint finished and a new write began) makes the pair inconsistent, so it is copied again.
  */
-export function readOpenCodeStore(home: HarnessHome, sessionId: string, since: number): z.infer<typeof storedMessage>[] {
+export function readOpenCodeStore(home: HarnessHome, sessionId: string, since: number): ReturnType<typeof readOpenCodeMessages> {
   const store = homePath(home, 'data', 'opencode');
   const dbFile = homePath(store, 'opencode.db');
   const walFile = homePath(store, 'opencode.db-wal');
@@ -195,7 +198,16 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
     label: 'OpenCode',
     resumeFailed: (state, detail) => this.resumeFailed(state, detail),
     takeFollowUp: (state) => this.takeFollowUp(state),
-    promptUsage: (result, sessionId, startedAt) => this.promptUsage(result, sessionId, startedAt),
+    storedCalls: (sessionId, since) => this.storedCalls(sessionId, since),
+    resultUsage: (result) => {
+      const u = result.usage;
+      if (!u) return [];
+      // The store could not be read: the ACP figure undercounts multi-call prompts, and says so.
+      return [
+        { type: 'activity', description: 'OpenCode usage from its ACP result (last model call only): its session store was not readable' },
+        { type: 'usage', usage: usageOf({ input: u.inputTokens, output: u.outputTokens, cacheRead: u.cachedReadTokens, cacheWrite: u.cachedWriteTokens }) },
+      ];
+    },
   };
 
   protected override async prepare(config: HarnessSessionConfig): Promise<void> {
@@ -307,31 +319,34 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
     this.acp.answer(request, answer, state);
   }
 
-  /** One prompt's usage from OpenCode's store (every model call); the ACP result's own usage is only the last. */
-  private promptUsage(result: PromptResult, sessionId: string, startedAt: number): HarnessEvent[] {
+  /**
+   * The model calls OpenCode stored for the session (the ACP result's own usage is only the last): one assistant
+   * message per call, its tokens final once it is completed — an unfinished one (a tool still asking, measured) has
+   * zeros there, which are not a count.
+   */
+  private storedCalls(sessionId: string, since: number): StoredCall[] {
     let messages: ReturnType<typeof readOpenCodeMessages>;
     try {
-      messages = this.home ? readOpenCodeStore(this.home, sessionId, startedAt) : [];
+      messages = this.home ? readOpenCodeStore(this.home, sessionId, since) : [];
     } catch {
       messages = [];
     }
-    if (messages.length === 0) {
-      const u = result.usage;
-      if (!u) return [];
-      // The store could not be read: the ACP figure undercounts multi-call prompts, and says so.
-      return [
-        { type: 'activity', description: 'OpenCode usage from its ACP result (last model call only): its session store was not readable' },
-        { type: 'usage', usage: usageOf({ input: u.inputTokens, output: u.outputTokens, cacheRead: u.cachedReadTokens, cacheWrite: u.cachedWriteTokens }) },
-      ];
-    }
-    const events: HarnessEvent[] = messages.flatMap((m): HarnessEvent[] => {
-      if (!m.tokens) return [];
-      const cost = this.reportsCost && m.cost != null ? { costUsd: m.cost } : {};
-      return [{ type: 'usage', usage: openCodeUsage(m.tokens), ...cost }];
-    });
-    const model = messages.at(-1)?.modelID;
-    if (model) events.push({ type: 'session', sessionId, model });
-    return events;
+    return messages.map((m) => ({
+      id: m.id,
+      usage: m.time?.completed != null && m.tokens ? openCodeUsage(m.tokens) : undefined,
+      ...(this.reportsCost && m.cost != null ? { costUsd: m.cost } : {}),
+      ...(m.modelID ? { model: m.modelID } : {}),
+    }));
+  }
+
+  protected override unreportedUsage(state: LineState): HarnessEvent[] {
+    if (this.twoWayTurn) return this.acp.unreported(state, this.host);
+    // A step started and never finished: a model call whose usage OpenCode never reported.
+    return (state.scratch as Scratch).open ? [{ type: 'usage', usage: noUsage }] : [];
+  }
+
+  protected override callOpenAtRequest(state: LineState): boolean {
+    return this.twoWayTurn && this.acp.callOpen(state);
   }
 
   protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {

@@ -27,7 +27,7 @@ import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, 
 import { answerPiRequest, mapPiRpcLine, piGateExtension, piRpcStdin } from './pi-rpc.js';
 import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import { usageOf } from '../workflows/usage.js';
+import { noUsage, usageOf } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
@@ -85,6 +85,8 @@ export type PiLine = z.infer<typeof piLine>;
 interface Scratch {
   sessionId?: string;
   last?: z.infer<typeof message>;
+  /** A model call is under way: from pi's `turn_start` to the assistant's `message_end` (its usage). */
+  calling?: boolean;
 }
 
 function textOf(m: z.infer<typeof message>): string {
@@ -204,8 +206,10 @@ export class PiAdapter extends CliHarnessAdapter {
       }
       case 'agent_end':
         return this.agentEnd(scratch);
-      case 'agent_start':
       case 'turn_start':
+        scratch.calling = true;
+        return undefined;
+      case 'agent_start':
       case 'turn_end':
       case 'message_start':
       case 'tool_execution_update':
@@ -219,6 +223,7 @@ export class PiAdapter extends CliHarnessAdapter {
   private messageEnd(m: z.infer<typeof message>, scratch: Scratch): HarnessEvent[] {
     if (m.role !== 'assistant') return [];
     scratch.last = m;
+    scratch.calling = false;
     const events: HarnessEvent[] = [];
     if (scratch.sessionId && m.model) events.push({ type: 'session', sessionId: scratch.sessionId, model: m.model });
     if (m.usage) {
@@ -227,6 +232,11 @@ export class PiAdapter extends CliHarnessAdapter {
       events.push({ type: 'usage', usage, ...cost });
     }
     return events;
+  }
+
+  /** A turn cut off during a model call (before its `message_end`): spent, and pi will never say how much. */
+  protected override unreportedUsage(state: LineState): HarnessEvent[] {
+    return (state.scratch as Scratch).calling ? [{ type: 'usage', usage: noUsage }] : [];
   }
 
   private agentEnd(scratch: Scratch): TerminalEvent {

@@ -19,7 +19,7 @@ import {
   usageAck,
   usageLine,
 } from './stdio-json-protocol.js';
-import { usageOf } from '../workflows/usage.js';
+import { costOf, maxReportedCostUsd, noUsage, usageOf, usageProblem } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, SessionErrorCode, TurnInput } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
@@ -77,6 +77,18 @@ function permissionRequestOf(p: z.infer<typeof permissionLine>): HarnessEvent {
 
 function knownErrorCode(code: string | null | undefined): SessionErrorCode {
   return (errorCodes as readonly string[]).includes(code ?? '') ? (code as SessionErrorCode) : 'vendor-error';
+}
+
+/** A line that means to be a usage report, whether or not it parses. */
+const usageLike = /"type"\s*:\s*"usage"/;
+
+/** A usage report whose counts cannot be read: said so (for the operator), and booked as a call of unknown usage. */
+function refusedUsage(line: string, problem: string): [HarnessEvent, HarnessEvent] {
+  const shown = line.length > 200 ? `${line.slice(0, 200)}…` : line;
+  return [
+    { type: 'activity', description: `usage line refused, counted as unknown usage (the cost is blind): ${problem}: ${shown}` },
+    { type: 'usage', usage: noUsage },
+  ];
 }
 
 function parseJson(line: string): unknown {
@@ -142,7 +154,8 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
   protected override mapLine(line: string, state: LineState): Mapped {
     const json = parseJson(line);
     const typed = otherLine.safeParse(json);
-    if (!typed.success) return { type: 'unknown', raw: line };
+    // Not JSON, yet a usage report (`"input": NaN`): tokens were spent and their count cannot be read.
+    if (!typed.success) return usageLike.test(line) ? refusedUsage(line, 'the line is not JSON') : { type: 'unknown', raw: line };
     switch (typed.data.type) {
       case 'session':
         return this.mapSession(json, line);
@@ -189,7 +202,15 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
       return this.malformedTerminal(line, 'usage', problems.join('; '));
     }
     const u = parsed.data;
-    const usage = usageOf({ input: u.input, output: u.output, cacheRead: u.cacheRead, cacheWrite: u.cacheWrite, reasoning: u.reasoning });
+    const counts = { input: u.input, output: u.output, cacheRead: u.cacheRead, cacheWrite: u.cacheWrite, reasoning: u.reasoning };
+    const problem = usageProblem(counts) ?? (u.costUsd != null && costOf(u.costUsd) === undefined ? `costUsd: ${String(u.costUsd)} (a cost must be a finite amount from 0 to ${maxReportedCostUsd} USD)` : undefined);
+    if (problem !== undefined) {
+      // Refused as a whole, never summed; a re-report keeps its place so the refusal lands on the call it names.
+      const refused = refusedUsage(line, problem);
+      if (u.attempt && u.attempt !== state.attemptId && u.call != null && u.turn != null) return [refused[0], { type: 'usage', usage: noUsage, recovered: { attemptId: u.attempt, turn: u.turn, call: u.call } }];
+      return [refused[0], { type: 'usage', usage: noUsage, ...(u.call != null ? { call: u.call } : {}) }];
+    }
+    const usage = usageOf(counts);
     const cost = u.costUsd == null ? {} : { costUsd: u.costUsd };
     // A call of an earlier attempt, re-reported because its acknowledgement never came.
     if (u.attempt && u.attempt !== state.attemptId) {

@@ -1,7 +1,11 @@
 /** The stdio-JSON vocabulary (docs/stdio-json.md): what a harness prints, and what the runtime writes. */
 import { z } from 'zod';
 
-const count = z.number().finite().nonnegative();
+/**
+ * Any number (a NaN or 1e999 arrives as one too): a count that is not a whole number from 0 to the bound is not a
+ * protocol error but an unreadable report, refused as unknown usage (src/workflows/usage.ts `usageOf`).
+ */
+const count = z.custom<number>((v) => typeof v === 'number', { message: 'expected a number' });
 
 /** Harness → runtime lines we understand. Unknown fields are ignored so harnesses can add their own. */
 export const sessionLine = z.object({

@@ -295,7 +295,7 @@ function viewFromResult(result: AgentRunResult, agent: string): RunStatusView {
     usage: result.usage,
     totalTokens: totalTokens(result.usage),
     costUsd: roundUsd(result.costUsd),
-    costBlind: false,
+    costBlind: result.costBlind === true,
     detail: result.reason ?? result.result?.slice(0, 120) ?? result.status,
     ...(result.failureType ? { lastError: `${result.failureType}: ${result.reason ?? ''}` } : {}),
     externalSessionId: result.externalSessionId,

@@ -10,6 +10,8 @@ import type { CostSource, CostView, PromptRunRecord, RunTotals } from './types.j
 export interface CallCost {
   readonly priceUsd?: number;
   readonly harnessCostUsd?: number;
+  /** The call's usage said nothing (tokens were spent, nobody knows how many): the attempt's cost is blind. */
+  readonly unknown?: boolean;
 }
 
 /** What is known about an attempt beyond its calls. */
@@ -40,6 +42,9 @@ export function attemptCost(calls: readonly CallCost[], facts: AttemptCostFacts)
     costUsd = sum(calls.map((c) => c.priceUsd ?? 0));
     costSource = calls.length === 0 && !facts.usageMissing ? (facts.priced ? 'price-table' : 'unknown') : 'unknown';
   }
+  // A call nobody counted is in no figure, the harness's own included (it computes its cost from the usage it saw):
+  // what there is stays as a lower bound, and the cost is blind.
+  if (calls.some((c) => c.unknown)) costSource = 'unknown';
   const costBlind = costSource === 'unknown' && (calls.length > 0 || facts.usageMissing);
   const costMismatch = priceUsd !== undefined && harnessCostUsd !== undefined && costsDiffer(priceUsd, harnessCostUsd);
   return {

@@ -5,7 +5,7 @@
  * How an attempt's calls fold into its prompt-run view (usage, cost) is here too, so both ledgers count alike.
  */
 import type { Usage } from '../adapters/types.js';
-import { addUsage, noUsage, usageOf } from '../workflows/usage.js';
+import { addUsage, noUsage, usageKnown } from '../workflows/usage.js';
 import { attemptCost } from './cost.js';
 import type {
   DecisionView,
@@ -64,15 +64,13 @@ export function runFromRow(r: Row): RunView {
   };
 }
 
-/** The usage of one `model_calls` row: NULL columns are unknown fields. */
+/**
+ * The usage of one `model_calls` row: NULL columns are unknown fields. Read as stored: the bound on a report
+ * (`usageOf`) applied when the row was written; the ledger keeps any count it was given.
+ */
 export function callUsage(r: Row): Usage {
-  return usageOf({
-    input: count(r.input_tokens),
-    output: count(r.output_tokens),
-    cacheRead: count(r.cache_read_tokens),
-    cacheWrite: count(r.cache_write_tokens),
-    reasoning: count(r.reasoning_tokens),
-  });
+  const fields = { input: r.input_tokens, output: r.output_tokens, cacheRead: r.cache_read_tokens, cacheWrite: r.cache_write_tokens, reasoning: r.reasoning_tokens };
+  return Object.fromEntries(Object.entries(fields).flatMap(([k, v]) => (count(v) === undefined ? [] : [[k, count(v)]]))) as Usage;
 }
 
 /** The column values of a usage row's counts: unknown is NULL, not 0. */
@@ -101,7 +99,7 @@ export function promptRunsFromRows(attempts: readonly Row[], calls: readonly Row
   return attempts.map((a) => {
     const own = byAttempt.get(str(a.attempt_id)) ?? [];
     const cost = attemptCost(
-      own.map((c) => ({ priceUsd: count(c.price_usd), harnessCostUsd: count(c.harness_cost_usd) })),
+      own.map((c) => ({ priceUsd: count(c.price_usd), harnessCostUsd: count(c.harness_cost_usd), unknown: !usageKnown(callUsage(c)) })),
       { priced: bool(a.priced), usageMissing: bool(a.usage_missing) },
     );
     return {

@@ -84,6 +84,11 @@ export const SUB_AGENT_TREE_PATCH = 'dh-2026-12-sub-agent-tree';
 
 /** The patch that takes an interrupted turn's spend from the ledger (docs/VERSIONING.md). */
 const INTERRUPTED_TURN_SPEND_PATCH = 'acct8-interrupted-turn-spend';
+/**
+ * The patch that takes a turn's spend from the ledger when its attempts can no longer bring it: its host was lost, or
+ * it failed to an operator (a last attempt lost with its worker carries no spend) (docs/VERSIONING.md).
+ */
+const LOST_TURN_SPEND_PATCH = 'dh-2026-12-lost-turn-spend';
 
 /**
  * Short steps run as local activities: on the worker that runs the workflow, without a server round trip each,
@@ -119,8 +124,11 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   /** Messages from outside, waiting to be taken; never carried across continue-as-new (handlers finish first). */
   const inbox: { reply?: TextRef; operator?: { kind: 'retry' } | { kind: 'abandon'; reason: string }; interruption?: Interruption } = {};
   const loopScope = new CancellationScope();
-  /** The turn being run, with the run's spend before it: an interruption mid-turn takes the turn's spend from the ledger. */
-  let turnInFlight: { turn: number; before: Pick<RunState, 'usage' | 'costUsd' | 'costBlind'> } | undefined;
+  /**
+   * The turn being run, with the run's spend before it: an interruption mid-turn takes the turn's spend from the ledger.
+   * `lost`: some of its attempts went with their host or failed to an operator, so its spend comes from the ledger.
+   */
+  let turnInFlight: { turn: number; before: Pick<RunState, 'usage' | 'costUsd' | 'costBlind'>; lost?: boolean } | undefined;
   /** Host affinity (affinity.ts): asked once, at the first command of a run pinned to a host. */
   const affinity = affinityGate(since);
   /** A pinned turn reached another worker from the workflow's queue: this execution sends its turns to the host queue. */
@@ -304,9 +312,27 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
    */
   const foldSpendOf = (cause: ApplicationFailure): boolean => {
     update(foldFailedSpend(state, failedSpend(cause.details ?? undefined)));
+    return guardrailStops();
+  };
+
+  /** Whether the run's spend now crosses a guardrail: the interruption is set, the run stops instead of retrying. */
+  const guardrailStops = (): boolean => {
     const crossed = guardrailCrossed(state);
     if (crossed) inbox.interruption = { kind: 'guardrail', guardrail: crossed.guardrail, reason: crossed.reason };
     return crossed !== undefined;
+  };
+
+  /**
+   * The turn in flight's spend by the ledger's books — every attempt of every scheduling, those lost with their host
+   * or worker included — in place of whatever part of it was folded before. Under `LOST_TURN_SPEND_PATCH`; false
+   * for runs that started before it (they keep folding what failures carry).
+   */
+  const spendFromLedger = async (): Promise<boolean> => {
+    if (!turnInFlight || !(turnInFlight.lost ??= since(LOST_TURN_SPEND_PATCH))) return false;
+    const { turn, before } = turnInFlight;
+    const spent = await CancellationScope.nonCancellable(() => turnSpent({ workflowId, runId, turn })).catch(() => undefined);
+    if (spent) update(foldFailedSpend({ ...state, ...before }, spent));
+    return true;
   };
 
   /** Runs a turn; when it fails after its retries, waits for an operator to retry it or give up. */
@@ -338,7 +364,10 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         }
         const hostLost = placement(affinity, policy, request.sandbox).taskQueue ? hostLossReason(err, request.sandbox, policy) : undefined;
         if (hostLost && shouldReprovision(state, policy)) {
-          // The host holding the workspace is gone: a fresh workspace on this worker, the conversation replayed.
+          // The host holding the workspace is gone, and the attempts it ran with it: what they spent is in the ledger
+          // only, and counts toward the guardrails before the turn runs again.
+          if ((await spendFromLedger()) && guardrailStops()) throw err;
+          // A fresh workspace on this worker, the conversation replayed.
           const lost = state.sandbox!;
           const sandbox = await CancellationScope.nonCancellable(() =>
             reprovisionSession({ workflowId, runId, specHash: policy.specHash, identity: input.identity, lost, turn: request.turn, reason: hostLost }),
@@ -349,8 +378,11 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           continue;
         }
         const cause = err instanceof ActivityFailure ? err.cause : err;
-        // What the failed attempts spent counts: toward the run's totals and its guardrails.
-        if (cause instanceof ApplicationFailure && since('acct8-failed-spend') && foldSpendOf(cause)) throw cause;
+        // What the failed attempts spent counts: toward the run's totals and its guardrails — from the ledger, which
+        // has the attempts lost with their host or worker too (a timed-out last attempt carries no spend).
+        if (await spendFromLedger()) {
+          if (guardrailStops()) throw cause;
+        } else if (cause instanceof ApplicationFailure && since('acct8-failed-spend') && foldSpendOf(cause)) throw cause;
         if (cause instanceof ApplicationFailure && cause.nonRetryable) throw cause;
         const lastError = hostLost ?? (cause instanceof Error ? cause.message : String(cause));
         update({ ...state, lastError });
@@ -437,7 +469,17 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       // The run's remaining budget goes with the turn: the harness is stopped mid-turn when it is spent.
       const budget = since('acct8-turn-budget') ? { budget: turnBudget(state) } : {};
       turnInFlight = { turn: begun.request.turn, before: { usage: state.usage, costUsd: state.costUsd, costBlind: state.costBlind } };
-      const result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!), ...budget });
+      let result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!), ...budget });
+      if (turnInFlight.lost) {
+        // Attempts of this turn were lost on the way: its whole spend is the ledger's (read now that the last
+        // attempt's rows are in), in place of the result's, which has only its own scheduling's attempts.
+        const { turn, before } = turnInFlight;
+        const spent = await CancellationScope.nonCancellable(() => turnSpent({ workflowId, runId, turn })).catch(() => undefined);
+        if (spent) {
+          update({ ...state, ...before });
+          result = { ...result, usage: spent.usage, costUsd: spent.costUsd, ...(spent.costBlind ? { costBlind: true as const } : {}) };
+        }
+      }
       turnInFlight = undefined;
       let { state: next, decision }: { state: RunState; decision: Decision } = applyTurn(state, result);
       update(next);

@@ -231,6 +231,7 @@ export function afterSubAgent(state: RunState, agent: string, child: AgentRunRes
     ...state,
     usage: addUsage(state.usage, child.usage),
     costUsd: state.costUsd + child.costUsd,
+    costBlind: state.costBlind || child.costBlind === true,
     childIterations: state.childIterations + child.iterations + (tree ? (child.subAgentIterations ?? 0) : 0),
   };
   if (terminateAfter) {
@@ -240,9 +241,9 @@ export function afterSubAgent(state: RunState, agent: string, child: AgentRunRes
   return { state: { ...s, next: { kind: 'prompt', parts: subAgentResultPrompt(agent, child) } }, decision: { kind: 'next' } };
 }
 
-/** A sub-agent that ended without a result (terminated, timed out): nothing of its usage is known here. */
+/** A sub-agent that ended without a result (terminated, timed out): nothing of its usage is known here, so it is blind. */
 export function lostSubAgent(workflowId: string, message: string): AgentRunResult {
-  return { workflowId, status: 'failed', reason: `sub-agent failed: ${message}`, failureType: FailureTypes.SubAgentFailed, iterations: 0, usage: noUsage, costUsd: 0 };
+  return { workflowId, status: 'failed', reason: `sub-agent failed: ${message}`, failureType: FailureTypes.SubAgentFailed, iterations: 0, usage: noUsage, costUsd: 0, costBlind: true };
 }
 
 /** The user's reply (by reference if large) is the next turn's input. */
@@ -299,6 +300,7 @@ export function runResult(state: RunState, workflowId: string, ending: Ending): 
     ...(state.childIterations > 0 ? { subAgentIterations: state.childIterations } : {}),
     usage: state.usage,
     costUsd: state.costUsd,
+    ...(state.costBlind ? { costBlind: true as const } : {}),
     ...(state.externalSessionId !== undefined ? { externalSessionId: state.externalSessionId } : {}),
     ...dropUndefined(rest),
     ...(result === undefined ? {} : isBlobRef(result) ? { result: result.preview, resultRef: result } : { result }),

@@ -82,6 +82,8 @@ export interface AgentRunResult {
   /** Tokens of this run and of its sub-agents. */
   readonly usage: Usage;
   readonly costUsd: number;
+  /** Some spend of the run (or of a sub-agent) could not be counted: `usage` and `costUsd` are lower bounds. */
+  readonly costBlind?: true;
   readonly externalSessionId?: string;
 }
 

@@ -15,20 +15,63 @@ export type UsageField = (typeof usageFields)[number];
 /** Nothing counted yet: every field unknown. The neutral element of `addUsage`. */
 export const noUsage: Usage = Object.freeze({});
 
-/** A `Usage` from raw counts: non-finite or negative counts and `null` become unknown (undefined), never zero. */
-export function usageOf(fields: { readonly [K in UsageField]?: number | null | undefined }): Usage {
+/**
+ * The largest token count one usage report may carry in a field: a billion. No model call comes near it (context
+ * windows hold a few million tokens), and sums of such counts stay exact. A count must be a whole number from 0 to
+ * this; a report with any other count is refused as a whole (see `usageOf`).
+ */
+export const maxReportedTokens = 1_000_000_000;
+
+/** The largest cost one usage report may carry: a million US dollars (a larger figure is refused, unknown). */
+export const maxReportedCostUsd = 1_000_000;
+
+/** Raw counts as a harness gives them: `null`/`undefined` = not said. */
+export type RawCounts = { readonly [K in UsageField]?: unknown };
+
+/** What is wrong with a report's counts (`input: NaN`, `output: 1e+308`), or `undefined` when every given count is valid. */
+export function usageProblem(fields: RawCounts): string | undefined {
+  const bad = usageFields.filter((f) => fields[f] !== undefined && fields[f] !== null && !validCount(fields[f]));
+  if (bad.length === 0) return undefined;
+  return `${bad.map((f) => `${f}: ${String(fields[f])}`).join(', ')} (a count must be a whole number from 0 to ${maxReportedTokens.toLocaleString('en-US')})`;
+}
+
+/** Whether `v` is a count a usage report may carry: a whole number from 0 to `maxReportedTokens`. */
+export function validCount(v: unknown): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= maxReportedTokens;
+}
+
+/**
+ * A `Usage` from raw counts: `null` and `undefined` are unknown fields, never zero. A report with any count that is not
+ * a whole number from 0 to `maxReportedTokens` (NaN, 1e308, 1.5, -1, a string) is refused AS A WHOLE: it says tokens
+ * were spent and cannot be read, so it becomes unknown usage (cost-blind), and none of its numbers is summed.
+ */
+export function usageOf(fields: RawCounts): Usage {
+  if (usageProblem(fields) !== undefined) return noUsage;
   const out: { -readonly [K in UsageField]?: number } = {};
   for (const f of usageFields) {
     const v = fields[f];
-    if (typeof v === 'number' && Number.isFinite(v) && v >= 0) out[f] = v;
+    if (validCount(v)) out[f] = v;
   }
   return out;
 }
 
-/** A `Usage` from untrusted JSON (a stored or attached object): only finite, non-negative numbers count. */
+/** A harness's cost figure: a finite, non-negative number up to `maxReportedCostUsd`, else `undefined` (unknown). */
+export function costOf(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= maxReportedCostUsd ? v : undefined;
+}
+
+/** A `Usage` from untrusted JSON (a stored or attached object), refused like a report (`usageOf`). */
 export function usageFromJson(value: unknown): Usage | undefined {
   if (!value || typeof value !== 'object') return undefined;
-  return usageOf(value as { readonly [K in UsageField]?: number });
+  return usageOf(value as RawCounts);
+}
+
+/**
+ * A usage event's counts as the books take them, whoever made them: `usage` itself when every field is a valid
+ * count, else unknown (`noUsage`). Adapters build `Usage` through `usageOf`; this guards the ones that do not.
+ */
+export function checkedUsage(usage: Usage): Usage {
+  return usageProblem(usage) === undefined ? usage : noUsage;
 }
 
 /** Field-wise sum; a field stays unknown only when it is unknown on both sides. */

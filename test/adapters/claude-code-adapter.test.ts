@@ -103,7 +103,7 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
     expect(folded.usage.reasoning).toBeUndefined();
   });
 
-  it('killed mid-call: the calls that finished count, and the input of the one in flight (its output unknown)', async () => {
+  it('killed mid-call: the calls that finished count, and the input of the one in flight, with its output as a call of unknown usage', async () => {
     const lines = recorded('tool-call').lines!;
     // Cut the recording right after the second call's message_start: the process then hangs until the timeout.
     const cut = lines.findIndex((l, i) => i > 5 && l.includes('"message_start"'));
@@ -113,7 +113,8 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
     const calls = events.filter((e) => e.type === 'usage').map((e) => (e as { usage: unknown }).usage);
     expect(calls).toEqual([
       { input: 1500, output: 30, cacheRead: 0, cacheWrite: 500 },
-      { input: 200, cacheRead: 1500, cacheWrite: 60 },
+      { input: 200, output: 0, cacheRead: 1500, cacheWrite: 60 },
+      {},
     ]);
   });
 

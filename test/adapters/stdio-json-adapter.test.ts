@@ -154,7 +154,6 @@ describe('StdioJsonAdapter', () => {
       { type: 'usage', input_tokens: 100, output_tokens: 20 },
       { type: 'usage', input: 100, outputTokens: 20 },
       { type: 'usage', input: '100' },
-      { type: 'usage', input: -1 },
     ]) {
       const { adapter } = await started([{ lines: [line(bad), line({ type: 'complete', text: envelope })] }]);
       const result = await collectTurn(adapter.runTurn({ prompt: 'x', turn: 1 }));
@@ -165,6 +164,29 @@ describe('StdioJsonAdapter', () => {
     const { adapter } = await started([{ lines: [line({ type: 'usage', input_tokens: 5 })] }]);
     const result = await collectTurn(adapter.runTurn({ prompt: 'x', turn: 1 }));
     expect(result.error?.message).toContain('unknown field(s) input_tokens');
+  });
+
+  it('a usage line whose counts cannot be true (NaN, 1e308, fractional, negative, a cost of 1e308) is refused as unknown usage, never summed', async () => {
+    const lies = [
+      '{"type":"usage","input":NaN,"output":5}',
+      line({ type: 'usage', input: 1e308, output: 5 }),
+      line({ type: 'usage', input: 10.5, output: 5 }),
+      line({ type: 'usage', input: -1, output: 5 }),
+      '{"type":"usage","input":1e999}',
+      line({ type: 'usage', input: 10, output: 5, costUsd: 1e308 }),
+    ];
+    const { adapter } = await started([{ lines: [line({ type: 'usage', input: 7, output: 1 }), ...lies, line({ type: 'complete', text: envelope })] }]);
+    const events: HarnessEvent[] = [];
+    const result = await collectTurn(adapter.runTurn({ prompt: 'x', turn: 1 }), (e) => void events.push(e));
+    // The turn goes on; only the one valid line is summed, each lie is a call of unknown usage, and says why.
+    expect(result.error).toBeUndefined();
+    expect(result.usage).toEqual({ input: 7, output: 1 });
+    expect(result).toMatchObject({ usageEvents: 1 + lies.length, unknownUsageEvents: lies.length });
+    const refusals = events.flatMap((e) => (e.type === 'activity' && e.description.startsWith('usage line refused') ? [e.description] : []));
+    expect(refusals).toHaveLength(lies.length);
+    expect(refusals[0]).toContain('not JSON');
+    expect(refusals[1]).toMatch(/input: 1e\+308 \(a count must be a whole number from 0 to 1,000,000,000\)/);
+    expect(refusals[5]).toMatch(/costUsd: 1e\+308/);
   });
 
   it('reasoning tokens are their own field; a usage line with no counts says "spent, unknown how many"', async () => {

@@ -1,7 +1,7 @@
 /**
  * The chaos driver: real agent runs on their own Temporal dev server and a worker in its own process, while faults
  * are injected — worker SIGKILL during turns, Temporal server restarts, a cancel storm, a read-only ledger for a
- * while. The harness (test/harnesses/scripted-harness.mjs) serves model calls with known usage and keeps the
+ * while, and (its own phase, on two worker processes as hosts) a host SIGKILLed mid-turn. The harness (test/harnesses/scripted-harness.mjs) serves model calls with known usage and keeps the
  * vendor's bill (`served.jsonl` per run), so every run can be checked exactly:
  *
  * - ledger tokens equal the tokens served; the workflow's own totals too (once it folds failed attempts);
@@ -47,6 +47,12 @@ export interface ChaosPlan {
   readonly deadlineMs: number;
   /** Assert the workflow's own totals too (the workflow folds failed attempts' usage: Phase B). */
   readonly assertWorkflowTotals: boolean;
+  /**
+   * The host-loss phase (`hostLossPhase`): runs on two worker processes standing in for hosts (own data and
+   * workspace roots, one ledger); the host holding a turn in flight is SIGKILLed `kills` times. Half the runs move to
+   * a fresh workspace (onHostLoss: reprovision), half wait for an operator, who retries once the host is back.
+   */
+  readonly hostLoss: { readonly runs: number; readonly kills: number };
   readonly seed: number;
 }
 
@@ -62,6 +68,7 @@ export const shortPlan: ChaosPlan = {
   readOnlyMs: 2000,
   deadlineMs: 75_000,
   assertWorkflowTotals: true,
+  hostLoss: { runs: 2, kills: 1 },
   seed: 8,
 };
 
@@ -77,13 +84,14 @@ export const fullPlan: ChaosPlan = {
   readOnlyMs: 8000,
   deadlineMs: 900_000,
   assertWorkflowTotals: true,
+  hostLoss: { runs: 6, kills: 3 },
   seed: 88,
 };
 
 /** One run's books, checked. */
 export interface RunCheck {
   readonly workflowId: string;
-  readonly kind: 'load' | 'cancel-storm';
+  readonly kind: 'load' | 'cancel-storm' | 'host-loss';
   readonly status: string;
   readonly served: Usage;
   readonly ledger: Usage;
@@ -101,7 +109,7 @@ export interface RunCheck {
 
 export interface ChaosReport {
   readonly plan: ChaosPlan;
-  readonly injected: { workerKills: number; serverRestarts: number; cancels: number; readOnlyMs: number };
+  readonly injected: { workerKills: number; serverRestarts: number; cancels: number; readOnlyMs: number; hostKills: number; operatorRetries: number };
   readonly runs: RunCheck[];
   readonly lost: string[];
   readonly orphans: number[];
@@ -148,6 +156,11 @@ class WorkerProcess {
     });
   }
 
+  /** The worker's pid while it runs. */
+  get pid(): number | undefined {
+    return this.child?.exitCode === null ? this.child.pid : undefined;
+  }
+
   /** SIGKILL: no shutdown, no cleanup — what a crashed host does. */
   async kill(): Promise<void> {
     const child = this.child;
@@ -169,21 +182,25 @@ class WorkerProcess {
 }
 
 function catalogFor(scriptsDir: string, plan: ChaosPlan) {
+  const scriptedHarness = (name: string, args: string[], capabilities: Record<string, boolean>) => ({
+    name,
+    driverClass: 'StdioJson',
+    executable: process.execPath,
+    args: [harness, '--scripts', scriptsDir, ...args],
+    active: true,
+    vendor: 'chaosvendor',
+    model: 'chaos-1',
+    capabilities,
+    prices: { input: 1, output: 2, cacheRead: 0.1, cacheWrite: 1.25 },
+    turnTimeoutMs: 60_000,
+  });
   return {
     harnesses: [
-      {
-        name: 'chaos',
-        driverClass: 'StdioJson',
-        executable: process.execPath,
-        args: [harness, '--scripts', scriptsDir],
-        active: true,
-        vendor: 'chaosvendor',
-        model: 'chaos-1',
-        // The scripted harness branches a session on request: retried attempts never feed a prompt twice.
-        capabilities: { sessionFork: true },
-        prices: { input: 1, output: 2, cacheRead: 0.1, cacheWrite: 1.25 },
-        turnTimeoutMs: 60_000,
-      },
+      // The scripted harness branches a session on request: retried attempts never feed a prompt twice.
+      scriptedHarness('chaos', [], { sessionFork: true }),
+      // The host-loss phase: a fresh workspace continues from the replayed conversation, which a harness without
+      // resume finds its place in.
+      scriptedHarness('chaos-stateless', ['--stateless'], { sessionResume: false }),
     ],
     agents: [
       {
@@ -194,6 +211,15 @@ function catalogFor(scriptsDir: string, plan: ChaosPlan) {
         turnAttempts: 50,
         guardrails: { maxIterations: plan.turns + 2, maxTokens: 10_000_000, maxCostUsd: 1000, maxWallTimeMs: plan.deadlineMs },
       },
+      ...(['reprovision', 'await-operator'] as const).map((onHostLoss) => ({
+        name: `chaos-${onHostLoss}`,
+        harness: 'chaos-stateless',
+        actions: ['echo'],
+        turnAttempts: 3,
+        operatorTimeoutMs: plan.deadlineMs,
+        guardrails: { maxIterations: plan.turns + 2, maxTokens: 10_000_000, maxCostUsd: 1000, maxWallTimeMs: plan.deadlineMs },
+        sandbox: { hostLossTimeoutMs: 3000, onHostLoss },
+      })),
     ],
     actions: [{ name: 'echo' }],
   };
@@ -212,13 +238,15 @@ function script(plan: ChaosPlan, run: number): { turns: Record<string, unknown>[
   return { turns };
 }
 
-function servedOf(workspace: string): Usage {
-  const file = path.join(workspace, '.scripted', 'served.jsonl');
-  if (!existsSync(file)) return noUsage;
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .reduce((sum, line) => addUsage(sum, usageOf((JSON.parse(line) as { usage: Record<string, number> }).usage)), noUsage);
+/** The vendor's bill of a run: what the harness served in each of the run's workspaces (one per host it ran on). */
+function servedOf(workspaces: readonly string[]): Usage {
+  let sum = noUsage;
+  for (const workspace of workspaces) {
+    const file = path.join(workspace, '.scripted', 'served.jsonl');
+    if (!existsSync(file)) continue;
+    for (const line of readFileSync(file, 'utf8').split('\n').filter(Boolean)) sum = addUsage(sum, usageOf((JSON.parse(line) as { usage: Record<string, number> }).usage));
+  }
+  return sum;
 }
 
 /** Prompts fed twice into one session: a retried attempt that resumed what a failed one left behind. */
@@ -275,7 +303,7 @@ export async function runChaos(plan: ChaosPlan, options: { dataDir: string; log?
   const connection = await Connection.connect({ address: server.address });
   const client = new Client({ connection });
   const ledger = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
-  const injected = { workerKills: 0, serverRestarts: 0, cancels: 0, readOnlyMs: 0 };
+  const injected = { workerKills: 0, serverRestarts: 0, cancels: 0, readOnlyMs: 0, hostKills: 0, operatorRetries: 0 };
   const runs: { handle: AgentRunHandle; kind: RunCheck['kind']; result?: AgentRunResult }[] = [];
   const problems: string[] = [];
 
@@ -396,17 +424,28 @@ export async function runChaos(plan: ChaosPlan, options: { dataDir: string; log?
     }
   }
   clearTimeout(timer);
+
+  // ---- host loss: its own hosts, its own runs, after the rest ---------------------------------------------------
+  const hostRoots: string[] = [];
+  if (plan.hostLoss.runs > 0) {
+    const phase = await hostLossPhase(plan, { client, scriptsDir, dataDir, catalogJson: readFileSync(catalogFile, 'utf8'), bundleFile, address: server.address, injected, log });
+    runs.push(...phase.runs);
+    lost.push(...phase.lost);
+    hostRoots.push(...phase.workspaceRoots);
+  }
   log('all runs closed (or lost); checking the books');
   await sleep(1000);
   const workspaces = path.join(dataDir, 'workspaces');
-  const orphans = existsSync(workspaces) ? processesIn(workspaces) : [];
+  const roots = [workspaces, ...hostRoots];
+  const orphans = roots.flatMap((root) => (existsSync(root) ? processesIn(root) : []));
 
   // ---- check every run's books -------------------------------------------------------------------------------
   const checks: RunCheck[] = [];
   for (const run of runs) {
     const workflowId = run.handle.workflowId;
     const workspace = path.join(workspaces, 'runs', workflowId);
-    const served = servedOf(workspace);
+    // A host-loss run may have had a workspace on each host: its bill is their sum.
+    const served = servedOf(run.kind === 'host-loss' ? hostRoots.map((root) => path.join(root, 'runs', workflowId)) : [workspace]);
     const totals = await ledger.runTotals(workflowId);
     const rows = await ledger.listPromptRuns(workflowId);
     const usedByTurn = new Map<number, number>();
@@ -440,7 +479,7 @@ export async function runChaos(plan: ChaosPlan, options: { dataDir: string; log?
     if (run.result && hadSession && !check.ledgerClosed) p.push('ledger row still open');
     if (!hadSession && totalTokens(served) > 0) p.push('tokens served for a run the ledger never saw');
     if (check.duplicatePrompts) p.push(`a session holds a prompt ${check.duplicatePrompts + 1} times`);
-    if (run.kind === 'load' && run.result && run.result.status !== 'succeeded') p.push(`ended ${run.result.status}: ${run.result.reason ?? ''}`);
+    if (run.kind !== 'cancel-storm' && run.result && run.result.status !== 'succeeded') p.push(`ended ${run.result.status}: ${run.result.reason ?? ''}`);
     checks.push(check);
   }
   for (const c of checks) problems.push(...c.problems.map((p) => `${c.workflowId}: ${p}`));
@@ -453,6 +492,92 @@ export async function runChaos(plan: ChaosPlan, options: { dataDir: string; log?
   await connection.close();
   await server.stop();
   return { plan, injected, runs: checks, lost, orphans, wallMs: Date.now() - started, problems };
+}
+
+interface PhaseContext {
+  readonly client: Client;
+  readonly scriptsDir: string;
+  readonly dataDir: string;
+  readonly catalogJson: string;
+  readonly bundleFile: string;
+  readonly address: string;
+  readonly injected: ChaosReport['injected'];
+  readonly log: (line: string) => void;
+}
+
+/**
+ * The host-loss phase: two worker processes stand in for two hosts (own data and workspace roots, one task queue,
+ * the chaos ledger shared). Runs start on them; `plan.hostLoss.kills` times, the host holding a turn in flight is
+ * SIGKILLed and brought back (same data dir, same host id) once its runs have gone on without it: `reprovision` runs
+ * move to a fresh workspace on the other host, `await-operator` ones are retried by the operator once it is back.
+ * The books are checked like every run's: vendor bill (both workspaces) = ledger = workflow totals.
+ */
+async function hostLossPhase(plan: ChaosPlan, ctx: PhaseContext): Promise<{ runs: { handle: AgentRunHandle; kind: 'host-loss'; result?: AgentRunResult }[]; lost: string[]; workspaceRoots: string[] }> {
+  const taskQueue = `chaos-${plan.seed}-hosts`;
+  const hosts = ['h1', 'h2'].map((hostId) => {
+    const hostDir = path.join(ctx.dataDir, 'hosts', hostId);
+    mkdirSync(hostDir, { recursive: true });
+    const worker = new WorkerProcess({
+      TEMPORAL_ADDRESS: ctx.address,
+      TASK_QUEUE: taskQueue,
+      DATA_DIR: hostDir,
+      HOST_ID: hostId,
+      LEDGER_FILE: path.join(ctx.dataDir, 'ledger.sqlite'),
+      CATALOG_JSON: ctx.catalogJson,
+      WORKFLOW_BUNDLE: ctx.bundleFile,
+    });
+    return { hostId, workspaces: path.join(hostDir, 'workspaces'), worker };
+  });
+  await Promise.all(hosts.map((h) => h.worker.start()));
+  const runs: { handle: AgentRunHandle; kind: 'host-loss'; result?: AgentRunResult }[] = [];
+  for (let i = 0; i < plan.hostLoss.runs; i++) {
+    const name = `host-loss-${i}`;
+    // Slow calls, so a turn is in flight when the host is killed.
+    writeFileSync(path.join(ctx.scriptsDir, `${name}.json`), JSON.stringify(script({ ...plan, callLatencyMs: 2000 }, 100 + i)));
+    const agent = i % 2 === 0 ? 'chaos-reprovision' : 'chaos-await-operator';
+    const handle = await startAgentRun(ctx.client, { agent, task: `chaos run script:${name}`, identity: { tenantId: 'chaos', userId: 'chaos' }, taskQueue, workflowId: `${name}-${plan.seed}` });
+    runs.push({ handle, kind: 'host-loss' });
+  }
+  // The operator: retries whatever waits for one (the host it needs may be back by then, or not yet: then again).
+  let closing = false;
+  const operator = (async () => {
+    while (!closing) {
+      for (const run of runs) {
+        if (run.result) continue;
+        const state = await run.handle.status().then((v) => v.state, () => undefined);
+        if (state === 'awaiting_operator' && (await run.handle.retryTurn().then(() => true, () => false))) ctx.injected.operatorRetries += 1;
+      }
+      await sleep(1000);
+    }
+  })();
+  for (let k = 0; k < plan.hostLoss.kills; k++) {
+    // The host with a harness process at work: a turn in flight on it.
+    let victim: (typeof hosts)[number] | undefined;
+    for (let waited = 0; !victim && waited < 30_000; waited += 100) {
+      victim = hosts.find((h) => existsSync(h.workspaces) && processesIn(h.workspaces).length > 0);
+      if (!victim) await sleep(100);
+    }
+    if (!victim) break;
+    ctx.log(`fault: SIGKILL host ${victim.hostId} mid-turn (${k + 1}/${plan.hostLoss.kills})`);
+    await victim.worker.kill();
+    ctx.injected.hostKills += 1;
+    // Long enough for its turns to be given up (heartbeat timeout, then nobody takes them from its queue).
+    await sleep(25_000);
+    await victim.worker.start();
+  }
+  const deadline = Date.now() + plan.deadlineMs;
+  const lost: string[] = [];
+  for (const run of runs) {
+    const left = deadline - Date.now();
+    const result = await Promise.race([run.handle.result().catch(() => undefined), sleep(Math.max(0, left)).then(() => 'timeout' as const)]);
+    ctx.log(`  ${run.handle.workflowId}: ${result === 'timeout' ? 'timeout' : (result?.status ?? 'no result')}`);
+    if (result && result !== 'timeout') run.result = result;
+    else lost.push(`${run.handle.workflowId} (host-loss phase)`);
+  }
+  closing = true;
+  await operator;
+  await Promise.all(hosts.map((h) => h.worker.stop()));
+  return { runs, lost, workspaceRoots: hosts.map((h) => h.workspaces) };
 }
 
 /** The figures of a report as markdown (docs/RELIABILITY.md). */
@@ -482,6 +607,7 @@ export function reportMarkdown(report: ChaosReport, command: string): string {
     `| Temporal server restart | ${report.injected.serverRestarts} |`,
     `| cancel storm (runs cancelled mid-turn, half by signal, half by Temporal cancel) | ${report.injected.cancels} |`,
     `| ledger read-only (ms) | ${report.injected.readOnlyMs} |`,
+    `| host SIGKILL mid-turn (host-loss phase: ${p.hostLoss.runs} runs on two hosts, reprovision and await-operator) | ${report.injected.hostKills} (operator retries: ${report.injected.operatorRetries}) |`,
     '',
     `Load: ${p.runs} runs of ${p.turns} turns × ${p.callsPerTurn} model calls (${p.callLatencyMs} ms each), one started every ${p.startEveryMs} ms, plus ${p.cancelStorm} cancel-storm runs. Wall time ${(report.wallMs / 1000).toFixed(0)} s.`,
     '',

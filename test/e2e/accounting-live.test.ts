@@ -27,6 +27,7 @@ import { addUsage, billedOutput, noUsage, totalTokens, usageOf } from '../../src
 import { profiles } from '../fixtures/record-more.js';
 import { repoRoot } from '../support/worker.js';
 import type { FakeVendor, RecordedRequest, ScriptedReply } from './fake-vendor/server.js';
+import { shellCall } from './fake-vendor/tool-calls.js';
 import { cliBinary, expectInstalled, startVendorFor } from './support/clis.js';
 
 // Not under /tmp: codex's sandbox helper breaks when its home is there.
@@ -34,6 +35,9 @@ const dataRoot = path.join(repoRoot, '.data/accounting-live', `${process.pid}`);
 afterAll(() => process.env.KEEP_LIVE || rmSync(dataRoot, { recursive: true, force: true }));
 const prices = { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 };
 const quiet = { logger: new DefaultLogger('ERROR') };
+const liveTurnTimeoutMs = 300_000;
+/** The new tests' budget: a turn, the wait for the state they act in, and the teardown. */
+const slowTest = { timeout: liveTurnTimeoutMs + 120_000 };
 
 interface LiveCli {
   readonly name: 'claude' | 'codex' | 'gemini' | 'opencode' | 'pi';
@@ -46,10 +50,18 @@ interface LiveCli {
   readonly perCall: boolean;
   /** Resumed turns fork the session. */
   readonly forks: boolean;
+  /**
+   * In the two-way mode, whether the call that asks for a tool is fully known after a cancel in the wait for the
+   * answer (measured): opencode stores the call's tokens only when the call ends, after its tool; claude holds the
+   * call's output count back during the wait but prints it when it is stopped; the others have it before they ask.
+   */
+  readonly cancelledWaitKnown: boolean;
+  /** Writes of a streamed answer that make its opening (the call has begun; no usage yet, except claude's input). */
+  readonly openingWrites: number;
 }
 
 const isPost = (request: RecordedRequest): boolean => request.method === 'POST';
-const viaProfile = (name: 'gemini' | 'opencode' | 'pi', driverClass: string, vendor: string): Omit<LiveCli, 'perCall' | 'forks'> => ({
+const viaProfile = (name: 'gemini' | 'opencode' | 'pi', driverClass: string, vendor: string): Omit<LiveCli, 'perCall' | 'forks' | 'cancelledWaitKnown' | 'openingWrites'> => ({
   name,
   harness: {
     driverClass,
@@ -74,6 +86,8 @@ const clis: LiveCli[] = [
     readCall: (workspace) => ({ name: 'Read', input: { file_path: path.join(workspace, 'notes.txt') } }),
     perCall: true,
     forks: true,
+    cancelledWaitKnown: true,
+    openingWrites: 2,
   },
   {
     name: 'codex',
@@ -83,10 +97,12 @@ const clis: LiveCli[] = [
     readCall: () => ({ name: 'exec_command', input: { cmd: 'cat notes.txt' } }),
     perCall: false,
     forks: true,
+    cancelledWaitKnown: true,
+    openingWrites: 2,
   },
-  { ...viaProfile('gemini', 'GeminiCli', 'google'), perCall: false, forks: false },
-  { ...viaProfile('opencode', 'OpenCode', 'openai'), perCall: true, forks: true },
-  { ...viaProfile('pi', 'Pi', 'openai'), perCall: true, forks: true },
+  { ...viaProfile('gemini', 'GeminiCli', 'google'), perCall: false, forks: false, cancelledWaitKnown: true, openingWrites: 1 },
+  { ...viaProfile('opencode', 'OpenCode', 'openai'), perCall: true, forks: true, cancelledWaitKnown: false, openingWrites: 2 },
+  { ...viaProfile('pi', 'Pi', 'openai'), perCall: true, forks: true, cancelledWaitKnown: true, openingWrites: 2 },
 ];
 
 /** What the vendor served to model-turn requests since `from`, as normalised usage. */
@@ -110,7 +126,8 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
     const baseUrl = cli.name === 'opencode' || cli.name === 'pi' ? `${vendor.url}/v1` : vendor.url;
     const catalog = parseCatalog(
       {
-        harnesses: [{ name: cli.name, active: true, baseUrl, turnTimeoutMs: 30_000, prices, ...cli.harness }],
+        // A starved machine delays a cold CLI a lot (opencode took 40 s to print its first line beside other suites).
+        harnesses: [{ name: cli.name, active: true, baseUrl, turnTimeoutMs: liveTurnTimeoutMs, prices, ...cli.harness }],
         agents: [
           { name: 'agent', harness: cli.name, permissions: 'auto', credentials: [{ env: String(cli.harness.apiKeyEnv), from: 'FAKE_VENDOR_KEY' }] },
           // strict: the turn has an interactive permission gate, so the adapter drives the CLI's two-way mode; the
@@ -121,6 +138,8 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
             permissions: { posture: 'strict', allow: ['read', 'command:cat notes.txt'] },
             credentials: [{ env: String(cli.harness.apiKeyEnv), from: 'FAKE_VENDOR_KEY' }],
           },
+          // strict with no rule: every tool that asks waits for an operator.
+          { name: 'asking-agent', harness: cli.name, permissions: { posture: 'strict' }, credentials: [{ env: String(cli.harness.apiKeyEnv), from: 'FAKE_VENDOR_KEY' }] },
         ],
       },
       'accounting-live',
@@ -156,6 +175,18 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
 
   const turn = (workflowId: string, input: TurnRequest, attempt = 1, activityId = '1') =>
     new MockActivityEnvironment({ attempt, activityId, workflowExecution: { workflowId, runId: 'r-1' } }, quiet).run(activities.runTurn, input) as Promise<TurnResult>;
+  /** A turn cancelled (as Temporal cancels an activity) once `when` holds; resolves with the cancellation. */
+  const cancelledTurn = async (workflowId: string, input: TurnRequest, when: () => boolean | Promise<boolean>) => {
+    const env = new MockActivityEnvironment({ attempt: 1, activityId: '1', workflowExecution: { workflowId, runId: 'r-1' } }, quiet);
+    const running = (env.run(activities.runTurn, input) as Promise<TurnResult>).then(
+      (r) => r as TurnResult | Error,
+      (e: unknown) => e as Error,
+    );
+    await expect.poll(when, { timeout: liveTurnTimeoutMs, interval: 100 }).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    env.cancel();
+    return running;
+  };
   const script = (...replies: ScriptedReply[]) => vendor.script(...replies.map((r) => ({ ...r, match: cli.match })));
 
   it.each([
@@ -227,19 +258,25 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
     ]);
   });
 
-  it(`a token budget stops the turn ${cli.perCall ? 'within one model call' : 'at the end of the turn (usage comes per turn)'}`, { timeout: 90_000 }, async () => {
-    const workflowId = `budget-${cli.name}`;
-    const { sandbox, request } = await session(workflowId);
+  /**
+   * Three calls of 1,010 tokens, then an answer, with a budget of 1,500 tokens: the turn is stopped. Later calls answer
+   * slowly, like a real model, so a stop after call 2 lands before call 3 is served.
+   */
+  async function budgetStop(workflowId: string, agent: string) {
+    vendor.clearScript();
+    const { sandbox, request } = await session(workflowId, agent);
     const from = vendor.served.length;
-    const read = (i: number) => ({ toolCalls: [{ id: `call_budget_${i}`, ...cli.readCall(sandbox.hostWorkspacePath) }], usage: { input: 1000, output: 10 } });
-    // Three calls of 1,010 tokens, then an answer; the budget is 1,500 tokens. Later calls answer slowly, like a
-    // real model, so a stop after call 2 lands before call 3 is served.
+    const read = (i: number) => ({ toolCalls: [{ id: `call_${workflowId}_${i}`, ...cli.readCall(sandbox.hostWorkspacePath) }], usage: { input: 1000, output: 10 } });
     script(read(1), read(2), { ...read(3), delayMs: 3000 }, { text: '{"step":"success","result":"spent"}', usage: { input: 1000, output: 10 }, delayMs: 3000 });
     const outcome = await turn(workflowId, request(1, 'Read notes.txt three times.', { budget: { tokens: 1500 } }));
     expect(outcome).toMatchObject({ step: { ok: false }, budgetExhausted: { guardrail: 'tokens' } });
     await new Promise((r) => setTimeout(r, 3500));
-    const served = servedSince(vendor, cli, from);
-    const totals = await ledger.runTotals(workflowId);
+    return { outcome, from, served: servedSince(vendor, cli, from), totals: await ledger.runTotals(workflowId) };
+  }
+
+  it(`a token budget stops the turn ${cli.perCall ? 'within one model call' : 'at the end of the turn (usage comes per turn)'}`, { timeout: 90_000 }, async () => {
+    const workflowId = `budget-${cli.name}`;
+    const { from, served, totals } = await budgetStop(workflowId, 'agent');
     if (cli.perCall) {
       // Stopped at call 2 (2,020 ≥ 1,500): overshoot 520 tokens, less than one call; call 3 was never answered.
       expect(vendor.served.slice(from).filter((s) => cli.match(s.request))).toHaveLength(2);
@@ -252,5 +289,104 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
     expect((await ledger.listPromptRuns(workflowId))[0]).toMatchObject({ status: 'budget-exhausted', outputUsed: false });
     // Drop what the stopped CLI left in the script, so the next test starts clean.
     vendor.clearScript();
+  });
+
+  it('a token budget stops the turn in the two-way mode too: every call the vendor served is in the ledger once', slowTest, async () => {
+    const workflowId = `budget-two-way-${cli.name}`;
+    const { outcome, served, totals } = await budgetStop(workflowId, 'strict-agent');
+    // The vendor's bill, the ledger and the turn's own spend agree: before, codex's app-server booked each call and
+    // then its thread's total on top (twice what was served).
+    expect(totals.usage).toMatchObject({ input: served.input, output: served.output });
+    expect(outcome.usage).toMatchObject({ input: served.input, output: served.output });
+    expect((await ledger.listPromptRuns(workflowId))[0]).toMatchObject({ status: 'budget-exhausted', outputUsed: false });
+    vendor.clearScript();
+  });
+
+  it(`a cancel while the turn waits for an approval: the call that asked is ${cli.cancelledWaitKnown ? 'booked, as served' : 'unknown: the cost is blind'}`, slowTest, async () => {
+    const workflowId = `cancel-wait-${cli.name}`;
+    vendor.clearScript();
+    const { request } = await session(workflowId, 'asking-agent');
+    const from = vendor.served.length;
+    script({ toolCalls: [shellCall(cli.name, 'touch ran.txt', 'call_wait_1')], usage: { input: 700, output: 70, cacheRead: 30 } }, { text: '{"step":"success","result":"never"}', usage: { input: 5, output: 5 } });
+    const pending = async () => (await ledger.listApprovals({ workflowId, status: 'pending' })).length > 0;
+    const outcome = await cancelledTurn(workflowId, request(1, 'Run touch ran.txt, then finish.'), pending);
+    expect(outcome).toBeInstanceOf(Error);
+    const served = servedSince(vendor, cli, from);
+    expect(served).toMatchObject({ input: 700, output: 70 });
+    const totals = await ledger.runTotals(workflowId);
+    const [row] = await ledger.listPromptRuns(workflowId);
+    expect(row).toMatchObject({ status: 'cancelled' });
+    if (cli.cancelledWaitKnown) {
+      // Before: gemini read its usage only at the prompt's end, so a cancel in the wait booked nothing.
+      expect(totals.usage).toMatchObject({ input: served.input, output: served.output });
+      expect(totals.costBlind).toBe(false);
+    } else {
+      // OpenCode had not finished the call (its tokens come when its tool ran): nothing known, and the cost says so.
+      expect(totals.usage.input ?? 0).toBe(0);
+      expect(totals.usage.output ?? 0).toBe(0);
+      expect(totals).toMatchObject({ costBlind: true, costSource: 'unknown' });
+    }
+    vendor.clearScript();
+  });
+
+  it('a streaming call killed before its usage arrives: the calls that finished count, and the cost is blind', slowTest, async () => {
+    const workflowId = `killed-stream-${cli.name}`;
+    vendor.clearScript();
+    const { sandbox, request } = await session(workflowId);
+    const from = vendor.served.length;
+    // Call 1 reads notes.txt; call 2 begins to stream and then goes silent, as a vendor mid-answer does.
+    script({ toolCalls: [{ id: 'call_stream_1', ...cli.readCall(sandbox.hostWorkspacePath) }], usage: { input: 800, output: 8 } }, { text: '{"step":"success","result":"never"}', usage: { input: 900, output: 9 }, cut: { afterWrites: cli.openingWrites, then: 'hang' } });
+    const streaming = () => vendor.served.slice(from).filter((r) => cli.match(r.request)).length >= 2;
+    const outcome = await cancelledTurn(workflowId, request(1, 'Read notes.txt, then answer.'), streaming);
+    expect(outcome).toBeInstanceOf(Error);
+    const totals = await ledger.runTotals(workflowId);
+    // Call 1 as served (claude also said call 2's input before it went silent); call 2's output nobody knows.
+    expect(totals.usage).toMatchObject({ input: 800 + (cli.name === 'claude' ? 900 : 0), output: 8 });
+    // Before: codex, pi, gemini and opencode booked nothing for call 2 and said the cost was known.
+    expect(totals).toMatchObject({ costBlind: true, costSource: 'unknown' });
+    vendor.clearScript();
+  });
+});
+
+describe('claude: the non-streamed call it falls back to after a cut stream is counted', () => {
+  it('the cut call and its fallback are both in the ledger; the cut call\'s output is unknown (cost-blind)', { timeout: 120_000 }, async () => {
+    const vendor = await startVendorFor('claude');
+    const dataDir = path.join(dataRoot, 'claude-fallback');
+    mkdirSync(dataDir, { recursive: true });
+    const catalog = parseCatalog(
+      {
+        harnesses: [{ name: 'claude', active: true, baseUrl: vendor.url, turnTimeoutMs: 30_000, prices, ...clis[0]!.harness }],
+        agents: [{ name: 'agent', harness: 'claude', permissions: 'auto', credentials: [{ env: 'ANTHROPIC_API_KEY', from: 'FAKE_VENDOR_KEY' }] }],
+      },
+      'accounting-live',
+      { baseDir: repoRoot },
+    );
+    const ledger = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
+    try {
+      const activities = createActivities(defaultDeps({ catalog: () => catalog, dataDir, env: { FAKE_VENDOR_KEY: 'sk-accounting-live-fake' }, credentials: new MemoryCredentialStore({}), ledger }));
+      const workflowId = 'claude-fallback';
+      const spec = await activities.resolveAgent({ agent: 'agent' });
+      const env = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'r-1' } }, quiet);
+      const { sandbox } = (await env.run(activities.startSession, { workflowId, runId: 'r-1', specHash: spec.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<ReturnType<typeof activities.startSession>>;
+      // The stream is cut after message_start; claude then asks again without streaming (measured on 2.1.197).
+      vendor.script({ text: '{"step":"success","result":"cut"}', usage: { input: 5000, output: 210 }, cut: { afterWrites: 2, then: 'destroy' } }, { text: '{"step":"success","result":"fallback"}', usage: { input: 5001, output: 209 } });
+      const outcome = (await new MockActivityEnvironment({ attempt: 1, activityId: '1', workflowExecution: { workflowId, runId: 'r-1' } }, quiet).run(activities.runTurn, {
+        turn: 1,
+        specHash: spec.specHash,
+        sandbox,
+        input: { kind: 'prompt' as const, parts: ['Answer.'] },
+        envelopeSeq: 10,
+      })) as TurnResult;
+      expect(outcome).toMatchObject({ step: { ok: true } });
+      expect(vendor.requests.filter((r) => r.method === 'POST').map((r) => (r.body as { stream?: boolean }).stream ?? false)).toEqual([true, false]);
+      const totals = await ledger.runTotals(workflowId);
+      // Before: the fallback's 5,210 tokens were in no row (claude's result.usage says 0), so no budget saw them.
+      expect(totals.usage).toMatchObject({ input: 5000 + 5001, output: 209 });
+      expect(totals).toMatchObject({ costBlind: true });
+      expect(outcome).toMatchObject({ usage: { input: 10_001, output: 209 }, costBlind: true });
+    } finally {
+      await ledger.close();
+      await vendor.close();
+    }
   });
 });

@@ -8,7 +8,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { Client, Connection } from '@temporalio/client';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { getAgentRun, startAgentRun } from '../../src/client/index.js';
+import { addUsage, noUsage, usageOf } from '../../src/workflows/usage.js';
+import { spawnCli, spawnNode } from '../support/cli.js';
+import { startTestWorker } from '../support/worker.js';
 import { collectTurn } from '../../src/adapters/fold.js';
 import type { HarnessEvent } from '../../src/adapters/types.js';
 import { SqliteLedger } from '../../src/ledger/index.js';
@@ -16,10 +21,10 @@ import type { ApprovalRecord } from '../../src/ledger/types.js';
 import { agentPermissionsSchema, createPermissionGate, decidePendingApproval, ledgerApprovalBroker, type OperatorDecision } from '../../src/permissions/index.js';
 import { sameProcessAlive, type TurnRecord } from '../../src/sandbox/local-containment.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
-import { cliNames, forCli, startVendorForCli, type CliName } from './fake-vendor/tool-calls.js';
+import { baseUrlFor, cliNames, forCli, shellCall, startVendorForCli, turnRequest, type CliName } from './fake-vendor/tool-calls.js';
 import { cliBinary, expectInstalled } from './support/clis.js';
 import { expectStrace, inetConnects, readStraceLogs, straceBin, straceConnectArgs } from './support/network.js';
-import { cliProfiles, cliSessionConfig, permissionReplies } from './support/two-way.js';
+import { cliProfiles, cliSessionConfig, envelope, permissionReplies } from './support/two-way.js';
 
 const repo = path.resolve(import.meta.dirname, '../..');
 // Not under /tmp: codex's sandbox helper breaks when CODEX_HOME is there.
@@ -218,4 +223,121 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli permission hooks (real bin
     ]);
     expect(r.rows[0]!.message).toMatch(/Nobody approved this within 2 s/);
   }, liveTestTimeoutMs);
+});
+
+const driverClasses: Record<CliName, { driverClass: string; vendor: string }> = {
+  claude: { driverClass: 'ClaudeCode', vendor: 'anthropic' },
+  codex: { driverClass: 'Codex', vendor: 'openai' },
+  gemini: { driverClass: 'GeminiCli', vendor: 'google' },
+  opencode: { driverClass: 'OpenCode', vendor: 'openai' },
+  pi: { driverClass: 'Pi', vendor: 'openai' },
+};
+
+/**
+ * What the call that asks is, once its worker died in the wait (measured): known in full where the CLI reported it
+ * before it asked (codex from its rollout, gemini from its chat file, pi's message_end); claude's output and all of
+ * opencode's call are still to come then, and are booked as unknown usage by the retried attempt.
+ */
+const lostInTheWait: Record<CliName, 'nothing' | 'output' | 'call'> = { claude: 'output', codex: 'nothing', gemini: 'nothing', opencode: 'call', pi: 'nothing' };
+
+describe.each(cliNames.map((cli) => ({ cli })))('$cli: a worker SIGKILLed while a permission request waits (the run through the workflow)', ({ cli }) => {
+  it('the call that asked was booked before the wait: vendor bill = ledger = the run\'s result, or the run says what is unknown', { timeout: 900_000 }, async () => {
+    expectInstalled(cliBinary(cli));
+    const vendor = await startVendorForCli(cli);
+    // Not under /tmp (codex's sandbox helper); its own task queue and ledger.
+    const dataDir = path.join(liveRoot, `${cli}-spend-worker-death-${process.pid}-${Date.now()}`);
+    mkdirSync(dataDir, { recursive: true });
+    const profile = cliProfiles[cli];
+    const catalog = {
+      harnesses: [
+        {
+          name: cli,
+          ...driverClasses[cli],
+          model: profile.model,
+          executable: cliBinary(cli),
+          active: true,
+          baseUrl: baseUrlFor(cli, vendor),
+          turnTimeoutMs: liveTurnTimeoutMs,
+          prices: { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 },
+          settings: { apiKeyEnv: profile.keyEnv, ...profile.settings },
+          env: profile.env ?? {},
+        },
+      ],
+      agents: [
+        {
+          name: 'asking',
+          harness: cli,
+          permissions: { posture: 'strict', approvalTimeoutMs: 600_000 },
+          turnAttempts: 3,
+          guardrails: { maxIterations: 5, maxTokens: 1_000_000, maxCostUsd: 100, maxWallTimeMs: 900_000 },
+          credentials: [{ env: profile.keyEnv, from: 'FAKE_VENDOR_KEY' }],
+        },
+      ],
+    };
+    const workerEnv = { FAKE_VENDOR_KEY: 'sk-spend-worker-death' };
+    const taskQueue = `spend-death-${cli}-${Date.now().toString(36)}`;
+    // Attempt 1 asks to run `touch ran.txt` and waits; the worker dies. Attempt 2 (a fresh process) asks again, is
+    // allowed, and ends with an envelope.
+    const asking = { toolCalls: [shellCall(cli, 'touch ran.txt', 'call_death_1')], usage: { input: 700, output: 70, cacheRead: 30 } };
+    vendor.script(...forCli(cli, asking, { ...asking, toolCalls: [shellCall(cli, 'touch ran.txt', 'call_death_2')] }, { text: envelope('survived'), usage: { input: 300, output: 30 } }));
+    const child = spawnNode(['--import', 'tsx', path.join(repo, 'test/support/worker-process.ts')], {
+      env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), TASK_QUEUE: taskQueue, DATA_DIR: dataDir, CATALOG_JSON: JSON.stringify(catalog), WORKFLOW_BUNDLE: inject('workflowBundlePath'), WORKER_ENV_JSON: JSON.stringify(workerEnv) },
+    });
+    const connection = await Connection.connect({ address: inject('temporalAddress') });
+    let w: Awaited<ReturnType<typeof startTestWorker>> | undefined;
+    try {
+      await expect.poll(() => child.stdoutSoFar(), { timeout: 120_000, interval: 100 }).toContain('ready');
+      const client = new Client({ connection });
+      const workflowId = `spend-death-${cli}-${Date.now().toString(36)}`;
+      await startAgentRun(client, { agent: 'asking', task: 'Run touch ran.txt, then finish.', identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
+      const run = getAgentRun(client, workflowId);
+      await expect.poll(async () => (await run.status()).pendingApprovals?.length ?? 0, { timeout: liveTurnTimeoutMs, interval: 200 }).toBe(1);
+      const ledgerFile = path.join(dataDir, 'ledger.sqlite');
+      const peek = SqliteLedger.open(ledgerFile);
+      try {
+        // Booked while the CLI waits: before, codex's and gemini's call reached the ledger only after the answer.
+        const booked = async () => (await peek.runTotals(workflowId)).usage.input ?? 0;
+        if (lostInTheWait[cli] !== 'call') await expect.poll(booked, { timeout: 10_000, interval: 100 }).toBe(700);
+      } finally {
+        await peek.close();
+      }
+      child.kill('SIGKILL');
+      await child.outcome;
+      // Another worker takes over; the turn is retried after the heartbeat timeout and asks again.
+      w = await startTestWorker({ catalog, dataDir, taskQueue, env: workerEnv });
+      const approved = new Set<string>();
+      const approver = (async () => {
+        for (let i = 0; i < 3000; i++) {
+          const status = await run.status().catch(() => undefined);
+          if (!status || !['running', 'starting'].includes(status.state)) return;
+          for (const p of status.pendingApprovals ?? []) {
+            if (approved.has(p.requestId)) continue;
+            approved.add(p.requestId);
+            await spawnCli(['approve', workflowId, p.requestId, '--by', 'dana', '--address', inject('temporalAddress')]).outcome;
+          }
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      })();
+      const result = await run.result();
+      await approver;
+      expect(result).toMatchObject({ status: 'succeeded', result: 'survived' });
+      const matches = turnRequest[cli] ?? (() => true);
+      const bill = vendor.served.filter((x) => matches(x.request)).reduce((sum, x) => addUsage(sum, usageOf({ input: x.usage.input, output: x.usage.output + x.usage.reasoning, cacheRead: x.usage.cacheRead })), noUsage);
+      // Three calls served: attempt 1's (700/70/30), attempt 2's twice over (the ask, then the envelope).
+      expect(bill).toMatchObject({ input: 1700, output: 170, cacheRead: 60 });
+      const totals = await w.ledger.runTotals(workflowId);
+      const unknown = lostInTheWait[cli];
+      const expected = unknown === 'nothing' ? bill : unknown === 'output' ? { ...bill, output: bill.output! - 70 } : { input: bill.input! - 700, output: bill.output! - 70, cacheRead: bill.cacheRead! - 30 };
+      expect(totals.usage).toMatchObject(expected);
+      expect(result.usage).toMatchObject(expected);
+      // Before: the dead attempt's call was in no row, and the run said its cost was known.
+      expect(totals.costBlind).toBe(unknown !== 'nothing');
+      expect(result.costBlind === true).toBe(unknown !== 'nothing');
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await w?.close();
+      await connection.close();
+      await vendor.close();
+    }
+  });
 });

@@ -19,14 +19,16 @@
 //   model               reported in the session line (printed next, for every turn)
 //   activity            an activity line
 //   usage               a usage line ({input, output, cacheRead, cacheWrite, reasoning, costUsd})
-//   calls               [{usage, sleepMs, exit, unread}] model calls: each sleeps, then is "served" (appended to
+//   calls               [{usage, sleepMs, exit, unread, report}] model calls: each sleeps, then is "served" (appended to
 //                       .scripted/served.jsonl, the vendor's bill) and reported as a usage line; `exit: N` exits right
 //                       after that call without a terminal line (a crash after a good call); `unread: true` serves it
-//                       but its line never reaches the runtime, as when the worker dies just then (then exits 1)
+//                       but its line never reaches the runtime, as when the worker dies just then (then exits 1);
+//                       `report: "<line>"` prints that raw line instead of the usage line (a harness that lies: NaN…)
 // With the request's `attempt`, served calls stay in .scripted/unacked.json until the runtime's `usage-ack`; the
 // next process re-reports what is left first (exactly-once usage across worker crashes).
 //   ignoreTerm          from here on ignores SIGTERM and a closed stdin: a harness that will not stop by itself
-//   hangOnce MS         the first run of this step sleeps MS after its calls (a turn that hangs once, then behaves)
+//   hangOnce MS         the first run of this step sleeps MS after its calls (a turn that hangs once, then behaves);
+//                       with `hangOnceFlag: PATH` "first" is per machine (the file PATH), not per workspace
 //   sleepMs             writes .scripted/sleeping.pid (own pid) and .scripted/child.pid (a grandchild `sleep`),
 //                       then prints activity "sleeping" and sleeps — for cancel/timeout tests
 //   echoEnv             prints a text line "NAME=value" with that environment variable's value
@@ -184,6 +186,16 @@ function readJson(file) {
 }
 
 /** Counts runs of one step; returns true if this run should fail (the first `failing` runs do). */
+/** True the first time for `file` (an absolute path: once per machine, whatever workspace the step runs in). */
+function firstTime(file) {
+  try {
+    writeFileSync(file, String(process.pid), { flag: 'wx' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function shouldFail(dir, session, kind, failing) {
   const file = path.join(dir, 'counters', `${session.script}.${session.position}.${kind}`);
   const runsBefore = Number(readJson(file) ?? 0);
@@ -338,14 +350,15 @@ async function main() {
     unacked?.add({ attempt: request.attempt, turn: request.turn, call: served, usage: call.usage });
     appendFileSync(path.join(dir, 'served.jsonl'), `${JSON.stringify({ session: session.id, turn: request.turn, usage: call.usage })}\n`);
     if (call.unread) process.exit(1);
-    emit({ type: 'usage', ...call.usage, ...(unacked ? { call: served } : {}) });
+    if (call.report !== undefined) process.stdout.write(`${call.report}\n`);
+    else emit({ type: 'usage', ...call.usage, ...(unacked ? { call: served } : {}) });
     if (call.exit !== undefined) {
       process.stderr.write('crashed after a model call\n');
       process.stdout.write('', () => process.exit(call.exit));
       return;
     }
   }
-  if (step.hangOnce && shouldFail(dir, session, 'hangs', 1)) await sleep(step.hangOnce);
+  if (step.hangOnce && (step.hangOnceFlag ? firstTime(step.hangOnceFlag) : shouldFail(dir, session, 'hangs', 1))) await sleep(step.hangOnce);
   if (step.sleepMs) await startSleeper(dir, step.sleepMs);
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
   if (step.permissions) await askPermissions(step.permissions, request.workspace);

@@ -6,9 +6,11 @@
  *
  * Required: TEMPORAL_ADDRESS, TASK_QUEUE, DATA_DIR, and CATALOG_JSON (a raw catalog; relative paths resolve against
  * config/). Optional: WORKFLOW_BUNDLE (a prebuilt bundle; bundles itself when unset), HOST_ID (its host queue's
- * id), DATABASE_URL (a shared PostgreSQL ledger; else DATA_DIR/ledger.sqlite), READ_ONLY_FLAG (a file: while it
+ * id), DATABASE_URL (a shared PostgreSQL ledger; else DATA_DIR/ledger.sqlite), LEDGER_FILE (a SQLite ledger another
+ * process shares, instead of DATA_DIR's), READ_ONLY_FLAG (a file: while it
  * exists the SQLite ledger is read-only, through SQLite itself — a fault drill), CATALOG_CHECK=off, LOG_LEVEL
- * (default ERROR). Prints `ready <pid>` once it polls; SIGTERM shuts it down.
+ * (default ERROR), WORKER_ENV_JSON (the server environment credentials resolve from, beside DATABASE_URL). Prints
+ * `ready <pid>` once it polls; SIGTERM shuts it down.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -33,7 +35,7 @@ const hostId = env.HOST_ID;
 
 // The read-only drill needs the process's own SQLite handle; otherwise the worker opens its ledger itself.
 const readOnlyFlag = env.READ_ONLY_FLAG;
-const ledger = readOnlyFlag ? SqliteLedger.open(path.join(dataDir, 'ledger.sqlite')) : undefined;
+const ledger = readOnlyFlag || env.LEDGER_FILE ? SqliteLedger.open(env.LEDGER_FILE ?? path.join(dataDir, 'ledger.sqlite')) : undefined;
 if (ledger && readOnlyFlag) {
   let readOnly = false;
   setInterval(() => {
@@ -49,7 +51,7 @@ const { worker } = await createWorker({
   catalog: () => catalog,
   dataDir,
   ...(ledger ? { ledger } : {}),
-  env: env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {},
+  env: { ...(env.WORKER_ENV_JSON ? (JSON.parse(env.WORKER_ENV_JSON) as Record<string, string>) : {}), ...(env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {}) },
   credentials: new MemoryCredentialStore({}),
   ...(env.WORKFLOW_BUNDLE ? { workflowBundle: { codePath: env.WORKFLOW_BUNDLE } } : {}),
   // A host stands in for a machine of a fleet: it stops quickly and names itself.

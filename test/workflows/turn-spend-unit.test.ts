@@ -1,7 +1,8 @@
 /** The run's books as pure functions (issue 8, workflow side): milliseconds, no Temporal. */
 import { describe, expect, it } from 'vitest';
 import type { RunPolicy } from '../../src/spec/types.js';
-import { applyTurn, beginTurn, guardrailCrossed, initialState, resolved, sessionStarted } from '../../src/workflows/decide.js';
+import { afterSubAgent, applyTurn, beginTurn, guardrailCrossed, initialState, lostSubAgent, resolved, sessionStarted } from '../../src/workflows/decide.js';
+import { checkedUsage, costOf, usageOf, usageProblem } from '../../src/workflows/usage.js';
 import type { RunState } from '../../src/workflows/state.js';
 import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from '../../src/workflows/turn-spend.js';
 import type { TurnResult } from '../../src/workflows/types.js';
@@ -63,4 +64,22 @@ it("the turn's costBlind verdict reaches the run, even when it reported usage", 
 
 it('endSession is retried with a growing pause, at most 5 minutes', () => {
   expect([0, 1, 2, 30].map(untilDoneDelayMs)).toEqual([1000, 2000, 4000, 300_000]);
+});
+
+describe('usage values', () => {
+  it('are whole numbers from 0 to a billion; a report with any other count is refused as a whole (unknown, never summed)', () => {
+    expect(usageOf({ input: 1_000_000_000, output: 0, cacheRead: null })).toEqual({ input: 1_000_000_000, output: 0 });
+    for (const bad of [Number.NaN, Infinity, 1e308, 1_000_000_001, 2.5, -1, '7']) expect(usageOf({ input: 10, output: bad })).toEqual({});
+    expect(usageProblem({ input: 10, output: 1e308 })).toMatch(/output: 1e\+308/);
+    expect(checkedUsage({ input: 3, output: Number.NaN })).toEqual({});
+    expect(costOf(0.25)).toBe(0.25);
+    for (const bad of [Number.NaN, -0.01, 1e308, Infinity]) expect(costOf(bad)).toBeUndefined();
+  });
+
+  it('a sub-agent that is lost or blind makes its parent blind', () => {
+    const s = beginTurn(started()).state;
+    expect(afterSubAgent(s, 'child', lostSubAgent('c', 'terminated'), false).state.costBlind).toBe(true);
+    expect(afterSubAgent(s, 'child', { workflowId: 'c', status: 'succeeded', iterations: 1, usage: { input: 5 }, costUsd: 0, costBlind: true }, false).state.costBlind).toBe(true);
+    expect(afterSubAgent(s, 'child', { workflowId: 'c', status: 'succeeded', iterations: 1, usage: { input: 5 }, costUsd: 0 }, false).state.costBlind).toBe(false);
+  });
 });

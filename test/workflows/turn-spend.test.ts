@@ -96,3 +96,24 @@ it("a run cancelled while its failed turn waits to be retried still counts what 
   expect(result).toMatchObject({ status: 'cancelled', usage: { input: 400, output: 0 } });
   expect((await w.ledger.runTotals(workflowId)).usage).toMatchObject({ input: 400 });
 });
+
+it('usage that cannot be true (NaN, 1e308, fractional) is refused as unknown, never summed, and the run itself says costBlind', async () => {
+  // Four calls served; the harness reports the first truly and lies about the other three.
+  const lie = (report: string) => ({ usage: { input: 50, output: 5 }, report });
+  const task = book.write('lying-usage', [
+    { calls: [call(100), lie('{"type":"usage","input":NaN,"output":5}'), lie('{"type":"usage","input":1e308,"output":5}'), lie('{"type":"usage","input":2.5,"output":5}')], ...ok('spent') },
+  ]);
+  const workflowId = testWorkflowId('lying-usage');
+  const run = await w.start({ agent: 'crashy-rich', task, workflowId });
+  const result = await run.result();
+  // Before: 1e308 made the run's tokens Infinity at $0.0000, and the NaN line was dropped with costBlind false.
+  expect(result).toMatchObject({ status: 'succeeded', usage: { input: 100, output: 0 }, costBlind: true });
+  expect(Number.isFinite(result.costUsd)).toBe(true);
+  expect(await run.status()).toMatchObject({ costBlind: true, totalTokens: 100 });
+  const totals = await w.ledger.runTotals(workflowId);
+  expect(totals).toMatchObject({ usage: { input: 100, output: 0 }, calls: 4, costBlind: true, costSource: 'unknown' });
+  const served = readFileSync(`${(await run.status()).sandbox?.workspacePath}/.scripted/served.jsonl`, 'utf8').trim().split('\n');
+  expect(served).toHaveLength(4);
+  const refused = (await w.ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === 'activity' && JSON.stringify(e.data).includes('usage line refused'));
+  expect(refused).toHaveLength(3);
+});

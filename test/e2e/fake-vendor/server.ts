@@ -31,6 +31,12 @@ export interface ScriptedReply {
   readonly error?: { readonly status: number; readonly message: string };
   /** Delay before answering (for cancellation tests). */
   readonly delayMs?: number;
+  /**
+   * Stop the answer after its first `afterWrites` writes (a streamed reply's first events): `hang` keeps the connection
+   * open and silent (a call in flight when its client is killed), `destroy` cuts it (a dropped stream). The reply is
+   * still in `served`: a vendor bills a call it began to answer.
+   */
+  readonly cut?: { readonly afterWrites: number; readonly then: 'hang' | 'destroy' };
 }
 
 export interface ScriptedUsage {
@@ -132,7 +138,7 @@ export async function startFakeVendor(options: FakeVendorOptions): Promise<FakeV
           res.end(JSON.stringify({ error: { type: 'api_error', message: reply.error.message, code: reply.error.status } }));
           return;
         }
-        options.handlers[prefix]!(recorded, reply, res);
+        options.handlers[prefix]!(recorded, reply, reply.cut ? cutAfter(res, reply.cut) : res);
       };
       if (reply.delayMs) setTimeout(answer, reply.delayMs);
       else answer();
@@ -154,6 +160,33 @@ export async function startFakeVendor(options: FakeVendorOptions): Promise<FakeV
         server.close(() => resolve());
       }),
   };
+}
+
+/** `res` as a handler sees it, cut after `afterWrites` writes (see `ScriptedReply.cut`). */
+function cutAfter(res: http.ServerResponse, cut: NonNullable<ScriptedReply['cut']>): http.ServerResponse {
+  let writes = 0;
+  const stopped = () => writes >= cut.afterWrites;
+  return new Proxy(res, {
+    get(target, key, receiver) {
+      if (key === 'write') {
+        return (...args: Parameters<http.ServerResponse['write']>) => {
+          if (stopped()) return true;
+          writes += 1;
+          const written = target.write(...args);
+          if (stopped() && cut.then === 'destroy') setTimeout(() => target.socket?.destroy(), 20);
+          return written;
+        };
+      }
+      if (key === 'end') {
+        return (...args: unknown[]) => {
+          if (!stopped()) return (target.end as (...a: unknown[]) => http.ServerResponse)(...args);
+          return target;
+        };
+      }
+      const value = Reflect.get(target, key, receiver) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }
 
 /** Writes one server-sent event. */
