@@ -1,7 +1,7 @@
 // The service: starts a run and follows it to its result, then starts one and cancels it mid-turn.
 // Plain node: `node service.mjs` (with `node worker.mjs` running).
 import { Client, Connection } from '@temporalio/client';
-import { startAgentRun } from 'durable-harness';
+import { operatorSignerFrom, startAgentRun } from 'durable-harness';
 
 const address = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
 const taskQueue = process.env.TASK_QUEUE ?? 'example-service';
@@ -9,6 +9,9 @@ const connection = await Connection.connect({ address });
 const client = new Client({ connection });
 // Identity comes from the service's own authentication, never from the model.
 const identity = { tenantId: 'example-tenant', userId: 'example-user' };
+// The service's operator key (DURABLE_HARNESS_OPERATOR_KEY_FILE): the workers take its cancel, with the reason, only
+// because their operators file (DURABLE_HARNESS_OPERATORS_FILE) lists this key with the `operate` role.
+const operator = operatorSignerFrom(undefined);
 
 /** Prints the run's status whenever it changes, until `done` says stop. */
 async function follow(run, done) {
@@ -29,7 +32,7 @@ console.log(`started ${finished.workflowId}`);
 const [result] = await Promise.all([finished.result(), follow(finished, (s) => !['starting', 'running'].includes(s.state))]);
 console.log(`demo run ${result.status} after ${result.iterations} turn(s), $${result.costUsd}: ${result.result ?? result.reason}`);
 
-const pondering = await startAgentRun(client, { agent: 'ponderer', task: 'Think it over.', identity, taskQueue });
+const pondering = await startAgentRun(client, { agent: 'ponderer', task: 'Think it over.', identity, taskQueue }, { operator });
 console.log(`started ${pondering.workflowId}`);
 await follow(pondering, (s) => s.state === 'running' && s.iteration >= 1);
 await pondering.cancel('the service no longer needs it');

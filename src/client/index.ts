@@ -20,6 +20,7 @@ import { workflowVersion, type AgentRunInput, type AgentRunResult, type InFlight
 
 export type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView };
 export type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView };
+export { operatorSignerFrom, type OperatorSigner } from '../operators/index.js';
 
 /** An id checked against its rule (src/workflows/ids.ts): the message names the limit and what ids may contain. */
 const id = (kind: Parameters<typeof idProblem>[1], empty: string) =>
@@ -288,8 +289,11 @@ export function checkRunInput(input: StartAgentRunInput): void {
   }
 }
 
-/** Starts an agent run and returns its handle. */
-export async function startAgentRun(client: Client, input: StartAgentRunInput): Promise<AgentRunHandle> {
+/**
+ * Starts an agent run and returns its handle; with `operator` (a service's own key, `operatorSignerFrom`), the
+ * handle signs the decisions it sends, as a deployment with signed decisions requires.
+ */
+export async function startAgentRun(client: Client, input: StartAgentRunInput, options: { operator?: OperatorSigner } = {}): Promise<AgentRunHandle> {
   checkRunInput(input);
   const { workflowId, taskQueue, eager, ...rest } = input;
   // New runs take the current command sequence; a caller cannot choose an older one.
@@ -318,7 +322,7 @@ export async function startAgentRun(client: Client, input: StartAgentRunInput): 
         .then((d) => d.status.name, () => undefined);
       throw new RunIdTakenError(id, status);
     });
-  return new AgentRunHandle(handle);
+  return new AgentRunHandle(handle, options.operator);
 }
 
 /** A handle to an existing run; with `operator`, its decisions are signed with that operator's key. */

@@ -67,6 +67,7 @@ async function startHost(
     identity: hostId,
     shutdownGraceTime: '1s',
     role,
+    decisions: 'trusted-network',
   });
   const running = worker.run();
   let stopped: Promise<void> | undefined;

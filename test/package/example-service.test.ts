@@ -59,10 +59,16 @@ it('its command line runs with plain node', async () => {
   expect(list.stdout).toMatch(/^RUN ID +STATUS/);
 });
 
-it('a service starts, follows and cancels runs with plain node against its own worker', async () => {
-  worker = spawnNode(['worker.mjs'], { cwd: service, env });
+it('a service starts, follows and cancels runs with plain node against its own worker, its cancel signed with its own key', async () => {
+  const cli = path.join(service, 'node_modules', '.bin', 'durable-harness');
+  const keygen = await spawnNode([cli, 'operator', 'keygen', '--name', 'example-service', '--out', 'service.key'], { cwd: service, env }).outcome;
+  expect(keygen.code).toBe(0);
+  const { publicKey } = JSON.parse(readFileSync(path.join(service, 'service.key'), 'utf8')) as { publicKey: string };
+  writeFileSync(path.join(service, 'operators.yaml'), `operators:\n  - name: example-service\n    roles: [operate]\n    keys: ["${publicKey}"]\n`);
+  const signedEnv = { ...env, DURABLE_HARNESS_OPERATORS_FILE: 'operators.yaml', DURABLE_HARNESS_OPERATOR_KEY_FILE: 'service.key' };
+  worker = spawnNode(['worker.mjs'], { cwd: service, env: signedEnv });
   await expect.poll(() => worker!.stdoutSoFar() + worker!.stderrSoFar(), { timeout: 60_000 }).toMatch(/worker ready on task queue/);
-  const { code, stdout, stderr } = await spawnNode(['service.mjs'], { cwd: service, env }).outcome;
+  const { code, stdout, stderr } = await spawnNode(['service.mjs'], { cwd: service, env: signedEnv }).outcome;
   expect(stderr).toBe('');
   expect(stdout).toMatch(/^run-demo-\S+: (running|succeeded) · turn \d · /m);
   expect(stdout).toMatch(/^demo run succeeded after 2 turn\(s\), \$0\.\d+: /m);

@@ -39,7 +39,7 @@ beforeAll(async () => {
   env = await timeSkippingEnvironment();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-timeskip-'));
   ledger = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
-  ({ worker } = await createWorker({ connection: env.nativeConnection, taskQueue, catalog: () => catalog, dataDir, ledger, env: {}, credentials: new MemoryCredentialStore({}), workflowBundle: { codePath: inject('workflowBundlePath') }, catalogCheck: false }));
+  ({ worker } = await createWorker({ connection: env.nativeConnection, taskQueue, catalog: () => catalog, dataDir, ledger, env: {}, credentials: new MemoryCredentialStore({}), workflowBundle: { codePath: inject('workflowBundlePath') }, catalogCheck: false, decisions: 'trusted-network' }));
   running = worker.run();
 });
 afterAll(async () => {
