@@ -73,7 +73,7 @@ it('a service starts, follows and cancels runs with plain node against its own w
   expect(stdout).toMatch(/^run-demo-\S+: (running|succeeded) · turn \d · /m);
   expect(stdout).toMatch(/^demo run succeeded after 2 turn\(s\), \$0\.\d+: /m);
   expect(stdout).toMatch(/^run-ponderer-\S+: running · turn 1 · /m);
-  expect(stdout).toMatch(/^ponder run cancelled: the service no longer needs it$/m);
+  expect(stdout).toMatch(/^ponder run cancelled: the service no longer needs it \(by operator:example-service\)$/m);
   expect(code).toBe(0);
   worker.kill('SIGTERM');
   const stopped = await worker.outcome;
