@@ -180,16 +180,17 @@ export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDep
   const credentialsFile = path.join(dataDir, 'credentials.json');
   const env = setup.env ?? process.env;
   const deployment = setup.deployment ?? (env.DURABLE_HARNESS_DEPLOYMENT || defaultDeployment(setup.namespace ?? defaultNamespace, setup.taskQueue ?? defaultTaskQueue));
+  const decisionMode = setup.decisions ?? decisionModeFromEnvironment(env, 'signed');
   return {
     catalog: setup.catalog,
     adapters: setup.adapters ?? defaultAdapterRegistry(),
-    sandboxes: setup.sandboxes ?? defaultSandboxes(env, dataDir, deployment),
+    sandboxes: setup.sandboxes ?? defaultSandboxes(env, dataDir, deployment, decisionMode),
     // PostgreSQL when DATABASE_URL is set (one ledger for many workers), else SQLite in the data dir.
     ledger: setup.ledger ?? openPrivateLedger(env, dataDir),
     actions: setup.actions ?? createBuiltinRegistry(),
     credentials: setup.credentials ?? (existsSync(credentialsFile) ? new JsonFileCredentialStore(credentialsFile) : new MemoryCredentialStore({})),
     env: setup.env,
-    decisionMode: setup.decisions ?? decisionModeFromEnvironment(env, 'signed'),
+    decisionMode,
     operators: setup.operators ?? operatorsFromEnvironment(env),
   };
 }
@@ -205,12 +206,23 @@ function openPrivateLedger(env: Readonly<Record<string, string | undefined>>, da
 /**
  * The local provider always (runtime state under `<dataDir>/runtime/local`, outside every workspace); the
  * Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. Local processes are spawned as
- * DURABLE_HARNESS_SPAWN says (src/sandbox/spawner.ts).
+ * DURABLE_HARNESS_SPAWN says (src/sandbox/spawner.ts). With signed decisions a local harness never shares the
+ * host's network: it would reach this worker's Temporal server and could act on its own run.
  */
-export function defaultSandboxes(env: Readonly<Record<string, string | undefined>>, dataDir: string, deployment?: string): Record<string, SandboxProvider> {
+export function defaultSandboxes(
+  env: Readonly<Record<string, string | undefined>>,
+  dataDir: string,
+  deployment?: string,
+  decisions: DecisionMode = 'signed',
+): Record<string, SandboxProvider> {
   const docker = dockerSandboxFromEnvironment(env, dataDir, undefined, deployment);
   const spawner = spawnerFor(spawnModeFromEnv(env, defaultSpawnMode));
-  const local = new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces'), runtimeDir: path.join(dataDir, 'runtime', 'local'), spawner });
+  const local = new LocalSandboxProvider({
+    root: path.join(dataDir, 'workspaces'),
+    runtimeDir: path.join(dataDir, 'runtime', 'local'),
+    spawner,
+    hostNetwork: decisions === 'signed' ? 'refused' : 'allowed',
+  });
   return { local, ...(docker ? { docker } : {}) };
 }
 

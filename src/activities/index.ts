@@ -151,11 +151,9 @@ export function createActivities(deps: ActivityDeps) {
     if (!deps.adapters.has(harness.driverClass)) {
       throw ApplicationFailure.nonRetryable(new UnknownDriverError(harness.driverClass, deps.adapters.driverClasses()).message, FailureTypes.UnknownDriver);
     }
-    if (agent.sandbox.workspaceScope !== 'parent' && provider(agent.sandbox.provider).enforces(agent.sandbox.networkPolicy) === 'refused') {
-      throw ApplicationFailure.nonRetryable(
-        `Sandbox provider "${agent.sandbox.provider}" cannot enforce network policy "${agent.sandbox.networkPolicy}" for agent "${agent.name}". Use the docker provider, or choose another policy.`,
-        FailureTypes.SandboxPolicyRefused,
-      );
+    const sandboxProvider = provider(agent.sandbox.provider);
+    if (agent.sandbox.workspaceScope !== 'parent' && sandboxProvider.enforces(agent.sandbox.networkPolicy) === 'refused') {
+      throw ApplicationFailure.nonRetryable(`Agent "${agent.name}": ${sandboxProvider.refusalOf(agent.sandbox.networkPolicy)}`, FailureTypes.SandboxPolicyRefused);
     }
     // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
     permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env }), FailureTypes.CredentialMissing);

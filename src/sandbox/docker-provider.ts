@@ -273,13 +273,12 @@ export class DockerSandboxProvider implements SandboxProvider {
     return helper;
   }
 
+  refusalOf(policy: NetworkPolicy): string {
+    return `Network policy ${JSON.stringify(policy)} cannot be enforced by the Docker sandbox (no filtering proxy); use "none" or "open".`;
+  }
+
   private async networkModeFor(policy: NetworkPolicy): Promise<string> {
-    if (this.enforces(policy) === 'refused') {
-      throw new SandboxPolicyRefused(
-        `Network policy ${JSON.stringify(policy)} cannot be enforced by the Docker sandbox (no filtering proxy); ` +
-          'use "none" or "open", or a provider that enforces it.',
-      );
-    }
+    if (this.enforces(policy) === 'refused') throw new SandboxPolicyRefused(this.refusalOf(policy));
     if (policy === 'none') return 'none';
     const mode = this.options.openNetworkMode ?? 'bridge';
     if (!(await this.client.hasNetwork(mode))) {

@@ -15,11 +15,16 @@
  * privileges, empty capability sets), so it cannot read the worker's environment, the credentials file or
  * the Docker socket.
  *
+ * With `network: 'loopback'` (network policy `none`), every process also gets its own network namespace
+ * (`unshare --net`) holding only a loopback interface, brought up before the harness starts: the harness
+ * reaches its own 127.0.0.1 and nothing else — not the worker's Temporal server, ledger or codec server on the
+ * host's loopback, not the host's interfaces, not a DNS server.
+ *
  * Pid bookkeeping lives in a state file under the runtime directory — never in the workspace — and records
  * each pid with its start time, so a recycled pid is never signalled.
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 /** How descendants of a turn are contained. */
@@ -30,6 +35,8 @@ export interface LocalIsolation {
   readonly containment: LocalContainment;
   /** Run processes as this unprivileged uid:gid (the worker must be root). */
   readonly user?: { readonly uid: number; readonly gid: number };
+  /** `loopback`: a network namespace of its own with only `lo` (policy `none`). Absent: the host's network. */
+  readonly network?: 'loopback';
 }
 
 /** Stable code of `SandboxIsolationUnavailable`. */
@@ -51,32 +58,63 @@ export const defaultTools: ContainmentTools = { unshare: 'unshare', setpriv: 'se
 
 const isRoot = (): boolean => typeof process.geteuid === 'function' && process.geteuid() === 0;
 
-/** Parses `sandbox.options.containment` and `sandbox.options.user` (`"uid:gid"`, numeric, not root). */
+/**
+ * Parses `sandbox.options.containment` and `sandbox.options.user` (`"uid:gid"`, numeric, not root), and, from a
+ * ref's settings, the `network` the provider froze there.
+ */
 export function parseLocalIsolation(options: Readonly<Record<string, unknown>> | undefined): LocalIsolation {
   const containment = options?.containment ?? 'pid-namespace';
   if (containment !== 'pid-namespace' && containment !== 'process-group') {
     throw new SandboxIsolationUnavailable(`Invalid sandbox option containment=${JSON.stringify(containment)}: use "pid-namespace" (default) or "process-group".`);
   }
+  const network = options?.network;
+  if (network !== undefined && network !== 'loopback') {
+    throw new SandboxIsolationUnavailable(`Invalid sandbox setting network=${JSON.stringify(network)}: the network comes from sandbox.networkPolicy ("none" is a loopback-only namespace).`);
+  }
+  const withNetwork = (isolation: LocalIsolation): LocalIsolation => (network ? { ...isolation, network } : isolation);
   const user = options?.user;
-  if (user === undefined) return { containment };
+  if (user === undefined) return withNetwork({ containment });
   const match = typeof user === 'string' ? /^(\d+):(\d+)$/.exec(user) : null;
   if (!match) throw new SandboxIsolationUnavailable(`Invalid sandbox option user=${JSON.stringify(user)}: use a numeric "uid:gid" such as "64055:64055".`);
   const uid = Number(match[1]);
   const gid = Number(match[2]);
   if (uid === 0 || gid === 0) throw new SandboxIsolationUnavailable(`Sandbox option user=${JSON.stringify(user)} is root; use an unprivileged uid:gid.`);
-  return { containment, user: { uid, gid } };
+  return withNetwork({ containment, user: { uid, gid } });
 }
 
 /** The isolation as ref settings (small, serializable). */
 export function isolationSettings(isolation: LocalIsolation): Record<string, string> {
-  return { containment: isolation.containment, ...(isolation.user ? { user: `${isolation.user.uid}:${isolation.user.gid}` } : {}) };
+  return {
+    containment: isolation.containment,
+    ...(isolation.user ? { user: `${isolation.user.uid}:${isolation.user.gid}` } : {}),
+    ...(isolation.network ? { network: isolation.network } : {}),
+  };
 }
 
-/** Options for `unshare` that give a process its own PID namespace (and, not as root, a user namespace). */
-function unshareFlags(): string[] {
-  const base = ['--pid', '--fork', '--kill-child', '--mount-proc'];
-  // Without root a PID namespace needs a user namespace; --map-current-user keeps the uid the same inside.
+/**
+ * Options for `unshare` that give a process its own PID namespace (with `pid`), its own network namespace (with
+ * `net`) and, not as root, the user namespace either needs.
+ */
+function unshareFlags(pid: boolean, net: boolean): string[] {
+  const base = [...(net ? ['--net'] : []), ...(pid ? ['--pid', '--fork', '--kill-child', '--mount-proc'] : [])];
+  // Without root a new namespace needs a user namespace; --map-current-user keeps the uid the same inside.
   return isRoot() ? base : ['--user', '--map-current-user', ...base];
+}
+
+/** `ip` from iproute2, looked up once: brings a new network namespace's loopback up. */
+let ipTool: string | undefined | null = null;
+function ipPath(): string | undefined {
+  if (ipTool === null) ipTool = ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'].find((p) => existsSync(p));
+  return ipTool;
+}
+
+/**
+ * Before the user drop, inside the new network namespace: `lo` up (the namespace starts with it down), then the
+ * rest. Needs CAP_NET_ADMIN in the namespace (a root worker); without it the loopback stays down — even less.
+ */
+function loopbackUp(): string[] {
+  const ip = ipPath();
+  return ip ? ['/bin/sh', '-c', '"$0" link set lo up 2>/dev/null; exec "$@"', ip] : [];
 }
 
 /**
@@ -94,10 +132,13 @@ export function wrapArgv(isolation: LocalIsolation, argv: readonly string[], too
     ? [tools.setpriv, '--reuid', String(isolation.user.uid), '--regid', String(isolation.user.gid), '--clear-groups', '--no-new-privs',
        '--inh-caps=-all', '--bounding-set=-all', '--pdeathsig', 'keep', '--']
     : [];
-  if (isolation.containment === 'process-group') return [...drop, ...argv];
+  const net = isolation.network === 'loopback';
+  const lo = net ? loopbackUp() : [];
+  // Without a PID namespace unshare execs in place (no fork), so the process keeps its pid and process group.
+  if (isolation.containment === 'process-group') return net ? [tools.unshare, ...unshareFlags(false, true), '--', ...lo, ...drop, ...argv] : [...drop, ...argv];
   // The parent-death signal: when the worker itself dies (SIGKILL, a lost host), unshare dies with it and takes the
   // namespace — every process of the turn — along; nothing of a killed worker's turns outlives it.
-  return [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.unshare, ...unshareFlags(), '--', ...drop, ...namespaceInit, ...argv];
+  return [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.unshare, ...unshareFlags(true, net), '--', ...lo, ...drop, ...namespaceInit, ...argv];
 }
 
 const probes = new Map<string, string | undefined>();
@@ -130,7 +171,11 @@ function isolationProblem(isolation: LocalIsolation, tools: ContainmentTools): s
   const result = spawnSync(probe[0]!, probe.slice(1), { env, encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'ignore', 'pipe'] });
   if (result.error || result.status !== 0) {
     const why = result.error ? result.error.message : (result.stderr || `exit ${result.status ?? result.signal}`).trim();
-    const what = isolation.containment === 'pid-namespace' ? `a PID namespace per turn (${tools.unshare} --pid)` : `running as ${isolation.user?.uid}:${isolation.user?.gid} (${tools.setpriv})`;
+    const what = [
+      ...(isolation.containment === 'pid-namespace' ? [`a PID namespace per turn (${tools.unshare} --pid)`] : []),
+      ...(isolation.network ? [`a loopback-only network namespace for network policy "none" (${tools.unshare} --net)`] : []),
+      ...(isolation.user ? [`running as ${isolation.user.uid}:${isolation.user.gid} (${tools.setpriv})`] : []),
+    ].join(' and ');
     return (
       `The local sandbox cannot give ${what} on this machine: ${why}. ` +
       (isolation.containment === 'pid-namespace'

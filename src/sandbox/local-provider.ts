@@ -39,6 +39,12 @@ export interface LocalSandboxProviderOptions {
   readonly tools?: ContainmentTools;
   /** How processes are started (src/sandbox/spawner.ts); default `child_process.spawn` on the calling thread. */
   readonly spawner?: Spawner;
+  /**
+   * Whether a harness may share the host's network (policies `open` and `mcp-only`). A deployment with signed
+   * decisions says no: on the host's network a harness reaches the worker's loopback services — Temporal, the
+   * ledger, the codec server — and could act on its own run. Default: allowed.
+   */
+  readonly hostNetwork?: 'allowed' | 'refused';
 }
 
 /** A live local sandbox: the handle plus where its running turn is recorded. */
@@ -90,18 +96,18 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   /**
-   * Local processes share the host's network, so only `open` is really what they get. `mcp-only` is a
-   * request we can pass on but not enforce (advisory). `none` is refused: claiming isolation we cannot give
-   * is worse than refusing, and the Docker provider enforces it for real.
+   * `none`: enforced — a network namespace per process with only its own loopback. `open`: the host's network,
+   * enforced (it is what the process gets). `mcp-only`: the host's network, advisory (nothing filters it). Both
+   * host-network policies are refused where `hostNetwork` is `refused` (signed decisions).
    */
   enforces(policy: NetworkPolicy): 'enforced' | 'advisory' | 'refused' {
     switch (policy) {
-      case 'open':
-        return 'enforced';
-      case 'mcp-only':
-        return 'advisory';
       case 'none':
-        return 'refused';
+        return 'enforced';
+      case 'open':
+        return this.options.hostNetwork === 'refused' ? 'refused' : 'enforced';
+      case 'mcp-only':
+        return this.options.hostNetwork === 'refused' ? 'refused' : 'advisory';
       default: {
         const never: never = policy;
         throw new Error(`Unknown network policy ${JSON.stringify(never)}; use none, open or mcp-only.`);
@@ -109,12 +115,22 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
+  refusalOf(policy: NetworkPolicy): string {
+    return (
+      `The local sandbox cannot give network policy "${policy}" where operator decisions are signed: it would share the host's network, ` +
+      "where the harness reaches the worker's Temporal server, ledger and codec server and could act on its own run. " +
+      'Use networkPolicy "none" (a loopback-only network namespace), the docker provider for a harness that needs its model API, ' +
+      'or DURABLE_HARNESS_DECISIONS=trusted-network on a host where every process is trusted.'
+    );
+  }
+
   /**
    * Creates the scope's workspace directory (idempotent) and returns its reference. Refuses
    * (`SandboxIsolationUnavailable`) when this machine cannot give the containment or user asked for.
    */
   async start(request: SandboxStartRequest): Promise<SandboxRef> {
-    const isolation = parseLocalIsolation(request.spec.options);
+    if (this.enforces(request.spec.networkPolicy) === 'refused') throw new SandboxIsolationUnavailable(this.refusalOf(request.spec.networkPolicy));
+    const isolation = { ...parseLocalIsolation(request.spec.options), ...(request.spec.networkPolicy === 'none' ? { network: 'loopback' as const } : {}) };
     checkIsolation(isolation, this.tools);
     const dir = workspaceDirFor(this.root, request.spec.workspaceScope, request);
     this.createWorkspace(dir, isolation);

@@ -139,6 +139,8 @@ export interface SandboxProvider {
   readonly hostBound?: boolean;
   /** Whether this provider really enforces the policy; providers refuse or warn, never pretend. */
   enforces(policy: NetworkPolicy): 'enforced' | 'advisory' | 'refused';
+  /** Why `enforces(policy)` is `refused`, and what to do instead: the message an operator reads. */
+  refusalOf(policy: NetworkPolicy): string;
   start(request: SandboxStartRequest): Promise<SandboxRef>;
   attach(ref: SandboxRef): Promise<SandboxHandle>;
   end(ref: SandboxRef): Promise<void>;

@@ -133,7 +133,7 @@ describe('loadCatalog', () => {
     const agent = findAgent(catalog, 'demo');
     expect(agent.guardrails).toEqual({ maxIterations: 8, maxTokens: 200000, maxCostUsd: 1, maxWallTimeMs: 600000, maxSubAgentDepth: 3 });
     expect(agent.actions.map((a) => a.name)).toEqual(['write_file', 'read_file', 'list_files']);
-    expect(agent.sandbox).toEqual({ provider: 'local', workspaceScope: 'run', networkPolicy: 'open' });
+    expect(agent.sandbox).toEqual({ provider: 'local', workspaceScope: 'run', networkPolicy: 'none' });
     expect(agent.credentials).toEqual([]);
     const others = catalog.harnesses.filter((h) => h.name !== 'demo');
     expect(others.map((h) => h.driverClass).sort()).toEqual(['ClaudeCode', 'Codex', 'GeminiCli', 'OpenCode', 'Pi']);

@@ -26,7 +26,7 @@ beforeAll(async () => {
   writeFileSync(path.join(dir, 'operators.yaml'), `operators:\n${entry}`);
   const operators = parseOperators(readFileSync(path.join(dir, 'operators.yaml'), 'utf8'), 'operators.yaml');
   w = await startTestWorker({
-    catalog: scriptedCatalog(book, { agents: [{ name: 'guarded', harness: 'scripted', actions: ['echo'], permissions: { posture: 'strict', approvalTimeoutMs: 120_000 } }] }),
+    catalog: scriptedCatalog(book, { agents: [{ name: 'guarded', harness: 'scripted', actions: ['echo'], permissions: { posture: 'strict', approvalTimeoutMs: 120_000 }, sandbox: { provider: 'local', networkPolicy: 'none' } }] }),
     decisions: 'signed',
     operators,
   });

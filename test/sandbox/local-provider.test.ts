@@ -90,10 +90,26 @@ describe('LocalSandboxProvider workspaces', () => {
     expect(safeSegment('x'.repeat(200))).toHaveLength(200);
   });
 
-  it('says which network policies it really enforces', () => {
+  it('says which network policies it really enforces, and refuses the host network under signed decisions', () => {
     expect(provider.enforces('open')).toBe('enforced');
     expect(provider.enforces('mcp-only')).toBe('advisory');
-    expect(provider.enforces('none')).toBe('refused');
+    expect(provider.enforces('none')).toBe('enforced');
+    const signed = new LocalSandboxProvider({ root, hostNetwork: 'refused' });
+    expect([signed.enforces('none'), signed.enforces('open'), signed.enforces('mcp-only')]).toEqual(['enforced', 'refused', 'refused']);
+    expect(signed.refusalOf('open')).toMatch(/network policy "open" where operator decisions are signed/);
+  });
+
+  it('policy none freezes a loopback-only network into the ref, and a process in it has only lo', async () => {
+    const ref = await provider.start({ ...request('run', { workflowId: 'wf-none' }), spec: { provider: 'local', workspaceScope: 'run', networkPolicy: 'none' } });
+    expect(ref.settings).toMatchObject({ network: 'loopback' });
+    const handle = await provider.attach(ref);
+    // /proc/net/dev lists the interfaces of the reader's own network namespace.
+    const proc = handle.executor.exec({ argv: ['/bin/sh', '-c', 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "'] });
+    const lines: string[] = [];
+    for await (const line of proc.lines) lines.push(line);
+    await proc.exit;
+    expect(lines).toEqual(['lo']);
+    await handle.release();
   });
 
   it('refuses to attach a ref outside its root or from another provider', async () => {

@@ -35,6 +35,8 @@ const agent = (name: string, extra: Record<string, unknown> = {}) => ({
   harness: 'scripted',
   actions: ['echo'],
   permissions: { posture: 'strict', approvalTimeoutMs: 600_000 },
+  // A signed deployment gives a local harness no host network (docs/SECURITY.md).
+  sandbox: { provider: 'local', networkPolicy: 'none' },
   ...extra,
 });
 const catalog = scriptedCatalog(book, { agents: [agent('guarded'), agent('fragile', { turnAttempts: 1, operatorTimeoutMs: 600_000 })] });

@@ -12,7 +12,7 @@ import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
 const book = scriptBook();
-const catalog = scriptedCatalog(book, { agents: [{ name: 'guarded', harness: 'scripted', actions: ['echo'], permissions: { posture: 'strict', approvalTimeoutMs: 600_000 } }] });
+const catalog = scriptedCatalog(book, { agents: [{ name: 'guarded', harness: 'scripted', actions: ['echo'], permissions: { posture: 'strict', approvalTimeoutMs: 600_000 }, sandbox: { provider: 'local', networkPolicy: 'none' } }] });
 let trusted: TestWorker;
 let signed: TestWorker;
 let browser: Browser;

@@ -21,7 +21,6 @@ const catalog = scriptedCatalog(book, {
     { name: 'sleepy', harness: 'asleep' },
     { name: 'lost', harness: 'nowhere' },
     { name: 'martian', harness: 'alien' },
-    { name: 'isolated', harness: 'scripted', sandbox: { provider: 'local', networkPolicy: 'none' } },
     { name: 'granted', harness: 'scripted', credentials: [{ env: 'SCRIPTED_API_KEY', from: 'SERVER_SECRET_FOR_TESTS' }] },
     { name: 'ungranted', harness: 'scripted', credentials: [{ env: 'SCRIPTED_API_KEY', from: 'NOT_SET_ANYWHERE' }] },
     { name: 'keyless', harness: 'keyed' },
@@ -184,7 +183,6 @@ describe('bad configuration and input fail clearly, without retrying', () => {
     ['sleepy', 'InactiveHarness', /inactive.*active: true/],
     ['lost', 'HarnessBinaryMissing', /\/opt\/nowhere\/harness.*was not found.*Install it.*"executable"/],
     ['martian', 'UnknownDriver', /MartianCli.*Registered: .*StdioJson/],
-    ['isolated', 'SandboxPolicyRefused', /cannot enforce network policy "none"/],
     ['ungranted', 'CredentialMissing', /SCRIPTED_API_KEY.*NOT_SET_ANYWHERE/],
     // A harness that names its key variable fails at resolution, naming the grant to add (not 3 keyless attempts).
     ['keyless', 'CredentialMissing', /harness "keyed" takes its key from SCRIPTED_API_KEY.*add credentials: \[\{ env: SCRIPTED_API_KEY, from: <NAME> \}\] to agent "keyless"/],
