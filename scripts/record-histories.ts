@@ -31,7 +31,7 @@ const catalog = parseCatalog(recordingCatalog(scriptsDir), 'recording catalog');
 
 const server = await startDevServer({ cliPath: cli.path });
 const nativeConnection = await NativeConnection.connect({ address: server.address });
-const { worker, deps } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, env: {}, identity: 'record-histories', hostId: 'record-host' });
+const { worker, deps } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, env: {}, identity: 'record-histories', hostId: 'record-host', decisions: 'trusted-network' });
 const running = worker.run();
 const connection = await Connection.connect({ address: server.address });
 const client = new Client({ connection });

@@ -25,7 +25,8 @@ describe('replay of recorded histories against the current workflow code', () =>
   for (const file of files) {
     it(file, async () => {
       const history = historyFromJSON(JSON.parse(readFileSync(path.join(dir, file), 'utf8')));
-      const workflowId = path.basename(file).replace(/(\.\d+)?\.json$/, '');
+      // The run's own id (child ids derive from it): without the execution number and a `.before-<patch>` tag.
+      const workflowId = path.basename(file).replace(/(\.before-[\w-]+)?(\.\d+)?\.json$/, '');
       await Worker.runReplayHistory({ workflowBundle: { codePath: inject('workflowBundlePath') }, replayName: 'durable-harness replay suite' }, history, workflowId);
     });
   }
