@@ -1,14 +1,42 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * The unit tier: files that need no Temporal server, no Docker engine, no database and no harness binary — pure
+ * decisions, parsers, adapters over recorded fixtures, the SQLite ledger. `npm run test:unit` runs them alone, in
+ * seconds, on a machine without the Temporal CLI. A new test file belongs here only if it passes that way; every
+ * other file is in the integration tier, which starts one real Temporal dev server for all of them.
+ */
+const unit = [
+  'test/activities/approvals-broker.test.ts',
+  'test/adapters/{claude-code,codex,gemini-cli,opencode,pi,stdio-json}-adapter.test.ts',
+  'test/catalog/{contract-prompt,load}.test.ts',
+  'test/cli/{escape,units}.test.ts',
+  'test/codec/{aes-gcm-codec,codec-auth}.test.ts',
+  'test/credentials/resolve.test.ts',
+  'test/envelope/parse.test.ts',
+  'test/ledger/sqlite-ledger.test.ts',
+  'test/multihost/affinity-unit.test.ts',
+  'test/observability/config.test.ts',
+  'test/operators/decision.test.ts',
+  'test/permissions/{gate,policy}.test.ts',
+  'test/sandbox/line-queue.test.ts',
+  'test/workflows/{approvals-state,decide,payload-bounds,turn-spend-unit}.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
     // Most files wait on real processes (CLIs, the Temporal server, Docker), not on the CPU: two at a time took the
     // suite from 880 s to 517 s on a 2-core machine with every test passing (Vitest's default there is one).
     maxWorkers: 2,
-    globalSetup: ['test/support/global-setup.ts'],
+    projects: [
+      { extends: true, test: { name: 'unit', include: unit } },
+      {
+        extends: true,
+        test: { name: 'integration', include: ['test/**/*.test.ts'], exclude: ['**/node_modules/**', ...unit], globalSetup: ['test/support/global-setup.ts'] },
+      },
+    ],
   },
 });
