@@ -1,28 +1,64 @@
 /**
- * A small JSON Schema checker for the subset `z.toJSONSchema` emits for action parameters.
- * Action schemas cross into workflow state as plain JSON, so this must stay free of Node built-ins.
+ * Action parameters checked against their JSON Schema (what `z.toJSONSchema` emits, or a schema an action declares)
+ * with ajv, every keyword of draft 2020-12 and the standard formats; defaults filled in. Problems come back in words
+ * a model can act on, each at a path like `actions[0].params.path`.
  */
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
 
-/** A JSON Schema object (the subset understood here; other keywords are ignored). */
+/** A JSON Schema object. */
 export type JsonSchema = Readonly<Record<string, unknown>>;
 
-/** One problem: where (e.g. `actions[0].params.path`) and what, in words a model can act on. */
+/** One problem: where (e.g. `actions[0].params.path`) and what. */
 export interface SchemaProblem {
   readonly path: string;
   readonly message: string;
 }
 
+// ajv-formats is CommonJS with its function as the default export.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+const ajv = addFormats(new Ajv2020({ allErrors: true, useDefaults: true, verbose: true, strict: false }));
+
+/** Compiled schemas by their JSON text: the same frozen schema arrives as a new object with every turn. */
+const compiled = new Map<string, ValidateFunction | SchemaProblem>();
+const MAX_COMPILED = 512;
+
+function validatorFor(schema: JsonSchema): ValidateFunction | SchemaProblem {
+  const key = JSON.stringify(schema);
+  let entry = compiled.get(key);
+  if (entry === undefined) {
+    try {
+      entry = ajv.compile(schema);
+    } catch (err) {
+      entry = { path: '', message: `the action's parameter schema is not valid JSON Schema (${(err as Error).message}); fix the action's definition` };
+    }
+    if (compiled.size >= MAX_COMPILED) compiled.delete(compiled.keys().next().value!);
+    compiled.set(key, entry);
+  }
+  return entry;
+}
+
+/**
+ * Checks `value` against `schema`; returns every problem found (empty when valid) and the value with the schema's
+ * defaults filled in (a copy: `value` is never changed).
+ */
+export function validateJsonSchema(schema: JsonSchema, value: unknown, path = ''): { problems: SchemaProblem[]; value: unknown } {
+  const validate = validatorFor(schema);
+  if (typeof validate !== 'function') return { problems: [{ ...validate, path }], value };
+  const copy = structuredClone(value);
+  if (validate(copy)) return { problems: [], value: copy };
+  return { problems: describe(validate.errors ?? [], path, value), value };
+}
+
+/** Checks `value` against `schema`; returns every problem found (empty when valid). */
+export function checkJsonSchema(schema: JsonSchema, value: unknown, path = ''): SchemaProblem[] {
+  return validateJsonSchema(schema, value, path).problems;
+}
+
 function typeOf(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'array';
-  if (typeof value === 'number') return Number.isInteger(value) ? 'integer' : 'number';
   return typeof value;
-}
-
-function matchesType(value: unknown, type: string): boolean {
-  const actual = typeOf(value);
-  if (type === 'number') return actual === 'number' || actual === 'integer';
-  return actual === type;
 }
 
 function join(path: string, key: string | number): string {
@@ -30,109 +66,77 @@ function join(path: string, key: string | number): string {
   return /^[A-Za-z_$][\w$]*$/.test(key) ? (path ? `${path}.${key}` : key) : `${path}[${JSON.stringify(key)}]`;
 }
 
-function isSchema(value: unknown): value is JsonSchema {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Checks `value` against `schema`; returns every problem found (empty when valid). */
-export function checkJsonSchema(schema: JsonSchema, value: unknown, path = ''): SchemaProblem[] {
-  const problems: SchemaProblem[] = [];
-  const at = (message: string) => problems.push({ path, message });
-
-  const alternatives = (schema.anyOf ?? schema.oneOf) as unknown;
-  if (Array.isArray(alternatives)) {
-    const ok = alternatives.some((alt) => isSchema(alt) && checkJsonSchema(alt, value, path).length === 0);
-    if (!ok) at('does not match any of the allowed forms');
-    return problems;
-  }
-
-  if ('const' in schema && JSON.stringify(schema.const) !== JSON.stringify(value)) {
-    at(`expected ${JSON.stringify(schema.const)}`);
-    return problems;
-  }
-  if (Array.isArray(schema.enum) && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value))) {
-    at(`expected one of ${schema.enum.map((e) => JSON.stringify(e)).join(', ')} (got ${JSON.stringify(value)})`);
-    return problems;
-  }
-
-  const types = typeof schema.type === 'string' ? [schema.type] : Array.isArray(schema.type) ? (schema.type as string[]) : [];
-  if (types.length > 0 && !types.some((t) => matchesType(value, t))) {
-    at(`expected ${types.join(' or ')}, got ${typeOf(value) === 'integer' ? 'number' : typeOf(value)}`);
-    return problems;
-  }
-
-  if (typeof value === 'string') checkString(schema, value, at);
-  if (typeof value === 'number') checkNumber(schema, value, at);
-  if (Array.isArray(value)) checkArray(schema, value, path, problems);
-  else if (isSchema(value)) checkObject(schema, value, path, problems);
-  return problems;
-}
-
-function checkString(schema: JsonSchema, value: string, at: (m: string) => void): void {
-  if (typeof schema.minLength === 'number' && value.length < schema.minLength) {
-    at(schema.minLength === 1 ? 'must not be empty' : `must be at least ${schema.minLength} characters`);
-  }
-  if (typeof schema.maxLength === 'number' && value.length > schema.maxLength) {
-    at(`must be at most ${schema.maxLength} characters`);
-  }
-  if (typeof schema.pattern === 'string' && !new RegExp(schema.pattern, 'u').test(value)) {
-    at(`must match the pattern ${schema.pattern}`);
-  }
-}
-
-function checkNumber(schema: JsonSchema, value: number, at: (m: string) => void): void {
-  if (typeof schema.minimum === 'number' && value < schema.minimum) at(`must be >= ${schema.minimum}`);
-  if (typeof schema.maximum === 'number' && value > schema.maximum) at(`must be <= ${schema.maximum}`);
-  if (typeof schema.exclusiveMinimum === 'number' && value <= schema.exclusiveMinimum) {
-    at(`must be > ${schema.exclusiveMinimum}`);
-  }
-  if (typeof schema.exclusiveMaximum === 'number' && value >= schema.exclusiveMaximum) {
-    at(`must be < ${schema.exclusiveMaximum}`);
-  }
-}
-
-function checkArray(schema: JsonSchema, value: readonly unknown[], path: string, problems: SchemaProblem[]): void {
-  if (typeof schema.minItems === 'number' && value.length < schema.minItems) {
-    problems.push({ path, message: `must have at least ${schema.minItems} item(s)` });
-  }
-  if (typeof schema.maxItems === 'number' && value.length > schema.maxItems) {
-    problems.push({ path, message: `must have at most ${schema.maxItems} item(s)` });
-  }
-  if (isSchema(schema.items)) {
-    const items = schema.items;
-    value.forEach((item, i) => problems.push(...checkJsonSchema(items, item, join(path, i))));
-  }
-}
-
-function checkObject(
-  schema: JsonSchema,
-  value: Readonly<Record<string, unknown>>,
-  path: string,
-  problems: SchemaProblem[],
-): void {
-  const properties = isSchema(schema.properties) ? schema.properties : {};
-  const required = Array.isArray(schema.required) ? (schema.required as string[]) : [];
-  for (const key of required) {
-    if (!(key in value)) {
-      const type = isSchema(properties[key]) ? (properties[key] as JsonSchema).type : undefined;
-      problems.push({
-        path: join(path, key),
-        message: `missing required field${typeof type === 'string' ? ` (${type})` : ''}`,
-      });
+/** A JSON pointer (`/a/0/b`) as a path below `base`; an index into an array is `[0]`. */
+function pathOf(base: string, pointer: string, data: unknown): string {
+  let path = base;
+  let at = data;
+  for (const raw of pointer.split('/').slice(1)) {
+    const key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (Array.isArray(at)) {
+      path = join(path, Number(key));
+      at = at[Number(key)];
+    } else {
+      path = join(path, key);
+      at = at !== null && typeof at === 'object' ? (at as Record<string, unknown>)[key] : undefined;
     }
   }
-  for (const [key, item] of Object.entries(value)) {
-    const propSchema = properties[key];
-    if (isSchema(propSchema)) {
-      problems.push(...checkJsonSchema(propSchema, item, join(path, key)));
-    } else if (schema.additionalProperties === false) {
-      const allowed = Object.keys(properties);
-      problems.push({
-        path: join(path, key),
-        message: `unexpected field${allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (no fields allowed)'}`,
-      });
-    } else if (isSchema(schema.additionalProperties)) {
-      problems.push(...checkJsonSchema(schema.additionalProperties, item, join(path, key)));
+  return path;
+}
+
+/** The type a property's schema names, for "missing required field (string)". */
+function propertyType(parent: unknown, property: string): string | undefined {
+  const properties = (parent as { properties?: Record<string, { type?: unknown }> } | undefined)?.properties;
+  const type = properties?.[property]?.type;
+  return typeof type === 'string' ? type : undefined;
+}
+
+function message(error: ErrorObject): string {
+  const p = error.params as Record<string, unknown>;
+  switch (error.keyword) {
+    case 'required': {
+      const type = propertyType(error.parentSchema, String(p.missingProperty));
+      return `missing required field${type ? ` (${type})` : ''}`;
     }
+    case 'additionalProperties':
+    case 'unevaluatedProperties': {
+      const allowed = Object.keys((error.parentSchema as { properties?: object } | undefined)?.properties ?? {});
+      return `unexpected field${allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (no fields allowed)'}`;
+    }
+    case 'type':
+      return `expected ${String(p.type).split(',').join(' or ')}, got ${typeOf(error.data)}`;
+    case 'enum':
+      return `expected one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')} (got ${JSON.stringify(error.data)})`;
+    case 'const':
+      return `expected ${JSON.stringify(p.allowedValue)}`;
+    case 'minLength':
+      return p.limit === 1 ? 'must not be empty' : `must be at least ${String(p.limit)} characters`;
+    case 'maxLength':
+      return `must be at most ${String(p.limit)} characters`;
+    case 'pattern':
+      return `must match the pattern ${String(p.pattern)}`;
+    case 'minItems':
+      return `must have at least ${String(p.limit)} item(s)`;
+    case 'maxItems':
+      return `must have at most ${String(p.limit)} item(s)`;
+    case 'anyOf':
+    case 'oneOf':
+      return 'does not match any of the allowed forms';
+    case 'format':
+      return `must be a valid ${String(p.format)}`;
+    default:
+      return error.message ?? `fails "${error.keyword}"`;
   }
+}
+
+/** ajv's errors as problems; a failed `anyOf`/`oneOf` is one problem, not one per alternative tried. */
+function describe(errors: readonly ErrorObject[], base: string, data: unknown): SchemaProblem[] {
+  const alternatives = errors.filter((e) => e.keyword === 'anyOf' || e.keyword === 'oneOf').map((e) => e.schemaPath);
+  const inAlternative = (e: ErrorObject) => alternatives.some((schemaPath) => e.schemaPath !== schemaPath && e.schemaPath.startsWith(`${schemaPath}/`));
+  return errors
+    .filter((e) => !inAlternative(e))
+    .map((e) => {
+      const where = pathOf(base, e.instancePath, data);
+      const field = e.keyword === 'required' ? String((e.params as { missingProperty: string }).missingProperty) : e.keyword === 'additionalProperties' ? String((e.params as { additionalProperty: string }).additionalProperty) : undefined;
+      return { path: field === undefined ? where : join(where, field), message: message(e) };
+    });
 }

@@ -3,7 +3,7 @@
  * Workflow-safe: no Node built-ins, so the workflow itself can validate a turn's envelope.
  */
 import { z } from 'zod';
-import { checkJsonSchema, type JsonSchema, type SchemaProblem } from './json-schema.js';
+import { validateJsonSchema, type JsonSchema } from './json-schema.js';
 import type { NextStep, StepType } from './types.js';
 
 /** The five step types, in the order the contract presents them. */
@@ -310,16 +310,6 @@ function isZodSchema(p: ActionParameters): p is z.ZodType {
   return typeof (p as { safeParse?: unknown }).safeParse === 'function';
 }
 
-function applyJsonSchemaDefaults(schema: JsonSchema, params: Record<string, unknown>): Record<string, unknown> {
-  const props = schema.properties;
-  if (!isPlainObject(props)) return params;
-  const out = { ...params };
-  for (const [key, prop] of Object.entries(props)) {
-    if (!(key in out) && isPlainObject(prop) && 'default' in prop) out[key] = prop.default;
-  }
-  return out;
-}
-
 /** Checks one call's params against its action's parameters; returns the params to run with, or the problems. */
 export function checkActionParams(
   parameters: ActionParameters,
@@ -331,9 +321,9 @@ export function checkActionParams(
     if (result.success) return { ok: true, params: result.data as Record<string, unknown> };
     return { ok: false, problem: joinProblems(describeZodIssues(result.error.issues, ['actions', index, 'params'])) };
   }
-  const problems: SchemaProblem[] = checkJsonSchema(parameters, params, `actions[${index}].params`);
-  if (problems.length === 0) return { ok: true, params: applyJsonSchemaDefaults(parameters, params) };
-  return { ok: false, problem: joinProblems(problems.map((p) => `${p.path}: ${p.message}`)) };
+  const checked = validateJsonSchema(parameters, params, `actions[${index}].params`);
+  if (checked.problems.length === 0) return { ok: true, params: checked.value as Record<string, unknown> };
+  return { ok: false, problem: joinProblems(checked.problems.map((p) => `${p.path}: ${p.message}`)) };
 }
 
 /** Decides, per action call (or for the sub-agent request), whether it may run; unknown names are errors, not parse failures. */

@@ -10,6 +10,7 @@ import {
   STEP_EXAMPLES,
   STEP_TYPES,
   type EnvelopeRules,
+  validateJsonSchema,
 } from '../../src/envelope/index.js';
 
 const writeParams = z.strictObject({ path: z.string().min(1), content: z.string() });
@@ -252,11 +253,39 @@ describe('checkJsonSchema', () => {
     ) as Record<string, unknown>;
     expect(checkJsonSchema(schema, { mode: 'c', n: 0, x: 1 }, 'p')).toEqual([
       { path: 'p.s', message: 'missing required field (string)' },
+      { path: 'p.x', message: 'unexpected field (allowed: mode, n, s)' },
       { path: 'p.mode', message: 'expected one of "a", "b" (got "c")' },
       { path: 'p.n', message: 'must be >= 1' },
-      { path: 'p.x', message: 'unexpected field (allowed: mode, n, s)' },
     ]);
     expect(checkJsonSchema(schema, { mode: 'a', s: 'x' })).toEqual([]);
+  });
+
+  it('holds every keyword an action may declare — formats, $ref, allOf, nested items — and fills nested defaults', () => {
+    const schema = {
+      $defs: { file: { type: 'object', properties: { path: { type: 'string', minLength: 1 }, mode: { type: 'string', default: '0644' } }, required: ['path'] } },
+      type: 'object',
+      properties: {
+        notify: { type: 'string', format: 'email' },
+        files: { type: 'array', items: { $ref: '#/$defs/file' }, maxItems: 2 },
+        size: { allOf: [{ type: 'integer' }, { minimum: 1 }, { maximum: 10 }] },
+      },
+      required: ['files'],
+      additionalProperties: false,
+    };
+    expect(checkJsonSchema(schema, { notify: 'not-an-address', files: [{ path: '' }, {}], size: 11 }, 'p')).toEqual([
+      { path: 'p.notify', message: 'must be a valid email' },
+      { path: 'p.files[0].path', message: 'must not be empty' },
+      { path: 'p.files[1].path', message: 'missing required field (string)' },
+      { path: 'p.size', message: 'must be <= 10' },
+    ]);
+    const ok = validateJsonSchema(schema, { notify: 'ops@example.com', files: [{ path: 'a' }] });
+    expect(ok).toEqual({ problems: [], value: { notify: 'ops@example.com', files: [{ path: 'a', mode: '0644' }] } });
+  });
+
+  it('a schema that is not valid JSON Schema is a problem naming the fix, not a crash', () => {
+    expect(checkJsonSchema({ type: 'object', properties: { a: { type: 'strnig' } } }, { a: 1 }, 'p')).toEqual([
+      { path: 'p', message: expect.stringMatching(/parameter schema is not valid JSON Schema .*fix the action's definition/) },
+    ]);
   });
 });
 
