@@ -11,7 +11,7 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, bundleWorkflowCode } from '@temporalio/worker';
 import { parseCatalog } from '../src/catalog/index.js';
 import { startAgentRun } from '../src/client/index.js';
-import { historyFigures, type HistoryFigures } from '../src/temporal/history-figures.js';
+import { historyFigures, type HistoryFigures } from '../test/support/history-figures.js';
 import { createWorker, workflowsPath } from '../src/worker.js';
 
 export interface HistoryBench extends HistoryFigures {

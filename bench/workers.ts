@@ -17,7 +17,7 @@ import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
 import pg from 'pg';
 import { startAgentRun } from '../src/client/index.js';
 import { PostgresLedger } from '../src/ledger/index.js';
-import { startScratchPostgres } from '../src/ledger/scratch-postgres.js';
+import { startScratchPostgres } from '../test/support/scratch-postgres.js';
 import { workflowsPath } from '../src/worker.js';
 import { startHostProcess, type HostProcess } from '../test/multihost/hosts.js';
 import { median } from './stats.js';

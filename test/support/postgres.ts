@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { startScratchPostgres, type ScratchPostgres } from '../../src/ledger/scratch-postgres.js';
+import { startScratchPostgres, type ScratchPostgres } from './scratch-postgres.js';
 
 export interface TestPostgres {
   readonly url: string;

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { workflowVersion } from '../../src/workflows/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LedgerBlobStore } from '../../src/blobs/index.js';
-import { historyFigures } from '../../src/temporal/history-figures.js';
+import { historyFigures } from '../support/history-figures.js';
 import { act, ok, scriptBook, scriptedCatalog, statelessHarness } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 

@@ -7,7 +7,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from '../temporal/dev-server.js';
+import { freePort } from '../../src/temporal/dev-server.js';
 
 export interface ScratchPostgres {
   /** postgres://postgres@127.0.0.1:PORT/postgres */
