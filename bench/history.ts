@@ -38,7 +38,7 @@ export async function benchHistory(opts: { temporalAddress: string; turns?: numb
   const nativeConnection = await NativeConnection.connect({ address: opts.temporalAddress });
   const taskQueue = `bench-history-${path.basename(dataDir)}`;
   const bundle = opts.workflowBundlePath ? { codePath: opts.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
-  const { worker, deps } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, workflowBundle: bundle, env: {} });
+  const { worker, deps } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, workflowBundle: bundle, env: {}, decisions: 'trusted-network' });
   const running = worker.run();
   const connection = await Connection.connect({ address: opts.temporalAddress });
   const client = new Client({ connection });

@@ -154,7 +154,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-bench-'));
   const { catalogFile, agent, task } = opts.turns ? longScenario(dataDir, opts.turns) : { catalogFile: demoCatalogFile, agent: 'demo', task: 'Look around this workspace and write what you find into NOTES.md.' };
   const catalog = loadCatalog(catalogFile);
-  const deps = defaultDeps({ catalog: () => catalog, dataDir });
+  const deps = defaultDeps({ catalog: () => catalog, dataDir, decisions: 'trusted-network' });
   const activities = createActivities(deps);
   const nativeConnection = await NativeConnection.connect({ address: opts.temporalAddress });
   const connection = await Connection.connect({ address: opts.temporalAddress });

@@ -21,7 +21,7 @@ const catalog = parseCatalog(scriptedCatalog(book), 'test', { baseDir: path.join
 
 function setup() {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-act-'));
-  const deps = defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}) });
+  const deps = defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network' });
   return { deps, activities: createActivities(deps), dataDir };
 }
 
@@ -97,7 +97,7 @@ describe('runTurn runs the approved actions of the previous envelope first, each
     });
     const cat = parseCatalog(scriptedCatalog(book, { agent: { actions: ['count', 'echo'] }, actions: [{ name: 'count' }] }), 'test', { baseDir: path.join(repoRoot, 'config'), registry: actions });
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-act-'));
-    const deps = defaultDeps({ catalog: () => cat, dataDir, env: {}, credentials: new MemoryCredentialStore({}), actions });
+    const deps = defaultDeps({ catalog: () => cat, dataDir, env: {}, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network', actions });
     const activities = createActivities(deps);
     const { request, mock } = await begin(activities, 'once');
     const env = mock(1);

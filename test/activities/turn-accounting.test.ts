@@ -39,7 +39,7 @@ function setup(wrap?: (ledger: SqliteLedger) => Ledger, hostQueue?: string) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-acct-'));
   const sqlite = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
   const ledger = wrap ? wrap(sqlite) : sqlite;
-  const deps = { ...defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}), ledger }), heartbeatIntervalMs: 50, cancelledAccountingGraceMs: 500 };
+  const deps = { ...defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network', ledger }), heartbeatIntervalMs: 50, cancelledAccountingGraceMs: 500 };
   /** The same ledger and disk as another worker: another host queue. */
   const onHost = (queue: string) => createActivities({ ...deps, hostQueue: queue });
   return { activities: createActivities({ ...deps, ...(hostQueue ? { hostQueue } : {}) }), sqlite, dataDir, onHost };

@@ -146,7 +146,7 @@ describe.each(clis)('$name: every token counted (real binary, fake vendor)', (cl
       { baseDir: repoRoot },
     );
     ledger = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
-    const deps = defaultDeps({ catalog: () => catalog, dataDir, env: { FAKE_VENDOR_KEY: 'sk-accounting-live-fake' }, credentials: new MemoryCredentialStore({}), ledger });
+    const deps = defaultDeps({ catalog: () => catalog, dataDir, env: { FAKE_VENDOR_KEY: 'sk-accounting-live-fake' }, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network', ledger });
     activities = createActivities(deps);
   });
   afterAll(async () => {
@@ -363,7 +363,7 @@ describe('claude: the non-streamed call it falls back to after a cut stream is c
     );
     const ledger = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
     try {
-      const activities = createActivities(defaultDeps({ catalog: () => catalog, dataDir, env: { FAKE_VENDOR_KEY: 'sk-accounting-live-fake' }, credentials: new MemoryCredentialStore({}), ledger }));
+      const activities = createActivities(defaultDeps({ catalog: () => catalog, dataDir, env: { FAKE_VENDOR_KEY: 'sk-accounting-live-fake' }, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network', ledger }));
       const workflowId = 'claude-fallback';
       const spec = await activities.resolveAgent({ agent: 'agent' });
       const env = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'r-1' } }, quiet);

@@ -43,6 +43,7 @@ beforeAll(async () => {
       credentials: new MemoryCredentialStore({}),
       workflowBundle: { codePath: inject('workflowBundlePath') },
       identity: `worker-${i}`,
+      decisions: 'trusted-network',
     });
     workers.push({ worker, running: worker.run(), connection, dataDir });
   }

@@ -88,6 +88,8 @@ beforeAll(async () => {
       OTEL_SERVICE_NAME: 'dh-test-worker',
       OTEL_BSP_SCHEDULE_DELAY: '100',
       DURABLE_HARNESS_PROMETHEUS_ADDRESS: `127.0.0.1:${metricsPort}`,
+      // Its scripted agent shares the host's network, which a signed worker refuses for a local sandbox.
+      DURABLE_HARNESS_DECISIONS: 'trusted-network',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
