@@ -55,6 +55,7 @@ async function main(config: ActivityWorkerConfig): Promise<void> {
     // checking here would find the parent's previous run (or race its start) instead.
     catalogCheck: false,
     ...(config.shutdownGraceTime !== undefined ? { shutdownGraceTime: config.shutdownGraceTime } : {}),
+    ...(config.decisions !== undefined ? { decisions: config.decisions } : {}),
     ...(tracing ? { tracing } : {}),
   });
   // The parent closing the channel (or dying) is the shutdown request: never outlive it.

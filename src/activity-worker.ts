@@ -11,6 +11,7 @@ import type { Duration } from '@temporalio/common';
 import { msToNumber } from '@temporalio/common/lib/time.js';
 import type { ActivityDeps } from './activities/index.js';
 import { catalogHash } from './catalog/hash.js';
+import type { DecisionMode } from './operators/index.js';
 import type { ObservabilityConfig } from './observability/config.js';
 import { assertSameCatalogOnTaskQueue, CatalogMismatchError, createWorker, type HarnessWorker, type WorkerSetup } from './worker.js';
 import { defaultTaskQueue } from './worker-defaults.js';
@@ -65,6 +66,8 @@ export interface ActivityWorkerConfig {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** As the parent's `shutdownGraceTime`: how long in-flight turns may finish when it stops. */
   readonly shutdownGraceTime?: Duration;
+  /** The parent's decision mode: it decides what a sandbox may reach, so both processes must agree. */
+  readonly decisions?: DecisionMode;
   /**
    * The parent's tracing and metrics, so turns in this process get their spans and turn metrics too. Its metrics
    * exporter is its own (`activityProcessMetrics`): a Prometheus endpoint on the next port, OTLP with a tag.
@@ -208,6 +211,7 @@ export async function createPlacedWorker(
     ...(setup.hostId !== undefined ? { hostId: setup.hostId } : {}),
     ...(setup.hostAffinity !== undefined ? { hostAffinity: setup.hostAffinity } : {}),
     shutdownGraceTime: setup.shutdownGraceTime,
+    ...(setup.decisions !== undefined ? { decisions: setup.decisions } : {}),
   });
   if (activityProcess.catalogHash !== hash) {
     await activityProcess.stop();

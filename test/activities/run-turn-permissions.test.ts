@@ -50,7 +50,7 @@ const catalog = parseCatalog(
 
 function setup() {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-perm-'));
-  const deps = defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}) });
+  const deps = defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network' });
   return { deps: { ...deps, approvalPollMs: 25 }, dataDir };
 }
 
