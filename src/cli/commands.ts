@@ -1,4 +1,5 @@
 /** The `durable-harness` commands: parse, dispatch, and map every outcome to a documented exit code. */
+import { err, out } from './io.js';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,6 +9,7 @@ import {
   Connection,
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
+  isGrpcCancelledError,
   isGrpcDeadlineError,
   isGrpcServiceError,
 } from '@temporalio/client';
@@ -154,8 +156,6 @@ const operatorTimeoutMs = 10_000;
 /** How long `status` waits for the run's answer. */
 const statusTimeoutMs = 3000;
 
-const out = (line: string) => process.stdout.write(`${line}\n`);
-const err = (line: string) => process.stderr.write(`${line}\n`);
 const jsonLine = (value: unknown) => out(JSON.stringify(value));
 
 function usageError(message: string): CliError {
@@ -315,11 +315,12 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   let view: RunStatusView | undefined;
   let ended: AgentRunResult | undefined;
   if (description.status.name === 'RUNNING') {
+    const startedAt = Date.now();
     try {
       view = await run.status({ timeoutMs: statusTimeoutMs });
     } catch (e) {
       if (e instanceof WorkflowNotFoundError) throw e;
-      if (!isGrpcDeadlineError(e)) throw new CliError(`run ${id}: its status query failed: ${(e as Error).message}${causeOf(e)}`, ExitCodes.internal);
+      if (!unanswered(e, startedAt, statusTimeoutMs)) throw new CliError(`run ${id}: its status query failed: ${(e as Error).message}${causeOf(e)}`, ExitCodes.internal);
     }
   }
   // The books: the ledger's totals over every attempt (failed ones included) and whether it can be written.
@@ -358,12 +359,21 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
   return ended ? exitCodeForResult(ended) : exitCodeForStatus(view);
 }
 
+/**
+ * Whether a call made at `startedAt` with `timeoutMs` got no answer: its deadline passed. gRPC reports that as
+ * DEADLINE_EXCEEDED, or, when the deadline's timer and the call's end race, as CANCELLED (this command cancels nothing).
+ */
+function unanswered(e: unknown, startedAt: number, timeoutMs: number): boolean {
+  return isGrpcDeadlineError(e) || (isGrpcCancelledError(e) && Date.now() - startedAt >= timeoutMs - 50);
+}
+
 /** Runs an operator command on run `id` with a deadline, so a run without a worker (or a busy one) does not hang the command. */
 async function operate<T>(client: Client, s: Settings, id: string | undefined, fn: () => Promise<T>): Promise<T> {
+  const startedAt = Date.now();
   try {
-    return await client.withDeadline(Date.now() + operatorTimeoutMs, fn);
+    return await client.withDeadline(startedAt + operatorTimeoutMs, fn);
   } catch (e) {
-    if (!isGrpcDeadlineError(e)) throw e;
+    if (!unanswered(e, startedAt, operatorTimeoutMs)) throw e;
     const taskQueue = id ? await client.workflow.getHandle(id).describe().then((d) => d.taskQueue, () => s.taskQueue) : s.taskQueue;
     throw await silentWorker(client, { ...s, taskQueue, what: `the command${id ? ` to run ${id}` : ''} got no answer`, waitedMs: operatorTimeoutMs });
   }
@@ -482,6 +492,17 @@ function listFilters(flags: Flags): ListFilters {
   if (!Number.isInteger(limit) || limit < 1) throw usageError(`--limit must be a positive whole number, got "${flags.limit}"`);
   if (flags.status && !listStatuses.includes(flags.status as ListStatus)) throw usageError(`--status must be one of ${listStatuses.join(', ')}; got "${flags.status}"`);
   return { limit, status: flags.status as ListFilters['status'], agent: flags.agent, tenant: flags.tenant };
+}
+
+/** Runs one command to its exit code; a failure is printed as `durable-harness: …` with its code (exit-codes.ts). */
+export async function runCommand(argv: string[]): Promise<ExitCode> {
+  try {
+    return await main(argv);
+  } catch (e) {
+    const { code, message } = exitFor(e);
+    err(`durable-harness: ${message}`);
+    return code;
+  }
 }
 
 export async function main(argv: string[]): Promise<ExitCode> {

@@ -2,6 +2,7 @@
  * `durable-harness dev` (embedded Temporal + Web UI + worker) and `durable-harness worker`: long-running processes
  * that log like an operator wants to read them and stop cleanly — Temporal server included — on SIGINT and SIGTERM.
  */
+import { err, out } from './io.js';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -32,8 +33,6 @@ import { describeResult, followRun, progressLine } from './follow.js';
 import { OperatorLog } from './operator-log.js';
 import { openLedgerIfPresent, type Settings } from './settings.js';
 
-const out = (line: string) => process.stdout.write(`${line}\n`);
-const err = (line: string) => process.stderr.write(`${line}\n`);
 
 /** The catalog, reloaded when its file changes; a broken edit keeps the last good catalog and says why. */
 function catalogSource(file: string): () => Catalog {

@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { getAgentRun, type AgentRunHandle } from '../../src/client/index.js';
-import { spawnCli, type CliOutcome } from '../support/cli.js';
+import { runCli, spawnCli, type CliOutcome } from '../support/cli.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
@@ -35,13 +35,13 @@ beforeAll(async () => {
 afterAll(() => w?.close());
 
 const connection = () => ['--address', inject('temporalAddress'), '--task-queue', w.taskQueue, '--data', w.dataDir];
-const cli = (args: string[]): Promise<CliOutcome> => spawnCli([...args, ...connection()]).outcome;
+const cli = (args: string[]): Promise<CliOutcome> => runCli([...args, ...connection()]);
 
 /** Runs a command exactly as the CLI printed it (`durable-harness …`). */
 function runPrinted(line: string): Promise<CliOutcome> {
   const words = [...line.matchAll(/'((?:[^']|'\\'')*)'|(\S+)/g)].map((m) => (m[1] !== undefined ? m[1].replace(/'\\''/g, "'") : m[2]!));
   expect(words[0]).toBe('durable-harness');
-  return spawnCli(words.slice(1)).outcome;
+  return runCli(words.slice(1));
 }
 
 const touch = (file: string) => ({ tool: 'Bash', kind: 'command', input: { command: `touch ${file}` }, title: `touch ${file}` });

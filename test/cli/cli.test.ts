@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { exitCodeTable } from '../../src/cli/exit-codes.js';
 import { findTemporalCli } from '../../src/temporal/cli-path.js';
-import { spawnCli, spawnNode, type CliOutcome, type CliProcess } from '../support/cli.js';
+import { runCli, spawnCli, spawnNode, type CliOutcome, type CliProcess } from '../support/cli.js';
 import { getAgentRun } from '../../src/client/index.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
@@ -20,7 +20,11 @@ function spawnWith(args: string[], options: { taskQueue?: string; connection?: b
   return spawnCli([...args, ...connection]);
 }
 
-const cli = (args: string[], options?: { taskQueue?: string; connection?: boolean }) => spawnWith(args, options).outcome;
+/** The command run in-process with this file's worker settings (spawned only where a process is the point). */
+function cli(args: string[], options: { taskQueue?: string; connection?: boolean } = {}): Promise<CliOutcome> {
+  const connection = options.connection === false ? [] : ['--address', inject('temporalAddress'), '--task-queue', options.taskQueue ?? w.taskQueue, '--data', w.dataDir];
+  return runCli([...args, ...connection]);
+}
 
 /** Runs a command exactly as the CLI printed it (`durable-harness …`), through this checkout's bin. */
 function runPrinted(line: string): Promise<CliOutcome> {

@@ -6,14 +6,13 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { LedgerBlobStore } from '../../src/blobs/index.js';
-import { exitFor, main } from '../../src/cli/commands.js';
 import { InvalidRunInputError, startAgentRun } from '../../src/client/index.js';
 import { replyUpdate } from '../../src/workflows/messages.js';
 import { historyText } from '../security/support.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
-import { spawnNode } from '../support/cli.js';
+import { runCli, spawnNode, type CliOutcome } from '../support/cli.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
 const book = scriptBook();
@@ -25,25 +24,8 @@ beforeAll(async () => {
 afterAll(() => w?.close());
 
 /** Runs `durable-harness ARGS` in this process, with this file's worker settings, and collects what it prints. */
-async function cli(args: string[], options: { data?: string; taskQueue?: string } = {}): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
-  const stdout: string[] = [];
-  const stderr: string[] = [];
-  const capture = (into: string[]) => (chunk: string | Uint8Array) => (into.push(String(chunk)), true);
-  const outSpy = vi.spyOn(process.stdout, 'write').mockImplementation(capture(stdout) as never);
-  const errSpy = vi.spyOn(process.stderr, 'write').mockImplementation(capture(stderr) as never);
-  const started = Date.now();
-  let code: number;
-  try {
-    code = await main([...args, '--address', inject('temporalAddress'), '--task-queue', options.taskQueue ?? w.taskQueue, '--data', options.data ?? w.dataDir]);
-  } catch (e) {
-    const failure = exitFor(e);
-    code = failure.code;
-    stderr.push(failure.message);
-  } finally {
-    outSpy.mockRestore();
-    errSpy.mockRestore();
-  }
-  return { code, stdout: stdout.join(''), stderr: stderr.join(''), ms: Date.now() - started };
+function cli(args: string[], options: { data?: string; taskQueue?: string } = {}): Promise<CliOutcome> {
+  return runCli([...args, '--address', inject('temporalAddress'), '--task-queue', options.taskQueue ?? w.taskQueue, '--data', options.data ?? w.dataDir]);
 }
 
 /** Starts a run that asks a question, and waits until it waits for the reply. */
@@ -145,7 +127,7 @@ describe('ids', () => {
       const id = flags.includes('--id') ? flags[flags.indexOf('--id') + 1]! : testWorkflowId('bad-id');
       const outcome = await cli(['run', 'scripted', task, ...(flags.includes('--id') ? [] : ['--id', id]), ...flags]);
       expect(outcome.code, flags.join(' ').slice(0, 40)).toBe(2);
-      expect(outcome.stderr).toMatch(/^cannot start the agent run: /);
+      expect(outcome.stderr).toMatch(/^durable-harness: cannot start the agent run: /);
       expect(outcome.stderr).toMatch(message);
       expect(outcome.ms).toBeLessThan(2000);
       await expect(w.client.workflow.getHandle(id).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
@@ -180,8 +162,8 @@ describe('a silent worker', () => {
       } finally {
         worker.kill('SIGCONT');
       }
-      expect(frozen.code).toBe(6);
-      expect(frozen.stderr).toMatch(new RegExp(`^run ${workflowId} is open \\(DurableHarnessStatus running\\) but its status query got no answer: the worker did not answer within 3 s \\(busy\\): 1 worker polls task queue "${taskQueue}" \\(last poll \\d+ s ago\\)\\. The run goes on`));
+      expect(frozen.code, frozen.stderr).toBe(6);
+      expect(frozen.stderr).toMatch(new RegExp(`^durable-harness: run ${workflowId} is open \\(DurableHarnessStatus running\\) but its status query got no answer: the worker did not answer within 3 s \\(busy\\): 1 worker polls task queue "${taskQueue}" \\(last poll \\d+ s ago\\)\\. The run goes on`));
       expect(frozen.stderr).not.toMatch(/no worker polls/);
       // Thawed, the worker answers again and the run ends as if nothing happened.
       expect((await run.result()).status).toBe('succeeded');

@@ -1,6 +1,8 @@
 /** Runs the `durable-harness` command (bin/, as users do) as a child process and collects what it prints. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { runCommand } from '../../src/cli/commands.js';
+import { withIo } from '../../src/cli/io.js';
 import { repoRoot } from './worker.js';
 
 export const cliBin = path.join(repoRoot, 'bin', 'durable-harness.mjs');
@@ -38,4 +40,18 @@ export function spawnNode(args: readonly string[], options: { env?: NodeJS.Proce
 /** Starts `durable-harness ARGS` with `node` (no tsx on the command line: the bin must work with plain node). */
 export function spawnCli(args: readonly string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): CliProcess {
   return spawnNode([cliBin, ...args], options);
+}
+
+/**
+ * Runs `durable-harness ARGS` in this process (src/cli/commands.ts `runCommand`, its output captured per call) —
+ * what a spawned command would print and exit with, without a process start each time. Commands that install a
+ * runtime or handle signals (`dev`, `worker`, Ctrl-C) and those that need another environment still go through
+ * `spawnCli`.
+ */
+export async function runCli(args: readonly string[]): Promise<CliOutcome> {
+  const started = Date.now();
+  let stdout = '';
+  let stderr = '';
+  const code = await withIo({ out: (text) => (stdout += text), err: (text) => (stderr += text) }, () => runCommand([...args]));
+  return { code, signal: null, stdout, stderr, ms: Date.now() - started };
 }
