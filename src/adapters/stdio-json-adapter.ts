@@ -181,7 +181,10 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
   }
 
   protected override mapLine(line: string, state: LineState): Mapped {
-    const json = parseJson(line);
+    // Not a JSON object: said at once, without a parser's exception or a schema's error report (a flooding harness
+    // prints millions of these, and each costs the worker's only thread).
+    const json = /^\s*\{/.test(line) ? parseJson(line) : undefined;
+    if (json === null || typeof json !== 'object') return usageLike.test(line) ? refusedUsage(line, 'the line is not JSON') : { type: 'unknown', raw: line };
     const typed = otherLine.safeParse(json);
     // Not JSON, yet a usage report (`"input": NaN`): tokens were spent and their count cannot be read.
     if (!typed.success) return usageLike.test(line) ? refusedUsage(line, 'the line is not JSON') : { type: 'unknown', raw: line };
