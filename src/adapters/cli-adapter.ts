@@ -138,6 +138,8 @@ type StopReason = 'timeout' | 'cancelled' | 'spent';
 interface TurnStop {
   reason: StopReason | undefined;
   readonly promise: Promise<StopReason>;
+  /** The stop as a latch: `latch.race(p)` is `p` or the stop, whichever comes first, and keeps nothing once `p` settled. */
+  readonly latch: Latch<{ readonly [stopped]: StopReason }>;
   readonly stop: (reason: StopReason) => void;
   /** Stops the timeout clock (a permission wait has its own timeout); `resume` restarts it with what was left. */
   readonly pause: () => void;
@@ -469,7 +471,9 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     while (!terminal) {
       await pace.tick();
       const pending = lines.next();
-      const next = await Promise.race([pending, stopWins]);
+      // Not Promise.race with the stop: each race would leave a reaction on the stop promise for the whole turn —
+      // a million lines, a million retained promises.
+      const next = await stop.latch.race(pending);
       // A stop that happened while we were suspended wins over output that ended because of it; a line read with
       // it (or still on its way) is drained for the usage it reports.
       if (stop.reason || stopped in next) {
@@ -639,9 +643,10 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     const terminal = await this.stopped(proc, reason);
     const deadline = Date.now() + stopDrainMs;
     // The timer bounds a wait for output; the clock bounds a backlog of lines that never waits (a flooding harness).
-    const timeUp = delay(stopDrainMs).then(() => undefined);
+    const timeUp = new Latch<undefined>();
+    const timer = setTimeout(() => timeUp.fire(undefined), stopDrainMs).unref();
     const pace = new Pacer();
-    for (let next = await Promise.race([pending, timeUp]); next && !next.done && Date.now() < deadline; next = await Promise.race([lines.next(), timeUp])) {
+    for (let next = await timeUp.race(pending); next && !next.done && Date.now() < deadline; next = await timeUp.race(lines.next())) {
       await pace.tick();
       for (const event of this.safeMap(next.value, state)) {
         if (event.type === 'usage' || event.type === 'session') {
@@ -650,6 +655,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
         }
       }
     }
+    clearTimeout(timer);
     for (const event of this.safeUnreported(state)) yield this.track(event, state);
     yield* this.summary(state);
     yield terminal;
@@ -747,12 +753,15 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       startedAt = Date.now();
       timer = setTimeout(() => turnStop.stop('timeout'), remaining);
     };
+    const latch = new Latch<{ readonly [stopped]: StopReason }>();
     const turnStop: TurnStop = {
       reason: undefined,
       promise,
+      latch,
       stop: (reason) => {
         turnStop.reason ??= reason; // the first reason counts; it is read synchronously by `drive`
         resolve(turnStop.reason);
+        latch.fire({ [stopped]: turnStop.reason });
       },
       pause: () => {
         if (timer === undefined) return;
@@ -782,6 +791,40 @@ function openCallsOf(value: unknown): OpenCall[] {
   return value.filter(
     (c): c is OpenCall => typeof c === 'object' && c !== null && typeof c.attemptId === 'string' && Number.isInteger(c.turn) && Number.isInteger(c.call) && c.call > 0,
   );
+}
+
+/**
+ * A value that arrives once (a stop, a deadline). `race(p)` settles with `p` or the value, whichever comes first; unlike
+ * `Promise.race` with a pending promise, it leaves nothing behind once `p` settled, so it can be raced a million times.
+ */
+class Latch<T> {
+  private fired: { value: T } | undefined;
+  private readonly waiters = new Set<(value: T) => void>();
+
+  fire(value: T): void {
+    if (this.fired) return;
+    this.fired = { value };
+    for (const waiter of [...this.waiters]) waiter(value);
+    this.waiters.clear();
+  }
+
+  race<U>(pending: Promise<U>): Promise<U | T> {
+    if (this.fired) return Promise.resolve(this.fired.value);
+    return new Promise<U | T>((resolve, reject) => {
+      const waiter = (value: T): void => resolve(value);
+      this.waiters.add(waiter);
+      pending.then(
+        (value) => {
+          this.waiters.delete(waiter);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.waiters.delete(waiter);
+          reject(error);
+        },
+      );
+    });
+  }
 }
 
 /**
