@@ -129,7 +129,9 @@ const unknownRawChars = 2048;
  * first: a flooding harness must never keep the worker from heartbeating, answering queries or starting runs.
  */
 const yieldEveryLines = 256;
-const yieldEveryMs = 10;
+const yieldEveryMs = 5;
+/** The longest a flooding turn waits between batches. */
+const maxFloodPauseMs = 20;
 
 /** `spent`: the caller aborted with `StopAtOnce` (a budget ran out); reported as `cancelled`, killed without grace. */
 type StopReason = 'timeout' | 'cancelled' | 'spent';
@@ -828,8 +830,10 @@ class Latch<T> {
 }
 
 /**
- * Gives the event loop a turn (`setImmediate`) every `yieldEveryLines` lines or `yieldEveryMs`: lines that are already
- * queued resolve as microtasks, which would otherwise run back to back and starve timers and I/O.
+ * Gives the event loop a turn every `yieldEveryLines` lines or `yieldEveryMs`: lines that are already queued resolve as
+ * microtasks, which would otherwise run back to back and starve timers and I/O. A turn whose lines come back to back
+ * (more than one per millisecond: a flood) then waits as long as its batch took, so it gets at most half of the worker's
+ * thread; the pipe fills meanwhile and the harness waits on its writes (backpressure). A normal harness never waits.
  */
 class Pacer {
   private count = 0;
@@ -837,8 +841,11 @@ class Pacer {
   async tick(): Promise<void> {
     this.count += 1;
     if (this.count < yieldEveryLines && (this.count & 31) !== 0) return;
-    if (this.count < yieldEveryLines && performance.now() - this.since < yieldEveryMs) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    const elapsed = performance.now() - this.since;
+    if (this.count < yieldEveryLines && elapsed < yieldEveryMs) return;
+    const flooding = this.count >= 32 && elapsed < this.count;
+    if (flooding) await new Promise<void>((resolve) => setTimeout(resolve, Math.min(Math.max(1, elapsed), maxFloodPauseMs)));
+    else await new Promise<void>((resolve) => setImmediate(resolve));
     this.count = 0;
     this.since = performance.now();
   }
