@@ -650,7 +650,8 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     const pace = new Pacer();
     for (let next = await timeUp.race(pending); next && !next.done && Date.now() < deadline; next = await timeUp.race(lines.next())) {
       await pace.tick();
-      for (const event of this.safeMap(next.value, state)) {
+      // Junk read here is counted like the rest (sampled), but only usage and session are acted on.
+      for (const event of this.sampled(this.safeMap(next.value, state), state)) {
         if (event.type === 'usage' || event.type === 'session') {
           const tracked = this.track(event, state);
           if (tracked.type === 'usage') yield tracked;

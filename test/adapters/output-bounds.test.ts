@@ -121,6 +121,30 @@ describe('output bounds', () => {
     expect(maxGapMs).toBeLessThan(250);
   });
 
+  it('cancelling a flooding turn takes effect at once: the stop wins over a backlog that never runs dry', { timeout: 60_000 }, async () => {
+    const adapter = new StdioJsonAdapter();
+    await adapter.start(config(harness(`
+      const junk = 'x\\n'.repeat(32 * 1024);
+      for (;;) await write(junk);
+    `)));
+    const controller = new AbortController();
+    const list: HarnessEvent[] = [];
+    let cancelledAt = 0;
+    for await (const event of adapter.runTurn({ prompt: 'x', turn: 1, signal: controller.signal })) {
+      list.push(event);
+      if (list.length === sampledLinesPerTurn) {
+        cancelledAt = performance.now();
+        controller.abort();
+      }
+    }
+    const tookMs = performance.now() - cancelledAt;
+    await adapter.end();
+    expect(list.at(-1)).toMatchObject({ type: 'session-error', code: 'cancelled' });
+    expect(ofType(list, 'output-sampled')).toHaveLength(1);
+    // The kill grace (300 ms here) and the bounded drain of what it wrote (1 s), nothing more.
+    expect(tookMs).toBeLessThan(3000);
+  });
+
   it('a harness that closes stdout and lives on: the turn ends within seconds, as a protocol error, and the process is killed', { timeout: 60_000 }, async () => {
     const marker = `still-alive-${process.pid}-${Date.now()}`;
     const { list, ms } = await turn(harness(`
