@@ -10,6 +10,8 @@
  *   clis           per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
  *   workers        1, 2 and 4 worker processes on one queue and one PostgreSQL ledger: runs/min, turns/s, turn
  *                  overhead p50/p99, worker RSS per concurrent run (`--worker-runs N`, default 16)
+ *   flood          output floods (a 600 MB line, 1M tiny lines, 100k junk lines, 500 MB of 1 KB lines): the worker's
+ *                  peak RSS and a neighbour's turn latency ratio, flooded vs quiet (`--floods NAME,…` to pick some)
  * Select parts: `npm run bench -- orchestration history scale`. Options: `--write-docs` (docs/BENCHMARKS.md), `--runs N`
  * (orchestration iterations, default 15), `--turns N` (orchestration's longer runs, default 10), `--levels 10,50`,
  * `--setups inline/direct,process/thread` (worker setups to compare in orchestration and scale), `--cli-runs N`
@@ -24,6 +26,7 @@ import { startDevServer } from '../src/temporal/dev-server.js';
 import { benchClis, clisTable, printClis } from './clis.js';
 import { writeSection } from './docs.js';
 import { benchDocker, printDocker } from './docker.js';
+import { benchFlood, floodTable, printFlood } from './flood.js';
 import { benchHistory, printHistory } from './history.js';
 import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrchestration, quietRuntime } from './orchestration.js';
 import { machineDescription } from './proc.js';
@@ -43,11 +46,13 @@ const { values, positionals } = parseArgs({
     'cli-runs': { type: 'string' },
     'cpu-prof': { type: 'string' },
     'worker-runs': { type: 'string' },
+    floods: { type: 'string' },
   },
 });
-const known = ['orchestration', 'history', 'scale', 'spawn', 'docker', 'clis', 'workers'];
+const known = ['orchestration', 'history', 'scale', 'spawn', 'docker', 'clis', 'workers', 'flood'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
-const parts = new Set(positionals.length ? positionals : known);
+// `flood` pushes gigabytes through the worker: only when asked for.
+const parts = new Set(positionals.length ? positionals : known.filter((p) => p !== 'flood'));
 const setups = values.setups ? parseSetups(values.setups) : undefined;
 const machine = machineDescription();
 console.log(`machine: ${machine}`);
@@ -158,6 +163,20 @@ try {
     const figures = await benchWorkers({ temporalAddress: server.address, runs });
     printWorkers(figures);
     docs('workers', 'Many workers: 1, 2 and 4 worker processes', `npm run bench -- workers --worker-runs ${runs}`, workersLines(figures));
+  }
+  if (parts.has('flood')) {
+    startPart();
+    console.log('\nflood: one hostile run at a time beside normal runs on the same worker');
+    const rows = await benchFlood({ temporalAddress: server.address, only: values.floods?.split(',') });
+    printFlood(rows);
+    docs('flood', 'Output floods: worker memory and a neighbour\'s pace', `npm run bench -- flood${values.floods ? ` --floods ${values.floods}` : ''}`, [
+      'One worker (the bench process); one flooding run at a time, and beside it normal runs of 3 `echo` turns one after another',
+      'until the flood is over. Peak RSS: the worker process, sampled every 20 ms while the flood lasted. Neighbour ratio: the',
+      'median latency of neighbour turns that ran entirely inside the flood over the median of 9 quiet turns just before it.',
+      'Targets (issue 18): RSS < 600 MB, ratio < 1.5.',
+      '',
+      ...floodTable(rows),
+    ]);
   }
 } finally {
   await server.stop();

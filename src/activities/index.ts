@@ -774,6 +774,7 @@ export function createActivities(deps: ActivityDeps) {
         resumeSessionId,
         baseUrl: spec.harness.baseUrl,
         turnTimeoutMs: spec.harness.turnTimeoutMs,
+        maxReplyBytes: spec.harness.maxReplyBytes,
         // A catalog that declares `capabilities.sessionFork` asks the adapter to fork resumed sessions.
         settings: spec.harness.capabilities.sessionFork !== undefined ? { forkSessions: spec.harness.capabilities.sessionFork, ...spec.harness.settings } : spec.harness.settings,
         // The adapter's state between turns lives in the ledger, out of the harness's reach.
@@ -807,7 +808,15 @@ export function createActivities(deps: ActivityDeps) {
           }
         }
         const flooded = with_.overCap() && (event.type === 'permission-request' || event.type === 'permission-decision');
-        if (event.type !== 'text' && !flooded) events.append(event.type, clipEvent(event));
+        if (event.type === 'text' || flooded) return;
+        // What the operator must see is always written; the rest of the stream within the per-turn rate cap.
+        if (alwaysWritten.has(event.type)) events.append(event.type, clipEvent(event));
+        else events.progress(event.type, clipEvent(event));
+        if (event.type === 'output-sampled') Context.current().log.warn(`turn ${req.turn} of ${req.workflowId}: ${sampledSummary(event)}`);
+        if (event.type === 'line-too-large' && !run.oversizedLogged) {
+          run.oversizedLogged = true;
+          Context.current().log.warn(`turn ${req.turn} of ${req.workflowId}: the harness printed a line of ${event.bytes} bytes, over the limit of ${event.limit}; it was not read`);
+        }
       });
       // What the adapter remembers did not come through the stream: redacted here.
       run.sessionId = optional(adapter.externalSessionId, redact);
@@ -820,9 +829,25 @@ export function createActivities(deps: ActivityDeps) {
   }
 }
 
+/**
+ * Events of the harness's stream written whatever the rate: the turn's end, the counts of what was not written, and
+ * permission events (bounded by the permission cap per turn).
+ */
+const alwaysWritten = new Set<HarnessEvent['type']>(['turn-complete', 'session-error', 'output-sampled', 'permission-request', 'permission-decision']);
+
+/** An `output-sampled` event as the operator's log line. */
+function sampledSummary(e: Extract<HarnessEvent, { type: 'output-sampled' }>): string {
+  const parts = [];
+  if (e.unknownLines > e.unknownReported) parts.push(`${e.unknownLines} lines the runtime does not understand (the first ${e.unknownReported} recorded as events)`);
+  if (e.tooLargeLines > e.tooLargeReported) parts.push(`${e.tooLargeLines} lines over the line limit (the first ${e.tooLargeReported} recorded)`);
+  return `the harness printed ${parts.join(' and ')}; the rest were only counted`;
+}
+
 /** One harness run of a turn attempt (two when a forgotten session is replaced by a fresh one) and its accounting. */
 interface HarnessRun {
   readonly accounting: TurnAccounting;
+  /** The operator was told (once) that this run printed a line too large to read. */
+  oversizedLogged?: boolean;
   readonly startedAt: number;
   finished: boolean;
   usageReported: boolean;
@@ -960,6 +985,8 @@ function describeEvent(event: HarnessEvent, redact: (s: string) => string): stri
       return redact(`${event.decision === 'allow' ? 'allowed' : 'denied'} ${event.tool} (${event.decidedBy})`).slice(0, 200);
     case 'turn-complete':
       return 'turn complete';
+    case 'line-too-large':
+      return `a line of ${event.bytes} bytes, over the limit of ${event.limit}, not read`;
     case 'session-error':
       return `error: ${redact(event.message).slice(0, 200)}`;
     default:

@@ -14,6 +14,7 @@
  * (`takeFollowUp`). Without a gate the request is only emitted and `respond()` answers it.
  */
 import type { PermissionAnswer, PermissionRequest } from '../permissions/types.js';
+import { defaultLineLimits, OversizedLine, type LineLimits, type OutputLine } from '../sandbox/line-queue.js';
 import type { ExecProcess } from '../sandbox/types.js';
 import type {
   Capabilities,
@@ -76,6 +77,8 @@ export interface LineState {
   followUps: number;
   /** Usage events of this turn so far (recovered ones aside): the next one is the attempt's call `usageEvents + 1`. */
   usageEvents: number;
+  /** Unknown lines and oversized lines of this turn, and how many of each were reported as events (a sample). */
+  readonly output: { unknownLines: number; unknownReported: number; tooLargeLines: number; tooLargeReported: number; largest: OversizedLine | undefined };
 }
 
 /**
@@ -109,6 +112,27 @@ const defaultExitGraceMs = 3000;
 /** How long a stopped turn's output is still read, once its process was killed, for the usage it reported. */
 const stopDrainMs = 1000;
 
+/**
+ * How long a process that closed its stdout without a terminal line may live on before the turn ends (it can say
+ * nothing more; it may still be about to exit with a code that explains itself).
+ */
+const defaultOutputClosedGraceMs = 3000;
+
+/** Unknown lines (and oversized lines) reported one by one per turn; the rest are counted in one `output-sampled`. */
+export const sampledLinesPerTurn = 20;
+
+/** What an unknown line's event keeps of the line. */
+const unknownRawChars = 2048;
+
+/**
+ * The line-processing loop gives the event loop a turn after this many lines or milliseconds, whichever comes
+ * first: a flooding harness must never keep the worker from heartbeating, answering queries or starting runs.
+ */
+const yieldEveryLines = 256;
+const yieldEveryMs = 5;
+/** The longest a flooding turn waits between batches. */
+const maxFloodPauseMs = 20;
+
 /** `spent`: the caller aborted with `StopAtOnce` (a budget ran out); reported as `cancelled`, killed without grace. */
 type StopReason = 'timeout' | 'cancelled' | 'spent';
 
@@ -116,6 +140,8 @@ type StopReason = 'timeout' | 'cancelled' | 'spent';
 interface TurnStop {
   reason: StopReason | undefined;
   readonly promise: Promise<StopReason>;
+  /** The stop as a latch: `latch.race(p)` is `p` or the stop, whichever comes first, and keeps nothing once `p` settled. */
+  readonly latch: Latch<{ readonly [stopped]: StopReason }>;
   readonly stop: (reason: StopReason) => void;
   /** Stops the timeout clock (a permission wait has its own timeout); `resume` restarts it with what was left. */
   readonly pause: () => void;
@@ -154,6 +180,8 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
   protected posture: PermissionPosture = 'auto';
   /** Grace after the terminal line before the process is killed; subclasses may change it. */
   protected exitGraceMs = defaultExitGraceMs;
+  /** Grace after stdout closed without a terminal line before a process still alive is killed. */
+  protected outputClosedGraceMs = defaultOutputClosedGraceMs;
 
   private current: ExecProcess | undefined;
   /** Requests emitted without a gate, waiting for `respond()`. */
@@ -213,6 +241,24 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
    */
   protected callOpenAtRequest(_state: LineState): boolean {
     return false;
+  }
+
+  /**
+   * Hook: how long this harness's stdout lines may grow (see `LineLimits`). The default lets every line grow to
+   * twice the reply cap — an adapter that can tell its terminal line from its opening narrows the others to 1 MiB.
+   */
+  protected lineLimits(config: HarnessSessionConfig): LineLimits {
+    return { maxLineBytes: this.longLineBytes(config), maxLongLineBytes: this.longLineBytes(config) };
+  }
+
+  /** The longest terminal line: twice the reply cap (a reply's JSON escapes make its line longer than it). */
+  protected longLineBytes(config: HarnessSessionConfig): number {
+    return Math.max(defaultLineLimits.maxLineBytes, 2 * (config.maxReplyBytes ?? defaultLineLimits.maxLongLineBytes / 2));
+  }
+
+  /** Hook: the events for a line that was over its cap (never read). Default: one `line-too-large` event. */
+  protected mapOversizedLine(line: OversizedLine, _state: LineState): HarnessEvent[] {
+    return [{ type: 'line-too-large', bytes: line.bytes, limit: line.limit, opening: line.opening }];
   }
 
   /** Hook: a custom terminal event when the process exits without one; `undefined` for the default error. */
@@ -377,6 +423,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       notes: [],
       followUps: 0,
       usageEvents: 0,
+      output: { unknownLines: 0, unknownReported: 0, tooLargeLines: 0, tooLargeReported: 0, largest: undefined },
     };
 
     let proc: ExecProcess;
@@ -389,6 +436,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
         env: { ...config.env, ...command.env },
         stdin: command.stdin,
         keepStdinOpen: command.keepStdinOpen,
+        lineLimits: this.lineLimits(config),
       });
     } catch (error) {
       yield sessionError('protocol-error', `${this.driverClass} could not start the turn: ${(error as Error).message}`);
@@ -418,12 +466,16 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
 
   /** Reads lines until a terminal event, the end of output, or a stop; then yields the one terminal event. */
   private async *drive(proc: ExecProcess, command: TurnCommand, state: LineState, stop: TurnStop, input: TurnInput): AsyncGenerator<HarnessEvent> {
-    const lines = proc.lines[Symbol.asyncIterator]();
+    const lines = (proc.output ?? proc.lines)[Symbol.asyncIterator]();
     const stopWins = stop.promise.then((reason) => ({ [stopped]: reason }) as const);
+    const pace = new Pacer();
     let terminal: TerminalEvent | undefined;
     while (!terminal) {
+      await pace.tick();
       const pending = lines.next();
-      const next = await Promise.race([pending, stopWins]);
+      // Not Promise.race with the stop: each race would leave a reaction on the stop promise for the whole turn —
+      // a million lines, a million retained promises.
+      const next = await stop.latch.race(pending);
       // A stop that happened while we were suspended wins over output that ended because of it; a line read with
       // it (or still on its way) is drained for the usage it reports.
       if (stop.reason || stopped in next) {
@@ -431,7 +483,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
         return;
       }
       if (next.done) break;
-      for (const event of this.safeMap(next.value, state)) {
+      for (const event of this.sampled(this.safeMap(next.value, state), state)) {
         if (isTerminal(event)) {
           terminal = event; // anything after the first terminal event is dropped
           break;
@@ -462,17 +514,71 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       if (command.keepStdinOpen) proc.closeStdin?.();
       // Let the harness finish saving its session before the process is killed in `finally`.
       await Promise.race([proc.exit, stop.promise, delay(this.exitGraceMs)]);
+      yield* this.summary(state);
       yield terminal;
       return;
     }
-    const exit = await Promise.race([proc.exit, stopWins]);
+    // The output is over. A process that exits now explains itself by its exit; one that lives on with its stdout
+    // closed can say nothing more, so after a short grace the turn ends instead of waiting for its timeout.
+    const closed = delay(this.outputClosedGraceMs).then(() => ({ closed: true }) as const);
+    const exit = await Promise.race([proc.exit, stopWins, closed]);
     if (stop.reason || stopped in exit) {
       yield* this.stopTurn(proc, stop.reason ?? 'cancelled', state, lines, lines.next());
       return;
     }
-    const terminalEvent = this.exitWithoutTerminal(command, exit.code, exit.signal, proc.stderrTail(), state);
+    const terminalEvent = 'closed' in exit ? await this.outputClosed(proc, state) : this.exitWithoutTerminal(command, exit.code, exit.signal, proc.stderrTail(), state);
     for (const event of this.safeUnreported(state)) yield this.track(event, state);
+    yield* this.summary(state);
     yield terminalEvent;
+  }
+
+  /** The turn's end for a process that closed its stdout without a terminal line and did not exit: killed. */
+  private async outputClosed(proc: ExecProcess, state: LineState): Promise<TerminalEvent> {
+    await proc.kill();
+    const harness = this.config?.harnessName ?? this.driverClass;
+    return sessionError(
+      'protocol-error',
+      `Harness "${harness}" closed its stdout without finishing the turn and was still running ${this.outputClosedGraceMs} ms later; it was killed. ` +
+        `A harness prints its terminal line before it closes stdout${this.oversizedNote(state)}.`,
+      { stderrTail: proc.stderrTail() },
+    );
+  }
+
+  /** For an error message: the largest line that was too large to read, if any. */
+  private oversizedNote(state: LineState): string {
+    const largest = state.output.largest;
+    if (!largest) return '';
+    const more = state.output.tooLargeLines > 1 ? ` (and ${state.output.tooLargeLines - 1} more)` : '';
+    return `; it printed a line of ${largest.bytes} bytes${more}, over the limit of ${largest.limit} bytes, which was not read (see docs/harnesses.md, "Output limits")`;
+  }
+
+  /**
+   * Unknown and oversized lines are reported as events up to `sampledLinesPerTurn` each, then only counted: a
+   * harness that prints a million lines the runtime cannot read costs a counter, not a million events.
+   */
+  private *sampled(events: HarnessEvent[], state: LineState): Iterable<HarnessEvent> {
+    const output = state.output;
+    for (const event of events) {
+      if (event.type === 'unknown') {
+        output.unknownLines += 1;
+        if (output.unknownReported >= sampledLinesPerTurn) continue;
+        output.unknownReported += 1;
+        yield event.raw.length > unknownRawChars ? { type: 'unknown', raw: `${event.raw.slice(0, unknownRawChars)}…` } : event;
+      } else if (event.type === 'line-too-large') {
+        output.tooLargeLines += 1;
+        if (!output.largest || event.bytes > output.largest.bytes) output.largest = new OversizedLine(event.bytes, event.limit, '');
+        if (output.tooLargeReported >= sampledLinesPerTurn) continue;
+        output.tooLargeReported += 1;
+        yield event;
+      } else yield event;
+    }
+  }
+
+  /** The counts of lines the turn did not report one by one, once, before its terminal event. */
+  private *summary(state: LineState): Iterable<HarnessEvent> {
+    const o = state.output;
+    if (o.unknownLines === o.unknownReported && o.tooLargeLines === o.tooLargeReported) return;
+    yield { type: 'output-sampled', unknownLines: o.unknownLines, unknownReported: o.unknownReported, tooLargeLines: o.tooLargeLines, tooLargeReported: o.tooLargeReported };
   }
 
   /** Waits for the gate with the turn clock paused; `undefined` when the turn was stopped meanwhile. */
@@ -535,20 +641,26 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
    * perhaps already read), for a bounded time. Tokens the harness reported are spent whether or not the turn went
    * on, so its usage (and its session id) still counts; nothing else it said is acted on. Then the one terminal event.
    */
-  private async *stopTurn(proc: ExecProcess, reason: StopReason, state: LineState, lines: AsyncIterator<string>, pending: Promise<IteratorResult<string>>): AsyncGenerator<HarnessEvent> {
+  private async *stopTurn(proc: ExecProcess, reason: StopReason, state: LineState, lines: AsyncIterator<OutputLine>, pending: Promise<IteratorResult<OutputLine>>): AsyncGenerator<HarnessEvent> {
     const terminal = await this.stopped(proc, reason);
     const deadline = Date.now() + stopDrainMs;
     // The timer bounds a wait for output; the clock bounds a backlog of lines that never waits (a flooding harness).
-    const timeUp = delay(stopDrainMs).then(() => undefined);
-    for (let next = await Promise.race([pending, timeUp]); next && !next.done && Date.now() < deadline; next = await Promise.race([lines.next(), timeUp])) {
-      for (const event of this.safeMap(next.value, state)) {
+    const timeUp = new Latch<undefined>();
+    const timer = setTimeout(() => timeUp.fire(undefined), stopDrainMs).unref();
+    const pace = new Pacer();
+    for (let next = await timeUp.race(pending); next && !next.done && Date.now() < deadline; next = await timeUp.race(lines.next())) {
+      await pace.tick();
+      // Junk read here is counted like the rest (sampled), but only usage and session are acted on.
+      for (const event of this.sampled(this.safeMap(next.value, state), state)) {
         if (event.type === 'usage' || event.type === 'session') {
           const tracked = this.track(event, state);
           if (tracked.type === 'usage') yield tracked;
         }
       }
     }
+    clearTimeout(timer);
     for (const event of this.safeUnreported(state)) yield this.track(event, state);
+    yield* this.summary(state);
     yield terminal;
   }
 
@@ -582,7 +694,7 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     }
     const how = signal ? `was killed by ${signal}` : `exited with code ${code ?? 'unknown'}`;
     const tail = stderrTail.trim() ? `; stderr ends with: ${lastLines(stderrTail, 3)}` : '; it printed nothing on stderr';
-    return sessionError('process-exit', `Harness "${harness}" ${how} before finishing the turn${tail}`, { exitCode: code, stderrTail });
+    return sessionError('process-exit', `Harness "${harness}" ${how} before finishing the turn${this.oversizedNote(state)}${tail}`, { exitCode: code, stderrTail });
   }
 
   /** The `unreportedUsage` hook's events (usage only); a hook that throws adds nothing. */
@@ -594,8 +706,15 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
     }
   }
 
-  /** Never throws: a line the mapper cannot handle becomes an `unknown` event. */
-  private safeMap(rawLine: string, state: LineState): HarnessEvent[] {
+  /** Never throws: a line the mapper cannot handle becomes an `unknown` event; an oversized one `mapOversizedLine`'s. */
+  private safeMap(rawLine: OutputLine, state: LineState): HarnessEvent[] {
+    if (rawLine instanceof OversizedLine) {
+      try {
+        return this.mapOversizedLine(rawLine, state);
+      } catch {
+        return [{ type: 'line-too-large', bytes: rawLine.bytes, limit: rawLine.limit, opening: rawLine.opening }];
+      }
+    }
     const line = rawLine.endsWith('\r') ? rawLine.slice(0, -1) : rawLine;
     if (line.trim() === '') return [];
     try {
@@ -637,12 +756,15 @@ export abstract class CliHarnessAdapter implements HarnessAdapter {
       startedAt = Date.now();
       timer = setTimeout(() => turnStop.stop('timeout'), remaining);
     };
+    const latch = new Latch<{ readonly [stopped]: StopReason }>();
     const turnStop: TurnStop = {
       reason: undefined,
       promise,
+      latch,
       stop: (reason) => {
         turnStop.reason ??= reason; // the first reason counts; it is read synchronously by `drive`
         resolve(turnStop.reason);
+        latch.fire({ [stopped]: turnStop.reason });
       },
       pause: () => {
         if (timer === undefined) return;
@@ -672,6 +794,62 @@ function openCallsOf(value: unknown): OpenCall[] {
   return value.filter(
     (c): c is OpenCall => typeof c === 'object' && c !== null && typeof c.attemptId === 'string' && Number.isInteger(c.turn) && Number.isInteger(c.call) && c.call > 0,
   );
+}
+
+/**
+ * A value that arrives once (a stop, a deadline). `race(p)` settles with `p` or the value, whichever comes first; unlike
+ * `Promise.race` with a pending promise, it leaves nothing behind once `p` settled, so it can be raced a million times.
+ */
+class Latch<T> {
+  private fired: { value: T } | undefined;
+  private readonly waiters = new Set<(value: T) => void>();
+
+  fire(value: T): void {
+    if (this.fired) return;
+    this.fired = { value };
+    for (const waiter of [...this.waiters]) waiter(value);
+    this.waiters.clear();
+  }
+
+  race<U>(pending: Promise<U>): Promise<U | T> {
+    if (this.fired) return Promise.resolve(this.fired.value);
+    return new Promise<U | T>((resolve, reject) => {
+      const waiter = (value: T): void => resolve(value);
+      this.waiters.add(waiter);
+      pending.then(
+        (value) => {
+          this.waiters.delete(waiter);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.waiters.delete(waiter);
+          reject(error);
+        },
+      );
+    });
+  }
+}
+
+/**
+ * Gives the event loop a turn every `yieldEveryLines` lines or `yieldEveryMs`: lines that are already queued resolve as
+ * microtasks, which would otherwise run back to back and starve timers and I/O. A turn whose lines come back to back
+ * (more than one per millisecond: a flood) then waits as long as its batch took, so it gets at most half of the worker's
+ * thread; the pipe fills meanwhile and the harness waits on its writes (backpressure). A normal harness never waits.
+ */
+class Pacer {
+  private count = 0;
+  private since = performance.now();
+  async tick(): Promise<void> {
+    this.count += 1;
+    if (this.count < yieldEveryLines && (this.count & 31) !== 0) return;
+    const elapsed = performance.now() - this.since;
+    if (this.count < yieldEveryLines && elapsed < yieldEveryMs) return;
+    const flooding = this.count >= 32 && elapsed < this.count;
+    if (flooding) await new Promise<void>((resolve) => setTimeout(resolve, Math.min(Math.max(1, elapsed), maxFloodPauseMs)));
+    else await new Promise<void>((resolve) => setImmediate(resolve));
+    this.count = 0;
+    this.since = performance.now();
+  }
 }
 
 function delay(ms: number): Promise<void> {

@@ -81,15 +81,21 @@ function applyEvent(result: Mutable<TurnResult>, activities: string[], event: Ha
   }
 }
 
-/** Drains an async event stream and folds it; `onEvent` sees each event first (for progress). */
+/**
+ * Drains an async event stream and folds it as it goes (a turn's events are never all kept: a flooding harness can
+ * make millions); `onEvent` sees each event first (for progress).
+ */
 export async function collectTurn(
   stream: AsyncIterable<HarnessEvent>,
   onEvent?: (event: HarnessEvent) => void | Promise<void>,
 ): Promise<TurnResult> {
-  const events: HarnessEvent[] = [];
+  const result: Mutable<TurnResult> = { usage: noUsage, usageEvents: 0, unknownUsageEvents: 0, recoveredEvents: 0, resumed: false, activities: [], eventCount: 0 };
+  const activities: string[] = [];
   for await (const event of stream) {
-    events.push(event);
     await onEvent?.(event);
+    result.eventCount += 1;
+    applyEvent(result, activities, event);
   }
-  return foldTurn(events);
+  result.activities = activities.slice(-keptActivities);
+  return result;
 }

@@ -19,6 +19,7 @@ import {
   usageAck,
   usageLine,
 } from './stdio-json-protocol.js';
+import type { LineLimits, OversizedLine } from '../sandbox/line-queue.js';
 import { costOf, maxReportedCostUsd, noUsage, usageOf, usageProblem } from '../workflows/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, SessionErrorCode, TurnInput } from './types.js';
 
@@ -79,6 +80,14 @@ function knownErrorCode(code: string | null | undefined): SessionErrorCode {
   return (errorCodes as readonly string[]).includes(code ?? '') ? (code as SessionErrorCode) : 'vendor-error';
 }
 
+/** The longest line other than a terminal one (docs/stdio-json.md). */
+export const maxStdioJsonLineBytes = 1024 * 1024;
+
+/** A line whose opening says it is terminal (`complete` or `error`, with `type` as its first field). */
+const terminalOpening = /^\s*\{\s*"type"\s*:\s*"(complete|error)"/;
+/** A line whose opening says it is a usage report. */
+const usageOpening = /^\s*\{\s*"type"\s*:\s*"usage"/;
+
 /** A line that means to be a usage report, whether or not it parses. */
 const usageLike = /"type"\s*:\s*"usage"/;
 
@@ -122,6 +131,26 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
       : { posture, enforced: false, note: 'This harness is configured without permission hooks; strict is advisory.' };
   }
 
+  /** Lines up to 1 MiB; a terminal line (its `type` first) up to twice the reply cap. */
+  protected override lineLimits(config: HarnessSessionConfig): LineLimits {
+    return { maxLineBytes: maxStdioJsonLineBytes, maxLongLineBytes: this.longLineBytes(config), allowsLongLine: (opening) => terminalOpening.test(opening) };
+  }
+
+  /**
+   * A terminal line too large to read ends the turn, saying so; a usage line too large to read is usage of unknown
+   * size (tokens were spent); any other is reported as `line-too-large` and the turn goes on.
+   */
+  protected override mapOversizedLine(line: OversizedLine, _state: LineState): HarnessEvent[] {
+    const what = `a line of ${line.bytes} bytes, over the limit of ${line.limit} bytes`;
+    const tooLarge: HarnessEvent = { type: 'line-too-large', bytes: line.bytes, limit: line.limit, opening: line.opening };
+    const kind = terminalOpening.exec(line.opening)?.[1];
+    if (kind !== undefined) {
+      return [tooLarge, { type: 'session-error', code: 'protocol-error', message: `The harness printed a "${kind}" line of ${line.bytes} bytes, over the limit of ${line.limit} bytes (twice this harness's maxReplyBytes); it was not read (see docs/stdio-json.md).` }];
+    }
+    if (usageOpening.test(line.opening)) return [tooLarge, ...refusedUsage(line.opening, what)];
+    return [tooLarge];
+  }
+
   protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
     const request = turnRequest.parse({
       type: 'turn',
@@ -152,7 +181,10 @@ export class StdioJsonAdapter extends CliHarnessAdapter {
   }
 
   protected override mapLine(line: string, state: LineState): Mapped {
-    const json = parseJson(line);
+    // Not a JSON object: said at once, without a parser's exception or a schema's error report (a flooding harness
+    // prints millions of these, and each costs the worker's only thread).
+    const json = /^\s*\{/.test(line) ? parseJson(line) : undefined;
+    if (json === null || typeof json !== 'object') return usageLike.test(line) ? refusedUsage(line, 'the line is not JSON') : { type: 'unknown', raw: line };
     const typed = otherLine.safeParse(json);
     // Not JSON, yet a usage report (`"input": NaN`): tokens were spent and their count cannot be read.
     if (!typed.success) return usageLike.test(line) ? refusedUsage(line, 'the line is not JSON') : { type: 'unknown', raw: line };

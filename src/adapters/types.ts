@@ -78,6 +78,8 @@ export interface HarnessSessionConfig {
   readonly baseUrl?: string;
   /** Per-turn timeout; the adapter ends the turn with a session-error when it passes. */
   readonly turnTimeoutMs: number;
+  /** The harness's reply cap (catalog `maxReplyBytes`): a terminal line may be twice as long, other lines less. */
+  readonly maxReplyBytes?: number;
   /** Extra, driver-specific settings from the catalog. */
   readonly settings?: Readonly<Record<string, unknown>>;
   /** The run's adapter state between turns (the worker passes the ledger's); without one it lasts one adapter. */
@@ -168,7 +170,14 @@ export type HarnessEvent =
       readonly stderrTail?: string;
     }
   /** A line the adapter does not know; ignored by the runtime. */
-  | { readonly type: 'unknown'; readonly raw: string };
+  | { readonly type: 'unknown'; readonly raw: string }
+  /** A stdout line over its cap (`bytes` > `limit`): streamed past and never read; `opening` is its first bytes. */
+  | { readonly type: 'line-too-large'; readonly bytes: number; readonly limit: number; readonly opening: string }
+  /**
+   * Once per turn, before its terminal event, when lines were not reported one by one: unknown lines and oversized
+   * lines past the per-turn sample are only counted (`…Lines` all of them, `…Reported` those reported as events).
+   */
+  | { readonly type: 'output-sampled'; readonly unknownLines: number; readonly unknownReported: number; readonly tooLargeLines: number; readonly tooLargeReported: number };
 
 export type TerminalEvent = Extract<HarnessEvent, { type: 'turn-complete' | 'session-error' }>;
 

@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { DockerClient, StartedExec } from './docker-client.js';
 import { exitCodeOf } from './docker-client.js';
 import { isDockerSandboxError, SandboxContainerGone } from './docker-errors.js';
-import { LineQueue } from './line-queue.js';
+import { LineQueue, type OutputLine } from './line-queue.js';
 import type { ExecProcess, ExecRequest, KillOptions, SandboxExecutor } from './types.js';
 
 const stderrTailChars = 8 * 1024;
@@ -101,9 +101,10 @@ const signalNames = new Map<number, string>(Object.entries(constants.signals).ma
  */
 export class DockerProcess implements ExecProcess {
   readonly lines: AsyncIterable<string>;
+  readonly output: AsyncIterable<OutputLine>;
   readonly exit: Promise<DockerExit>;
   readonly pid: number | undefined = undefined;
-  private readonly queue = new LineQueue();
+  private readonly queue: LineQueue;
   private readonly stderr = new TailBuffer();
   private readonly started: Promise<StartedExec | undefined>;
   private stream: Duplex | undefined;
@@ -124,7 +125,11 @@ export class DockerProcess implements ExecProcess {
     request: ExecRequest,
     private readonly options: DockerExecutorOptions & { readonly killGraceMs: number },
   ) {
-    this.lines = this.queue;
+    // Backpressure: a backlog the turn has not read yet stops reading the attach stream (stdout and stderr share it),
+    // so the engine stops reading the process's pipe and the harness blocks on its writes.
+    this.queue = new LineQueue({ limits: request.lineLimits, onPause: () => this.stream?.pause(), onResume: () => this.stream?.resume() });
+    this.lines = this.queue.text();
+    this.output = this.queue;
     this.exit = new Promise<DockerExit>((resolve, reject) => {
       this.resolveExit = resolve;
       this.rejectExit = reject;

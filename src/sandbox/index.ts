@@ -26,7 +26,7 @@ export {
   writeWorkspaceFileSync,
   type SandboxFsErrorCode,
 } from './workspace-fs.js';
-export { LineQueue } from './line-queue.js';
+export { LineQueue, OversizedLine, defaultLineLimits, oversizedOpeningBytes, type LineLimits, type LineQueueOptions, type OutputLine } from './line-queue.js';
 export { SpawnPool, directSpawner, spawnModeFromEnv, spawnModes, spawnerFor, type SpawnMode, type Spawner } from './spawner.js';
 export { DockerSandboxProvider, reapContainers, temporalRunClosed, dockerSandboxFromEnvironment, containerNameFor, dockerLabels, defaultDeployment } from './docker-provider.js';
 export type { DockerSandboxProviderOptions, DockerSandboxLimits, DockerSandboxHandle, ReapOptions, ReapResult } from './docker-provider.js';

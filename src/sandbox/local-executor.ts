@@ -2,9 +2,9 @@
  * Runs processes on the worker's host, in the workspace, with a minimal environment — each in its own PID
  * namespace (by default), optionally as an unprivileged user. See local-containment.ts.
  */
-import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, readlinkSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { LineQueue } from './line-queue.js';
+import { LineQueue, type OutputLine } from './line-queue.js';
 import {
   childrenOf,
   defaultTools,
@@ -25,6 +25,8 @@ import { mkdirWorkspaceSync } from './workspace-fs.js';
 const stderrTailBytes = 8 * 1024;
 const defaultKillGraceMs = 1000;
 const defaultDrainGraceMs = 500;
+/** How often a harness in a PID namespace is checked for having closed its stdout. */
+const stdoutWatchMs = 500;
 
 /** Options of the local executor. */
 export interface LocalExecutorOptions {
@@ -82,8 +84,9 @@ class TailBuffer {
  */
 export class LocalProcess implements ExecProcess {
   readonly lines: AsyncIterable<string>;
+  readonly output: AsyncIterable<OutputLine>;
   readonly exit: Promise<LocalExit>;
-  private readonly queue = new LineQueue();
+  private readonly queue: LineQueue;
   private readonly stderr = new TailBuffer(stderrTailBytes);
   private child: SpawnedProcess | undefined;
   private failure: Error | undefined;
@@ -91,6 +94,7 @@ export class LocalProcess implements ExecProcess {
   private killing: Promise<void> | undefined;
   private killNow = false;
   private drainTimer: NodeJS.Timeout | undefined;
+  private stdoutWatch: NodeJS.Timeout | undefined;
   private resolveExit!: (exit: LocalExit) => void;
 
   private record: { pid: number; start: number; init?: { pid: number; start: number } } | undefined;
@@ -99,7 +103,10 @@ export class LocalProcess implements ExecProcess {
     request: ExecRequest,
     private readonly options: ResolvedOptions,
   ) {
-    this.lines = this.queue;
+    // Backpressure: a backlog the turn has not read yet stops the pipe, and the harness blocks on its writes.
+    this.queue = new LineQueue({ limits: request.lineLimits, onPause: () => this.child?.pauseStdout(), onResume: () => this.child?.resumeStdout() });
+    this.lines = this.queue.text();
+    this.output = this.queue;
     this.exit = new Promise((resolve) => {
       this.resolveExit = resolve;
     });
@@ -185,11 +192,54 @@ export class LocalProcess implements ExecProcess {
       if (init !== undefined && initStart !== undefined) {
         this.record = { pid, start, init: { pid: init, start: initStart } };
         if (file) writeTurnRecord(file, { containment: 'pid-namespace', pid, start, init: { pid: init, start: initStart } });
+        this.watchStdout(pid, { pid: init, start: initStart });
         return;
       }
       if (triesLeft > 0) setTimeout(() => findInit(triesLeft - 1), 5).unref();
     };
     findInit(200);
+  }
+
+  /**
+   * In a PID namespace the wrappers (unshare, our child, and the namespace's init shell) keep their own copies of the
+   * stdout pipe open until the end, so the pipe never reaches end-of-file while the harness lives on with its stdout
+   * closed. The harness is the init's child: once its fd 1 is no longer the wrapper's pipe, its output is over. A
+   * harness of another user (whose /proc fds are not ours to read) is not watched.
+   */
+  private watchStdout(wrapper: number, init: { pid: number; start: number }): void {
+    const link = (pid: number): string | undefined => {
+      try {
+        return readlinkSync(`/proc/${pid}/fd/1`);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw error;
+      }
+    };
+    let harness: { pid: number; start: number } | undefined;
+    const check = (): void => {
+      try {
+        const pipe = link(wrapper);
+        if (this.exited || pipe === undefined || !sameProcessAlive(init.pid, init.start)) return this.stopWatching();
+        if (!harness) {
+          const pid = childrenOf(init.pid)[0];
+          const start = pid === undefined ? undefined : procStat(pid)?.start;
+          if (pid === undefined || start === undefined) return; // not started yet
+          harness = { pid, start };
+        }
+        if (!sameProcessAlive(harness.pid, harness.start)) return this.stopWatching(); // its exit ends the turn
+        if (link(harness.pid) === pipe) return;
+        this.stopWatching();
+        this.queue.end();
+      } catch {
+        this.stopWatching(); // EACCES: another user's process
+      }
+    };
+    this.stdoutWatch = setInterval(check, stdoutWatchMs).unref();
+  }
+
+  private stopWatching(): void {
+    clearInterval(this.stdoutWatch);
+    this.stdoutWatch = undefined;
   }
 
   private environment(request: ExecRequest): Record<string, string> {
@@ -205,6 +255,8 @@ export class LocalProcess implements ExecProcess {
 
   private wire(child: SpawnedProcess, request: ExecRequest): void {
     child.onStdout((chunk) => this.queue.push(chunk));
+    // The output ends when stdout closes, even if the process lives on: the reader decides how long to wait for it.
+    child.onStdoutEnd(() => this.queue.end());
     child.onStderr((text) => this.stderr.append(text));
     if (request.stdin !== undefined) child.writeStdin(request.stdin);
     if (!request.keepStdinOpen) child.endStdin();
@@ -232,6 +284,7 @@ export class LocalProcess implements ExecProcess {
 
   private finish(exit: LocalExit): void {
     clearTimeout(this.drainTimer);
+    this.stopWatching();
     if (this.record && this.options.stateFile && !this.running()) removeTurnRecord(this.options.stateFile, this.record.pid);
     this.exited = true;
     this.queue.end();

@@ -29,7 +29,12 @@ export interface SpawnedProcess extends EventEmitter {
   readonly exitCode: number | null;
   readonly signalCode: NodeJS.Signals | null;
   onStdout(listener: (chunk: Buffer) => void): void;
+  /** Called once when stdout is closed (the process closed it, or exited), which may be before the process exits. */
+  onStdoutEnd(listener: () => void): void;
   onStderr(listener: (text: string) => void): void;
+  /** Stops reading stdout until `resumeStdout` (backpressure: the process blocks on a full pipe). */
+  pauseStdout(): void;
+  resumeStdout(): void;
   /** Writes to stdin; a no-op when stdin is not open. */
   writeStdin(text: string): void;
   /** Ends stdin after the writes before it; a no-op when stdin is not open or already ended. */
@@ -80,8 +85,26 @@ class DirectProcess extends EventEmitter implements SpawnedProcess {
   onStdout(listener: (chunk: Buffer) => void) {
     this.child.stdout?.on('data', listener);
   }
+  onStdoutEnd(listener: () => void) {
+    const stdout = this.child.stdout;
+    if (!stdout) return;
+    let called = false;
+    const once = (): void => {
+      if (called) return;
+      called = true;
+      listener();
+    };
+    stdout.once('end', once);
+    stdout.once('close', once);
+  }
   onStderr(listener: (text: string) => void) {
     this.child.stderr?.on('data', listener);
+  }
+  pauseStdout() {
+    this.child.stdout?.pause();
+  }
+  resumeStdout() {
+    this.child.stdout?.resume();
   }
   writeStdin(text: string) {
     const stdin = this.child.stdin;
@@ -102,10 +125,13 @@ type ToThread =
   | { type: 'spawn'; id: number; request: SpawnRequest }
   | { type: 'stdin'; id: number; text: string }
   | { type: 'end-stdin'; id: number }
-  | { type: 'stop-output'; id: number };
+  | { type: 'stop-output'; id: number }
+  | { type: 'pause-stdout' | 'resume-stdout'; id: number }
+  | { type: 'ack'; id: number; bytes: number };
 type FromThread =
   | { type: 'spawn'; id: number; pid: number }
   | { type: 'stdout'; id: number; chunk: Uint8Array }
+  | { type: 'stdout-end'; id: number }
   | { type: 'stderr'; id: number; text: string }
   | { type: 'error'; id: number; message: string; code?: string; errno?: number; syscall?: string; path?: string; final: boolean }
   | { type: 'exit' | 'close'; id: number; code: number | null; signal: NodeJS.Signals | null };
@@ -116,6 +142,10 @@ import { parentPort } from 'node:worker_threads';
 import { spawn } from 'node:child_process';
 const children = new Map();
 const post = (m) => parentPort.postMessage(m);
+// Stdout posted but not yet acknowledged by the main thread: past this the pipe is not read (a busy main thread
+// must not collect a flooding process's output in its message queue).
+const maxUnacked = 1024 * 1024;
+const flow = (child) => (child.held || child.unacked > maxUnacked ? child.stdout.pause() : child.stdout.resume());
 parentPort.on('message', (m) => {
   if (m.type === 'spawn') {
     const { id, request } = m;
@@ -127,9 +157,19 @@ parentPort.on('message', (m) => {
       return;
     }
     children.set(id, child);
+    child.unacked = 0;
+    child.held = false;
     if (child.pid !== undefined) post({ type: 'spawn', id, pid: child.pid });
     child.stdin?.on('error', () => undefined);
-    child.stdout.on('data', (chunk) => post({ type: 'stdout', id, chunk }));
+    child.stdout.on('data', (chunk) => {
+      child.unacked += chunk.length;
+      post({ type: 'stdout', id, chunk });
+      flow(child);
+    });
+    let stdoutEnded = false;
+    const stdoutEnd = () => { if (!stdoutEnded) { stdoutEnded = true; post({ type: 'stdout-end', id }); } };
+    child.stdout.once('end', stdoutEnd);
+    child.stdout.once('close', stdoutEnd);
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (text) => post({ type: 'stderr', id, text }));
     // A process that never started (ENOENT) is finished with at its error; later events are dropped.
@@ -143,6 +183,8 @@ parentPort.on('message', (m) => {
   if (m.type === 'stdin' && child.stdin && !child.stdin.destroyed && child.stdin.writable) child.stdin.write(m.text);
   if (m.type === 'end-stdin' && child.stdin && !child.stdin.destroyed && !child.stdin.writableEnded) child.stdin.end();
   if (m.type === 'stop-output') { child.stdout.destroy(); child.stderr.destroy(); }
+  if (m.type === 'pause-stdout' || m.type === 'resume-stdout') { child.held = m.type === 'pause-stdout'; flow(child); }
+  if (m.type === 'ack') { child.unacked -= m.bytes; flow(child); }
 });
 `;
 
@@ -151,6 +193,7 @@ class PooledProcess extends EventEmitter implements SpawnedProcess {
   exitCode: number | null = null;
   signalCode: NodeJS.Signals | null = null;
   private readonly stdout: ((chunk: Buffer) => void)[] = [];
+  private readonly stdoutEnd: (() => void)[] = [];
   private readonly stderr: ((text: string) => void)[] = [];
 
   constructor(
@@ -162,8 +205,17 @@ class PooledProcess extends EventEmitter implements SpawnedProcess {
   onStdout(listener: (chunk: Buffer) => void) {
     this.stdout.push(listener);
   }
+  onStdoutEnd(listener: () => void) {
+    this.stdoutEnd.push(listener);
+  }
   onStderr(listener: (text: string) => void) {
     this.stderr.push(listener);
+  }
+  pauseStdout() {
+    this.send({ type: 'pause-stdout', id: this.id });
+  }
+  resumeStdout() {
+    this.send({ type: 'resume-stdout', id: this.id });
   }
   writeStdin(text: string) {
     this.send({ type: 'stdin', id: this.id, text });
@@ -184,8 +236,12 @@ class PooledProcess extends EventEmitter implements SpawnedProcess {
       case 'stdout': {
         const chunk = Buffer.from(m.chunk.buffer, m.chunk.byteOffset, m.chunk.byteLength);
         for (const l of this.stdout) l(chunk);
+        this.send({ type: 'ack', id: this.id, bytes: chunk.length });
         return false;
       }
+      case 'stdout-end':
+        for (const l of this.stdoutEnd.splice(0)) l();
+        return false;
       case 'stderr':
         for (const l of this.stderr) l(m.text);
         return false;
@@ -240,6 +296,7 @@ export class SpawnPool {
       thread.worker.on('error', (error) => {
         // A thread that dies takes its pipes with it: end its processes' turns with the reason.
         for (const proc of thread.running.values()) proc.receive({ type: 'error', id: 0, message: `spawn thread failed: ${error.message}`, final: false });
+        for (const proc of thread.running.values()) proc.receive({ type: 'stdout-end', id: 0 });
         for (const proc of thread.running.values()) proc.receive({ type: 'close', id: 0, code: null, signal: null });
         thread.running.clear();
         this.threads.splice(this.threads.indexOf(thread), 1);

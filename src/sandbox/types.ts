@@ -1,4 +1,5 @@
 /** Where and how a run's processes execute. Adapters never spawn directly: they go through an executor. */
+import type { LineLimits, OutputLine } from './line-queue.js';
 
 /** How much a workspace is shared: one per run, one per agent, one per agent and user, or the parent run's. */
 export type WorkspaceScope = 'run' | 'agent' | 'agent-user' | 'parent';
@@ -59,6 +60,8 @@ export interface ExecRequest {
   readonly signal?: AbortSignal;
   /** Grace between SIGTERM and SIGKILL when the signal aborts. */
   readonly killGraceMs?: number;
+  /** How long a stdout line may grow before it is streamed past (default `defaultLineLimits`). */
+  readonly lineLimits?: LineLimits;
 }
 
 /** How `ExecProcess.kill` ends a process tree. */
@@ -69,8 +72,13 @@ export interface KillOptions {
 
 /** A started process: line-oriented stdout, collected stderr, exit. */
 export interface ExecProcess {
-  /** stdout, split into lines (without the trailing newline). */
+  /** stdout, split into lines (without the trailing newline); lines over their cap are skipped. */
   readonly lines: AsyncIterable<string>;
+  /**
+   * The same stdout (one reader: this or `lines`), with a line over its cap as an `OversizedLine`. It ends when the
+   * process closes its stdout — which may be before it exits.
+   */
+  readonly output?: AsyncIterable<OutputLine>;
   /** Resolves when the process has exited and its output is drained. */
   readonly exit: Promise<{ code: number | null; signal: string | null }>;
   /** The last part of stderr seen so far (bounded). */

@@ -1,6 +1,6 @@
 /** Starts `temporal server start-dev` as a child process and waits until it serves. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { accessSync, constants, mkdirSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
@@ -43,6 +43,25 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** util-linux setpriv, where the machine has it (Linux). */
+const setprivPaths = ['/usr/bin/setpriv', '/bin/setpriv'];
+
+/**
+ * `argv` run under `setpriv --pdeathsig KILL` when setpriv is installed: the kernel kills the process when the thread
+ * that spawned it dies (Node spawns on the main thread: when the process dies). Elsewhere `argv` as it is.
+ */
+export function withParentDeathSignal(argv: readonly string[]): string[] {
+  const setpriv = setprivPaths.find((p) => {
+    try {
+      accessSync(p, constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  return setpriv ? [setpriv, '--pdeathsig', 'KILL', '--', ...argv] : [...argv];
+}
+
 export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
   const ip = options.ip ?? '127.0.0.1';
   const port = options.port ?? (await freePort());
@@ -64,7 +83,10 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   // The default (20/s) throttles the transfer queue after a burst of fast workflow tasks: ~30-40 ms per turn.
   args.push('--dynamic-config-value', 'history.transferProcessorMaxPollRPS=1000');
   for (const key of allSearchAttributes) args.push('--search-attribute', `${key.name}=${searchAttributeTypeName[key.type as keyof typeof searchAttributeTypeName] ?? 'Keyword'}`);
-  const child = spawn(options.cliPath, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
+  // Under setpriv's parent-death signal the server dies with the process that started it, even a SIGKILLed one
+  // (no handler of ours runs then): `dev` never leaves an orphaned server holding its port and database.
+  const [file, ...argv] = withParentDeathSignal([options.cliPath, ...args]);
+  const child = spawn(file!, argv, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);

@@ -87,7 +87,7 @@ describe('CliHarnessAdapter', () => {
     const controller = new AbortController();
     setTimeout(() => {
       // The line reaches the reader and the cancel lands before the reader runs again.
-      executor.processes[0]!.lines.push(`${line({ type: 'usage', input: 5, output: 6 })}\n`);
+      executor.processes[0]!.queue.push(`${line({ type: 'usage', input: 5, output: 6 })}\n`);
       controller.abort();
     }, 100);
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1, signal: controller.signal }));

@@ -13,7 +13,10 @@ export interface FakeRun {
 }
 
 export class FakeProcess implements ExecProcess {
-  readonly lines = new LineQueue();
+  /** stdout: what the test pushes; `lines` and `output` read it (like a real process's). */
+  readonly queue = new LineQueue();
+  readonly lines = this.queue.text();
+  readonly output = this.queue;
   readonly exit: Promise<{ code: number | null; signal: string | null }>;
   readonly written: string[] = [];
   killCount = 0;
@@ -23,7 +26,7 @@ export class FakeProcess implements ExecProcess {
     this.exit = new Promise((resolve) => {
       this.resolveExit = resolve;
     });
-    for (const line of run.lines ?? []) this.lines.push(`${line}\n`);
+    for (const line of run.lines ?? []) this.queue.push(`${line}\n`);
     if (!run.hang) this.finish({ code: run.exitCode ?? 0, signal: null });
   }
 
@@ -37,13 +40,13 @@ export class FakeProcess implements ExecProcess {
 
   async kill(): Promise<void> {
     this.killCount += 1;
-    if (this.killCount === 1) for (const line of this.run.onKill ?? []) this.lines.push(`${line}\n`);
+    if (this.killCount === 1) for (const line of this.run.onKill ?? []) this.queue.push(`${line}\n`);
     this.finish({ code: null, signal: 'SIGTERM' });
     await this.exit;
   }
 
   private finish(exit: { code: number | null; signal: string | null }): void {
-    this.lines.end();
+    this.queue.end();
     this.resolveExit(exit);
   }
 }

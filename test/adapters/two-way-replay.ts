@@ -38,7 +38,10 @@ export function twoWayFixture(cli: string, name: string): TwoWayFixture {
 }
 
 export class ReplayProcess implements ExecProcess {
-  readonly lines = new LineQueue();
+  /** stdout: what the test pushes; `lines` and `output` read it (like a real process's). */
+  readonly queue = new LineQueue();
+  readonly lines = this.queue.text();
+  readonly output = this.queue;
   readonly exit: Promise<{ code: number | null; signal: string | null }>;
   /** Every line the adapter wrote (the initial stdin included), split into lines. */
   readonly written: string[] = [];
@@ -87,7 +90,7 @@ export class ReplayProcess implements ExecProcess {
       const needed = writes.filter((w) => w.after <= i).length;
       while (this.written.length < needed && !this.done) await new Promise<void>((resolve) => (this.wake = resolve));
       if (this.done) return;
-      this.lines.push(`${lines[i]}\n`);
+      this.queue.push(`${lines[i]}\n`);
       await new Promise((resolve) => setImmediate(resolve));
     }
     // Like the real servers: they exit once their stdin is closed; a process that ended by itself (no terminal
@@ -103,7 +106,7 @@ export class ReplayProcess implements ExecProcess {
     if (this.done) return;
     this.done = true;
     this.wake?.();
-    this.lines.end();
+    this.queue.end();
     this.resolveExit(exit);
   }
 }

@@ -145,4 +145,19 @@ describe('durable-harness dev', () => {
       expect(end.stderr).toBe('');
     }
   });
+
+  it('a SIGKILLed dev takes its Temporal server with it: the port stops answering within seconds', async () => {
+    const [port, uiPort] = [await freePort(), await freePort()];
+    const dev = start(['dev', '--port', String(port), '--ui-port', String(uiPort), '--data', path.join(dir, 'dev-killed'), '--catalog', catalogFile('dev-killed')]);
+    await expect.poll(() => dev.stdoutSoFar(), { timeout: 60_000 }).toMatch(/^ready; press Ctrl-C to stop$/m);
+    const tree = processTree(dev.pid!);
+    expect(await portFree(port)).toBe(false);
+    dev.kill('SIGKILL'); // no handler of dev's runs: only the kernel can stop the server now
+    await dev.outcome;
+    const killed = Date.now();
+    await expect.poll(() => portFree(port), { timeout: 5000, interval: 50 }).toBe(true);
+    await expect.poll(() => portFree(uiPort), { timeout: 5000, interval: 50 }).toBe(true);
+    console.log(`SIGKILLed dev: its Temporal server's port stopped answering after ${Date.now() - killed} ms`);
+    await waitUntilGone(tree, 5000);
+  });
 });

@@ -168,6 +168,21 @@ describe('DockerExecutor', () => {
     expect(missing.exit.code).toBe(127);
   });
 
+  it('streams past an over-cap line and pauses the attach stream while the reader is behind', { timeout: 120_000 }, async () => {
+    const proc = handle.executor.exec({ argv: ['sh', '-c', 'head -c 209715200 /dev/zero | tr "\\0" x; echo; seq 1 20000'], lineLimits: { maxLineBytes: 1024 * 1024, maxLongLineBytes: 1024 * 1024 } });
+    const it = proc.output[Symbol.asyncIterator]();
+    const first = (await it.next()).value;
+    expect(first).toMatchObject({ bytes: 200 * 1024 * 1024, limit: 1024 * 1024 });
+    // The reader takes nothing for a while: the queue pauses the stream instead of holding 20,000 lines.
+    await new Promise((r) => setTimeout(r, 1500));
+    const queue = (proc as unknown as { queue: { backlog: number } }).queue;
+    expect(queue.backlog).toBeLessThan(20_000);
+    const rest: unknown[] = [];
+    for (let r = await it.next(); !r.done; r = await it.next()) rest.push(r.value);
+    expect(rest).toEqual(Array.from({ length: 20_000 }, (_, i) => String(i + 1)));
+    expect((await proc.exit).code).toBe(0);
+  });
+
   it('writes stdin and closes it, or keeps it open for two-way protocols', async () => {
     const once = await collect(handle.executor.exec({ argv: ['cat'], stdin: 'hello\nworld\n' }));
     expect(once.lines).toEqual(['hello', 'world']);

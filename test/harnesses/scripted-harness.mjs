@@ -52,6 +52,11 @@
 //                       {allowed, denied, messages: {text: count}} to .scripted/flood.jsonl; prints a text line
 //                       "flood: A allowed, D denied". crashAfter N: the first run of this step exits 1 after N answers
 //                       (an attempt lost mid-flood)
+//   outputFlood         a hostile stdout, written in 64 KiB chunks as the pipe takes them (never built in memory):
+//                       {line: BYTES, newline}: one text line of BYTES bytes ('x'), ended by a newline unless
+//                       newline is false (then the process exits 0 right after it: the line ends at end of output);
+//                       {tinyLines: N}: N lines "x"; {junkLines: N}: N lines "j<i mod 10>" (not JSON);
+//                       {kbLines: BYTES}: BYTES of 1 KiB activity lines. Writes .scripted/flood-started first
 //   crash               {exitCode, stderr}: prints stderr and exits with no terminal line
 //   error               {message, code}: terminal error line
 //   raw                 string printed as the complete text (malformed envelopes); ${env:NAME} is substituted
@@ -170,6 +175,34 @@ async function floodPermissions(flood, dir, session) {
   }
   appendFileSync(path.join(dir, 'flood.jsonl'), `${JSON.stringify(result)}\n`);
   emit({ type: 'text', text: `flood: ${result.allowed} allowed, ${result.denied} denied` });
+}
+
+/** Writes `total` bytes made of `unit` repeated, in chunks of about 64 KiB, each once the pipe took the last. */
+async function writeRepeated(unit, total) {
+  const perChunk = Math.max(1, Math.floor((64 * 1024) / unit.length));
+  const chunk = Buffer.from(unit.repeat(perChunk));
+  let left = total;
+  while (left > 0) {
+    const piece = left >= chunk.length ? chunk : chunk.subarray(0, left);
+    await new Promise((resolve) => process.stdout.write(piece, resolve));
+    left -= piece.length;
+  }
+}
+
+/** A flooding harness's stdout (see `outputFlood` above). */
+async function floodOutput(flood, dir) {
+  writeFile(path.join(dir, 'flood-started'), String(Date.now()));
+  if (flood.line !== undefined) {
+    await writeRepeated('x', flood.line);
+    if (flood.newline === false) await new Promise(() => process.stdout.write('', () => process.exit(0)));
+    else await new Promise((resolve) => process.stdout.write('\n', resolve));
+  }
+  if (flood.tinyLines !== undefined) await writeRepeated('x\n', flood.tinyLines * 2);
+  if (flood.junkLines !== undefined) await writeRepeated('j0\nj1\nj2\nj3\nj4\nj5\nj6\nj7\nj8\nj9\n', flood.junkLines * 3);
+  if (flood.kbLines !== undefined) {
+    const line = `${JSON.stringify({ type: 'activity', description: 'k'.repeat(1024 - 39) })}\n`;
+    await writeRepeated(line, Math.floor(flood.kbLines / line.length) * line.length);
+  }
 }
 
 function writeFile(file, text) {
@@ -363,6 +396,7 @@ async function main() {
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
   if (step.permissions) await askPermissions(step.permissions, request.workspace);
   if (step.permissionFlood) await floodPermissions(step.permissionFlood, dir, session);
+  if (step.outputFlood) await floodOutput(step.outputFlood, dir);
   session.position += 1;
   save(); // before any terminal line, so the next turn resumes after this step
   if (step.crash) {
