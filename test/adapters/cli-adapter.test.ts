@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -96,12 +96,15 @@ describe('CliHarnessAdapter', () => {
 
   it('a harness that ignores SIGTERM and spends tokens during its kill grace: the usage it reports then still counts', async () => {
     // What a CLI does when the cancel lands before it installed its handler (as PID 1 of a sandbox, SIGTERM is then ignored).
-    const script = `process.on('SIGTERM', () => {}); setTimeout(() => console.log(JSON.stringify({ type: 'usage', input: 1000, output: 50 })), 150); setInterval(() => {}, 1000);`;
+    // It says when its handler is in (a file), so the cancel lands after it however slow the machine is.
+    const armed = path.join(workspace, 'sigterm-armed');
+    rmSync(armed, { force: true });
+    const script = `process.on('SIGTERM', () => {}); require('fs').writeFileSync('sigterm-armed', ''); setTimeout(() => console.log(JSON.stringify({ type: 'usage', input: 1000, output: 50 })), 150); setInterval(() => {}, 1000);`;
     const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 600 });
     const adapter = new StdioJsonAdapter();
     await adapter.start(config(executor, { executable: process.execPath, baseArgs: ['-e', script] }));
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 50);
+    const cancelWhenArmed = setInterval(() => existsSync(armed) && (clearInterval(cancelWhenArmed), controller.abort()), 10);
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1, signal: controller.signal }));
     expect(list).toEqual([expect.objectContaining({ type: 'usage', usage: expect.objectContaining({ input: 1000, output: 50 }) }), expect.objectContaining({ type: 'session-error', code: 'cancelled' })]);
   });
