@@ -16,6 +16,7 @@ import { SqliteLedger, ledgerReady, openLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
 import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, spawnModeFromEnv, spawnerFor, temporalRunClosed } from './sandbox/index.js';
 import { defaultSpawnMode } from './sandbox/spawner.js';
+import { protectDataDir } from './sandbox/data-dir.js';
 import type { Client } from '@temporalio/client';
 import type { SandboxProvider } from './sandbox/types.js';
 import { conflictingPollers, taskQueuePollers, workerIdentity } from './temporal/task-queue.js';
@@ -194,6 +195,12 @@ export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDep
   };
 }
 
+/** Every workspace root of the worker's providers, and the default one in the data dir. */
+function workspaceRootsOf(dataDir: string, sandboxes: Readonly<Record<string, SandboxProvider>>): string[] {
+  const roots = Object.values(sandboxes).flatMap((p) => ('workspaceRoot' in p && typeof p.workspaceRoot === 'string' ? [p.workspaceRoot] : []));
+  return [...new Set([path.join(path.resolve(dataDir), 'workspaces'), ...roots])];
+}
+
 /** The ledger; an SQLite file is made readable by the worker only (a sandbox user must not read other runs' records). */
 function openPrivateLedger(env: Readonly<Record<string, string | undefined>>, dataDir: string): Ledger {
   const ledger = openLedger(env, dataDir);
@@ -246,6 +253,8 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   const deps: ActivityDeps = { ...defaultDeps(setup), ...(hostQueue ? { hostQueue } : {}) };
   const role = setup.role ?? 'all';
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
+  // After the ledger (and, under `dev`, Temporal's database) exists: older data dirs had 0644 files and 0755 dirs.
+  protectDataDir(setup.dataDir, workspaceRootsOf(setup.dataDir, deps.sandboxes));
   // An activities-only worker runs no workflow code: workflow interceptor modules and sinks do not apply.
   const interceptors = setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] };
   const options = {

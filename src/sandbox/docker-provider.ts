@@ -15,6 +15,7 @@ import { DockerExecutor } from './docker-executor.js';
 import { DockerFsHelper, DockerWorkspaceFs } from './docker-fs.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
 import { chmodDirectoryNoFollow, chownDirectoryNoFollow, mkdirWorkspaceSync } from './workspace-fs.js';
+import { protectWorkspacePath } from './data-dir.js';
 import type { NetworkPolicy, SandboxHandle, SandboxProvider, SandboxRef, SandboxStartRequest } from './types.js';
 
 /** Labels every managed container carries. */
@@ -149,6 +150,11 @@ export class DockerSandboxProvider implements SandboxProvider {
   private readonly client: DockerClient;
   private readonly root: string;
   private readonly containerWorkspace: string;
+
+  /** The host directory holding all workspaces (`DURABLE_HARNESS_WORKSPACES`). */
+  get workspaceRoot(): string {
+    return this.root;
+  }
   private readonly user: string;
   private readonly keepAliveUser: string;
   /** The deployment whose containers this provider creates, reattaches and reaps. */
@@ -300,10 +306,12 @@ export class DockerSandboxProvider implements SandboxProvider {
   private prepareWorkspace(hostDir: string): void {
     mkdirSync(this.root, { recursive: true });
     mkdirWorkspaceSync(this.root, path.relative(this.root, hostDir));
+    // Traverse-only above the workspace: a local sandbox user on the same worker lists no one's workspace.
+    protectWorkspacePath(this.root, hostDir);
     const [uid, gid] = this.user.split(':').map((part) => Number(part));
     try {
       if (uid === undefined || !Number.isInteger(uid)) throw new Error('named user');
-      chownDirectoryNoFollow(hostDir, uid, gid !== undefined && Number.isInteger(gid) ? gid : uid);
+      chownDirectoryNoFollow(hostDir, uid, gid !== undefined && Number.isInteger(gid) ? gid : uid, 0o700);
     } catch {
       // A worker that is not root cannot chown: make the workspace writable for the container user instead.
       chmodDirectoryNoFollow(hostDir, 0o777);

@@ -21,7 +21,8 @@ import {
 import { LocalExecutor } from './local-executor.js';
 import type { Spawner } from './spawner.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
-import { chownDirectoryNoFollow, LocalWorkspaceFs, mkdirWorkspaceSync } from './workspace-fs.js';
+import { chmodDirectoryNoFollow, chownDirectoryNoFollow, LocalWorkspaceFs, mkdirWorkspaceSync } from './workspace-fs.js';
+import { protectWorkspacePath } from './data-dir.js';
 import type { NetworkPolicy, SandboxHandle, SandboxProvider, SandboxRef, SandboxStartRequest } from './types.js';
 
 /** Options of the local provider. */
@@ -82,6 +83,11 @@ export class LocalSandboxProvider implements SandboxProvider {
   private readonly root: string;
   private readonly runtimeDir: string;
   private readonly tools: ContainmentTools;
+
+  /** The directory holding all workspaces (the worker keeps it traverse-only: src/sandbox/data-dir.ts). */
+  get workspaceRoot(): string {
+    return this.root;
+  }
 
   constructor(private readonly options: LocalSandboxProviderOptions) {
     this.root = path.resolve(options.root);
@@ -170,15 +176,19 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   /**
-   * The workspace and the directories above it, none of them followed through a link; with a `user`, the
-   * workspace itself (only) belongs to that user and is private to it.
+   * The workspace and the directories above it, none of them followed through a link. The directories above are
+   * traverse-only (0711: a sandbox user reaches its own workspace by name and lists nobody else's); the workspace
+   * itself is private (0700) to the worker, or with a `user` to that user.
    */
   private createWorkspace(dir: string, isolation: LocalIsolation): void {
     mkdirSync(this.root, { recursive: true });
     mkdirWorkspaceSync(this.root, path.relative(this.root, dir));
+    protectWorkspacePath(this.root, dir);
     if (isolation.user) {
       chownDirectoryNoFollow(dir, isolation.user.uid, isolation.user.gid, 0o700);
       checkReachable(dir, isolation, this.tools);
+    } else {
+      chmodDirectoryNoFollow(dir, 0o700);
     }
   }
 
