@@ -23,6 +23,7 @@ import type { Spawner } from './spawner.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
 import { chmodDirectoryNoFollow, chownDirectoryNoFollow, LocalWorkspaceFs, mkdirWorkspaceSync } from './workspace-fs.js';
 import { protectWorkspacePath } from './data-dir.js';
+import { checkSharedUid, parseUidRange, ScopeUids } from './scope-users.js';
 import type { NetworkPolicy, SandboxHandle, SandboxProvider, SandboxRef, SandboxStartRequest } from './types.js';
 
 /** Options of the local provider. */
@@ -83,6 +84,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   private readonly root: string;
   private readonly runtimeDir: string;
   private readonly tools: ContainmentTools;
+  /** Uids of workspaces under `sandbox.options.userRange`, kept in the runtime directory. */
+  private readonly uids: ScopeUids;
 
   /** The directory holding all workspaces (the worker keeps it traverse-only: src/sandbox/data-dir.ts). */
   get workspaceRoot(): string {
@@ -93,6 +96,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.root = path.resolve(options.root);
     this.runtimeDir = path.resolve(options.runtimeDir ?? path.join(path.dirname(this.root), 'runtime', 'local'));
     this.tools = options.tools ?? defaultTools;
+    this.uids = new ScopeUids(this.runtimeDir);
   }
 
   /**
@@ -120,9 +124,10 @@ export class LocalSandboxProvider implements SandboxProvider {
    * (`SandboxIsolationUnavailable`) when this machine cannot give the containment or user asked for.
    */
   async start(request: SandboxStartRequest): Promise<SandboxRef> {
-    const isolation = parseLocalIsolation(request.spec.options);
-    checkIsolation(isolation, this.tools);
+    checkSharedUid(request.spec.workspaceScope, request.spec.options);
     const dir = workspaceDirFor(this.root, request.spec.workspaceScope, request);
+    const isolation = await this.isolationFor(request.spec.options, dir);
+    checkIsolation(isolation, this.tools);
     this.createWorkspace(dir, isolation);
     return {
       provider: this.name,
@@ -167,6 +172,17 @@ export class LocalSandboxProvider implements SandboxProvider {
   async end(ref: SandboxRef): Promise<void> {
     this.checkRef(ref);
     await killRecordedTurn(this.stateFileFor(ref));
+  }
+
+  /**
+   * The isolation asked for; with `userRange`, the user is the workspace's own uid from that range (gid = uid),
+   * the same for every run of the workspace, another for every other workspace.
+   */
+  private async isolationFor(options: Readonly<Record<string, unknown>> | undefined, dir: string): Promise<LocalIsolation> {
+    const range = parseUidRange(options);
+    if (!range) return parseLocalIsolation(options);
+    const uid = await this.uids.uidFor(path.relative(this.root, dir), range);
+    return parseLocalIsolation({ ...options, userRange: undefined, user: `${uid}:${uid}` });
   }
 
   /** Where a sandbox's running turn is recorded: one file per run (shared workspaces host several runs). */
