@@ -75,7 +75,7 @@ import { detailsText, turnStartToCloseMs } from './approvals.js';
 import type { RunState } from './state.js';
 import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
 import { assertKnownVersion, changesSince, opensInOneStep } from './versions.js';
-import { compactSandbox, workflowVersion, type AgentRunInput, type OpenRunFailure, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
+import { compactSandbox, workflowVersion, type AgentRunInput, type OpenRunFailure, type AgentRunResult, type GuardrailName, type RunPhase, type SessionEndTrouble, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -97,6 +97,17 @@ const LOST_TURN_SPEND_PATCH = 'dh-2026-12-lost-turn-spend';
 const { openRun, resolveAgent, startSession, endSession, storeText, reprovisionSession, turnSpent } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '2m',
   retry: { maximumAttempts: 5, initialInterval: '500ms' },
+});
+
+/**
+ * The end of session retried until it succeeds (`untilDone`): the same local activity, but every retry's pause is a
+ * workflow timer, so the workflow task is not held between attempts and `status` answers (with `sessionEnd`) while
+ * the end keeps failing. Backoff inside the SDK held it for 7.5 s per round of 5, and the status query timed out.
+ */
+const { endSession: endSessionPatiently } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '2m',
+  retry: { maximumAttempts: 5, initialInterval: '500ms' },
+  localRetryThreshold: '0s',
 });
 
 const { runTurn } = proxyActivities<Activities>({ startToCloseTimeout: '1h' });
@@ -168,7 +179,11 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   };
 
   // ---- handlers first --------------------------------------------------------------------------
-  setHandler(statusQuery, () => statusView(state), { description: "The run's state, counters, usage and cost, last step, pending permission requests and lastError." });
+  /** Set while the end of the session keeps failing: the status query shows it (a query answer, no command). */
+  let sessionEnd: SessionEndTrouble | undefined;
+  setHandler(statusQuery, () => ({ ...statusView(state), ...(sessionEnd ? { sessionEnd } : {}) }), {
+    description: "The run's state, counters, usage and cost, last step, pending permission requests and lastError; sessionEnd while ending the session keeps failing.",
+  });
   /** Every operator decision is authorized first (operator-decisions.ts); unsigned signals count only in a trusted network. */
   const decisionHost = { state: () => state, update };
   const trusted = () => decisionModeOf(state) === 'trusted-network';
@@ -590,8 +605,10 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     const { sandbox, policy } = state;
     const retried = since('acct8-end-session-retry');
     const end = () =>
-      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, endSession, since, retried);
-    await CancellationScope.nonCancellable(() => (retried ? untilDone(end) : end()));
+      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, retried ? endSessionPatiently : endSession, since, retried);
+    const failing = (failures: number, err: unknown) => (sessionEnd = { state: 'failing', failures, lastError: failureMessage(err) });
+    await CancellationScope.nonCancellable(() => (retried ? untilDone(end, failing) : end()));
+    sessionEnd = undefined;
   }
   if (inTemporalTerms) {
     if (result.status === 'cancelled') {
@@ -622,6 +639,13 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   }
 }
 
+/** An activity failure's own message (its cause's), bounded: it goes into the status answer. */
+function failureMessage(err: unknown): string {
+  const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
+  const text = cause instanceof Error ? cause.message : String(cause);
+  return text.length > 500 ? `${text.slice(0, 500)}…` : text;
+}
+
 /** The policy a failed `openRun` carries when its agent resolved before the session failed to start. */
 function openRunPolicy(err: unknown): OpenRunFailure['policy'] | undefined {
   const cause = err instanceof ActivityFailure ? err.cause : err;
@@ -633,12 +657,13 @@ function openRunPolicy(err: unknown): OpenRunFailure['policy'] | undefined {
  * Compensation never fails the run: `endSession` (idempotent) is retried, with a growing pause, until it succeeds —
  * a sandbox or ledger that is down for a while only delays the end.
  */
-async function untilDone(step: () => Promise<void>): Promise<void> {
+async function untilDone(step: () => Promise<void>, onFailure: (failures: number, err: unknown) => void): Promise<void> {
   for (let failures = 0; ; failures++) {
     try {
       return await step();
     } catch (err) {
       if (isCancellation(err)) throw err;
+      onFailure(failures + 1, err);
       await sleep(untilDoneDelayMs(failures));
     }
   }
