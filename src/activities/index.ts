@@ -42,6 +42,7 @@ import { expandSandbox } from '../workflows/types.js';
 import { addUsage, noUsage, totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { announcingBroker, approvalActivities, attemptDeadlineMs, runAnnouncer } from './approvals.js';
+import { claimSharedWorkspace } from './workspace-claim.js';
 import { decisionActivities } from './decisions.js';
 import type { DecisionMode, OperatorDirectory } from '../operators/index.js';
 import { isRetryable, ProgressEvents, TurnAccounting, type BudgetCrossing } from './turn-accounting.js';
@@ -553,6 +554,26 @@ export function createActivities(deps: ActivityDeps) {
         if (info.attempt > 1) earlier = await waitForLedger(() => earlierSpend(deps.ledger, req.workflowId, runId, req.turn, scheduling, attemptId));
       };
       try {
+        // A shared workspace is one run's at a time (workspace-claim.ts): wait for it, or refuse, as configured.
+        let waitAnnounced = false;
+        await claimSharedWorkspace({
+          ledger: deps.ledger,
+          scope: spec.agent.sandbox.workspaceScope,
+          mode: spec.agent.sandbox.concurrentRuns ?? 'wait',
+          sandbox: req.sandbox,
+          holder: { workflowId: req.workflowId, runId },
+          deadlineMs: attemptDeadlineMs(info),
+          signal: stopTurn.signal,
+          pollMs: deps.approvalPollMs,
+          onWait: (detail, holder) => {
+            if (detail && !waitAnnounced) {
+              waitAnnounced = true;
+              events.append('workspace-wait', { holder: holder.workflowId, workspace: req.sandbox.hostWorkspacePath });
+            }
+            progress.lastEvent = detail ?? 'starting';
+            beat();
+          },
+        });
         handle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
         if (info.attempt > 1 || request.cleanFirst) {
           // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
@@ -677,6 +698,8 @@ export function createActivities(deps: ActivityDeps) {
     async endSession(input: { workflowId: string; sandbox?: SandboxRef; releaseSandbox: boolean; status: RunOutcome; result: AgentRunResult; onlyOnHost?: string }): Promise<EndSessionOutcome> {
       if (input.onlyOnHost !== undefined && input.onlyOnHost !== deps.hostQueue) return { elsewhere: true };
       if (input.sandbox && input.releaseSandbox) await sandboxCall(() => provider(input.sandbox!.provider).end(input.sandbox!));
+      // The next run of a shared workspace may start (workspace-claim.ts); idempotent.
+      await waitForLedger(() => deps.ledger.releaseWorkspacesOf(input.workflowId));
       // Its effect happens once: a re-run (a retried attempt, a replayed workflow task after a crash) finds the run
       // already closed and writes nothing again.
       const run = await waitForLedger(() => deps.ledger.getRun(input.workflowId));

@@ -7,7 +7,7 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isConfigurationFailure } from '../../src/workflows/failure-types.js';
-import { scriptBook, scriptedCatalog } from '../support/scripted.js';
+import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 import { publicDir, recordFigures } from './support.js';
 
@@ -49,6 +49,8 @@ const catalog = scriptedCatalog(book, {
   harnesses: [{ name: 'scope-probe', driverClass: 'StdioJson', executable: process.execPath, args: [probePath], active: true, vendor: 'testvendor', model: 'probe-1' }],
   agents: [
     { name: 'tenanted', harness: 'scope-probe', sandbox: { provider: 'local', workspaceScope: 'agent-user', options: { userRange: `${range.first}-${range.last}` } } },
+    { name: 'serial', harness: 'scripted', actions: ['write_file'], sandbox: { provider: 'local', workspaceScope: 'agent-user' } },
+    { name: 'exclusive', harness: 'scripted', sandbox: { provider: 'local', workspaceScope: 'agent-user', concurrentRuns: 'refuse' } },
     { name: 'one-uid', harness: 'scope-probe', sandbox: { provider: 'local', workspaceScope: 'agent-user', options: { user: '71200:71200' } } },
   ],
 });
@@ -94,5 +96,51 @@ describe('agent-user workspaces', () => {
     expect(result).toMatchObject({ status: 'failed', failureType: 'WorkspaceScopeInvalid' });
     expect(result.reason).toMatch(/sandbox\.options\.userRange/);
     expect(isConfigurationFailure(result.failureType)).toBe(true); // `run` and `status` exit 2
+  });
+});
+
+describe('two runs of one shared workspace at once', () => {
+  const dave = { tenantId: 'acme', userId: 'dave' };
+
+  it('wait (default): the second run waits, saying for whom, and starts when the first has ended', { timeout: 120_000 }, async () => {
+    const first = await w.start({
+      agent: 'serial',
+      task: book.write('serial-first', [act({ name: 'write_file', params: { path: 'owner.txt', content: 'first' } }), { envelope: { step: 'chat', message: 'more?' } }, ok('first done')]),
+      workflowId: testWorkflowId('serial-first'),
+      identity: dave,
+    });
+    await expect.poll(async () => (await first.status()).state, { timeout: 60_000, interval: 100 }).toBe('waiting_for_reply');
+    const second = await w.start({
+      agent: 'serial',
+      task: book.write('serial-second', [act({ name: 'write_file', params: { path: 'owner.txt', content: 'second' } }), ok('second done')]),
+      workflowId: testWorkflowId('serial-second'),
+      identity: dave,
+    });
+    const waiting = new RegExp(`waiting for the shared workspace .*agent-users/serial/acme/dave: run ${first.workflowId} works in it`);
+    await expect.poll(async () => (await second.status()).inFlight?.lastEvent ?? '', { timeout: 60_000, interval: 100 }).toMatch(waiting);
+    // While it waits nothing of it ran: the first run's file is as it left it, and the second has no prompt run.
+    const workspace = workspaceOf('serial', dave.tenantId, dave.userId);
+    expect(readFileSync(path.join(workspace, 'owner.txt'), 'utf8')).toBe('first');
+    expect(await w.ledger.listPromptRuns(second.workflowId)).toEqual([]);
+    await first.reply('no');
+    expect(await first.result()).toMatchObject({ status: 'succeeded', result: 'first done' });
+    expect(await second.result()).toMatchObject({ status: 'succeeded', result: 'second done' });
+    expect(readFileSync(path.join(workspace, 'owner.txt'), 'utf8')).toBe('second');
+    const waits = (await w.ledger.readEvents(second.workflowId, 0, 1000)).filter((e) => e.type === 'workspace-wait');
+    expect(waits.map((e) => (e.data as { holder: string }).holder)).toEqual([first.workflowId]);
+  });
+
+  it('refuse: the second run fails at once with WorkspaceBusy naming the run that works there', { timeout: 120_000 }, async () => {
+    const first = await w.start({ agent: 'exclusive', task: book.write('exclusive-first', [{ envelope: { step: 'chat', message: 'more?' } }, ok()]), workflowId: testWorkflowId('exclusive-first'), identity: dave });
+    await expect.poll(async () => (await first.status()).state, { timeout: 60_000, interval: 100 }).toBe('waiting_for_reply');
+    const second = await w.start({ agent: 'exclusive', task: book.write('exclusive-second', [ok()]), workflowId: testWorkflowId('exclusive-second'), identity: dave });
+    const refused = await second.result();
+    expect(refused).toMatchObject({ status: 'failed', failureType: 'WorkspaceBusy' });
+    expect(refused.reason).toContain(`in use by run ${first.workflowId}`);
+    await first.reply('no');
+    expect(await first.result()).toMatchObject({ status: 'succeeded' });
+    // Once the first has ended, a new run has the workspace.
+    const third = await w.start({ agent: 'exclusive', task: book.write('exclusive-third', [ok('third')]), workflowId: testWorkflowId('exclusive-third'), identity: dave });
+    expect(await third.result()).toMatchObject({ status: 'succeeded', result: 'third' });
   });
 });
