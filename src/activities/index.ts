@@ -418,9 +418,10 @@ export function createActivities(deps: ActivityDeps) {
      * What one turn spent by the ledger's books: every call of every attempt (failed, cancelled, lost with its worker).
      * The workflow asks when a run is interrupted mid-turn, whose spend no turn result or failure brought it.
      */
-    async turnSpent(input: { workflowId: string; runId: string; turn: number }): Promise<{ usage: Usage; costUsd: number; costBlind: boolean }> {
+    async turnSpent(input: { workflowId: string; runId: string; turn: number }): Promise<{ usage: Usage; costUsd: number; costBlind: boolean; attempts?: number }> {
       const totals = await waitForLedger(() => deps.ledger.runTotals(input.workflowId, input.runId, { turn: input.turn }));
-      return { usage: totals.usage, costUsd: totals.costUsd, costBlind: totals.costBlind };
+      // `attempts`: how many attempts of the turn began (the workflow tells attempts a frozen worker never ran).
+      return { usage: totals.usage, costUsd: totals.costUsd, costBlind: totals.costBlind, attempts: totals.attempts };
     },
 
     /** Stores a large text (a chat reply) and returns its reference. */
@@ -440,6 +441,8 @@ export function createActivities(deps: ActivityDeps) {
      */
     async runTurn(request: TurnRequest): Promise<TurnResult> {
       if (request.onlyOnHost && request.sandbox.hostQueue !== deps.hostQueue) await turnElsewhere(request, deps);
+      // Handed to this worker while it was frozen, and already timed out: stop before touching the sandbox.
+      await stopIfStale(request.turn);
       const spec = await loadSpec(request.specHash);
       const { name: harnessName, driverClass, vendor, model } = spec.harness;
       reportTurnIdentity({ agent: spec.agent.name, harness: harnessName, driverClass, vendor, model });
@@ -998,6 +1001,30 @@ function workerClient(ctx: Context): Client | undefined {
     return ctx.client;
   } catch {
     return undefined;
+  }
+}
+
+/** How long a suspicious attempt waits for the server's answer to its first heartbeat. */
+const staleProbeMs = 1000;
+
+/**
+ * An attempt that starts more than its heartbeat timeout after it was scheduled may have been handed to this worker
+ * while it was frozen (SIGSTOP, swapped out) and timed out meanwhile; the server has given the turn to a newer
+ * attempt. It asks with one heartbeat first: a stale attempt is cancelled (timed out / not found) and stops here,
+ * before it kills the newer attempt's processes as leftovers or runs a second harness in the workspace. Its end is
+ * not another attempt: the server counted the timeout already and ignores what it reports. Attempts that started
+ * in time (nearly all) skip the probe.
+ */
+async function stopIfStale(turn: number): Promise<void> {
+  const ctx = Context.current();
+  const { heartbeatTimeoutMs, currentAttemptScheduledTimestampMs, attempt } = ctx.info;
+  if (!heartbeatTimeoutMs || Date.now() - currentAttemptScheduledTimestampMs < heartbeatTimeoutMs) return;
+  const probe: TurnProgress = { turn, attempt, lastEvent: 'checking that this attempt is still current', tokens: 0, costUsd: 0, events: 0, ledger: 'ok' };
+  ctx.heartbeat(probe);
+  await ctx.sleep(staleProbeMs).catch(() => undefined);
+  if (superseded(ctx.cancellationSignal)) {
+    ctx.log.warn('a stale turn attempt (handed to this worker while it did not run, timed out since) stops without touching the sandbox', { turn, attempt });
+    throw ctx.cancellationSignal.reason;
   }
 }
 

@@ -13,6 +13,7 @@ import {
   ChildWorkflowFailure,
   ContinueAsNew,
   ParentClosePolicy,
+  TimeoutFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
@@ -30,7 +31,7 @@ import {
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { createActivities } from '../activities/index.js';
 import { isBlobRef, previewOf } from '../blobs/text-ref.js';
-import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnHerePatch } from './affinity.js';
+import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossOf, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnHerePatch } from './affinity.js';
 import type { RunPolicy } from '../spec/types.js';
 import {
   afterReply,
@@ -89,6 +90,9 @@ const INTERRUPTED_TURN_SPEND_PATCH = 'acct8-interrupted-turn-spend';
  * it failed to an operator (a last attempt lost with its worker carries no spend) (docs/VERSIONING.md).
  */
 const LOST_TURN_SPEND_PATCH = 'dh-2026-12-lost-turn-spend';
+
+/** Attempts a frozen worker took and never ran do not use up a turn's attempts (issue 18): asked only when a turn times out on heartbeats. */
+const FROZEN_ATTEMPTS_PATCH = 'i18-frozen-attempts';
 
 /**
  * Short steps run as local activities: on the worker that runs the workflow, without a server round trip each,
@@ -352,6 +356,26 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
 
   /** Runs a turn; when it fails after its retries, waits for an operator to retry it or give up. */
   const runTurnWithOperator = async (policy: RunPolicy, request: TurnRequest): Promise<TurnResult> => {
+    /** Attempts of this turn that ended in heartbeat timeouts, and since when (workflow time): see `neverRan`. */
+    const frozen = { attempts: 0, since: undefined as number | undefined };
+    /**
+     * Whether the turn's attempts were lost without running: a frozen (SIGSTOPped, swapped-out) worker's open polls
+     * take attempts and sit on them until the heartbeat timeout, 15 s each, so a one-minute freeze used up the
+     * default 3 (issue 18). When the ledger shows fewer attempts of the turn began than timed out, the turn is
+     * scheduled again without asking an operator — for at most the host-loss timeout, after which it counts as failed.
+     */
+    const neverRan = async (err: unknown): Promise<boolean> => {
+      const cause = err instanceof ActivityFailure ? err.cause : err;
+      if (!(cause instanceof TimeoutFailure && cause.timeoutType === 'HEARTBEAT') || !since(FROZEN_ATTEMPTS_PATCH)) return false;
+      frozen.attempts += policy.turnAttempts;
+      frozen.since ??= Date.now();
+      if (Date.now() - frozen.since > hostLossOf(policy).timeoutMs) return false;
+      const spent = await CancellationScope.nonCancellable(() => turnSpent({ workflowId, runId, turn: request.turn })).catch(() => undefined);
+      const begun = spent?.attempts;
+      if (begun === undefined || begun >= frozen.attempts) return false;
+      setPhase('running', `turn ${request.turn}: ${frozen.attempts - begun} of its attempts were taken by a worker that never ran them (frozen?); trying again`);
+      return true;
+    };
     for (;;) {
       try {
         const where = placement(affinity, policy, request.sandbox);
@@ -374,6 +398,11 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           // attempts (retries that landed elsewhere) spent.
           turnsElsewhere = true;
           if (foldSpendOf(elsewhere)) throw elsewhere;
+          request = { ...request, cleanFirst: true };
+          continue;
+        }
+        if (await neverRan(err)) {
+          // Whatever the attempt that did run left behind dies before the next one starts.
           request = { ...request, cleanFirst: true };
           continue;
         }
@@ -411,6 +440,10 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         if (decision.kind === 'abandon') throw ApplicationFailure.nonRetryable(`${decision.reason} (after: ${lastError})`, FailureTypes.Abandoned);
         update({ ...state, lastError: undefined });
         setPhase('running', `retrying turn ${request.turn} on the operator's request`);
+        // What the failed attempts left (a harness of an attempt that lost its heartbeat, still running) dies before the
+        // retry starts: the retry is attempt 1 of a new scheduling, which otherwise kills nothing first. Activity
+        // input only: the command sequence is unchanged.
+        request = { ...request, cleanFirst: true };
       }
     }
   };
