@@ -8,7 +8,7 @@
  * `0700`. Existing data directories made by older versions (0755 directories, 0644 files) are tightened at worker
  * start; SQLite gives the WAL and shared-memory files it creates later the mode of the database file.
  */
-import { closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, type Stats } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readdirSync, type Stats } from 'node:fs';
 import path from 'node:path';
 
 /** Enter by name, never list: the directories on a sandbox user's way to its own workspace. */
@@ -29,7 +29,8 @@ export interface ProtectedChange {
 /**
  * Makes `dataDir` readable by the worker only, as described above; `workspaceRoots` (default
  * `<dataDir>/workspaces`) get the traverse-only layout. Never follows a link: a link is left alone (a harness
- * cannot plant one there: it never gets write access above its workspace). Returns what it changed.
+ * cannot plant one there: it never gets write access above its workspace). Never opens a file (see `setMode`).
+ * Returns what it changed.
  */
 export function protectDataDir(dataDir: string, workspaceRoots: readonly string[] = [path.join(dataDir, 'workspaces')]): ProtectedChange[] {
   const root = path.resolve(dataDir);
@@ -93,21 +94,22 @@ export function protectWorkspacePath(root: string, dir: string): void {
   }
 }
 
-/** Sets the mode of `file` through a descriptor opened without following a link; records a change. */
+/**
+ * Sets the mode of `file` unless it is a link. By path, after an lstat, never through a descriptor: closing any
+ * descriptor of a file drops every POSIX lock this process holds on it, and the worker holds SQLite's locks on the
+ * ledger (a probe that opened it broke the ledger with "disk I/O error"). Only the worker writes these directories,
+ * so nothing can swap a link in between. Records a change.
+ */
 function setMode(file: string, mode: number, changes: ProtectedChange[]): void {
-  let fd: number;
+  const stat = lstatOrUndefined(file);
+  if (!stat || stat.isSymbolicLink() || !(stat.isFile() || stat.isDirectory())) return;
+  const from = stat.mode & 0o7777;
+  if (from === mode) return;
   try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch {
-    return; // gone, a link, or not ours to open: nothing to tighten
-  }
-  try {
-    const from = fstatSync(fd).mode & 0o7777;
-    if (from === mode) return;
-    fchmodSync(fd, mode);
+    chmodSync(file, mode);
     changes.push({ path: file, from, to: mode });
-  } finally {
-    closeSync(fd);
+  } catch {
+    // gone meanwhile, or not ours to change (a non-root worker and a sandbox user's directory)
   }
 }
 
