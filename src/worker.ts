@@ -3,7 +3,7 @@ import { chmodSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DataConverter } from '@temporalio/common';
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { dataConverterFromEnvironment } from './codec/index.js';
 import { TurnTelemetryInterceptor, type WorkerTracing } from './observability/index.js';
 import { createBuiltinRegistry, type ActionRegistry } from './actions/index.js';
@@ -16,7 +16,9 @@ import { SqliteLedger, ledgerReady, openLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
 import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, spawnModeFromEnv, spawnerFor, temporalRunClosed } from './sandbox/index.js';
 import { defaultSpawnMode } from './sandbox/spawner.js';
-import type { Client } from '@temporalio/client';
+import { protectDataDir } from './sandbox/data-dir.js';
+import { Client } from '@temporalio/client';
+import { defaultReconcileIntervalMs, reconcilePeriodically } from './temporal/reconcile-runs.js';
 import type { SandboxProvider } from './sandbox/types.js';
 import { conflictingPollers, taskQueuePollers, workerIdentity } from './temporal/task-queue.js';
 import { hostIdFrom, hostQueueName } from './temporal/host-queue.js';
@@ -105,6 +107,11 @@ export interface WorkerSetup {
   readonly decisions?: DecisionMode;
   /** The operators whose signatures count. Default: DURABLE_HARNESS_OPERATORS_FILE (re-read on change), else none. */
   readonly operators?: () => OperatorDirectory;
+  /**
+   * How often this worker closes, in the ledger, the runs Temporal terminated or timed out (their `endSession` never
+   * ran): default every minute; 0 turns it off. Workers with role `activities` do not.
+   */
+  readonly reconcileIntervalMs?: number;
 }
 
 /**
@@ -118,6 +125,8 @@ export class HarnessWorker {
     readonly host: Worker | undefined,
     /** This host's queue (`<queue>@<host id>`); undefined with host affinity off. */
     readonly hostQueue: string | undefined,
+    /** Work beside the pollers while the worker runs (the periodic reconciliation); returns its stop. */
+    private readonly background: () => () => void = () => () => undefined,
   ) {}
 
   private get workers(): Worker[] {
@@ -127,13 +136,18 @@ export class HarnessWorker {
   /** Runs both until shut down; when either stops with an error, the other is shut down too. */
   async run(): Promise<void> {
     const stopAll = () => this.shutdown();
+    const stopBackground = this.background();
     const runs = this.workers.map((w) =>
       w.run().then(stopAll, (err: unknown) => {
         stopAll();
         throw err;
       }),
     );
-    await Promise.all(runs);
+    try {
+      await Promise.all(runs);
+    } finally {
+      stopBackground();
+    }
   }
 
   shutdown(): void {
@@ -193,6 +207,12 @@ export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDep
     decisionMode,
     operators: setup.operators ?? operatorsFromEnvironment(env),
   };
+}
+
+/** Every workspace root of the worker's providers, and the default one in the data dir. */
+function workspaceRootsOf(dataDir: string, sandboxes: Readonly<Record<string, SandboxProvider>>): string[] {
+  const roots = Object.values(sandboxes).flatMap((p) => ('workspaceRoot' in p && typeof p.workspaceRoot === 'string' ? [p.workspaceRoot] : []));
+  return [...new Set([path.join(path.resolve(dataDir), 'workspaces'), ...roots])];
 }
 
 /** The ledger; an SQLite file is made readable by the worker only (a sandbox user must not read other runs' records). */
@@ -258,6 +278,8 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   const deps: ActivityDeps = { ...defaultDeps(setup), ...(hostQueue ? { hostQueue } : {}) };
   const role = setup.role ?? 'all';
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
+  // After the ledger (and, under `dev`, Temporal's database) exists: older data dirs had 0644 files and 0755 dirs.
+  protectDataDir(setup.dataDir, workspaceRootsOf(setup.dataDir, deps.sandboxes));
   // An activities-only worker runs no workflow code: workflow interceptor modules and sinks do not apply.
   const interceptors = setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] };
   const options = {
@@ -285,6 +307,11 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   // Activities only: the turns (and the end) of runs whose workspace this host holds. A workflows-only worker
   // leaves them to its activity worker, which has the same data dir and so the same host id.
   const host = role === 'workflows' || !hostQueue ? undefined : await Worker.create({ ...options, taskQueue: hostQueue, interceptors: { activity: interceptors.activity } });
-  return { worker: new HarnessWorker(main, host, hostQueue), deps };
+  // Runs Temporal terminated or timed out are closed in the ledger every minute, not only when some worker starts.
+  const reconcileMs = setup.reconcileIntervalMs ?? defaultReconcileIntervalMs;
+  const client = new Client({ connection: setup.connection, namespace, dataConverter: options.dataConverter });
+  const background = () =>
+    role === 'activities' || reconcileMs <= 0 ? () => undefined : reconcilePeriodically(deps.ledger, client, reconcileMs, (line) => Runtime.instance().logger.info(line));
+  return { worker: new HarnessWorker(main, host, hostQueue, background), deps };
 }
 

@@ -42,6 +42,7 @@ import { expandSandbox } from '../workflows/types.js';
 import { addUsage, noUsage, totalTokens } from '../workflows/usage.js';
 import { FailureTypes } from './failure-types.js';
 import { announcingBroker, approvalActivities, attemptDeadlineMs, runAnnouncer } from './approvals.js';
+import { claimSharedWorkspace } from './workspace-claim.js';
 import { decisionActivities } from './decisions.js';
 import type { DecisionMode, OperatorDirectory } from '../operators/index.js';
 import { isRetryable, ProgressEvents, TurnAccounting, type BudgetCrossing } from './turn-accounting.js';
@@ -415,9 +416,10 @@ export function createActivities(deps: ActivityDeps) {
      * What one turn spent by the ledger's books: every call of every attempt (failed, cancelled, lost with its worker).
      * The workflow asks when a run is interrupted mid-turn, whose spend no turn result or failure brought it.
      */
-    async turnSpent(input: { workflowId: string; runId: string; turn: number }): Promise<{ usage: Usage; costUsd: number; costBlind: boolean }> {
+    async turnSpent(input: { workflowId: string; runId: string; turn: number }): Promise<{ usage: Usage; costUsd: number; costBlind: boolean; attempts?: number }> {
       const totals = await waitForLedger(() => deps.ledger.runTotals(input.workflowId, input.runId, { turn: input.turn }));
-      return { usage: totals.usage, costUsd: totals.costUsd, costBlind: totals.costBlind };
+      // `attempts`: how many attempts of the turn began (the workflow tells attempts a frozen worker never ran).
+      return { usage: totals.usage, costUsd: totals.costUsd, costBlind: totals.costBlind, attempts: totals.attempts };
     },
 
     /** Stores a large text (a chat reply) and returns its reference. */
@@ -437,6 +439,8 @@ export function createActivities(deps: ActivityDeps) {
      */
     async runTurn(request: TurnRequest): Promise<TurnResult> {
       if (request.onlyOnHost && request.sandbox.hostQueue !== deps.hostQueue) await turnElsewhere(request, deps);
+      // Handed to this worker while it was frozen, and already timed out: stop before touching the sandbox.
+      await stopIfStale(request.turn);
       const spec = await loadSpec(request.specHash);
       const { name: harnessName, driverClass, vendor, model } = spec.harness;
       reportTurnIdentity({ agent: spec.agent.name, harness: harnessName, driverClass, vendor, model });
@@ -551,6 +555,26 @@ export function createActivities(deps: ActivityDeps) {
         if (info.attempt > 1) earlier = await waitForLedger(() => earlierSpend(deps.ledger, req.workflowId, runId, req.turn, scheduling, attemptId));
       };
       try {
+        // A shared workspace is one run's at a time (workspace-claim.ts): wait for it, or refuse, as configured.
+        let waitAnnounced = false;
+        await claimSharedWorkspace({
+          ledger: deps.ledger,
+          scope: spec.agent.sandbox.workspaceScope,
+          mode: spec.agent.sandbox.concurrentRuns ?? 'wait',
+          sandbox: req.sandbox,
+          holder: { workflowId: req.workflowId, runId },
+          deadlineMs: attemptDeadlineMs(info),
+          signal: stopTurn.signal,
+          pollMs: deps.approvalPollMs,
+          onWait: (detail, holder) => {
+            if (detail && !waitAnnounced) {
+              waitAnnounced = true;
+              events.append('workspace-wait', { holder: holder.workflowId, workspace: req.sandbox.hostWorkspacePath });
+            }
+            progress.lastEvent = detail ?? 'starting';
+            beat();
+          },
+        });
         handle = await sandboxCall(() => provider(req.sandbox.provider).attach(req.sandbox));
         if (info.attempt > 1 || request.cleanFirst) {
           // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
@@ -675,6 +699,8 @@ export function createActivities(deps: ActivityDeps) {
     async endSession(input: { workflowId: string; sandbox?: SandboxRef; releaseSandbox: boolean; status: RunOutcome; result: AgentRunResult; onlyOnHost?: string }): Promise<EndSessionOutcome> {
       if (input.onlyOnHost !== undefined && input.onlyOnHost !== deps.hostQueue) return { elsewhere: true };
       if (input.sandbox && input.releaseSandbox) await sandboxCall(() => provider(input.sandbox!.provider).end(input.sandbox!));
+      // The next run of a shared workspace may start (workspace-claim.ts); idempotent.
+      await waitForLedger(() => deps.ledger.releaseWorkspacesOf(input.workflowId));
       // Its effect happens once: a re-run (a retried attempt, a replayed workflow task after a crash) finds the run
       // already closed and writes nothing again.
       const run = await waitForLedger(() => deps.ledger.getRun(input.workflowId));
@@ -1000,6 +1026,30 @@ function workerClient(ctx: Context): Client | undefined {
     return ctx.client;
   } catch {
     return undefined;
+  }
+}
+
+/** How long a suspicious attempt waits for the server's answer to its first heartbeat. */
+const staleProbeMs = 1000;
+
+/**
+ * An attempt that starts more than its heartbeat timeout after it was scheduled may have been handed to this worker
+ * while it was frozen (SIGSTOP, swapped out) and timed out meanwhile; the server has given the turn to a newer
+ * attempt. It asks with one heartbeat first: a stale attempt is cancelled (timed out / not found) and stops here,
+ * before it kills the newer attempt's processes as leftovers or runs a second harness in the workspace. Its end is
+ * not another attempt: the server counted the timeout already and ignores what it reports. Attempts that started
+ * in time (nearly all) skip the probe.
+ */
+async function stopIfStale(turn: number): Promise<void> {
+  const ctx = Context.current();
+  const { heartbeatTimeoutMs, currentAttemptScheduledTimestampMs, attempt } = ctx.info;
+  if (!heartbeatTimeoutMs || Date.now() - currentAttemptScheduledTimestampMs < heartbeatTimeoutMs) return;
+  const probe: TurnProgress = { turn, attempt, lastEvent: 'checking that this attempt is still current', tokens: 0, costUsd: 0, events: 0, ledger: 'ok' };
+  ctx.heartbeat(probe);
+  await ctx.sleep(staleProbeMs).catch(() => undefined);
+  if (superseded(ctx.cancellationSignal)) {
+    ctx.log.warn('a stale turn attempt (handed to this worker while it did not run, timed out since) stops without touching the sandbox', { turn, attempt });
+    throw ctx.cancellationSignal.reason;
   }
 }
 

@@ -62,6 +62,11 @@ export const sandboxSchema = z.strictObject({
   networkPolicy: z.enum(['none', 'open', 'mcp-only']).default('open'),
   options: z.record(z.string(), z.unknown()).optional(),
   /**
+   * Shared workspaces (`agent`, `agent-user`): one run at a time works in one. `wait` (default): a second run's turn
+   * waits until the first run ends, and `status` says so; `refuse`: the second run fails at once (`WorkspaceBusy`).
+   */
+  concurrentRuns: z.enum(['wait', 'refuse']).optional(),
+  /**
    * Host-bound workspaces (local provider): how long a turn may wait for the worker that holds the workspace
    * before that host counts as gone (default 10 minutes), and what then: `await-operator` (default: the run waits
    * for an operator to retry or abandon) or `reprovision` (a fresh workspace on another worker, conversation

@@ -351,6 +351,8 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
     // An open run's last problem (a refused envelope, a permission flood, a forgotten session); awaiting an operator
     // says it below, and an ended run's reason is its detail.
     if (view.lastError && description.status.name === 'RUNNING' && view.state !== 'awaiting_operator') out(`last problem: ${escapeControl(view.lastError)}`);
+    // The outcome is decided, but the sandbox, credentials and ledger record are not closed: never a silent `succeeded`.
+    if (view.sessionEnd) out(`session end FAILING (${view.sessionEnd.failures} round(s), retried until it succeeds): ${escapeControl(view.sessionEnd.lastError)}`);
     for (const line of permissionLines(view, id, commandLine(flags))) out(line);
     for (const line of ledgerStatusLines(books)) out(line);
     if (humanStates.has(view.state)) out(needsHumanText(view, id, flags));

@@ -47,6 +47,7 @@ import {
   type RunTotals,
   type RunView,
   type UsageRecord,
+  type WorkspaceHolder,
 } from './types.js';
 
 const DEFAULT_EVENT_PAGE = 100;
@@ -270,6 +271,30 @@ export class PostgresLedger implements Ledger {
         [workflowId, key, JSON.stringify(value)],
       ),
     );
+  }
+
+  async claimWorkspace(key: string, holder: WorkspaceHolder): Promise<WorkspaceHolder> {
+    return this.write(async () => {
+      // Taken when free, or from a holder whose run is closed; one statement, so two workers cannot both win.
+      const claimed = await this.query(
+        `INSERT INTO workspace_claims (key, workflow_id, run_id, claimed_at) VALUES ($1, $2, $3, now())
+         ON CONFLICT (key) DO UPDATE SET workflow_id = EXCLUDED.workflow_id, run_id = EXCLUDED.run_id, claimed_at = EXCLUDED.claimed_at
+         WHERE workspace_claims.workflow_id = excluded.workflow_id
+            OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.workflow_id = workspace_claims.workflow_id AND r.finished_at IS NULL)
+         RETURNING workflow_id, run_id`,
+        [key, holder.workflowId, holder.runId],
+      );
+      const row = claimed.rows[0] ?? (await this.query(`SELECT workflow_id, run_id FROM workspace_claims WHERE key = $1`, [key])).rows[0];
+      return row ? { workflowId: String(row.workflow_id), runId: String(row.run_id) } : holder;
+    });
+  }
+
+  async releaseWorkspace(key: string, holder: WorkspaceHolder): Promise<void> {
+    await this.write(() => this.query(`DELETE FROM workspace_claims WHERE key = $1 AND workflow_id = $2`, [key, holder.workflowId]));
+  }
+
+  async releaseWorkspacesOf(workflowId: string): Promise<number> {
+    return this.write(async () => (await this.query(`DELETE FROM workspace_claims WHERE workflow_id = $1`, [workflowId])).rowCount ?? 0);
   }
 
   async getRun(workflowId: string, runId?: string): Promise<RunView | undefined> {

@@ -254,6 +254,19 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX operator_decisions_by_run ON operator_decisions (workflow_id, run_id, id);
     `,
   },
+  {
+    version: 7,
+    name: 'shared workspaces claimed by one open run at a time (agent and agent-user scopes)',
+    sql: `
+      CREATE TABLE workspace_claims (
+        key TEXT PRIMARY KEY,
+        workflow_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        claimed_at TIMESTAMPTZ NOT NULL
+      );
+      CREATE INDEX workspace_claims_by_workflow ON workspace_claims (workflow_id);
+    `,
+  },
 ];
 
 /** Schema version this code writes. */

@@ -40,6 +40,7 @@ import {
   type RunTotals,
   type RunView,
   type UsageRecord,
+  type WorkspaceHolder,
 } from './types.js';
 
 /** Ordered migrations; migration N brings the schema to version N (stored in PRAGMA user_version). */
@@ -319,6 +320,16 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX operator_decisions_by_run ON operator_decisions(workflow_id, run_id, id);
   `,
+  // 7: shared workspaces claimed by one open run at a time (agent and agent-user scopes).
+  `
+  CREATE TABLE workspace_claims (
+    key TEXT PRIMARY KEY,
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    claimed_at TEXT NOT NULL
+  );
+  CREATE INDEX workspace_claims_by_workflow ON workspace_claims(workflow_id);
+  `,
 ];
 
 /** Schema version this code writes. */
@@ -381,6 +392,15 @@ function prepareStatements(db: Database.Database) {
       `INSERT INTO harness_state (workflow_id, key, value_json, updated_at) VALUES (@workflowId, @key, @value, @at)
        ON CONFLICT (workflow_id, key) DO UPDATE SET value_json = excluded.value_json, updated_at = excluded.updated_at`,
     ),
+    claimWorkspace: db.prepare(
+      `INSERT INTO workspace_claims (key, workflow_id, run_id, claimed_at) VALUES (@key, @workflowId, @runId, @at)
+       ON CONFLICT (key) DO UPDATE SET workflow_id = excluded.workflow_id, run_id = excluded.run_id, claimed_at = excluded.claimed_at
+       WHERE workspace_claims.workflow_id = excluded.workflow_id
+            OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.workflow_id = workspace_claims.workflow_id AND r.finished_at IS NULL)`,
+    ),
+    workspaceHolder: db.prepare(`SELECT workflow_id, run_id FROM workspace_claims WHERE key = ?`),
+    releaseWorkspace: db.prepare(`DELETE FROM workspace_claims WHERE key = ? AND workflow_id = ?`),
+    releaseWorkspacesOf: db.prepare(`DELETE FROM workspace_claims WHERE workflow_id = ?`),
     getRun: db.prepare(`SELECT * FROM runs WHERE workflow_id = ? AND run_id = ?`),
     listRuns: db.prepare(`SELECT * FROM runs WHERE workflow_id = ? ORDER BY rowid`),
     listOpenRuns: db.prepare(`SELECT * FROM runs WHERE finished_at IS NULL ORDER BY rowid LIMIT ?`),
@@ -657,6 +677,24 @@ export class SqliteLedger implements Ledger {
 
   async setHarnessState(workflowId: string, key: string, value: unknown): Promise<void> {
     this.write(() => this.stmts.setHarnessState.run({ workflowId, key, value: JSON.stringify(value), at: now() }));
+  }
+
+  async claimWorkspace(key: string, holder: WorkspaceHolder): Promise<WorkspaceHolder> {
+    return this.write(() =>
+      this.db.transaction(() => {
+        this.stmts.claimWorkspace.run({ key, workflowId: holder.workflowId, runId: holder.runId, at: now() });
+        const row = this.stmts.workspaceHolder.get(key) as { workflow_id: string; run_id: string } | undefined;
+        return row ? { workflowId: row.workflow_id, runId: row.run_id } : holder;
+      })(),
+    );
+  }
+
+  async releaseWorkspace(key: string, holder: WorkspaceHolder): Promise<void> {
+    this.write(() => this.stmts.releaseWorkspace.run(key, holder.workflowId));
+  }
+
+  async releaseWorkspacesOf(workflowId: string): Promise<number> {
+    return this.write(() => this.stmts.releaseWorkspacesOf.run(workflowId).changes);
   }
 
   async getRun(workflowId: string, runId?: string): Promise<RunView | undefined> {

@@ -333,6 +333,16 @@ export interface Ledger extends ApprovalLedger {
   getHarnessState(workflowId: string, key: string): Promise<unknown>;
   /** Replaces the value under `key` for the run (JSON-serializable). */
   setHarnessState(workflowId: string, key: string, value: unknown): Promise<void>;
+  /**
+   * Claims a shared workspace (`key`: its host and path) for a run, atomically across workers: taken when free, when
+   * its holder's run is closed in the ledger, or when the same workflow holds it (an earlier execution before a
+   * continue-as-new). Returns the holder afterwards (this run, or the open run that works in it).
+   */
+  claimWorkspace(key: string, holder: WorkspaceHolder): Promise<WorkspaceHolder>;
+  /** Gives up the workflow's claim on `key` (nothing when another run holds it). */
+  releaseWorkspace(key: string, holder: WorkspaceHolder): Promise<void>;
+  /** Gives up every claim of the workflow's runs (its end, or its reconciliation after a terminate). */
+  releaseWorkspacesOf(workflowId: string): Promise<number>;
   getRun(workflowId: string, runId?: string): Promise<RunView | undefined>;
   /** Every run recorded under this workflow id, oldest first (more than one only when an id was reused). */
   listRuns(workflowId: string): Promise<RunView[]>;
@@ -376,4 +386,10 @@ export interface Ledger extends ApprovalLedger {
   listDecisions(workflowId: string, runId?: string): Promise<DecisionView[]>;
   health(): Promise<LedgerHealth>;
   close(): Promise<void>;
+}
+
+/** The run that works in a shared workspace (`Ledger.claimWorkspace`). */
+export interface WorkspaceHolder {
+  readonly workflowId: string;
+  readonly runId: string;
 }

@@ -15,6 +15,8 @@ import { DockerExecutor } from './docker-executor.js';
 import { DockerFsHelper, DockerWorkspaceFs } from './docker-fs.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
 import { chmodDirectoryNoFollow, chownDirectoryNoFollow, mkdirWorkspaceSync } from './workspace-fs.js';
+import { protectWorkspacePath } from './data-dir.js';
+import { WorkspaceMissingError } from './local-provider.js';
 import type { NetworkPolicy, SandboxHandle, SandboxProvider, SandboxRef, SandboxStartRequest } from './types.js';
 
 /** Labels every managed container carries. */
@@ -146,9 +148,20 @@ function limitsOf(options: Readonly<Record<string, unknown>> | undefined): Docke
 /** One container per run, locked down, reattached by name. */
 export class DockerSandboxProvider implements SandboxProvider {
   readonly name = 'docker';
+  /**
+   * The workspace is a directory on the starting worker's disk, bind-mounted into the container: a run is pinned to
+   * that worker like a local one (docs/multi-host.md). Workers that share one workspace root (a shared filesystem
+   * at the same path, `DURABLE_HARNESS_WORKSPACES`) may turn pinning off with `DURABLE_HARNESS_HOST_AFFINITY=off`.
+   */
+  readonly hostBound = true;
   private readonly client: DockerClient;
   private readonly root: string;
   private readonly containerWorkspace: string;
+
+  /** The host directory holding all workspaces (`DURABLE_HARNESS_WORKSPACES`). */
+  get workspaceRoot(): string {
+    return this.root;
+  }
   private readonly user: string;
   private readonly keepAliveUser: string;
   /** The deployment whose containers this provider creates, reattaches and reaps. */
@@ -258,7 +271,8 @@ export class DockerSandboxProvider implements SandboxProvider {
 
   /** Kills and removes the container (everything in it dies); keeps the workspace. Idempotent. */
   async end(ref: SandboxRef): Promise<void> {
-    const container = this.checkRef(ref);
+    // The container is reached by name on the shared engine: a worker with another workspace root can remove it.
+    const container = this.checkContainerName(ref);
     this.fsHelpers.get(container)?.close();
     this.fsHelpers.delete(container);
     await this.client.remove(container);
@@ -299,10 +313,12 @@ export class DockerSandboxProvider implements SandboxProvider {
   private prepareWorkspace(hostDir: string): void {
     mkdirSync(this.root, { recursive: true });
     mkdirWorkspaceSync(this.root, path.relative(this.root, hostDir));
+    // Traverse-only above the workspace: a local sandbox user on the same worker lists no one's workspace.
+    protectWorkspacePath(this.root, hostDir);
     const [uid, gid] = this.user.split(':').map((part) => Number(part));
     try {
       if (uid === undefined || !Number.isInteger(uid)) throw new Error('named user');
-      chownDirectoryNoFollow(hostDir, uid, gid !== undefined && Number.isInteger(gid) ? gid : uid);
+      chownDirectoryNoFollow(hostDir, uid, gid !== undefined && Number.isInteger(gid) ? gid : uid, 0o700);
     } catch {
       // A worker that is not root cannot chown: make the workspace writable for the container user instead.
       chmodDirectoryNoFollow(hostDir, 0o777);
@@ -376,15 +392,26 @@ export class DockerSandboxProvider implements SandboxProvider {
 
   /** Refs are data and may be stale or forged: only our provider's, only our naming, only under our root. */
   private checkRef(ref: SandboxRef): string {
+    const container = this.checkContainerName(ref);
+    const rel = path.relative(this.root, path.resolve(ref.hostWorkspacePath));
+    if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
+      // Permanent: retrying on this worker cannot help (issue 18 saw runs retry this into awaiting_operator).
+      const where = ref.hostQueue ? `it belongs to the worker on host queue "${ref.hostQueue}"` : 'it was started by a worker with another workspace root';
+      throw new WorkspaceMissingError(
+        `Sandbox workspace ${ref.hostWorkspacePath} is not inside the workspace root ${this.root} of this worker (${where}). ` +
+          'Workers whose runs are not pinned (DURABLE_HARNESS_HOST_AFFINITY=off) must share one workspace root: the same DURABLE_HARNESS_WORKSPACES path on one filesystem.',
+      );
+    }
+    return container;
+  }
+
+  /** The container name of a ref of this provider, of this provider's naming (the name hashes the deployment). */
+  private checkContainerName(ref: SandboxRef): string {
     if (ref.provider !== this.name) {
       throw new Error(`Sandbox ref belongs to provider "${ref.provider}", not "${this.name}"; use that provider.`);
     }
     if (ref.id === undefined || !/^durable-harness-[a-zA-Z0-9_.-]+$/.test(ref.id)) {
       throw new Error(`Sandbox ref has no valid container name (${JSON.stringify(ref.id)}).`);
-    }
-    const rel = path.relative(this.root, path.resolve(ref.hostWorkspacePath));
-    if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
-      throw new Error(`Sandbox workspace ${ref.hostWorkspacePath} is not inside the workspace root ${this.root}.`);
     }
     return ref.id;
   }
@@ -463,6 +490,8 @@ export function temporalRunClosed(workflows: WorkflowDescriber): (workflowId: st
  * The Docker provider configured from the worker's environment, or `undefined` when
  * `DURABLE_HARNESS_SANDBOX_IMAGE` is unset. `DURABLE_HARNESS_WORKSPACES` (default `<dataDir>/workspaces`)
  * must be the same absolute path on the engine's host as in the worker: the engine resolves bind mounts there.
+ * Runs are pinned to the worker that started them (`hostBound`), unless every worker shares that root and host
+ * affinity is off (docs/multi-host.md).
  * `DURABLE_HARNESS_SANDBOX_USER` (uid:gid), `DURABLE_HARNESS_OPEN_NETWORK` (network for policy open),
  * `DURABLE_HARNESS_DEPLOYMENT` (default: the worker's namespace/task queue).
  */

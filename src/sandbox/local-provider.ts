@@ -21,7 +21,9 @@ import {
 import { LocalExecutor } from './local-executor.js';
 import type { Spawner } from './spawner.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
-import { chownDirectoryNoFollow, LocalWorkspaceFs, mkdirWorkspaceSync } from './workspace-fs.js';
+import { chmodDirectoryNoFollow, chownDirectoryNoFollow, LocalWorkspaceFs, mkdirWorkspaceSync } from './workspace-fs.js';
+import { protectWorkspacePath } from './data-dir.js';
+import { checkSharedUid, parseUidRange, ScopeUids } from './scope-users.js';
 import type { NetworkPolicy, SandboxHandle, SandboxProvider, SandboxRef, SandboxStartRequest } from './types.js';
 
 /** Options of the local provider. */
@@ -88,11 +90,19 @@ export class LocalSandboxProvider implements SandboxProvider {
   private readonly root: string;
   private readonly runtimeDir: string;
   private readonly tools: ContainmentTools;
+  /** Uids of workspaces under `sandbox.options.userRange`, kept in the runtime directory. */
+  private readonly uids: ScopeUids;
+
+  /** The directory holding all workspaces (the worker keeps it traverse-only: src/sandbox/data-dir.ts). */
+  get workspaceRoot(): string {
+    return this.root;
+  }
 
   constructor(private readonly options: LocalSandboxProviderOptions) {
     this.root = path.resolve(options.root);
     this.runtimeDir = path.resolve(options.runtimeDir ?? path.join(path.dirname(this.root), 'runtime', 'local'));
     this.tools = options.tools ?? defaultTools;
+    this.uids = new ScopeUids(this.runtimeDir);
   }
 
   /**
@@ -130,9 +140,10 @@ export class LocalSandboxProvider implements SandboxProvider {
    */
   async start(request: SandboxStartRequest): Promise<SandboxRef> {
     if (this.enforces(request.spec.networkPolicy) === 'refused') throw new SandboxIsolationUnavailable(this.refusalOf(request.spec.networkPolicy));
-    const isolation = { ...parseLocalIsolation(request.spec.options), ...(request.spec.networkPolicy === 'none' ? { network: 'loopback' as const } : {}) };
-    checkIsolation(isolation, this.tools);
+    checkSharedUid(request.spec.workspaceScope, request.spec.options);
     const dir = workspaceDirFor(this.root, request.spec.workspaceScope, request);
+    const isolation = { ...(await this.isolationFor(request.spec.options, dir)), ...(request.spec.networkPolicy === 'none' ? { network: 'loopback' as const } : {}) };
+    checkIsolation(isolation, this.tools);
     this.createWorkspace(dir, isolation);
     return {
       provider: this.name,
@@ -179,6 +190,17 @@ export class LocalSandboxProvider implements SandboxProvider {
     await killRecordedTurn(this.stateFileFor(ref));
   }
 
+  /**
+   * The isolation asked for; with `userRange`, the user is the workspace's own uid from that range (gid = uid),
+   * the same for every run of the workspace, another for every other workspace.
+   */
+  private async isolationFor(options: Readonly<Record<string, unknown>> | undefined, dir: string): Promise<LocalIsolation> {
+    const range = parseUidRange(options);
+    if (!range) return parseLocalIsolation(options);
+    const uid = await this.uids.uidFor(path.relative(this.root, dir), range);
+    return parseLocalIsolation({ ...options, userRange: undefined, user: `${uid}:${uid}` });
+  }
+
   /** Where a sandbox's running turn is recorded: one file per run (shared workspaces host several runs). */
   stateFileFor(ref: SandboxRef): string {
     const name = ref.id !== undefined ? safeSegment(ref.id, 'sandbox id') : `ws-${createHash('sha256').update(ref.hostWorkspacePath).digest('hex').slice(0, 16)}`;
@@ -186,15 +208,19 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   /**
-   * The workspace and the directories above it, none of them followed through a link; with a `user`, the
-   * workspace itself (only) belongs to that user and is private to it.
+   * The workspace and the directories above it, none of them followed through a link. The directories above are
+   * traverse-only (0711: a sandbox user reaches its own workspace by name and lists nobody else's); the workspace
+   * itself is private (0700) to the worker, or with a `user` to that user.
    */
   private createWorkspace(dir: string, isolation: LocalIsolation): void {
     mkdirSync(this.root, { recursive: true });
     mkdirWorkspaceSync(this.root, path.relative(this.root, dir));
+    protectWorkspacePath(this.root, dir);
     if (isolation.user) {
       chownDirectoryNoFollow(dir, isolation.user.uid, isolation.user.gid, 0o700);
       checkReachable(dir, isolation, this.tools);
+    } else {
+      chmodDirectoryNoFollow(dir, 0o700);
     }
   }
 

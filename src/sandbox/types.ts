@@ -13,6 +13,8 @@ export interface SandboxSpec {
   readonly networkPolicy: NetworkPolicy;
   /** Provider-specific limits (memory, cpus, pids, image, ...). */
   readonly options?: Readonly<Record<string, unknown>>;
+  /** Shared scopes (`agent`, `agent-user`): a second run waits for the workspace (default) or is refused. */
+  readonly concurrentRuns?: 'wait' | 'refuse';
 }
 
 /** Who the run belongs to, from trusted authentication (never model output). */

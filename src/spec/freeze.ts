@@ -43,7 +43,7 @@ export function freezeSpec(catalog: Catalog, agentName: string, registry: Action
       promptId: `agent:${agent.name}`,
       permissions: agent.permissions,
       permissionsEnforced,
-      sandbox: { provider: agent.sandbox.provider, workspaceScope: agent.sandbox.workspaceScope, networkPolicy: agent.sandbox.networkPolicy, ...(agent.sandbox.options ? { options: agent.sandbox.options } : {}) },
+      sandbox: { provider: agent.sandbox.provider, workspaceScope: agent.sandbox.workspaceScope, networkPolicy: agent.sandbox.networkPolicy, ...(agent.sandbox.options ? { options: agent.sandbox.options } : {}), ...(agent.sandbox.concurrentRuns ? { concurrentRuns: agent.sandbox.concurrentRuns } : {}) },
       guardrails: { ...agent.guardrails },
       credentials: agent.credentials.map((g) => ({ env: g.env, ...(g.from ? { from: g.from } : {}) })),
       subAgents: [...agent.subAgents],

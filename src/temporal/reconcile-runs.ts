@@ -1,7 +1,9 @@
 /**
  * Runs Temporal closed without the workflow's own `endSession` (terminated, timed out) stay open in the ledger.
- * At start a worker closes them there (issue 8): the ledger row says what became of the run, its pending approvals
- * expire. Their containers go with the container reaper (`reapClosedRunContainers`), which asks Temporal the same.
+ * Workers close them there at start (issue 8) and every minute while they run (issue 18: a terminated run's row
+ * stayed `running` until some worker started): the ledger row says what became of the run, its pending approvals
+ * expire, its shared-workspace claims go. Their containers go with the container reaper (`reapClosedRunContainers`),
+ * which asks Temporal the same.
  */
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Ledger, RunStatus } from '../ledger/types.js';
@@ -22,15 +24,47 @@ export async function reconcileClosedRuns(ledger: Ledger, client: Client, log: (
     }
     const status = closedWithoutEnd[temporalStatus];
     if (!status) continue;
-    const reason = `the workflow was ${status === 'terminated' ? 'terminated' : 'timed out'} in Temporal; closed by a worker at start`;
+    const reason = `the workflow was ${status === 'terminated' ? 'terminated' : 'timed out'} in Temporal; closed by a worker's reconciliation`;
     try {
       await ledger.appendEvent(run.workflowId, 0, 'end', { status, reason }, run.runId);
       await ledger.expireApprovals(run.workflowId, `run ${status}`, undefined, run.runId);
       await ledger.finishRun(run.workflowId, status, { status, reason }, run.runId);
+      await ledger.releaseWorkspacesOf(run.workflowId);
       closed.push({ workflowId: run.workflowId, status });
     } catch (err) {
       log(`could not close ${run.workflowId} in the ledger: ${(err as Error).message}`);
     }
   }
   return closed;
+}
+
+/** How often a running worker reconciles (`createWorker({ reconcileIntervalMs })`; 0 turns it off). */
+export const defaultReconcileIntervalMs = 60_000;
+
+/**
+ * Reconciles every `intervalMs` until stopped; one round at a time (a slow Temporal or ledger never stacks rounds).
+ * Returns the stop function. Failures are logged, never thrown: the next round tries again.
+ */
+export function reconcilePeriodically(
+  ledger: Ledger,
+  client: Client,
+  intervalMs: number,
+  log: (line: string) => void = () => undefined,
+): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const round = async () => {
+    try {
+      const closed = await reconcileClosedRuns(ledger, client, log);
+      if (closed.length) log(`closed ${closed.length} run(s) Temporal terminated or timed out in the ledger: ${closed.map((r) => `${r.workflowId} (${r.status})`).join(', ')}`);
+    } catch (err) {
+      log(`reconciling closed runs failed (tried again in ${intervalMs} ms): ${(err as Error).message}`);
+    }
+    if (!stopped) timer = setTimeout(() => void round(), intervalMs);
+  };
+  timer = setTimeout(() => void round(), intervalMs);
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
 }

@@ -13,6 +13,7 @@ import {
   ChildWorkflowFailure,
   ContinueAsNew,
   ParentClosePolicy,
+  TimeoutFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
@@ -30,7 +31,7 @@ import {
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { createActivities } from '../activities/index.js';
 import { isBlobRef, previewOf } from '../blobs/text-ref.js';
-import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnHerePatch } from './affinity.js';
+import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossOf, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnHerePatch } from './affinity.js';
 import type { RunPolicy } from '../spec/types.js';
 import {
   afterReply,
@@ -75,7 +76,7 @@ import { detailsText, turnStartToCloseMs } from './approvals.js';
 import type { RunState } from './state.js';
 import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
 import { assertKnownVersion, changesSince, opensInOneStep } from './versions.js';
-import { compactSandbox, workflowVersion, type AgentRunInput, type OpenRunFailure, type AgentRunResult, type GuardrailName, type RunPhase, type TextRef, type TurnRequest, type TurnResult } from './types.js';
+import { compactSandbox, workflowVersion, type AgentRunInput, type OpenRunFailure, type AgentRunResult, type GuardrailName, type RunPhase, type SessionEndTrouble, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
@@ -90,6 +91,12 @@ const INTERRUPTED_TURN_SPEND_PATCH = 'acct8-interrupted-turn-spend';
  */
 const LOST_TURN_SPEND_PATCH = 'dh-2026-12-lost-turn-spend';
 
+/** Attempts a frozen worker took and never ran do not use up a turn's attempts (issue 18): asked only when a turn times out on heartbeats. */
+const FROZEN_ATTEMPTS_PATCH = 'dh-2026-12-frozen-attempts';
+
+/** The session end's retry pauses as workflow timers (`endSessionPatiently`), so `status` answers while it fails. */
+const SESSION_END_TIMERS_PATCH = 'dh-2026-12-session-end-timers';
+
 /**
  * Short steps run as local activities: on the worker that runs the workflow, without a server round trip each,
  * and their inputs stay out of history. Only the long, heartbeating turn is a regular activity.
@@ -97,6 +104,17 @@ const LOST_TURN_SPEND_PATCH = 'dh-2026-12-lost-turn-spend';
 const { openRun, resolveAgent, startSession, endSession, storeText, reprovisionSession, turnSpent } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '2m',
   retry: { maximumAttempts: 5, initialInterval: '500ms' },
+});
+
+/**
+ * The end of session retried until it succeeds (`untilDone`): the same local activity, but every retry's pause is a
+ * workflow timer, so the workflow task is not held between attempts and `status` answers (with `sessionEnd`) while
+ * the end keeps failing. Backoff inside the SDK held it for 7.5 s per round of 5, and the status query timed out.
+ */
+const { endSession: endSessionPatiently } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '2m',
+  retry: { maximumAttempts: 5, initialInterval: '500ms' },
+  localRetryThreshold: '0s',
 });
 
 const { runTurn } = proxyActivities<Activities>({ startToCloseTimeout: '1h' });
@@ -168,7 +186,11 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   };
 
   // ---- handlers first --------------------------------------------------------------------------
-  setHandler(statusQuery, () => statusView(state), { description: "The run's state, counters, usage and cost, last step, pending permission requests and lastError." });
+  /** Set while the end of the session keeps failing: the status query shows it (a query answer, no command). */
+  let sessionEnd: SessionEndTrouble | undefined;
+  setHandler(statusQuery, () => ({ ...statusView(state), ...(sessionEnd ? { sessionEnd } : {}) }), {
+    description: "The run's state, counters, usage and cost, last step, pending permission requests and lastError; sessionEnd while ending the session keeps failing.",
+  });
   /** Every operator decision is authorized first (operator-decisions.ts); unsigned signals count only in a trusted network. */
   const decisionHost = { state: () => state, update };
   const trusted = () => decisionModeOf(state) === 'trusted-network';
@@ -337,6 +359,26 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
 
   /** Runs a turn; when it fails after its retries, waits for an operator to retry it or give up. */
   const runTurnWithOperator = async (policy: RunPolicy, request: TurnRequest): Promise<TurnResult> => {
+    /** Attempts of this turn that ended in heartbeat timeouts, and since when (workflow time): see `neverRan`. */
+    const frozen = { attempts: 0, since: undefined as number | undefined };
+    /**
+     * Whether the turn's attempts were lost without running: a frozen (SIGSTOPped, swapped-out) worker's open polls
+     * take attempts and sit on them until the heartbeat timeout, 15 s each, so a one-minute freeze used up the
+     * default 3 (issue 18). When the ledger shows fewer attempts of the turn began than timed out, the turn is
+     * scheduled again without asking an operator — for at most the host-loss timeout, after which it counts as failed.
+     */
+    const neverRan = async (err: unknown): Promise<boolean> => {
+      const cause = err instanceof ActivityFailure ? err.cause : err;
+      if (!(cause instanceof TimeoutFailure && cause.timeoutType === 'HEARTBEAT') || !since(FROZEN_ATTEMPTS_PATCH)) return false;
+      frozen.attempts += policy.turnAttempts;
+      frozen.since ??= Date.now();
+      if (Date.now() - frozen.since > hostLossOf(policy).timeoutMs) return false;
+      const spent = await CancellationScope.nonCancellable(() => turnSpent({ workflowId, runId, turn: request.turn })).catch(() => undefined);
+      const begun = spent?.attempts;
+      if (begun === undefined || begun >= frozen.attempts) return false;
+      setPhase('running', `turn ${request.turn}: ${frozen.attempts - begun} of its attempts were taken by a worker that never ran them (frozen?); trying again`);
+      return true;
+    };
     for (;;) {
       try {
         const where = placement(affinity, policy, request.sandbox);
@@ -359,6 +401,11 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           // attempts (retries that landed elsewhere) spent.
           turnsElsewhere = true;
           if (foldSpendOf(elsewhere)) throw elsewhere;
+          request = { ...request, cleanFirst: true };
+          continue;
+        }
+        if (await neverRan(err)) {
+          // Whatever the attempt that did run left behind dies before the next one starts.
           request = { ...request, cleanFirst: true };
           continue;
         }
@@ -396,6 +443,10 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         if (decision.kind === 'abandon') throw ApplicationFailure.nonRetryable(`${decision.reason} (after: ${lastError})`, FailureTypes.Abandoned);
         update({ ...state, lastError: undefined });
         setPhase('running', `retrying turn ${request.turn} on the operator's request`);
+        // What the failed attempts left (a harness of an attempt that lost its heartbeat, still running) dies before the
+        // retry starts: the retry is attempt 1 of a new scheduling, which otherwise kills nothing first. Activity
+        // input only: the command sequence is unchanged.
+        request = { ...request, cleanFirst: true };
       }
     }
   };
@@ -589,9 +640,12 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   if (state.policy) {
     const { sandbox, policy } = state;
     const retried = since('acct8-end-session-retry');
+    const patient = retried && since(SESSION_END_TIMERS_PATCH);
     const end = () =>
-      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, endSession, since, retried);
-    await CancellationScope.nonCancellable(() => (retried ? untilDone(end) : end()));
+      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, patient ? endSessionPatiently : endSession, since, retried);
+    const failing = (failures: number, err: unknown) => (sessionEnd = { state: 'failing', failures, lastError: failureMessage(err) });
+    await CancellationScope.nonCancellable(() => (retried ? untilDone(end, failing) : end()));
+    sessionEnd = undefined;
   }
   if (inTemporalTerms) {
     if (result.status === 'cancelled') {
@@ -622,6 +676,13 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   }
 }
 
+/** An activity failure's own message (its cause's), bounded: it goes into the status answer. */
+function failureMessage(err: unknown): string {
+  const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
+  const text = cause instanceof Error ? cause.message : String(cause);
+  return text.length > 500 ? `${text.slice(0, 500)}…` : text;
+}
+
 /** The policy a failed `openRun` carries when its agent resolved before the session failed to start. */
 function openRunPolicy(err: unknown): OpenRunFailure['policy'] | undefined {
   const cause = err instanceof ActivityFailure ? err.cause : err;
@@ -633,12 +694,13 @@ function openRunPolicy(err: unknown): OpenRunFailure['policy'] | undefined {
  * Compensation never fails the run: `endSession` (idempotent) is retried, with a growing pause, until it succeeds —
  * a sandbox or ledger that is down for a while only delays the end.
  */
-async function untilDone(step: () => Promise<void>): Promise<void> {
+async function untilDone(step: () => Promise<void>, onFailure: (failures: number, err: unknown) => void): Promise<void> {
   for (let failures = 0; ; failures++) {
     try {
       return await step();
     } catch (err) {
       if (isCancellation(err)) throw err;
+      onFailure(failures + 1, err);
       await sleep(untilDoneDelayMs(failures));
     }
   }

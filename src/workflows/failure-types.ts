@@ -35,6 +35,8 @@ export const failureTypes = {
   BlobMissing: { configuration: false },
   /** The ledger lacks a row the run recorded earlier (e.g. the envelope whose actions are to run). */
   LedgerInconsistent: { configuration: false },
+  /** A shared workspace (agent, agent-user scope) is in use by another open run (`sandbox.concurrentRuns`). */
+  WorkspaceBusy: { configuration: false },
   /** The run's workspace is not on this worker (gone, or on another host): never replaced by an empty one. */
   WorkspaceMissing: { configuration: false },
   /**

@@ -108,7 +108,18 @@ export interface InFlightTurn {
 }
 
 /** Answer of the `status` query: the run's state itself, plus its token total (and, from the client, the turn in flight). */
-export type RunStatusView = RunState & { readonly totalTokens: number; readonly inFlight?: InFlightTurn };
+export type RunStatusView = RunState & { readonly totalTokens: number; readonly inFlight?: InFlightTurn; readonly sessionEnd?: SessionEndTrouble };
+
+/**
+ * The run's end of session keeps failing (it is retried until it succeeds): the run's outcome is decided, but its
+ * sandbox, credentials and ledger record are not closed yet. `status` shows it rather than a silent outcome.
+ */
+export interface SessionEndTrouble {
+  readonly state: 'failing';
+  /** Rounds of `endSession` that failed (each after its own retries). */
+  readonly failures: number;
+  readonly lastError: string;
+}
 
 /** The accounting of one turn attempt, as `runTurn` recorded it in the ledger (a failed attempt's failure details carry it as `spend`). */
 export interface TurnSpend {

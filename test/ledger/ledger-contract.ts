@@ -410,6 +410,28 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
       expect((await ledger.listDecisions('wf-1', 'r-1')).length).toBe(2);
     });
 
+    it('a shared workspace is claimed by one open run at a time, across handles; closed holders lose it', async () => {
+      const other = await store.open();
+      others.push(other);
+      await ledger.startRun({ ...run, workflowId: 'wf-2', runId: 'r-2' });
+      const [first, second] = [{ workflowId: 'wf-1', runId: 'r-1' }, { workflowId: 'wf-2', runId: 'r-2' }];
+      // Two claims at once from two handles (two workers): exactly one wins, and both agree which.
+      const holders = await Promise.all([ledger.claimWorkspace('ws', first), other.claimWorkspace('ws', second)]);
+      expect(holders[0]).toEqual(holders[1]);
+      const winner = holders[0]!;
+      const loser = winner.workflowId === 'wf-1' ? second : first;
+      expect(await ledger.claimWorkspace('ws', loser)).toEqual(winner);
+      // The holder claims again (its next turn, or a later execution after continue-as-new): still its.
+      expect(await other.claimWorkspace('ws', { workflowId: winner.workflowId, runId: 'after-continue-as-new' })).toMatchObject({ workflowId: winner.workflowId });
+      // Its run closes without giving the claim up (terminated, then reconciled): the next claimant takes it.
+      await ledger.finishRun(winner.workflowId, 'terminated', {}, winner.runId);
+      expect(await other.claimWorkspace('ws', loser)).toEqual(loser);
+      await ledger.releaseWorkspace('ws', winner); // not the holder any more: nothing happens
+      expect(await ledger.claimWorkspace('ws', winner)).toEqual(loser);
+      expect(await ledger.releaseWorkspacesOf(loser.workflowId)).toBe(1);
+      expect(await ledger.claimWorkspace('ws', winner)).toEqual(winner);
+    });
+
     it('reports itself healthy', async () => {
       expect(await ledger.health()).toMatchObject({ ok: true });
     });

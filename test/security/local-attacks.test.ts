@@ -4,7 +4,8 @@
  * a missing containment mechanism, an unprivileged sandbox user, and a key in every field a harness reports.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, Runtime, type LogEntry } from '@temporalio/worker';
 import { inject } from 'vitest';
@@ -39,6 +40,7 @@ import net from 'node:net';
 import { createInterface } from 'node:readline';
 const emit = (line) => process.stdout.write(JSON.stringify(line) + '\\n');
 const tryRead = (file) => { try { return 'read:' + fs.readFileSync(file, 'utf8').slice(0, 40); } catch (e) { return 'denied:' + e.code; } };
+const tryList = (dir) => { try { return 'listed:' + fs.readdirSync(dir).join(','); } catch (e) { return 'denied:' + e.code; } };
 const tryConnect = (sock) => new Promise((resolve) => {
   const c = net.connect(sock); c.on('connect', () => { c.destroy(); resolve('connected'); }); c.on('error', (e) => resolve('denied:' + e.code));
 });
@@ -52,6 +54,8 @@ for await (const line of rl) {
       uid: process.getuid(), gid: process.getgid(), groups: process.getgroups(),
       workerEnviron: tryRead('/proc/' + t.workerPid + '/environ'),
       credentials: tryRead(t.credentials), ledger: tryRead(t.ledger), docker: await tryConnect(t.docker),
+      temporalDb: tryRead(t.temporalDb), oldRun: tryRead(t.oldRun), otherRun: tryRead(t.otherRun),
+      dataDir: tryList(t.dataDir), runs: tryList(t.runs), otherRunDir: tryList(t.otherRunDir),
       visibleProcesses: fs.readdirSync('/proc').filter((d) => /^\\d+$/.test(d)).length,
     };
     fs.writeFileSync('probe.json', JSON.stringify(results));
@@ -97,8 +101,22 @@ const catalog = scriptedCatalog(book, {
 
 let w: TestWorker;
 
+/**
+ * A data dir as older versions left it: Temporal's database and a run's workspace readable by all (0644 files,
+ * 0755 directories). The worker tightens it at start.
+ */
+function oldDataDir(): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-run-'));
+  chmodSync(dir, 0o755);
+  writeFileSync(path.join(dir, 'temporal.db'), 'TEMPORAL-DB-CANARY every run\'s task and result', { mode: 0o644 });
+  const oldRun = path.join(dir, 'workspaces', 'runs', 'old-run');
+  mkdirSync(oldRun, { recursive: true, mode: 0o755 });
+  writeFileSync(path.join(oldRun, 'notes.txt'), 'OLD-RUN-CANARY', { mode: 0o644 });
+  return dir;
+}
+
 beforeAll(async () => {
-  w = await startTestWorker({ catalog, env: {}, credentials: new MemoryCredentialStore({ TEAM_KEY: secret, OTHER_TEAM_KEY: otherAgentsKey }) });
+  w = await startTestWorker({ catalog, env: {}, dataDir: oldDataDir(), credentials: new MemoryCredentialStore({ TEAM_KEY: secret, OTHER_TEAM_KEY: otherAgentsKey }) });
 });
 afterAll(() => w?.close());
 
@@ -303,15 +321,32 @@ describe('descendants die with their turn', () => {
 });
 
 describe('sandbox user', () => {
-  it('the harness runs as the unprivileged user: no worker environment, credentials, ledger or Docker socket; action files are its own', async () => {
-    // The path to the workspace must be searchable by others; the worker's own files stay private to it.
-    chmodSync(w.dataDir, 0o711);
-    chmodSync(path.join(w.dataDir, 'ledger.sqlite'), 0o600); // what defaultDeps does for the real ledger
+  it('the harness runs as the unprivileged user: no worker environment, credentials, ledger, Temporal database, other runs or Docker socket; action files are its own', { timeout: 120_000 }, async () => {
+    // Another tenant's run, as the worker's own user: its files are 0644 inside its workspace.
+    const other = await w.start({
+      agent: 'scripted',
+      task: book.write('other-tenant', [act({ name: 'write_file', params: { path: 'plans.txt', content: 'OTHER-RUN-CANARY' } }), ok()]),
+      workflowId: testWorkflowId('other-tenant'),
+      identity: { tenantId: 'globex', userId: 'bob' },
+    });
+    expect((await other.result()).status).toBe('succeeded');
     const credentials = path.join(w.dataDir, 'credentials.json');
     writeFileSync(credentials, JSON.stringify({ OTHER_TEAM_KEY: otherAgentsKey }), { mode: 0o600 });
     const dockerSocket = (process.env.DOCKER_HOST ?? 'unix:///tmp/dockerd/docker.sock').replace(/^unix:\/\//, '');
     expect(existsSync(dockerSocket)).toBe(true);
-    const targets = { workerPid: process.pid, credentials, ledger: path.join(w.dataDir, 'ledger.sqlite'), docker: dockerSocket };
+    const runs = path.join(w.dataDir, 'workspaces', 'runs');
+    const targets = {
+      workerPid: process.pid,
+      credentials,
+      ledger: path.join(w.dataDir, 'ledger.sqlite'),
+      docker: dockerSocket,
+      temporalDb: path.join(w.dataDir, 'temporal.db'),
+      oldRun: path.join(runs, 'old-run', 'notes.txt'),
+      otherRun: path.join(runs, other.workflowId, 'plans.txt'),
+      otherRunDir: path.join(runs, other.workflowId),
+      dataDir: w.dataDir,
+      runs,
+    };
     const workflowId = testWorkflowId('confined');
     const result = await (await w.start({ agent: 'confined', task: `probe:${JSON.stringify(targets)}`, workflowId })).result();
     expect(result).toMatchObject({ status: 'succeeded', result: 'probed' });
@@ -323,6 +358,12 @@ describe('sandbox user', () => {
     expect(probe.credentials).toBe('denied:EACCES');
     expect(probe.ledger).toBe('denied:EACCES');
     expect(probe.docker).toMatch(/^denied:(EACCES|ENOENT)/);
+    // The data dir as the worker left it at start and after a run of its own (src/sandbox/data-dir.ts).
+    expect(probe).toMatchObject({ temporalDb: 'denied:EACCES', oldRun: 'denied:EACCES', otherRun: 'denied:EACCES' });
+    expect(probe).toMatchObject({ dataDir: 'denied:EACCES', runs: 'denied:EACCES', otherRunDir: 'denied:EACCES' });
+    expect(readFileSync(path.join(runs, other.workflowId, 'plans.txt'), 'utf8')).toBe('OTHER-RUN-CANARY'); // it was there to read
+    for (const file of ['temporal.db', 'ledger.sqlite']) expect(statSync(path.join(w.dataDir, file)).mode & 0o777, file).toBe(0o600);
+    expect(statSync(w.dataDir).mode & 0o777).toBe(0o711);
     expect(probe.visibleProcesses).toBeLessThan(5); // its own PID namespace
     expect(statSync(path.join(workspace, 'out', 'by-action.txt')).uid).toBe(sandboxUid);
     expect(statSync(path.join(workspace, 'out')).uid).toBe(sandboxUid);

@@ -49,6 +49,8 @@ export interface TestWorkerOptions {
   readonly decisions?: DecisionMode;
   /** The operators whose signatures count (src/operators). */
   readonly operators?: OperatorDirectory;
+  /** How often the worker reconciles closed runs in the ledger (default the worker's: every minute). */
+  readonly reconcileIntervalMs?: number;
 }
 
 export interface TestWorker {
@@ -94,6 +96,7 @@ export async function startTestWorker(options: TestWorkerOptions): Promise<TestW
     dataConverter: options.dataConverter,
     decisions: options.decisions ?? 'trusted-network',
     ...(options.operators ? { operators: () => options.operators! } : {}),
+    ...(options.reconcileIntervalMs !== undefined ? { reconcileIntervalMs: options.reconcileIntervalMs } : {}),
   });
   const running = worker.run();
   const connection = await Connection.connect({ address });

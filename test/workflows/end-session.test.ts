@@ -1,8 +1,9 @@
 /** `endSession` is compensation: it is retried until it succeeds and never fails the run (issue 8). */
 import path from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { LocalSandboxProvider } from '../../src/sandbox/index.js';
 import type { SandboxProvider } from '../../src/sandbox/types.js';
+import { spawnCli } from '../support/cli.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
@@ -50,4 +51,22 @@ it('an endSession that keeps failing past its retry policy is retried until it s
   expect(endCalls).toBeGreaterThanOrEqual(7);
   expect((await w.ledger.getRun(workflowId))?.status).toBe('succeeded');
   expect((await w.ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === 'end')).toHaveLength(1);
+});
+
+it('an endSession that keeps failing shows in status (API and CLI) while it is retried, and goes once it succeeds', { timeout: 120_000 }, async () => {
+  // Three rounds of 5 attempts fail (about 7.5 s each, with 1 s and 2 s pauses between), then it ends: the end is
+  // failing from about 7 s to about 28 s, time enough for the CLI.
+  failEnds = 16;
+  endCalls = 0;
+  const run = await w.start({ agent: 'scripted', task: book.write('end-failing', [ok('done')]), workflowId: testWorkflowId('end-failing') });
+  await expect.poll(async () => (await run.status()).sessionEnd?.failures ?? 0, { timeout: 60_000, interval: 100 }).toBeGreaterThanOrEqual(1);
+  const view = await run.status();
+  expect(view.sessionEnd).toMatchObject({ state: 'failing', lastError: expect.stringMatching(/could not be ended \(test fault\)/) });
+  const cli = await spawnCli(['status', run.workflowId, '--address', inject('temporalAddress'), '--task-queue', w.taskQueue]).outcome;
+  expect(failEnds, cli.stderr).toBeGreaterThan(0); // still failing when the CLI answered
+  expect(cli.stderr).toBe("");
+  expect(cli.stdout).toMatch(/succeeded: done\nsession end FAILING \(\d+ round\(s\), retried until it succeeds\): .*could not be ended \(test fault\)/);
+  expect(await run.result()).toMatchObject({ status: 'succeeded', result: 'done' });
+  expect(failEnds).toBe(0);
+  expect((await w.ledger.getRun(run.workflowId))?.status).toBe('succeeded');
 });
