@@ -203,8 +203,10 @@ export class LocalProcess implements ExecProcess {
   /**
    * In a PID namespace the wrappers (unshare, our child, and the namespace's init shell) keep their own copies of the
    * stdout pipe open until the end, so the pipe never reaches end-of-file while the harness lives on with its stdout
-   * closed. The harness is the init's child: once its fd 1 is no longer the wrapper's pipe, its output is over. A
-   * harness of another user (whose /proc fds are not ours to read) is not watched.
+   * closed. The harness and its descendants are the init's: once none of them has the wrapper's pipe as fd 1 any more,
+   * the output is over. (Not just the init's child: a launcher or a tracer such as strace may hand the pipe on to the
+   * program it starts and let go of its own.) A harness of another user (whose /proc fds are not ours to read) is not
+   * watched.
    */
   private watchStdout(wrapper: number, init: { pid: number; start: number }): void {
     const link = (pid: number): string | undefined => {
@@ -215,19 +217,23 @@ export class LocalProcess implements ExecProcess {
         throw error;
       }
     };
-    let harness: { pid: number; start: number } | undefined;
+    /** Whether a descendant of the init still writes to `pipe` (bounded: a fork bomb is not walked for ever). */
+    const holdsPipe = (pipe: string): boolean | undefined => {
+      const pending = [...childrenOf(init.pid)];
+      if (pending.length === 0) return undefined; // not started yet
+      for (let seen = 0; pending.length > 0 && seen < 4096; seen++) {
+        const pid = pending.pop()!;
+        if (link(pid) === pipe) return true;
+        pending.push(...childrenOf(pid));
+      }
+      return pending.length > 0; // too many to look at: take it as still writing
+    };
     const check = (): void => {
       try {
         const pipe = link(wrapper);
         if (this.exited || pipe === undefined || !sameProcessAlive(init.pid, init.start)) return this.stopWatching();
-        if (!harness) {
-          const pid = childrenOf(init.pid)[0];
-          const start = pid === undefined ? undefined : procStat(pid)?.start;
-          if (pid === undefined || start === undefined) return; // not started yet
-          harness = { pid, start };
-        }
-        if (!sameProcessAlive(harness.pid, harness.start)) return this.stopWatching(); // its exit ends the turn
-        if (link(harness.pid) === pipe) return;
+        const holding = holdsPipe(pipe);
+        if (holding !== false) return;
         this.stopWatching();
         this.queue.end();
       } catch {

@@ -640,10 +640,14 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   if (state.policy) {
     const { sandbox, policy } = state;
     const retried = since('acct8-end-session-retry');
-    const patient = retried && since(SESSION_END_TIMERS_PATCH);
+    // Asked only once the end has failed: a run whose session ends at once records no marker for it.
+    let patient = false;
     const end = () =>
       endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, patient ? endSessionPatiently : endSession, since, retried);
-    const failing = (failures: number, err: unknown) => (sessionEnd = { state: 'failing', failures, lastError: failureMessage(err) });
+    const failing = (failures: number, err: unknown) => {
+      sessionEnd = { state: 'failing', failures, lastError: failureMessage(err) };
+      patient ||= since(SESSION_END_TIMERS_PATCH);
+    };
     await CancellationScope.nonCancellable(() => (retried ? untilDone(end, failing) : end()));
     sessionEnd = undefined;
   }
