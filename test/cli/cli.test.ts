@@ -63,7 +63,8 @@ describe('durable-harness run', () => {
 
   it('--json streams JSON lines: started, progress, and the result with cost in micro-dollars; the exit code says how it ended', async () => {
     // 0.3 of a token price per turn makes float noise (0.1 + 0.2) likely without rounding.
-    const task = book.write('cli-stop', [{ usage: { input: 100, output: 100, cacheRead: 100 }, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'x' } }] } }]);
+    // The turn lasts a second, so the follower's sampling sees it running however fast the rest is.
+    const task = book.write('cli-stop', [{ usage: { input: 100, output: 100, cacheRead: 100 }, sleepMs: 1000, envelope: { step: 'actions', actions: [{ name: 'echo', params: { text: 'x' } }] } }]);
     const { code, stdout } = await cli(['run', 'stingy', task, '--json']);
     expect(code).toBe(11);
     const lines = jsonLines(stdout);
