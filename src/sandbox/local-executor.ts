@@ -217,23 +217,32 @@ export class LocalProcess implements ExecProcess {
         throw error;
       }
     };
-    /** Whether a descendant of the init still writes to `pipe` (bounded: a fork bomb is not walked for ever). */
+    /**
+     * Whether a descendant of the init may still write to `pipe` (bounded: a fork bomb is not walked for ever). An
+     * exiting process (a zombie: its fds are gone) counts as writing: its exit, not this watch, ends the turn, and what
+     * it wrote is still in the pipe to be read.
+     */
     const holdsPipe = (pipe: string): boolean | undefined => {
       const pending = [...childrenOf(init.pid)];
-      if (pending.length === 0) return undefined; // not started yet
+      if (pending.length === 0) return undefined; // not started yet, or gone
       for (let seen = 0; pending.length > 0 && seen < 4096; seen++) {
         const pid = pending.pop()!;
-        if (link(pid) === pipe) return true;
+        const fd = link(pid);
+        if (fd === pipe) return true;
+        // No fd 1: closed by a live process, or gone with an exiting one (a zombie's fds are gone too).
+        if (fd === undefined && !['R', 'S', 'D', 'T', 't', 'I'].includes(procStat(pid)?.state ?? 'X')) return true;
         pending.push(...childrenOf(pid));
       }
       return pending.length > 0; // too many to look at: take it as still writing
     };
+    let closedChecks = 0;
     const check = (): void => {
       try {
         const pipe = link(wrapper);
         if (this.exited || pipe === undefined || !sameProcessAlive(init.pid, init.start)) return this.stopWatching();
-        const holding = holdsPipe(pipe);
-        if (holding !== false) return;
+        // Closed twice in a row (a watch period apart), so what was written before is read by then.
+        closedChecks = holdsPipe(pipe) === false ? closedChecks + 1 : 0;
+        if (closedChecks < 2) return;
         this.stopWatching();
         this.queue.end();
       } catch {
