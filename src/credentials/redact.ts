@@ -50,7 +50,7 @@ export function createRedactor(secrets: Iterable<string>): Redactor {
 }
 
 /**
- * The text as it reads once its `\uXXXX` and `\/` escapes are decoded and its format characters dropped — a superset
+ * The text as it reads once its `\u` (four hex digits) and `\/` escapes are decoded and its format characters dropped — a superset
  * check, so other escapes and quotes are blanked. Decoded by the native JSON parser: far faster than a loop here.
  */
 function readableView(text: string): string {

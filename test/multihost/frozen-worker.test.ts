@@ -9,15 +9,12 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { startAgentRun, type AgentRunHandle } from '../../src/client/index.js';
-import { PostgresLedger } from '../../src/ledger/index.js';
 import { processAlive } from '../support/processes.js';
-import { startTestPostgres, type TestPostgres } from '../support/postgres.js';
 import { ok, scriptBook, scriptedCatalog, statelessHarness } from '../support/scripted.js';
 import { testWorkflowId } from '../support/worker.js';
-import { startHostProcess, type HostProcess } from './hosts.js';
+import { hostFleet, type HostProcess } from './hosts.js';
 
 const book = scriptBook();
 const flags = mkdtempSync(path.join(os.tmpdir(), 'dh-frozen-flags-'));
@@ -30,40 +27,8 @@ const catalog = scriptedCatalog(book, {
   ],
 });
 
-let pg: TestPostgres;
-let databaseUrl: string;
-let client: Client;
-let connection: Connection;
-let ledger: PostgresLedger;
-const hosts: HostProcess[] = [];
-
-const start = (taskQueue: string, hostId: string, dataDir?: string) =>
-  startHostProcess({ temporalAddress: inject('temporalAddress'), taskQueue, databaseUrl, catalog, hostId, workflowBundle: inject('workflowBundlePath'), ...(dataDir ? { dataDir } : {}) }).then((h) => {
-    hosts.push(h);
-    return h;
-  });
-
-beforeAll(async () => {
-  pg = await startTestPostgres();
-  databaseUrl = (await pg.freshSchema('frozen_worker')).url;
-  ledger = await PostgresLedger.connect({ connectionString: databaseUrl });
-  connection = await Connection.connect({ address: inject('temporalAddress') });
-  client = new Client({ connection });
-}, 120_000);
-
-afterAll(async () => {
-  for (const h of hosts) {
-    try {
-      process.kill(h.pid, 'SIGCONT');
-    } catch {
-      // gone already
-    }
-  }
-  await Promise.all(hosts.map((h) => h.stop()));
-  await ledger?.close();
-  await connection?.close();
-  await pg?.stop();
-});
+const fleet = hostFleet('frozen_worker', catalog);
+const start = fleet.start;
 
 const runDir = (host: HostProcess, workflowId: string) => path.join(host.dataDir, 'workspaces', 'runs', workflowId);
 
@@ -82,14 +47,14 @@ async function settled(run: AgentRunHandle, pair: HostProcess[]): Promise<{ hold
 }
 
 async function untilTurnTwoSpent(workflowId: string): Promise<void> {
-  await expect.poll(async () => (await ledger.listPromptRuns(workflowId)).filter((r) => r.turn === 2).reduce((n, r) => n + r.calls, 0), { timeout: 60_000, interval: 100 }).toBeGreaterThanOrEqual(1);
+  await expect.poll(async () => (await fleet.ledger.listPromptRuns(workflowId)).filter((r) => r.turn === 2).reduce((n, r) => n + r.calls, 0), { timeout: 60_000, interval: 100 }).toBeGreaterThanOrEqual(1);
 }
 
 /** The turn's attempts as Temporal ran them: how each scheduling of `runTurn` for turn 2 ended, and its last attempt. */
 async function turnTwoSchedulings(workflowId: string): Promise<{ attempt: number; outcome: string }[]> {
   const scheduled = new Map<string, { attempt: number; outcome: string }>();
   let turns = 0;
-  for (const e of (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? []) {
+  for (const e of (await fleet.client.workflow.getHandle(workflowId).fetchHistory()).events ?? []) {
     if (e.activityTaskScheduledEventAttributes?.activityType?.name === 'runTurn' && ++turns >= 2) scheduled.set(String(e.eventId), { attempt: 0, outcome: 'open' });
     const started = e.activityTaskStartedEventAttributes;
     if (started && scheduled.has(String(started.scheduledEventId))) scheduled.get(String(started.scheduledEventId))!.attempt = started.attempt ?? 0;
@@ -107,7 +72,7 @@ it('a worker frozen for longer than the turn\'s attempts last: they are not used
   const taskQueue = `frozen-${Date.now().toString(36)}`;
   const pair = [await start(taskQueue, 'fz-a'), await start(taskQueue, 'fz-b')];
   const workflowId = testWorkflowId('frozen');
-  const run = await startAgentRun(client, { agent: 'thawing', task: task('frozen', 5000), identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
+  const run = await startAgentRun(fleet.client, { agent: 'thawing', task: task('frozen', 5000), identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
   const { holder } = await settled(run, pair);
   await run.reply('yes');
   await untilTurnTwoSpent(workflowId);
@@ -132,7 +97,7 @@ it('a worker frozen for longer than the turn\'s attempts last: they are not used
   expect(result).toMatchObject({ status: 'succeeded', result: 'frozen done' });
   expect(schedulings.at(-1)?.outcome).toBe('completed');
   // Each turn accounted once as used; the attempts lost to the freeze are in the ledger, not in the run's result twice.
-  const rows = await ledger.listPromptRuns(workflowId);
+  const rows = await fleet.ledger.listPromptRuns(workflowId);
   expect(rows.filter((r) => r.outputUsed).map((r) => r.turn)).toEqual([1, 2]);
 });
 
@@ -140,7 +105,7 @@ it("an operator's retry after a worker died mid-turn kills what the turn left ru
   const taskQueue = `orphans-${Date.now().toString(36)}`;
   const pair = [await start(taskQueue, 'or-a'), await start(taskQueue, 'or-b')];
   const workflowId = testWorkflowId('orphans');
-  const run = await startAgentRun(client, { agent: 'orphaning', task: task('orphans', 120_000), identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
+  const run = await startAgentRun(fleet.client, { agent: 'orphaning', task: task('orphans', 120_000), identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
   const { holder } = await settled(run, pair);
   await run.reply('yes');
   await untilTurnTwoSpent(workflowId);
@@ -155,6 +120,6 @@ it("an operator's retry after a worker died mid-turn kills what the turn left ru
   expect(await run.result()).toMatchObject({ status: 'succeeded', result: 'orphans done' });
   expect(processAlive(record.pid)).toBe(false);
   // It was killed before the retried turn ran: the retry is the only attempt that used its output.
-  const rows = (await ledger.listPromptRuns(workflowId)).filter((r) => r.turn === 2);
+  const rows = (await fleet.ledger.listPromptRuns(workflowId)).filter((r) => r.turn === 2);
   expect(rows.map((r) => r.outputUsed)).toEqual([false, true]);
 });

@@ -8,15 +8,12 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { startAgentRun, type AgentRunHandle } from '../../src/client/index.js';
-import { PostgresLedger } from '../../src/ledger/index.js';
 import { addUsage, noUsage, totalTokens, usageOf, type Usage } from '../../src/workflows/usage.js';
-import { startTestPostgres, type TestPostgres } from '../support/postgres.js';
 import { ok, scriptBook, scriptedCatalog, statelessHarness } from '../support/scripted.js';
 import { testWorkflowId } from '../support/worker.js';
-import { startHostProcess, type HostProcess } from './hosts.js';
+import { hostFleet, type HostProcess } from './hosts.js';
 
 const book = scriptBook();
 const flags = mkdtempSync(path.join(os.tmpdir(), 'dh-host-loss-flags-'));
@@ -30,41 +27,8 @@ const catalog = scriptedCatalog(book, {
   ],
 });
 
-let pg: TestPostgres;
-let databaseUrl: string;
-let client: Client;
-let connection: Connection;
-let ledger: PostgresLedger;
-const hosts: HostProcess[] = [];
-
-const start = (taskQueue: string, hostId: string, dataDir?: string) =>
-  startHostProcess({ temporalAddress: inject('temporalAddress'), taskQueue, databaseUrl, catalog, hostId, workflowBundle: inject('workflowBundlePath'), ...(dataDir ? { dataDir } : {}) }).then((h) => {
-    hosts.push(h);
-    return h;
-  });
-
-beforeAll(async () => {
-  pg = await startTestPostgres();
-  databaseUrl = (await pg.freshSchema('host_loss_spend')).url;
-  ledger = await PostgresLedger.connect({ connectionString: databaseUrl });
-  connection = await Connection.connect({ address: inject('temporalAddress') });
-  client = new Client({ connection });
-}, 120_000);
-
-afterAll(async () => {
-  for (const h of hosts) {
-    try {
-      process.kill(h.pid, 'SIGCONT');
-    } catch {
-      // gone already
-    }
-  }
-  await Promise.all(hosts.map((h) => h.stop()));
-  await ledger?.close();
-  await connection?.close();
-  await pg?.stop();
-});
-
+const fleet = hostFleet('host_loss_spend', catalog);
+const start = fleet.start;
 const runDir = (host: HostProcess, workflowId: string) => path.join(host.dataDir, 'workspaces', 'runs', workflowId);
 
 /** The vendor's bill for a run: the calls the harness served, in every workspace the run had. */
@@ -90,7 +54,7 @@ function task(name: string, extraCall?: Record<string, unknown>): string {
 }
 
 async function untilTurnTwoSpent(workflowId: string, calls = 1): Promise<void> {
-  await expect.poll(async () => (await ledger.listPromptRuns(workflowId)).filter((r) => r.turn === 2).reduce((n, r) => n + r.calls, 0), { timeout: 60_000, interval: 100 }).toBe(calls);
+  await expect.poll(async () => (await fleet.ledger.listPromptRuns(workflowId)).filter((r) => r.turn === 2).reduce((n, r) => n + r.calls, 0), { timeout: 60_000, interval: 100 }).toBe(calls);
 }
 
 async function settled(run: AgentRunHandle, pair: HostProcess[]): Promise<{ holder: HostProcess; other: HostProcess }> {
@@ -102,7 +66,7 @@ async function settled(run: AgentRunHandle, pair: HostProcess[]): Promise<{ hold
 /** The books agree: the vendor's bill = the ledger = the run's result = its status. */
 async function expectBooksAgree(run: AgentRunHandle, on: HostProcess[], result: { usage: Usage }): Promise<void> {
   const bill = served(run.workflowId, on);
-  const totals = await ledger.runTotals(run.workflowId);
+  const totals = await fleet.ledger.runTotals(run.workflowId);
   expect(totalTokens(bill)).toBeGreaterThan(0);
   expect(totals.usage).toMatchObject({ input: bill.input, output: bill.output });
   expect(result.usage).toMatchObject({ input: bill.input, output: bill.output });
@@ -113,7 +77,7 @@ it('reprovision: the host dies mid-turn; the attempt it lost is in the run\'s to
   const taskQueue = `loss-move-${Date.now().toString(36)}`;
   const pair = [await start(taskQueue, 'lm-a'), await start(taskQueue, 'lm-b')];
   const workflowId = testWorkflowId('loss-move');
-  const run = await startAgentRun(client, { agent: 'mover', task: task('loss-move'), identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
+  const run = await startAgentRun(fleet.client, { agent: 'mover', task: task('loss-move'), identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
   const { holder, other } = await settled(run, pair);
   await run.reply('yes');
   await untilTurnTwoSpent(workflowId);
@@ -131,7 +95,7 @@ it('await-operator: the host dies mid-turn; while the run waits for an operator,
   const taskQueue = `loss-wait-${Date.now().toString(36)}`;
   const pair = [await start(taskQueue, 'lw-a'), await start(taskQueue, 'lw-b')];
   const workflowId = testWorkflowId('loss-wait');
-  const run = await startAgentRun(client, { agent: 'waiter', task: task('loss-wait'), identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
+  const run = await startAgentRun(fleet.client, { agent: 'waiter', task: task('loss-wait'), identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
   const { holder, other } = await settled(run, pair);
   await run.reply('yes');
   await untilTurnTwoSpent(workflowId);
@@ -153,7 +117,7 @@ it('a frozen host (SIGSTOP): what its attempt books once it thaws, before the op
   const workflowId = testWorkflowId('loss-frozen');
   // Turn 2's second call comes 6 s after the first: the harness serves it while its worker is frozen. One attempt
   // per turn, so a frozen worker's long poll cannot take a retry it would sit on.
-  const run = await startAgentRun(client, { agent: 'frozen', task: task('loss-frozen', { usage: { input: 50, output: 5 }, sleepMs: 6000 }), identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
+  const run = await startAgentRun(fleet.client, { agent: 'frozen', task: task('loss-frozen', { usage: { input: 50, output: 5 }, sleepMs: 6000 }), identity: { tenantId: 't', userId: 'u' }, workflowId, taskQueue });
   const { holder, other } = await settled(run, pair);
   await run.reply('yes');
   await untilTurnTwoSpent(workflowId);

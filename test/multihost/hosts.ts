@@ -7,6 +7,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, openSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { PostgresLedger } from '../../src/ledger/index.js';
+import { startTestPostgres, type TestPostgres } from '../support/postgres.js';
 
 const script = path.join(import.meta.dirname, '..', 'support', 'worker-process.ts');
 
@@ -87,4 +91,46 @@ export async function startHostProcess(options: HostOptions): Promise<HostProces
       await exited;
     },
   };
+}
+
+/**
+ * Worker processes standing in for hosts on one PostgreSQL ledger (a fresh `schema`) and the suite's Temporal
+ * server, for one test file: `start` adds a host; after the file every host is thawed (a test may have
+ * SIGSTOPped it) and stopped, and the ledger, client and database are closed.
+ */
+export function hostFleet(schema: string, catalog: unknown) {
+  let pg: TestPostgres | undefined;
+  let connection: Connection | undefined;
+  const hosts: HostProcess[] = [];
+  const fleet = {
+    databaseUrl: '',
+    client: undefined as unknown as Client,
+    ledger: undefined as unknown as PostgresLedger,
+    start: async (taskQueue: string, hostId: string, dataDir?: string): Promise<HostProcess> => {
+      const host = await startHostProcess({ temporalAddress: inject('temporalAddress'), taskQueue, databaseUrl: fleet.databaseUrl, catalog, hostId, workflowBundle: inject('workflowBundlePath'), ...(dataDir ? { dataDir } : {}) });
+      hosts.push(host);
+      return host;
+    },
+  };
+  beforeAll(async () => {
+    pg = await startTestPostgres();
+    fleet.databaseUrl = (await pg.freshSchema(schema)).url;
+    fleet.ledger = await PostgresLedger.connect({ connectionString: fleet.databaseUrl });
+    connection = await Connection.connect({ address: inject('temporalAddress') });
+    fleet.client = new Client({ connection });
+  }, 120_000);
+  afterAll(async () => {
+    for (const h of hosts) {
+      try {
+        process.kill(h.pid, 'SIGCONT');
+      } catch {
+        // gone already
+      }
+    }
+    await Promise.all(hosts.map((h) => h.stop()));
+    await fleet.ledger?.close();
+    await connection?.close();
+    await pg?.stop();
+  });
+  return fleet;
 }
