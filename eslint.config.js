@@ -1,5 +1,6 @@
 // Flat config. Workflow code must be deterministic: no Node built-ins, no floating promises.
 import tseslint from 'typescript-eslint';
+import { roomsPlugin } from './lint/rooms.js';
 
 const nodeBuiltins = [
   'assert', 'async_hooks', 'buffer', 'child_process', 'cluster', 'crypto', 'dgram', 'dns', 'events', 'fs',
@@ -18,6 +19,12 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
+  },
+  {
+    // The rooms of src/ and their order (lint/rooms.js): nothing imports a room above its own.
+    files: ['src/**/*.ts'],
+    plugins: { rooms: roomsPlugin },
+    rules: { 'rooms/order': 'error' },
   },
   {
     files: ['src/workflows/**/*.ts'],

@@ -15,6 +15,7 @@ const unit = [
   'test/credentials/resolve.test.ts',
   'test/envelope/parse.test.ts',
   'test/ledger/sqlite-ledger.test.ts',
+  'test/lint/rooms.test.ts',
   'test/multihost/affinity-unit.test.ts',
   'test/observability/config.test.ts',
   'test/operators/decision.test.ts',

@@ -15,7 +15,7 @@ import type { Catalog } from '../catalog/schema.js';
 import { findAgent, findHarness, promptWithContract } from '../catalog/index.js';
 import { resolveCredentials, type CredentialStore } from '../credentials/index.js';
 import { formatFeedback, parseEnvelope } from '../envelope/index.js';
-import type { ActionCall, NextStep } from '../envelope/types.js';
+import type { ActionCall, NextStep } from '../contracts/envelope.js';
 import type { Ledger, RunStatus } from '../ledger/types.js';
 import { UnresolvedAccountingError } from '../ledger/types.js';
 import { createPermissionGate, ledgerApprovalBroker, policyIsInteractive } from '../permissions/index.js';
@@ -23,7 +23,7 @@ import type { ApprovalBroker } from '../permissions/index.js';
 import type { ApprovalRecord } from '../ledger/types.js';
 import type { RunIdentity, SandboxFs, SandboxHandle, SandboxProvider, SandboxRef } from '../sandbox/types.js';
 import { SpecStore, freezeSpec, policyOf, type FrozenSpec, type RunPolicy } from '../spec/index.js';
-import { formatActionResults, formatReplay, replyTooLargeProblem } from '../workflows/prompts.js';
+import { formatActionResults, formatReplay, replyTooLargeProblem } from '../contracts/prompts.js';
 import { MAX_HARNESS_MESSAGE_CHARS, MAX_SESSION_ID_CHARS, MAX_TURN_PROBLEM_CHARS, actionsStepView, boundedName, clipText as clip } from '../workflows/bounds.js';
 import type {
   ActionOutcome,
@@ -39,8 +39,8 @@ import type {
   TurnSpend,
 } from '../workflows/types.js';
 import { expandSandbox } from '../workflows/types.js';
-import { addUsage, noUsage, totalTokens } from '../workflows/usage.js';
-import { FailureTypes } from './failure-types.js';
+import { addUsage, noUsage, totalTokens } from '../contracts/usage.js';
+import { FailureTypes } from '../contracts/failures.js';
 import { announcingBroker, approvalActivities, attemptDeadlineMs, runAnnouncer } from './approvals.js';
 import { claimSharedWorkspace } from './workspace-claim.js';
 import { decisionActivities } from './decisions.js';

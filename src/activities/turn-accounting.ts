@@ -6,9 +6,9 @@
  */
 import type { Usage } from '../adapters/types.js';
 import type { Prices } from '../catalog/schema.js';
-import { attemptCost } from '../ledger/cost.js';
+import { attemptCost, priceUsage } from '../contracts/cost.js';
 import { LedgerFaultError, type AttemptFinish, type AttemptStart, type CostView, type Ledger, type UsageRecord } from '../ledger/types.js';
-import { addUsage, checkedUsage, costOf, noUsage, priceUsage, totalTokens, usageKnown } from '../workflows/usage.js';
+import { addUsage, checkedUsage, costOf, noUsage, totalTokens, usageKnown } from '../contracts/usage.js';
 
 import type { TurnBudget } from '../workflows/types.js';
 

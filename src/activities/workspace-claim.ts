@@ -13,7 +13,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Ledger, WorkspaceHolder } from '../ledger/types.js';
 import type { SandboxRef, WorkspaceScope } from '../sandbox/types.js';
-import { FailureTypes } from './failure-types.js';
+import { FailureTypes } from '../contracts/failures.js';
 
 /** How a second run of a shared workspace is treated. */
 export type ConcurrentRuns = 'wait' | 'refuse';

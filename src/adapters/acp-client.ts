@@ -21,7 +21,7 @@ import type { PermissionKind, PermissionRequest } from '../permissions/types.js'
 import type { LineState, WireAnswer } from './cli-adapter.js';
 import { methodNotFound, rpcError, rpcErrorText, rpcKind, rpcMessage, rpcRequest, rpcResult, type RpcMessage } from './json-rpc.js';
 import type { HarnessEvent, TerminalEvent, Usage } from './types.js';
-import { noUsage } from '../workflows/usage.js';
+import { noUsage } from '../contracts/usage.js';
 
 /** What one ACP turn needs. */
 export interface AcpTurn {

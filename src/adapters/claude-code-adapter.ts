@@ -34,7 +34,7 @@ import { z } from 'zod';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
 import { harnessHome, numberSetting, parseJsonLine, stringSetting, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import { addUsage, noUsage, subtractUsage, totalTokens, usageKnown, usageOf } from '../workflows/usage.js';
+import { addUsage, noUsage, subtractUsage, totalTokens, usageKnown, usageOf } from '../contracts/usage.js';
 import type { PermissionRequest } from '../permissions/types.js';
 import type { WireAnswer } from './cli-adapter.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';

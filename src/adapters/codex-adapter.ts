@@ -38,7 +38,7 @@ import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, 
 import { CodexAppServer, type TokenBreakdown, type TwoWayHost } from './codex-app-server.js';
 import { harnessHome, homePath, listHomeDir, parseJsonLine, readHomeFile, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import { noUsage, subtractUsage, usageFromJson, usageOf } from '../workflows/usage.js';
+import { noUsage, subtractUsage, usageFromJson, usageOf } from '../contracts/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */

@@ -22,7 +22,7 @@ import type { PermissionRequest } from '../permissions/types.js';
 import type { LineState, WireAnswer } from './cli-adapter.js';
 import { methodNotFound, rpcError, rpcErrorText, rpcKind, rpcMessage, rpcNotification, rpcRequest, rpcResult, type RpcMessage } from './json-rpc.js';
 import type { HarnessEvent, TerminalEvent, Usage } from './types.js';
-import { noUsage } from '../workflows/usage.js';
+import { noUsage } from '../contracts/usage.js';
 
 /** What one app-server turn needs to know. */
 export interface AppServerTurn {

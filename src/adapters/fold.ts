@@ -1,5 +1,5 @@
 /** Folds a turn's event stream into one result: the envelope text or the error, usage, identity. */
-import { addUsage, noUsage, usageKnown } from '../workflows/usage.js';
+import { addUsage, noUsage, usageKnown } from '../contracts/usage.js';
 import type { HarnessEvent, SessionErrorCode, Usage } from './types.js';
 
 const keptActivities = 5;

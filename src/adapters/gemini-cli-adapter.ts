@@ -34,7 +34,7 @@ import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, 
 import { harnessHome, homeFileSize, homePath, listHomeDir, makeHomeDir, parseJsonLine, readHomePrefix, readHomeRange, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
 import { maxReadBytes } from '../sandbox/workspace-fs.js';
-import { noUsage, usageOf } from '../workflows/usage.js';
+import { noUsage, usageOf } from '../contracts/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */

@@ -35,7 +35,7 @@ import { AcpClient, type AcpHost, type StoredCall } from './acp-client.js';
 import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
 import { harnessHome, homePath, numberSetting, parseJsonLine, readHomeBytes, readHomePrefix, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import { noUsage, usageOf } from '../workflows/usage.js';
+import { noUsage, usageOf } from '../contracts/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */

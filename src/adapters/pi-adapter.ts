@@ -27,7 +27,7 @@ import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, 
 import { answerPiRequest, mapPiRpcLine, piGateExtension, piRpcStdin } from './pi-rpc.js';
 import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
 import type { AdapterRegistry } from './registry.js';
-import { noUsage, usageOf } from '../workflows/usage.js';
+import { noUsage, usageOf } from '../contracts/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */

@@ -20,7 +20,7 @@ import {
   usageLine,
 } from './stdio-json-protocol.js';
 import type { LineLimits, OversizedLine } from '../sandbox/line-queue.js';
-import { costOf, maxReportedCostUsd, noUsage, usageOf, usageProblem } from '../workflows/usage.js';
+import { costOf, maxReportedCostUsd, noUsage, usageOf, usageProblem } from '../contracts/usage.js';
 import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, SessionErrorCode, TurnInput } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */

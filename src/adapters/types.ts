@@ -1,6 +1,10 @@
 /** The harness adapter contract (v1): what every external agent CLI is driven through. */
 import type { PermissionAnswer, PermissionGate, PermissionRequest } from '../permissions/types.js';
 import type { SandboxExecutor } from '../sandbox/types.js';
+import type { PermissionPosture, PermissionReport } from '../contracts/permissions.js';
+import type { Usage } from '../contracts/usage.js';
+
+export type { PermissionPosture, PermissionReport, Usage };
 
 /** What an adapter ACTUALLY implements; the runtime emulates what is missing. */
 export interface Capabilities {
@@ -24,29 +28,8 @@ export interface Capabilities {
   readonly systemPrompt: boolean;
 }
 
-/** Posture for tool use inside the sandbox. */
-export type PermissionPosture = 'strict' | 'auto' | 'dangerous';
 
-/** What became of a posture: enforced by the harness, or advisory with the reason why. */
-export interface PermissionReport {
-  readonly posture: PermissionPosture;
-  readonly enforced: boolean;
-  readonly note?: string;
-}
 
-/**
- * Token usage, normalised. A field is `undefined` when the harness did not say: unknown is not zero.
- * `input` excludes cached tokens; `output` excludes `reasoning` (thinking tokens, billed as output) where the
- * harness reports them apart; a harness that folds thinking into its output count leaves `reasoning` undefined.
- * Read and combine it only through src/workflows/usage.ts (`addUsage`, `totalTokens`, `usageKnown`, …).
- */
-export interface Usage {
-  readonly input?: number | undefined;
-  readonly output?: number | undefined;
-  readonly cacheRead?: number | undefined;
-  readonly cacheWrite?: number | undefined;
-  readonly reasoning?: number | undefined;
-}
 
 /**
  * Small state an adapter keeps between the turns of a run, held by the runtime (the ledger) and never in the

@@ -1,2 +1,2 @@
-export * from './text-ref.js';
+export * from '../contracts/text-ref.js';
 export * from './store.js';

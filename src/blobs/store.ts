@@ -1,7 +1,7 @@
 /** The blob store: texts stored once by content hash, so workflow history carries a reference, not the text. */
 import { createHash } from 'node:crypto';
 import type { BlobRecord, Ledger } from '../ledger/types.js';
-import { PREVIEW_CHARS, isBlobRef, type BlobRef, type TextRef } from './text-ref.js';
+import { PREVIEW_CHARS, isBlobRef, type BlobRef, type TextRef } from '../contracts/text-ref.js';
 
 /** Content-addressed storage for large texts. `put` is idempotent: the same text always gets the same key. */
 export interface BlobStore {

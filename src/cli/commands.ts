@@ -32,9 +32,9 @@ import { ObservabilityConfigError } from '../observability/index.js';
 import { livePollers, taskQueuePollers } from '../temporal/task-queue.js';
 import { CatalogMismatchError } from '../worker.js';
 import { operatorInputLimits } from '../workflows/messages.js';
-import { roundUsd } from '../workflows/money.js';
+import { roundUsd } from '../contracts/money.js';
 import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
-import { totalTokens } from '../workflows/usage.js';
+import { totalTokens } from '../contracts/usage.js';
 import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
 import {

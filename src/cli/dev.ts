@@ -25,7 +25,7 @@ import { createAgentClient, startAgentRun } from '../client/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
 import { reapClosedRunContainers } from '../worker.js';
 import { reconcileClosedRuns } from '../temporal/reconcile-runs.js';
-import { roundUsd } from '../workflows/money.js';
+import { roundUsd } from '../contracts/money.js';
 import type { AgentRunResult } from '../workflows/types.js';
 import { startEmbeddedTemporal } from './embedded-temporal.js';
 import { CliError, ExitCodes, exitCodeForResult, type ExitCode } from './exit-codes.js';

@@ -2,7 +2,7 @@
  * The command line's exit codes: one table, documented in README.md ("Exit codes") and in `--help`.
  * Scripts branch on these; never exit with a code that is not listed here.
  */
-import { isConfigurationFailure } from '../workflows/failure-types.js';
+import { isConfigurationFailure } from '../contracts/failures.js';
 import type { AgentRunResult, RunPhase, RunStatusView } from '../workflows/types.js';
 
 export const ExitCodes = {

@@ -5,7 +5,7 @@
 import type { AgentRunHandle } from '../client/index.js';
 import type { Ledger } from '../ledger/types.js';
 import type { AgentRunResult, RunPhase, RunStatusView } from '../workflows/types.js';
-import { totalTokens } from '../workflows/usage.js';
+import { totalTokens } from '../contracts/usage.js';
 import { escapeControl } from './escape.js';
 import { waitingApproval } from './exit-codes.js';
 

@@ -6,7 +6,7 @@
 import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow/index.js';
 import type { AgentRunHandle } from '../client/index.js';
 import type { Ledger, RunTotals } from '../ledger/types.js';
-import { totalTokens } from '../workflows/usage.js';
+import { totalTokens } from '../contracts/usage.js';
 
 export interface LedgerStatus {
   /** Totals from the ledger, when this command can read it. */

@@ -1,6 +1,6 @@
 /** `durable-harness list`: runs from Temporal's visibility store, filtered by search attributes, as a table or JSON. */
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { roundUsd } from '../workflows/money.js';
+import { roundUsd } from '../contracts/money.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
 import type { RunPhase } from '../workflows/types.js';
 import { escapeControl } from './escape.js';

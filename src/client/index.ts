@@ -5,9 +5,9 @@ import { CancelledFailure, WorkflowIdReusePolicy, type DataConverter } from '@te
 import { dataConverterFromEnvironment } from '../codec/keys.js';
 import { z } from 'zod';
 import { claimCheck, type BlobStore } from '../blobs/store.js';
-import { previewOf } from '../blobs/text-ref.js';
+import { previewOf } from '../contracts/text-ref.js';
 import { defaultTaskQueue } from '../worker-defaults.js';
-import { roundUsd } from '../workflows/money.js';
+import { roundUsd } from '../contracts/money.js';
 import type { agentRun } from '../workflows/agent-run.js';
 import type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView } from '../workflows/approvals.js';
 import { abandonUpdate, approveUpdate, cancelSignal, cancelUpdate, denyUpdate, operatorInputLimits, replyUpdate, retryTurnUpdate, statusQuery } from '../workflows/messages.js';

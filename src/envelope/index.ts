@@ -1,3 +1,3 @@
-export * from './types.js';
+export * from '../contracts/envelope.js';
 export * from './parse.js';
 export * from './json-schema.js';

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { validateJsonSchema, type JsonSchema } from './json-schema.js';
-import type { NextStep, StepType } from './types.js';
+import type { NextStep, StepType } from '../contracts/envelope.js';
 
 /** The five step types, in the order the contract presents them. */
 export const STEP_TYPES = ['success', 'failed', 'actions', 'sub-agent', 'chat'] as const satisfies readonly StepType[];

@@ -4,9 +4,9 @@
  * TIMESTAMPTZ and strings for BIGINT), so the helpers below accept either and a record reads the same from both.
  * How an attempt's calls fold into its prompt-run view (usage, cost) is here too, so both ledgers count alike.
  */
-import type { Usage } from '../adapters/types.js';
-import { addUsage, noUsage, usageKnown } from '../workflows/usage.js';
-import { attemptCost } from './cost.js';
+import type { Usage } from '../contracts/usage.js';
+import { addUsage, noUsage, usageKnown } from '../contracts/usage.js';
+import { attemptCost } from '../contracts/cost.js';
 import type {
   DecisionView,
   ApprovalDecisionInput,

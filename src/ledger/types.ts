@@ -11,7 +11,10 @@
  * retried write changes nothing and a crashed attempt keeps the calls it recorded. `runTotals` sums every call of
  * every attempt, failed ones included: that is what the run spent.
  */
-import type { Usage } from '../adapters/types.js';
+import type { CostSource, CostView } from '../contracts/cost.js';
+import type { Usage } from '../contracts/usage.js';
+
+export type { CostSource, CostView };
 
 export type RunStatus =
   | 'running'
@@ -65,8 +68,6 @@ export interface AttemptKey {
 /** What became of a turn attempt. `running` = started and never finished (its worker died, or it is running). */
 export type AttemptStatus = 'running' | 'succeeded' | 'failed' | 'cancelled' | 'resume-failed' | 'budget-exhausted' | 'lost';
 
-/** Where a cost figure came from: the catalog's price table, the harness's own report, or nowhere. */
-export type CostSource = 'price-table' | 'harness' | 'unknown';
 
 /** Opens the accounting of one turn attempt. */
 export interface AttemptStart extends AttemptKey {
@@ -112,20 +113,6 @@ export interface AttemptFinish extends AttemptKey {
   readonly usageMissing?: boolean;
 }
 
-/** Cost of some calls, from the price table and from the harness, and which one counts. */
-export interface CostView {
-  /** The figure that counts: the price table's when it could price every call, else the harness's, else what could be priced. */
-  readonly costUsd: number;
-  readonly costSource: CostSource;
-  /** The harness's own figure, recorded beside the price table's. */
-  readonly harnessCostUsd?: number;
-  /** The price table's figure, when it could price every call. */
-  readonly priceUsd?: number;
-  /** Both figures exist and disagree (more than rounding). */
-  readonly costMismatch: boolean;
-  /** The cost cannot be known: usage unknown, or no price table and no harness cost. `costUsd` is then a lower bound. */
-  readonly costBlind: boolean;
-}
 
 /** One turn attempt as the ledger shows it (a prompt run). */
 export interface PromptRunRecord extends CostView {

@@ -2,7 +2,7 @@
  * Span attributes for runs and turns: tokens and cost. Pure and dependency-free: the workflow-side interceptor
  * (inside the workflow sandbox) and the activity-side one both use it.
  */
-import { totalTokens } from '../workflows/usage.js';
+import { totalTokens } from '../contracts/usage.js';
 import type { Usage } from '../adapters/types.js';
 
 export type Attributes = Record<string, string | number | boolean>;

@@ -12,7 +12,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import * as otel from '@opentelemetry/api';
 import type { Context as ActivityContext } from '@temporalio/activity';
 import { ApplicationFailure, type MetricCounter, type MetricHistogram, type MetricMeter } from '@temporalio/common';
-import { FailureTypes } from '../activities/failure-types.js';
+import { FailureTypes } from '../contracts/failures.js';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Next } from '@temporalio/worker';
 import { attributePrefix, turnAttributes, type TurnIdentity } from './attributes.js';
 

@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
-import type { PermissionPosture } from '../adapters/types.js';
+import type { PermissionPosture } from '../contracts/permissions.js';
 import type { PermissionKind, PermissionRequest } from './types.js';
 
 export const permissionKinds = ['command', 'edit', 'read', 'other'] as const satisfies readonly PermissionKind[];

@@ -7,7 +7,7 @@ import { agentSystemPrompt, allowedActionsOf, envelopeRulesFor, findAgent, findH
 import { actionParametersJsonSchema } from '../catalog/contract-prompt.js';
 import type { Catalog } from '../catalog/schema.js';
 import { policyIsInteractive } from '../permissions/policy.js';
-import type { InheritedBudget } from '../workflows/types.js';
+import type { InheritedBudget } from '../contracts/run.js';
 import { defaultHostLossTimeoutMs, defaultMaxSubAgentDepth, type FrozenSpec, type RunPolicy } from './types.js';
 
 const noCapabilities: Capabilities = {

@@ -9,7 +9,7 @@ import { ActivityFailure, ApplicationFailure, TimeoutFailure, proxyActivities } 
 import type { EndSessionOutcome, createActivities } from '../activities/index.js';
 import type { SandboxRef } from '../sandbox/types.js';
 import { defaultHostLossTimeoutMs, type HostLossPolicy, type RunPolicy } from '../spec/types.js';
-import { FailureTypes } from './failure-types.js';
+import { FailureTypes } from '../contracts/failures.js';
 import type { RunState } from './state.js';
 import type { TurnRequest, TurnSandbox } from './types.js';
 import type { Since } from './versions.js';

@@ -30,7 +30,7 @@ import {
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { createActivities } from '../activities/index.js';
-import { isBlobRef, previewOf } from '../blobs/text-ref.js';
+import { isBlobRef, previewOf } from '../contracts/text-ref.js';
 import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossOf, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnHerePatch } from './affinity.js';
 import type { RunPolicy } from '../spec/types.js';
 import {
@@ -65,9 +65,9 @@ import {
   retryTurnUpdate,
   statusQuery,
 } from './messages.js';
-import { FailureTypes } from './failure-types.js';
+import { FailureTypes } from '../contracts/failures.js';
 import { subAgentWorkflowId } from './ids.js';
-import { roundUsd } from './money.js';
+import { roundUsd } from '../contracts/money.js';
 import { CANCEL_REQUEST_GRACE_MS, OUTCOMES_PATCH, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import { installApprovalHandlers } from './approval-handlers.js';

@@ -2,13 +2,13 @@
  * The run loop's decisions as pure functions of `RunState`: no Temporal calls, no I/O, unit-tested in
  * milliseconds. The workflow (agent-run.ts) makes the Temporal calls these decisions ask for.
  */
-import { isBlobRef, previewOf } from '../blobs/text-ref.js';
+import { isBlobRef, previewOf } from '../contracts/text-ref.js';
 import { defaultMaxSubAgentDepth, type RunPolicy } from '../spec/types.js';
 import { MAX_ALLOWED_LIST_CHARS, clipText } from './bounds.js';
-import { FailureTypes } from './failure-types.js';
-import { subAgentRefusedPrompt, subAgentResultPrompt, subAgentTooDeepPrompt, replyPrompt } from './prompts.js';
+import { FailureTypes } from '../contracts/failures.js';
+import { subAgentRefusedPrompt, subAgentResultPrompt, subAgentTooDeepPrompt, replyPrompt } from '../contracts/prompts.js';
 import type { RunState } from './state.js';
-import { addUsage, noUsage, totalTokens } from './usage.js';
+import { addUsage, noUsage, totalTokens } from '../contracts/usage.js';
 import type {
   AgentRunInput,
   AgentRunResult,

@@ -7,7 +7,7 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { SignedDecision } from '../operators/index.js';
 import type { ApprovalDecisionResult, ApprovalSettlement, ApproveOptions, DenyOptions, PendingApprovalView } from './approvals.js';
-import { PREVIEW_CHARS, isBlobRef, type BlobRef, type TextRef } from '../blobs/text-ref.js';
+import { PREVIEW_CHARS, isBlobRef, type BlobRef, type TextRef } from '../contracts/text-ref.js';
 import type { RunStatusView } from './types.js';
 
 /** Current state, counters, usage, cost, last step and external session id. */

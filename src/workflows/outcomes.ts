@@ -10,7 +10,7 @@
  * still gets it. Pure: used by the workflow and by the client.
  */
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { FailureTypes } from './failure-types.js';
+import { FailureTypes } from '../contracts/failures.js';
 import type { AgentRunResult, RunOutcome } from './types.js';
 
 /** The patch that introduced these outcomes; runs started before it complete with every outcome as before. */

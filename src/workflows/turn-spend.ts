@@ -6,7 +6,7 @@
 import type { Ending } from './decide.js';
 import type { RunState } from './state.js';
 import type { TurnBudget, TurnResult } from './types.js';
-import { addUsage, totalTokens, usageFromJson } from './usage.js';
+import { addUsage, totalTokens, usageFromJson } from '../contracts/usage.js';
 import type { Usage } from '../adapters/types.js';
 
 /** What a failed turn spent, as runTurn attaches it to its failure (`details[0].spend`), its earlier attempts included. */

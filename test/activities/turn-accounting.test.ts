@@ -18,7 +18,7 @@ import { defaultDeps } from '../../src/worker.js';
 import type { TurnBudget, TurnRequest, TurnResult } from '../../src/workflows/types.js';
 import type { RunPolicy } from '../../src/spec/index.js';
 import type { SandboxRef } from '../../src/sandbox/types.js';
-import { totalTokens } from '../../src/workflows/usage.js';
+import { totalTokens } from '../../src/contracts/usage.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot } from '../support/worker.js';
 

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { harnessHome } from '../../src/adapters/harness-home.js';
 import type { HarnessAdapter, HarnessEvent, HarnessSessionConfig } from '../../src/adapters/types.js';
 import type { PermissionAnswer } from '../../src/permissions/types.js';
-import { addUsage, noUsage } from '../../src/workflows/usage.js';
+import { addUsage, noUsage } from '../../src/contracts/usage.js';
 import { cliNames, type CliName } from '../e2e/fake-vendor/tool-calls.js';
 import { cliProfiles, missingSessionIds, ScriptedGate } from '../e2e/support/two-way.js';
 import { ReplayExecutor, twoWayFixture, type TwoWayFixture } from './two-way-replay.js';

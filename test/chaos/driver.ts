@@ -23,7 +23,7 @@ import { findTemporalCli, temporalCliInstallHint } from '../../src/temporal/cli-
 import { freePort, startDevServer, type DevServer } from '../../src/temporal/dev-server.js';
 import { workflowsPath } from '../../src/worker.js';
 import type { AgentRunResult } from '../../src/workflows/types.js';
-import { addUsage, noUsage, totalTokens, usageOf, type Usage } from '../../src/workflows/usage.js';
+import { addUsage, noUsage, totalTokens, usageOf, type Usage } from '../../src/contracts/usage.js';
 import { processesIn } from '../support/processes.js';
 
 const repoRoot = path.resolve(import.meta.dirname, '..', '..');

@@ -7,9 +7,9 @@ import { exitCodeForResult, exitCodeForState } from '../../src/cli/exit-codes.js
 import { listQuery } from '../../src/cli/list.js';
 import { OperatorLog } from '../../src/cli/operator-log.js';
 import { conflictingPollers, livePollers, parseIdentity, workerIdentity } from '../../src/temporal/task-queue.js';
-import { FailureTypes as ActivityFailureTypes } from '../../src/activities/failure-types.js';
-import { FailureTypes, failureTypes } from '../../src/workflows/failure-types.js';
-import { roundUsd } from '../../src/workflows/money.js';
+import { FailureTypes as ActivityFailureTypes } from '../../src/contracts/failures.js';
+import { FailureTypes, failureTypes } from '../../src/contracts/failures.js';
+import { roundUsd } from '../../src/contracts/money.js';
 
 describe('escapeControl', () => {
   it('makes control characters and bidi overrides visible, and leaves other text alone', () => {

@@ -23,7 +23,7 @@ import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { SqliteLedger } from '../../src/ledger/index.js';
 import { defaultDeps } from '../../src/worker.js';
 import type { TurnRequest, TurnResult } from '../../src/workflows/types.js';
-import { addUsage, billedOutput, noUsage, totalTokens, usageOf } from '../../src/workflows/usage.js';
+import { addUsage, billedOutput, noUsage, totalTokens, usageOf } from '../../src/contracts/usage.js';
 import { profiles } from '../fixtures/record-more.js';
 import { repoRoot } from '../support/worker.js';
 import type { FakeVendor, RecordedRequest, ScriptedReply } from './fake-vendor/server.js';

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Usage } from '../../src/adapters/types.js';
-import { priceUsage } from '../../src/workflows/usage.js';
+import { priceUsage } from '../../src/contracts/cost.js';
 import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
 import { profiles, type RecordedCli } from '../fixtures/record-more.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { getAgentRun, startAgentRun } from '../../src/client/index.js';
-import { addUsage, noUsage, usageOf } from '../../src/workflows/usage.js';
+import { addUsage, noUsage, usageOf } from '../../src/contracts/usage.js';
 import { spawnCli, spawnNode } from '../support/cli.js';
 import { startTestWorker } from '../support/worker.js';
 import { collectTurn } from '../../src/adapters/fold.js';

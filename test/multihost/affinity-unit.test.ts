@@ -2,7 +2,7 @@
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { hostIdFrom, hostQueueName } from '../../src/temporal/host-queue.js';
-import { FailureTypes } from '../../src/activities/failure-types.js';
+import { FailureTypes } from '../../src/contracts/failures.js';
 import { afterReprovision, hostLossOf, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnElsewhereType } from '../../src/workflows/affinity.js';
 import type { RunState } from '../../src/workflows/state.js';
 import type { TurnRequest } from '../../src/workflows/types.js';

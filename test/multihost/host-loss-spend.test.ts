@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { startAgentRun, type AgentRunHandle } from '../../src/client/index.js';
-import { addUsage, noUsage, totalTokens, usageOf, type Usage } from '../../src/workflows/usage.js';
+import { addUsage, noUsage, totalTokens, usageOf, type Usage } from '../../src/contracts/usage.js';
 import { ok, scriptBook, scriptedCatalog, statelessHarness } from '../support/scripted.js';
 import { testWorkflowId } from '../support/worker.js';
 import { hostFleet, type HostProcess } from './hosts.js';

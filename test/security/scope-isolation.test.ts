@@ -6,7 +6,7 @@
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isConfigurationFailure } from '../../src/workflows/failure-types.js';
+import { isConfigurationFailure } from '../../src/contracts/failures.js';
 import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 import { publicDir, recordFigures } from './support.js';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import proto from '@temporalio/proto';
 import { getAgentRun } from '../../src/client/index.js';
 import { maxIdLength, subAgentWorkflowId } from '../../src/workflows/ids.js';
-import { totalTokens } from '../../src/workflows/usage.js';
+import { totalTokens } from '../../src/contracts/usage.js';
 import { workflowVersion } from '../../src/workflows/types.js';
 import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';

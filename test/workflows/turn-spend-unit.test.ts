@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { RunPolicy } from '../../src/spec/types.js';
 import { afterSubAgent, applyTurn, beginTurn, guardrailCrossed, initialState, lostSubAgent, resolved, sessionStarted } from '../../src/workflows/decide.js';
-import { checkedUsage, costOf, usageOf, usageProblem } from '../../src/workflows/usage.js';
+import { checkedUsage, costOf, usageOf, usageProblem } from '../../src/contracts/usage.js';
 import type { RunState } from '../../src/workflows/state.js';
 import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from '../../src/workflows/turn-spend.js';
 import type { TurnResult } from '../../src/workflows/types.js';

@@ -3,10 +3,27 @@
  * Pure: safe in workflows. Every read or combination of `Usage` fields goes through here, so the representation
  * (fields `number | undefined`, unknown is not zero) can change in one place.
  */
-import type { Usage } from '../adapters/types.js';
-import type { Prices } from '../catalog/schema.js';
+/**
+ * Token usage, normalised. A field is `undefined` when the harness did not say: unknown is not zero.
+ * `input` excludes cached tokens; `output` excludes `reasoning` (thinking tokens, billed as output) where the
+ * harness reports them apart; a harness that folds thinking into its output count leaves `reasoning` undefined.
+ * Read and combine it only through this module (`addUsage`, `totalTokens`, `usageKnown`, …).
+ */
+export interface Usage {
+  readonly input?: number | undefined;
+  readonly output?: number | undefined;
+  readonly cacheRead?: number | undefined;
+  readonly cacheWrite?: number | undefined;
+  readonly reasoning?: number | undefined;
+}
 
-export type { Usage };
+/** A price table: USD per million tokens (the catalog's `prices`, checked there). */
+export interface Prices {
+  readonly input: number;
+  readonly output: number;
+  readonly cacheRead: number;
+  readonly cacheWrite: number;
+}
 
 /** The usage fields, in a fixed order. */
 export const usageFields = ['input', 'output', 'cacheRead', 'cacheWrite', 'reasoning'] as const;
@@ -117,20 +134,7 @@ export function billedOutput(u: Usage): number {
   return (u.output ?? 0) + (u.reasoning ?? 0);
 }
 
-/**
- * Cost from a price table (USD per million tokens), or `undefined` when the input or output count is unknown: a
- * price table cannot price tokens nobody counted. Unknown cache and reasoning counts price as none.
- */
-export function priceUsage(prices: Prices, u: Usage): number | undefined {
-  if (u.input === undefined || u.output === undefined) return undefined;
-  return ((u.input ?? 0) * prices.input + billedOutput(u) * prices.output + (u.cacheRead ?? 0) * prices.cacheRead + (u.cacheWrite ?? 0) * prices.cacheWrite) / 1_000_000;
-}
 
-/** Whether two cost figures for the same tokens disagree by more than rounding (1 % and a hundredth of a cent). */
-export function costsDiffer(a: number, b: number): boolean {
-  const diff = Math.abs(a - b);
-  return diff > 0.0001 && diff > 0.01 * Math.max(Math.abs(a), Math.abs(b));
-}
 
 /** `1,234 in · 56 out · 7 reasoning · 890 cache read · 0 cache write`, with `?` for unknown fields. */
 export function formatUsage(u: Usage): string {

@@ -1,6 +1,7 @@
 /** Turn inputs: step results, feedback, replays. Pure string work, shared by the workflow and the turn activity. */
-import type { ActionCall } from '../envelope/types.js';
-import type { ActionOutcome, AgentRunResult, ConversationEntry, TextRef } from './types.js';
+import type { ActionCall } from './envelope.js';
+import type { ActionOutcome, AgentRunResult, ConversationEntry } from './run.js';
+import type { TextRef } from './text-ref.js';
 
 const MAX_OUTPUT_CHARS = 16_000;
 const CONTINUE = '\n\nContinue the task, and end this turn with one next-step JSON envelope.';
