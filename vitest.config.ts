@@ -12,6 +12,7 @@ const unit = [
   'test/catalog/{contract-prompt,load}.test.ts',
   'test/cli/{escape,units}.test.ts',
   'test/codec/{aes-gcm-codec,codec-auth}.test.ts',
+  'test/contracts/failures.test.ts',
   'test/credentials/resolve.test.ts',
   'test/envelope/parse.test.ts',
   'test/ledger/sqlite-ledger.test.ts',

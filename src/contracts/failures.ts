@@ -24,6 +24,12 @@ export const failureTypes = {
   WorkspaceScopeInvalid: { configuration: true },
   /** `strict` (or permission rules) on a harness that cannot ask before a tool runs, without `advisory: true`. */
   PermissionHooksMissing: { configuration: true },
+  /** The worker's ledger file was deleted or replaced under it, or is read-only: fix the worker's data directory. */
+  LedgerMissing: { configuration: true },
+  LedgerReplaced: { configuration: true },
+  LedgerReadOnly: { configuration: true },
+  /** A worker joined a task queue whose other workers load a different catalog. */
+  CatalogMismatch: { configuration: true },
 
   // ---- the sandbox and the turn ----------------------------------------------------------------------------------
   DockerUnavailable: { configuration: false },
@@ -33,6 +39,8 @@ export const failureTypes = {
   ResumeFailed: { configuration: false },
   /** A claim-checked text or frozen spec is missing from the blob store. */
   BlobMissing: { configuration: false },
+  /** The ledger cannot be reached (its database is down): retried. */
+  LedgerUnavailable: { configuration: false },
   /** The ledger lacks a row the run recorded earlier (e.g. the envelope whose actions are to run). */
   LedgerInconsistent: { configuration: false },
   /** A shared workspace (agent, agent-user scope) is in use by another open run (`sandbox.concurrentRuns`). */
@@ -49,6 +57,18 @@ export const failureTypes = {
   ApprovalUnknown: { configuration: false },
   ApprovalAlreadyDecided: { configuration: false },
   ApprovalEditInvalid: { configuration: false },
+  /** An update the run's state refuses now (e.g. `retry` of a run that is not awaiting an operator). */
+  RunStateChanged: { configuration: false },
+
+  // ---- operator decisions that do not count (src/operators/decision.ts) ------------------------------------------
+  DecisionUnsigned: { configuration: false },
+  DecisionSignatureInvalid: { configuration: false },
+  DecisionOperatorUnknown: { configuration: false },
+  DecisionRoleMissing: { configuration: false },
+  DecisionExpired: { configuration: false },
+  DecisionMismatch: { configuration: false },
+  DecisionReplayed: { configuration: false },
+  DecisionRefused: { configuration: false },
 
   // ---- how the run loop ends a run -------------------------------------------------------------------------------
   /** The harness said it cannot do the task (`failed` step). */
