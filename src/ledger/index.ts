@@ -1,3 +1,4 @@
+/** The ledger: runs, attempts, model calls, steps, events, approvals and blobs, in SQLite (embedded) or PostgreSQL. */
 export * from './types.js';
 export * from './sqlite-ledger.js';
 export * from './cost.js';

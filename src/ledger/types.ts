@@ -181,11 +181,8 @@ export interface LedgerEvent {
 
 export type ApprovalStatus = 'pending' | 'allowed' | 'denied' | 'expired';
 
-/** A permission request of a run and what became of it: every decision, by a rule or a person, is one row. */
-export interface ApprovalRecord {
-  readonly workflowId: string;
-  /** The run of `workflowId` it belongs to: a decision never answers another run's request. */
-  readonly runId: string;
+/** What a permission request asks, as the ledger keeps it. */
+export interface ApprovalAsk {
   /** Durable within the run (`t<turn>-<hash of tool and input>[-n]`): a retried attempt asking again finds it. */
   readonly requestId: string;
   readonly turn: number;
@@ -195,6 +192,13 @@ export interface ApprovalRecord {
   readonly input: unknown;
   readonly command?: string;
   readonly paths?: readonly string[];
+}
+
+/** A permission request of a run and what became of it: every decision, by a rule or a person, is one row. */
+export interface ApprovalRecord extends ApprovalAsk {
+  readonly workflowId: string;
+  /** The run of `workflowId` it belongs to: a decision never answers another run's request. */
+  readonly runId: string;
   readonly status: ApprovalStatus;
   /** ISO time of the first ask. */
   readonly requestedAt: string;
@@ -209,18 +213,10 @@ export interface ApprovalRecord {
 }
 
 /** A new request: pending (for a human), or already decided (by the policy or a grant). */
-export interface NewApproval {
+export interface NewApproval extends ApprovalAsk {
   readonly workflowId: string;
   /** The run (its first execution run id); absent or unknown to the ledger = the latest run of `workflowId`. */
   readonly runId?: string;
-  readonly requestId: string;
-  readonly turn: number;
-  readonly tool: string;
-  readonly kind: string;
-  readonly title: string;
-  readonly input: unknown;
-  readonly command?: string;
-  readonly paths?: readonly string[];
   readonly expiresAt?: string;
   readonly decision?: ApprovalDecisionInput;
 }

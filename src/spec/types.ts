@@ -20,9 +20,23 @@ export interface FrozenAction {
   readonly parameters: Readonly<Record<string, unknown>>;
 }
 
+/** The run loop's limits: frozen with the agent, and kept by the workflow in its policy. */
+export interface RunLimits {
+  /**
+   * The agent's guardrails (in a policy: narrowed by a parent's remaining budget). `maxSubAgentDepth`: how many levels
+   * of sub-agents may still nest below this run (absent in runs resolved before it existed: the default applies).
+   */
+  readonly guardrails: { readonly maxIterations: number; readonly maxTokens: number; readonly maxCostUsd: number; readonly maxWallTimeMs: number; readonly maxSubAgentDepth?: number };
+  readonly subAgents: readonly string[];
+  readonly maxMalformedTurns: number;
+  readonly chatTimeoutMs: number;
+  readonly operatorTimeoutMs: number;
+  readonly turnAttempts: number;
+}
+
 export interface FrozenSpec {
   readonly specVersion: 1;
-  readonly agent: {
+  readonly agent: RunLimits & {
     readonly name: string;
     /** The full system prompt: the agent's own text followed by the envelope contract. */
     readonly systemPrompt: string;
@@ -33,14 +47,8 @@ export interface FrozenSpec {
     /** False only when the policy was accepted as advisory on a harness that cannot ask before a tool runs. */
     readonly permissionsEnforced: boolean;
     readonly sandbox: SandboxSpec;
-    readonly guardrails: { readonly maxIterations: number; readonly maxTokens: number; readonly maxCostUsd: number; readonly maxWallTimeMs: number; readonly maxSubAgentDepth?: number };
     /** Credential grants by name; values are resolved per attempt, never stored. */
     readonly credentials: readonly { readonly env: string; readonly from?: string }[];
-    readonly subAgents: readonly string[];
-    readonly maxMalformedTurns: number;
-    readonly chatTimeoutMs: number;
-    readonly operatorTimeoutMs: number;
-    readonly turnAttempts: number;
     /** What happens when the worker holding a host-bound workspace is gone (absent in specs frozen before it). */
     readonly hostLoss?: HostLossPolicy;
   };
@@ -81,24 +89,14 @@ export interface HostLossPolicy {
 }
 
 /** What the workflow keeps of the spec: its hash and the few fields its decisions need. */
-export interface RunPolicy {
+export interface RunPolicy extends RunLimits {
   readonly specHash: string;
   readonly agent: string;
   readonly harness: string;
   readonly sessionResume: boolean;
   /** Whether a price table applies (else a harness without usage makes the cost guardrail blind). */
   readonly priced: boolean;
-  /**
-   * The agent's guardrails, narrowed by a parent's remaining budget. `maxSubAgentDepth`: how many levels of sub-agents
-   * may still nest below this run (absent in runs resolved before it existed: the default applies).
-   */
-  readonly guardrails: { readonly maxIterations: number; readonly maxTokens: number; readonly maxCostUsd: number; readonly maxWallTimeMs: number; readonly maxSubAgentDepth?: number };
   readonly actions: readonly { readonly name: string; readonly maxExecutionsPerRun?: number }[];
-  readonly subAgents: readonly string[];
-  readonly maxMalformedTurns: number;
-  readonly chatTimeoutMs: number;
-  readonly operatorTimeoutMs: number;
-  readonly turnAttempts: number;
   readonly turnTimeoutMs: number;
   /** Texts longer than this (characters) travel through history by reference. */
   readonly inlineTextLimit: number;
