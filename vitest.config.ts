@@ -25,6 +25,15 @@ const unit = [
   'test/workflows/{approvals-state,decide,payload-bounds,turn-spend-unit}.test.ts',
 ];
 
+/** The workflow tier: the replay suite and the time-skipping server (no dev server; the bundle only). */
+const workflow = ['test/replay/**/*.test.ts', 'test/timeskip/**/*.test.ts'];
+
+/** The live tier: the real pinned CLIs against the fake vendor, a real Docker engine, a real browser. */
+const live = ['test/e2e/**/*.test.ts', 'test/docker/**/*.test.ts', 'test/ui/**/*.test.ts', 'test/security/docker-attacks.test.ts', 'test/multihost/docker-hosts.test.ts'];
+
+const bundle = 'test/support/bundle-setup.ts';
+const server = 'test/support/global-setup.ts';
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -33,12 +42,16 @@ export default defineConfig({
     // Most files wait on real processes (CLIs, the Temporal server, Docker), not on the CPU: two at a time took the
     // suite from 880 s to 517 s on a 2-core machine with every test passing (Vitest's default there is one).
     maxWorkers: 2,
+    // `npm test` runs every project; one project alone: `npx vitest run --project <name>` (`npm run test:unit`).
+    // The server tiers share one dev server and every tier one workflow bundle (test/support/*-setup.ts).
     projects: [
       { extends: true, test: { name: 'unit', include: unit } },
+      { extends: true, test: { name: 'workflow', include: workflow, globalSetup: [bundle] } },
       {
         extends: true,
-        test: { name: 'integration', include: ['test/**/*.test.ts'], exclude: ['**/node_modules/**', ...unit], globalSetup: ['test/support/global-setup.ts'] },
+        test: { name: 'integration', include: ['test/**/*.test.ts'], exclude: ['**/node_modules/**', ...unit, ...workflow, ...live], globalSetup: [bundle, server] },
       },
+      { extends: true, test: { name: 'live', include: live, exclude: ['**/node_modules/**'], globalSetup: [bundle, server] } },
     ],
   },
 });

@@ -1,43 +1,44 @@
 /**
- * Starts ONE real Temporal dev server for the whole test run and bundles the workflow code once.
- * A missing Temporal CLI fails the run: a skipped workflow test tests nothing.
+ * Starts ONE real Temporal dev server for the whole test run, shared by the projects that need one (integration,
+ * live). A missing Temporal CLI fails the run: a skipped workflow test tests nothing. The workflow bundle comes
+ * from bundle-setup.ts.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
 import { findTemporalCli, temporalCliInstallHint } from '../../src/temporal/cli-path.js';
 import { startDevServer, type DevServer } from '../../src/temporal/dev-server.js';
-import { workflowsPath } from '../../src/worker.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     temporalAddress: string;
     /** The dev server's Web UI (test/ui drives a real browser through it). */
     temporalUiUrl: string;
-    workflowBundlePath: string;
   }
 }
 
-let server: DevServer | undefined;
+/** Global setups of all projects run in vitest's main process: the first project starts the server, the last stops it. */
+const shared = globalThis as { durableHarnessServer?: Promise<DevServer>; durableHarnessServerUsers?: number };
 
-export async function setup(project: TestProject): Promise<void> {
+async function startOnce(): Promise<DevServer> {
   const cli = findTemporalCli();
   if (!cli) throw new Error(`The tests need a real Temporal dev server and found no Temporal CLI. ${temporalCliInstallHint}`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-test-'));
-  const [started, bundle] = await Promise.all([
-    startDevServer({ cliPath: cli.path, logFile: path.join(dir, 'temporal.log'), ui: true }),
-    bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } as never }),
-  ]);
-  server = started;
-  const bundlePath = path.join(dir, 'workflow-bundle.js');
-  writeFileSync(bundlePath, bundle.code);
+  return startDevServer({ cliPath: cli.path, logFile: path.join(dir, 'temporal.log'), ui: true });
+}
+
+export async function setup(project: TestProject): Promise<void> {
+  const server = await (shared.durableHarnessServer ??= startOnce());
+  shared.durableHarnessServerUsers = (shared.durableHarnessServerUsers ?? 0) + 1;
   project.provide('temporalAddress', server.address);
   project.provide('temporalUiUrl', server.uiUrl!);
-  project.provide('workflowBundlePath', bundlePath);
 }
 
 export async function teardown(): Promise<void> {
-  await server?.stop();
+  shared.durableHarnessServerUsers = (shared.durableHarnessServerUsers ?? 1) - 1;
+  if (shared.durableHarnessServerUsers > 0 || !shared.durableHarnessServer) return;
+  const server = await shared.durableHarnessServer;
+  delete shared.durableHarnessServer;
+  await server.stop();
 }
