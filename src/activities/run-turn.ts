@@ -72,7 +72,8 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
         beat();
       },
     });
-    const attached = (handle = await mapped(() => deps.provider(req.sandbox.provider).attach(req.sandbox)));
+    const attached = await mapped(() => deps.provider(req.sandbox.provider).attach(req.sandbox));
+    handle = attached;
     if (info.attempt > 1 || request.cleanFirst) {
       // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
       await attached.killLeftovers();
