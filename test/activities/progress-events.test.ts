@@ -3,7 +3,7 @@
  * was dropped (by the cap or a full queue) is counted in one event at the end of the turn, so the operator knows.
  */
 import { expect, it } from 'vitest';
-import { ProgressEvents, progressEventsBurst, progressEventsPerSecond } from '../../src/activities/turn-accounting.js';
+import { ProgressEvents, progressEventsBurst, progressEventsPerSecond } from '../../src/activities/turn/progress-events.js';
 import type { Ledger } from '../../src/ledger/index.js';
 
 function recordingLedger() {

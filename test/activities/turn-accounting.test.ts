@@ -6,7 +6,6 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
@@ -35,23 +34,21 @@ const catalog = parseCatalog(
 const quiet = { logger: new DefaultLogger('ERROR') };
 const call = (input: number, output: number, extra: Record<string, unknown> = {}) => ({ usage: { input, output }, ...extra });
 
-function setup(wrap?: (ledger: SqliteLedger) => Ledger, hostQueue?: string) {
+function setup(wrap?: (ledger: SqliteLedger) => Ledger) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-acct-'));
   const sqlite = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
   const ledger = wrap ? wrap(sqlite) : sqlite;
   const deps = { ...defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network', ledger }), heartbeatIntervalMs: 50, cancelledAccountingGraceMs: 500 };
-  /** The same ledger and disk as another worker: another host queue. */
-  const onHost = (queue: string) => createActivities({ ...deps, hostQueue: queue });
-  return { activities: createActivities({ ...deps, ...(hostQueue ? { hostQueue } : {}) }), sqlite, dataDir, onHost };
+  return { activities: createActivities(deps), sqlite, dataDir };
 }
 
 async function begin(activities: ReturnType<typeof createActivities>, workflowId: string, agent = 'scripted') {
   const spec = await activities.resolveAgent({ agent });
   const env = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId, runId: 'r-1' } }, quiet);
-  const { sandbox, hostIdle } = (await env.run(activities.startSession, { workflowId, runId: 'r-1', specHash: spec.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<
+  const { sandbox } = (await env.run(activities.startSession, { workflowId, runId: 'r-1', specHash: spec.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<
     ReturnType<typeof activities.startSession>
   >;
-  return { spec, sandbox, hostIdle };
+  return { spec, sandbox };
 }
 
 /** One turn of a run, as the test states it: the workflow's request is built from it. */
@@ -62,7 +59,6 @@ interface Input {
   readonly sandbox: SandboxRef;
   readonly prompt: string;
   readonly budget?: TurnBudget;
-  readonly onlyOnHost?: true;
 }
 
 /** Runs one attempt of `input`'s turn as the workflow's runTurn activity (activity id 7 of run r-1). */
@@ -76,7 +72,6 @@ function runTurn(activities: ReturnType<typeof createActivities>, input: Input, 
     sandbox: input.sandbox,
     input: { kind: 'prompt', parts: [input.prompt] },
     ...(input.budget ? { budget: input.budget } : {}),
-    ...(input.onlyOnHost ? { onlyOnHost: input.onlyOnHost } : {}),
   };
   return { env, done: env.run(activities.runTurn, request) as Promise<TurnResult> };
 }
@@ -218,47 +213,6 @@ describe('runTurn accounting', () => {
       [1, 'failed', 2],
       [2, 'budget-exhausted', 2],
     ]);
-  });
-
-  it('a pinned turn retried onto another worker runs nothing there and hands back what its earlier attempts spent', async () => {
-    const { activities, sqlite, onHost } = setup(undefined, 'q@host-a');
-    const { spec, sandbox } = await begin(activities, 'elsewhere');
-    // Attempt 1 on its host spends 200 tokens and crashes; Temporal's retry lands on host b.
-    const task = book.write('elsewhere', [{ calls: [call(100, 0), call(100, 0, { exit: 1 })] }]);
-    expect(sandbox.hostQueue).toBe('q@host-a');
-    const input = { workflowId: 'elsewhere', turn: 1, spec, sandbox, prompt: task, onlyOnHost: true as const };
-    await expect(runTurn(activities, input, 1).done).rejects.toThrow(/exited with code 1/);
-    const refused = await runTurn(onHost('q@host-b'), input, 2).done.catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(ApplicationFailure);
-    expect(refused).toMatchObject({ type: 'TurnElsewhere', nonRetryable: true, details: [{ spend: { usage: { input: 200, output: 0 }, costUsd: 0.0002 } }] });
-    // Nothing ran on host b: no new prompt run, no new call served.
-    expect((await sqlite.listPromptRuns('elsewhere')).map((r) => [r.attempt, r.status, r.calls])).toEqual([[1, 'failed', 2]]);
-    expect(servedIn(sandbox)).toHaveLength(2);
-  });
-
-  it('a session started or a pinned turn ended on an idle host invites the next turn to eager dispatch; beside another turn, not', async () => {
-    const { activities } = setup(undefined, 'q@host-a');
-    const turnOf = async (workflowId: string, step: Record<string, unknown>) => {
-      const { spec, sandbox } = await begin(activities, workflowId);
-      return runTurn(activities, { workflowId, turn: 1, spec, sandbox, prompt: book.write(workflowId, [{ ...step, ...ok() }]) }).done;
-    };
-    expect((await begin(activities, 'idle-start')).hostIdle).toBe(true);
-    expect(await turnOf('idle-alone', { calls: [call(1, 1)] })).toMatchObject({ step: { ok: true }, hostIdle: true });
-    // Two turns at once on the host: the one that ends first had company; the other ends alone. A session started
-    // while a turn runs is not idle either.
-    const slow = turnOf('idle-slow', { calls: [call(1, 1, { sleepMs: 1500 })] });
-    const quick = await turnOf('idle-quick', { calls: [call(1, 1)] });
-    expect(quick.step.ok).toBe(true);
-    expect(quick.hostIdle).toBeUndefined();
-    expect((await begin(activities, 'busy-start')).hostIdle).toBeUndefined();
-    expect(await slow).toMatchObject({ step: { ok: true }, hostIdle: true });
-    // A run that is not pinned (no host queue) never says so.
-    const unpinned = setup().activities;
-    const { spec, sandbox, hostIdle } = await begin(unpinned, 'idle-unpinned');
-    expect(hostIdle).toBeUndefined();
-    const outcome = await runTurn(unpinned, { workflowId: 'idle-unpinned', turn: 1, spec, sandbox, prompt: book.write('idle-unpinned', [ok()]) }).done;
-    expect(outcome.step.ok).toBe(true);
-    expect(outcome.hostIdle).toBeUndefined();
   });
 
   it('a progress-event write that fails never kills a healthy harness', async () => {

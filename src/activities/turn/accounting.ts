@@ -1,16 +1,17 @@
 /**
  * Accounting inside one turn attempt: every usage event the harness streams becomes a ledger row at once
  * (idempotent by attempt and call), priced by the one cost rule, and checked against the run's remaining budget.
- * Ledger writes go through queues that retry faults instead of failing the turn: accounting waits until its rows
- * land; progress events are best effort, off the turn's critical path, and never kill a healthy harness.
+ * Ledger writes go through a queue that retries faults instead of failing the turn: accounting waits until its rows
+ * land (progress events, best effort, are progress-events.ts).
  */
-import type { Usage } from '../adapters/types.js';
-import type { Prices } from '../catalog/schema.js';
-import { attemptCost, priceUsage } from '../contracts/cost.js';
-import { LedgerFaultError, type AttemptFinish, type AttemptStart, type CostView, type Ledger, type UsageRecord } from '../ledger/types.js';
-import { addUsage, checkedUsage, costOf, noUsage, totalTokens, usageKnown } from '../contracts/usage.js';
-
-import type { TurnBudget } from '../workflows/types.js';
+import type { Usage } from '../../adapters/types.js';
+import type { Prices } from '../../catalog/schema.js';
+import { attemptCost, priceUsage } from '../../contracts/cost.js';
+import type { AttemptFinish, AttemptStart, CostView, Ledger, UsageRecord } from '../../ledger/types.js';
+import { addUsage, checkedUsage, costOf, noUsage, totalTokens, usageKnown } from '../../contracts/usage.js';
+import type { TurnBudget } from '../../workflows/types.js';
+import { isRetryable } from '../ledger-wait.js';
+import { RetryingWriter } from './retrying-writer.js';
 
 export type { TurnBudget };
 
@@ -18,207 +19,6 @@ export type { TurnBudget };
 export interface BudgetCrossing {
   readonly guardrail: 'tokens' | 'cost';
   readonly reason: string;
-}
-
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(timer);
-      resolve();
-    }, { once: true });
-  });
-
-/** Errors a retry cannot fix: they fail the write at once. Everything else (ledger faults, I/O) is retried. */
-export type PermanentCheck = (err: unknown) => boolean;
-
-/**
- * A serial queue of ledger writes, in order. A write that fails with a retryable error is tried again with
- * backoff until it lands or the queue is abandoned; `fault` says what it is waiting on.
- */
-export class RetryingWriter {
-  private tail: Promise<void> = Promise.resolve();
-  private waiting = 0;
-  private lastFault: Error | undefined;
-  private readonly abandon = new AbortController();
-
-  constructor(
-    private readonly options: {
-      readonly isPermanent: PermanentCheck;
-      readonly initialDelayMs?: number;
-      readonly maxDelayMs?: number;
-      /** Called when a write starts failing (with the error) and when writes land again (undefined). */
-      readonly onFault?: (err: Error | undefined) => void;
-      /** Called for each write given up by `stop`, with what it would have written (for the operator's log). */
-      readonly onAbandoned?: (row: unknown, reason: string) => void;
-    },
-  ) {}
-
-  /** Writes queued or retrying. */
-  get pending(): number {
-    return this.waiting;
-  }
-
-  /** The error the queue is waiting on, if any. */
-  get fault(): Error | undefined {
-    return this.lastFault;
-  }
-
-  /** Queues a write; the promise settles when it landed (or failed permanently, or the queue was abandoned). */
-  enqueue(write: () => Promise<unknown>, row?: unknown): Promise<void> {
-    this.waiting += 1;
-    const run = this.tail.then(() => this.attempt(write, row));
-    this.tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run.finally(() => {
-      this.waiting -= 1;
-    });
-  }
-
-  /** Resolves once every write queued so far has settled. */
-  async drain(): Promise<void> {
-    await this.tail;
-  }
-
-  /** Resolves once drained, or after `ms` (returns whether it drained). */
-  async drainWithin(ms: number): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), ms);
-    });
-    const drained = await Promise.race([this.tail.then(() => true as const), timeout]);
-    clearTimeout(timer);
-    return drained;
-  }
-
-  /** Stops retrying: writes still waiting fail with `reason`. */
-  stop(reason: string): void {
-    this.abandon.abort(new Error(reason));
-  }
-
-  private async attempt(write: () => Promise<unknown>, row: unknown): Promise<void> {
-    let delay = this.options.initialDelayMs ?? 100;
-    for (;;) {
-      if (this.abandon.signal.aborted) {
-        const reason = this.abandon.signal.reason as Error;
-        if (row !== undefined) this.options.onAbandoned?.(row, reason.message);
-        throw reason;
-      }
-      try {
-        await write();
-        if (this.lastFault) {
-          this.lastFault = undefined;
-          this.options.onFault?.(undefined);
-        }
-        return;
-      } catch (err) {
-        if (this.options.isPermanent(err)) throw err;
-        const error = err instanceof Error ? err : new Error(String(err));
-        const changed = this.lastFault?.message !== error.message;
-        this.lastFault = error;
-        if (changed) this.options.onFault?.(error);
-        await sleep(delay, this.abandon.signal);
-        delay = Math.min(delay * 2, this.options.maxDelayMs ?? 2000);
-      }
-    }
-  }
-}
-
-/** Progress events the harness's stream may write per second of a turn, and in one burst (see `ProgressEvents.progress`). */
-export const progressEventsPerSecond = 50;
-export const progressEventsBurst = 200;
-
-/**
- * Progress events (live view only): bounded, written in the background, dropped when the queue overflows. What the
- * harness streams (`progress`) is also rate-capped per turn; whatever was dropped is counted in one
- * `progress-events-dropped` event at the end of the turn.
- */
-export class ProgressEvents {
-  private readonly writer: RetryingWriter;
-  private queued = 0;
-  dropped = 0;
-  /** Dropped by the rate cap (a subset of `dropped`). */
-  private rateDropped = 0;
-  private tokens: number;
-  private refilledAt = Date.now();
-  private readonly perSecond: number;
-  private readonly burst: number;
-
-  constructor(
-    private readonly ledger: Ledger,
-    private readonly where: { workflowId: string; runId?: string; turn: number },
-    options: { maxQueued?: number; perSecond?: number; burst?: number; onFault?: (err: Error | undefined) => void } = {},
-  ) {
-    this.maxQueued = options.maxQueued ?? 500;
-    this.perSecond = options.perSecond ?? progressEventsPerSecond;
-    this.burst = options.burst ?? progressEventsBurst;
-    this.tokens = this.burst;
-    this.writer = new RetryingWriter({ isPermanent: (err) => !isRetryable(err), maxDelayMs: 1000, onFault: options.onFault });
-  }
-
-  private readonly maxQueued: number;
-
-  /** Queues one event; never throws, never waits. */
-  append(type: string, data: unknown): void {
-    if (this.queued >= this.maxQueued) {
-      this.dropped += 1;
-      return;
-    }
-    this.queued += 1;
-    const { workflowId, runId, turn } = this.where;
-    void this.writer
-      .enqueue(() => this.ledger.appendEvent(workflowId, turn, type, data, runId))
-      .catch(() => {
-        this.dropped += 1;
-      })
-      .finally(() => {
-        this.queued -= 1;
-      });
-  }
-
-  /** Queues one event of the harness's stream within the rate cap (a token bucket); past it, only counts it. */
-  progress(type: string, data: unknown): void {
-    const now = Date.now();
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.refilledAt) / 1000) * this.perSecond);
-    this.refilledAt = now;
-    if (this.tokens < 1) {
-      this.rateDropped += 1;
-      this.dropped += 1;
-      return;
-    }
-    this.tokens -= 1;
-    this.append(type, data);
-  }
-
-  /** Queues any other best-effort write (e.g. the session id on the run row). */
-  write(fn: () => Promise<unknown>): void {
-    void this.writer.enqueue(fn).catch(() => undefined);
-  }
-
-  /** Waits up to `ms` for the queue, then gives up on what is left (it is progress, not accounting). */
-  async close(ms: number): Promise<void> {
-    if (this.dropped > 0) {
-      // Past the queue's bound on purpose: this one row is how the operator learns the others are missing.
-      const { workflowId, runId, turn } = this.where;
-      const data = { count: this.dropped, byRateCap: this.rateDropped, perSecond: this.perSecond, burst: this.burst };
-      void this.writer.enqueue(() => this.ledger.appendEvent(workflowId, turn, 'progress-events-dropped', data, runId)).catch(() => undefined);
-    }
-    const drained = await this.writer.drainWithin(ms);
-    if (!drained) this.writer.stop('progress events abandoned at the end of the turn');
-  }
-
-  get fault(): Error | undefined {
-    return this.writer.fault;
-  }
-}
-
-/** Ledger faults and plain I/O errors are retried; a bug (a TypeError, a constraint the code broke) is not. */
-export function isRetryable(err: unknown): boolean {
-  if (err instanceof LedgerFaultError) return true;
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' && /^(SQLITE_(BUSY|LOCKED|IOERR|READONLY|FULL|CANTOPEN)|E[A-Z]+|ECONN|57P|08)/.test(code);
 }
 
 /** A call's figures as its ledger row holds them (unknown-ness is the row's NULL counts). */

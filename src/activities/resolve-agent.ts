@@ -1,0 +1,65 @@
+/** `resolveAgent`: the agent from the catalog, checked against this worker and frozen into the ledger. */
+import { ApplicationFailure } from '@temporalio/activity';
+import { UnknownDriverError } from '../adapters/registry.js';
+import { findAgent, findHarness } from '../catalog/index.js';
+import { resolveCredentials } from '../credentials/index.js';
+import { freezeSpec, policyOf, type FrozenSpec, type RunPolicy } from '../spec/index.js';
+import type { InheritedBudget } from '../workflows/types.js';
+import type { Deps } from './deps.js';
+import { FailureTypes } from '../contracts/failures.js';
+import { permanent } from './failures.js';
+import { waitForLedger } from './ledger-wait.js';
+
+export interface ResolveAgentInput {
+  readonly agent: string;
+  readonly budget?: InheritedBudget;
+}
+
+/** Resolves the agent from the catalog, freezes its spec into the ledger, and returns what the workflow keeps. */
+export async function resolveAgent(deps: Deps, input: ResolveAgentInput): Promise<RunPolicy> {
+  const spec = freeze(deps, input.agent);
+  const hash = await waitForLedger(() => deps.specs.save(spec));
+  // The accounting ids of this spec resolve in the ledger for as long as the run lives, whatever the catalog does.
+  await waitForLedger(() =>
+    deps.ledger.syncCatalog({
+      vendors: [{ id: spec.harness.vendor, name: spec.harness.vendor }],
+      models: [{ id: `${spec.harness.vendor}/${spec.harness.model}`, vendorId: spec.harness.vendor, name: spec.harness.model }],
+      prompts: [{ id: spec.agent.promptId, name: spec.agent.name, text: spec.agent.systemPrompt }],
+    }),
+  );
+  return policyOf(spec, hash, { budget: input.budget, inlineTextLimit: deps.inlineTextLimit, decisions: deps.decisionMode ?? 'signed' });
+}
+
+/** Checks what the catalog asks for against this worker, then freezes it. */
+function freeze(deps: Deps, agentName: string): FrozenSpec {
+  const catalog = deps.catalog();
+  const agent = permanent(() => findAgent(catalog, agentName), FailureTypes.UnknownAgent);
+  const harness = permanent(() => findHarness(catalog, agent.harness), FailureTypes.UnknownHarness);
+  if (!harness.active) {
+    throw ApplicationFailure.nonRetryable(
+      `Harness "${harness.name}" is inactive. Install its binary (${harness.executable}), then set "active: true" for it in the catalog.`,
+      FailureTypes.InactiveHarness,
+    );
+  }
+  if (!deps.adapters.has(harness.driverClass)) {
+    throw ApplicationFailure.nonRetryable(new UnknownDriverError(harness.driverClass, deps.adapters.driverClasses()).message, FailureTypes.UnknownDriver);
+  }
+  const sandboxProvider = deps.provider(agent.sandbox.provider);
+  if (agent.sandbox.workspaceScope !== 'parent' && sandboxProvider.enforces(agent.sandbox.networkPolicy) === 'refused') {
+    throw ApplicationFailure.nonRetryable(`Agent "${agent.name}": ${sandboxProvider.refusalOf(agent.sandbox.networkPolicy)}`, FailureTypes.SandboxPolicyRefused);
+  }
+  // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
+  permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env: deps.env }), FailureTypes.CredentialMissing);
+  const spec = permanent(() => freezeSpec(catalog, agentName, deps.actions, deps.adapters.create(harness.driverClass).capabilities), FailureTypes.UnknownAgent);
+  const policy = spec.agent.permissions;
+  if (!spec.agent.permissionsEnforced && !policy.advisory) {
+    const what = policy.posture === 'strict' ? 'permission posture "strict"' : 'permission rules';
+    throw ApplicationFailure.nonRetryable(
+      `Agent "${agent.name}" has ${what}, but harness "${harness.name}" (${harness.driverClass}) cannot ask before a tool runs ` +
+        '(no permission hooks), so it could not be enforced. Use a harness with permission hooks, use "auto" without rules, ' +
+        'or set permissions.advisory: true for this agent to run it with the posture reported as not enforced.',
+      FailureTypes.PermissionHooksMissing,
+    );
+  }
+  return spec;
+}

@@ -1,0 +1,116 @@
+/**
+ * `runTurn`: one turn, inside one attempt: run the actions the workflow approved → drive the harness (heartbeating;
+ * dies with the turn when cancelled) → account for it as it streams → validate the envelope → return a small result.
+ * Its stages are in turn/.
+ */
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { resolveCredentials } from '../credentials/index.js';
+import { reportTurnIdentity } from '../observability/turn-telemetry.js';
+import type { SandboxHandle } from '../sandbox/types.js';
+import { MAX_HARNESS_MESSAGE_CHARS, clipText as clip } from '../workflows/bounds.js';
+import type { TurnRequest, TurnResult } from '../workflows/types.js';
+import { expandSandbox } from '../workflows/types.js';
+import { attemptDeadlineMs } from './approvals.js';
+import type { Deps } from './deps.js';
+import { FailureTypes } from '../contracts/failures.js';
+import { mapped, permanent } from './failures.js';
+import { openAttempt, type TurnRun } from './turn/attempt.js';
+import { composeInput, withHistory } from './turn/compose-input.js';
+import { driveHarness } from './turn/drive.js';
+import { turnGate } from './turn/gate.js';
+import { outcomeOf } from './turn/outcome.js';
+import { stopIfStale } from './turn/stale.js';
+import { claimSharedWorkspace } from './workspace-claim.js';
+
+/**
+ * Accounting is the activity's own, per attempt and per model call: the attempt's prompt run is opened before the
+ * harness starts, every usage event is a ledger row at once, and the row is closed with what became of the
+ * attempt, so a failed, killed or lost attempt's tokens are in the ledger too (and in a failure's details). With
+ * `budget`, streaming usage that crosses the run's remaining tokens or cost stops the harness mid-turn
+ * (`budgetExhausted`).
+ */
+export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnResult> {
+  // Handed to this worker while it was frozen, and already timed out: stop before touching the sandbox.
+  await stopIfStale(request.turn);
+  const spec = await deps.loadSpec(request.specHash);
+  const { name: harnessName, driverClass, vendor, model } = spec.harness;
+  reportTurnIdentity({ agent: spec.agent.name, harness: harnessName, driverClass, vendor, model });
+  const ctx = Context.current();
+  const info = ctx.info;
+  if (!info.workflowExecution) throw ApplicationFailure.nonRetryable('runTurn runs only as an activity of an agentRun workflow', FailureTypes.TurnFailed);
+  // The ledger's run: this execution's run id, which the ledger resolves to the run's row (continue-as-new
+  // executions have another id: the ledger then takes the latest run of the workflow id, the open one).
+  const runId = info.workflowExecution.runId;
+  const req: TurnRun = { ...request, sandbox: expandSandbox(request.sandbox), workflowId: info.workflowExecution.workflowId, runId };
+  const credentials = permanent(
+    () => resolveCredentials({ agent: { name: spec.agent.name, credentials: [...spec.agent.credentials] }, harness: spec.harness, store: deps.credentials, env: deps.env, log: ctx.log }),
+    FailureTypes.CredentialMissing,
+  );
+  const redact = deps.redactorFor(credentials.secrets);
+  const attempt = openAttempt(deps, spec, req);
+  const { progress, events, beat } = attempt;
+  const { gate, overCap } = turnGate(deps, spec, req, attempt, redact);
+  let handle: SandboxHandle | undefined;
+  try {
+    // A shared workspace is one run's at a time (workspace-claim.ts): wait for it, or refuse, as configured.
+    let waitAnnounced = false;
+    await claimSharedWorkspace({
+      ledger: deps.ledger,
+      scope: spec.agent.sandbox.workspaceScope,
+      mode: spec.agent.sandbox.concurrentRuns ?? 'wait',
+      sandbox: req.sandbox,
+      holder: { workflowId: req.workflowId, runId },
+      deadlineMs: attemptDeadlineMs(info),
+      signal: attempt.signal,
+      pollMs: deps.approvalPollMs,
+      onWait: (detail, holder) => {
+        if (detail && !waitAnnounced) {
+          waitAnnounced = true;
+          events.append('workspace-wait', { holder: holder.workflowId, workspace: req.sandbox.hostWorkspacePath });
+        }
+        progress.lastEvent = detail ?? 'starting';
+        beat();
+      },
+    });
+    const attached = await mapped(() => deps.provider(req.sandbox.provider).attach(req.sandbox));
+    handle = attached;
+    if (info.attempt > 1 || request.cleanFirst) {
+      // A crashed or timed-out earlier attempt may have left its process running: never run two at once.
+      await attached.killLeftovers();
+      if (info.attempt > 1) events.append('retry', { attempt: info.attempt });
+    }
+    const prompt = await composeInput(deps, req, attached.fs, redact);
+    beat();
+    const drive = (attemptId: string, input: string, resumeSessionId: string | undefined) =>
+      driveHarness({
+        deps,
+        spec,
+        req,
+        attempt,
+        handle: attached,
+        secretEnv: credentials.env,
+        gate,
+        overCap: () => overCap() !== undefined,
+        redact,
+        accounting: attempt.accountingFor(attemptId),
+        input,
+        resumeSessionId,
+        message: prompt,
+      });
+    let resumeFailed: string | undefined;
+    let run = await drive(attempt.attemptId, req.replay ? await withHistory(deps, req, prompt) : prompt, req.resumeSessionId);
+    if (!attempt.signal.aborted && run.crossing === undefined && run.turn?.error?.code === 'resume-failed' && req.resumeSessionId !== undefined) {
+      // The harness forgot the session: start fresh in this same attempt, with the conversation replayed. The
+      // fresh run is an attempt of its own in the ledger (its calls never collide with the refused one's).
+      resumeFailed = clip(redact(run.turn.error.message), MAX_HARNESS_MESSAGE_CHARS);
+      await attempt.finish(run, { status: 'resume-failed', outputUsed: false, output: '', error: resumeFailed });
+      events.append('resume-failed', { message: resumeFailed });
+      run = await drive(`${attempt.attemptId}:fresh`, await withHistory(deps, req, prompt), undefined);
+    }
+    return await outcomeOf({ deps, spec, req, attempt, run, redact, resumeFailed, permissionsOverCap: overCap() });
+  } catch (err) {
+    throw await attempt.failed(err, redact);
+  } finally {
+    await attempt.close(handle);
+  }
+}
