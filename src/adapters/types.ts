@@ -160,7 +160,7 @@ export type HarnessEvent =
   /** The harness's session identity, whether it resumed, and the model it says it used. */
   | { readonly type: 'session'; readonly sessionId: string; readonly resumed?: boolean; readonly model?: string }
   /** Terminal: the turn ended; `text` holds the raw envelope text. */
-  | { readonly type: 'turn-complete'; readonly text: string }
+  | { readonly type: 'turn-complete'; readonly text: string; readonly session?: TurnSession }
   /** Terminal: the turn failed. */
   | {
       readonly type: 'session-error';
@@ -168,6 +168,7 @@ export type HarnessEvent =
       readonly message: string;
       readonly exitCode?: number | null;
       readonly stderrTail?: string;
+      readonly session?: TurnSession;
     }
   /** A line the adapter does not know; ignored by the runtime. */
   | { readonly type: 'unknown'; readonly raw: string }
@@ -178,6 +179,15 @@ export type HarnessEvent =
    * lines past the per-turn sample are only counted (`…Lines` all of them, `…Reported` those reported as events).
    */
   | { readonly type: 'output-sampled'; readonly unknownLines: number; readonly unknownReported: number; readonly tooLargeLines: number; readonly tooLargeReported: number };
+
+/** What the turn engine adds to the terminal event: the session the turn ran in, as the harness reported it. */
+export interface TurnSession {
+  readonly sessionId: string;
+  /** The turn really continued the session it was asked to resume (a fork's branch counts). */
+  readonly resumed: boolean;
+  /** The model the harness says it used. */
+  readonly model?: string;
+}
 
 export type TerminalEvent = Extract<HarnessEvent, { type: 'turn-complete' | 'session-error' }>;
 
