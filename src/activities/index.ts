@@ -6,8 +6,8 @@
 import { ApplicationFailure, Context, activityInfo, heartbeat } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { ActionRegistry } from '../actions/index.js';
-import type { AdapterRegistry } from '../adapters/registry.js';
-import { UnknownDriverError } from '../adapters/registry.js';
+import { findDriver, UnknownDriverError, type AdapterRegistry } from '../adapters/registry.js';
+import { runDriverTurn } from '../adapters/engine.js';
 import { collectTurn } from '../adapters/fold.js';
 import { StopAtOnce, type HarnessEvent, type Usage } from '../adapters/types.js';
 import { BlobMissingError, LedgerBlobStore, claimCheck, isBlobRef, previewOf, resolveText, type BlobStore, type TextRef } from '../blobs/index.js';
@@ -150,7 +150,7 @@ export function createActivities(deps: ActivityDeps) {
       );
     }
     if (!deps.adapters.has(harness.driverClass)) {
-      throw ApplicationFailure.nonRetryable(new UnknownDriverError(harness.driverClass, deps.adapters.driverClasses()).message, FailureTypes.UnknownDriver);
+      throw ApplicationFailure.nonRetryable(new UnknownDriverError(harness.driverClass, [...deps.adapters.keys()].sort()).message, FailureTypes.UnknownDriver);
     }
     const sandboxProvider = provider(agent.sandbox.provider);
     if (agent.sandbox.workspaceScope !== 'parent' && sandboxProvider.enforces(agent.sandbox.networkPolicy) === 'refused') {
@@ -158,7 +158,7 @@ export function createActivities(deps: ActivityDeps) {
     }
     // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
     permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env }), FailureTypes.CredentialMissing);
-    const spec = permanent(() => freezeSpec(catalog, agentName, deps.actions, deps.adapters.create(harness.driverClass).capabilities), FailureTypes.UnknownAgent);
+    const spec = permanent(() => freezeSpec(catalog, agentName, deps.actions, findDriver(deps.adapters, harness.driverClass).capabilities), FailureTypes.UnknownAgent);
     const policy = spec.agent.permissions;
     if (!spec.agent.permissionsEnforced && !policy.advisory) {
       const what = policy.posture === 'strict' ? 'permission posture "strict"' : 'permission rules';
@@ -368,7 +368,7 @@ export function createActivities(deps: ActivityDeps) {
       );
       // What the posture becomes on this harness, for operators reading the run's record.
       const policy = spec.agent.permissions;
-      const report = deps.adapters.has(spec.harness.driverClass) ? deps.adapters.create(spec.harness.driverClass).applyPermissionPolicy(policy.posture) : undefined;
+      const report = deps.adapters.has(spec.harness.driverClass) ? findDriver(deps.adapters, spec.harness.driverClass).permissions(policy.posture) : undefined;
       await waitForLedger(() =>
         deps.ledger.appendEvent(
           input.workflowId,
@@ -766,7 +766,7 @@ export function createActivities(deps: ActivityDeps) {
     message: string,
   ): Promise<HarnessRun> {
     const { handle, secretEnv, gate, progress, redact, signal, events } = with_;
-    const adapter = deps.adapters.create(spec.harness.driverClass);
+    const driver = findDriver(deps.adapters, spec.harness.driverClass);
     const run: HarnessRun = { accounting, startedAt: Date.now(), finished: false, usageReported: false, resumed: false };
     runs.push(run);
     try {
@@ -783,38 +783,43 @@ export function createActivities(deps: ActivityDeps) {
         if (signal.aborted) throw signal.reason ?? err;
         throw err;
       }
-      adapter.applyPermissionPolicy(spec.agent.permissions.posture);
       // A harness without a system prompt gets the contract in its input instead (on a fresh session).
-      if (spec.harness.capabilities.systemPrompt) adapter.setSystemPrompt(spec.agent.systemPrompt);
       const prompt = spec.harness.capabilities.systemPrompt || resumeSessionId !== undefined ? input : promptWithContract(spec.agent.systemPrompt, input);
-      await adapter.start({
-        runId: req.workflowId,
-        harnessName: spec.harness.name,
-        executable: spec.harness.executable,
-        baseArgs: spec.harness.args,
-        model: spec.harness.model,
-        workspacePath: req.sandbox.workspacePath,
-        hostWorkspacePath: req.sandbox.hostWorkspacePath,
-        env: { ...spec.harness.env, ...secretEnv },
-        executor: handle.executor,
-        resumeSessionId,
-        baseUrl: spec.harness.baseUrl,
-        turnTimeoutMs: spec.harness.turnTimeoutMs,
-        maxReplyBytes: spec.harness.maxReplyBytes,
-        // A catalog that declares `capabilities.sessionFork` asks the adapter to fork resumed sessions.
-        settings: spec.harness.capabilities.sessionFork !== undefined ? { forkSessions: spec.harness.capabilities.sessionFork, ...spec.harness.settings } : spec.harness.settings,
-        // The adapter's state between turns lives in the ledger, out of the harness's reach.
-        state: {
-          get: (key) => waitForLedger(() => deps.ledger.getHarnessState(req.workflowId, key)),
-          set: (key, value) => waitForLedger(() => deps.ledger.setHarnessState(req.workflowId, key, value)),
+      const turn = runDriverTurn(
+        driver,
+        {
+          runId: req.workflowId,
+          harnessName: spec.harness.name,
+          executable: spec.harness.executable,
+          baseArgs: spec.harness.args,
+          model: spec.harness.model,
+          workspacePath: req.sandbox.workspacePath,
+          hostWorkspacePath: req.sandbox.hostWorkspacePath,
+          env: { ...spec.harness.env, ...secretEnv },
+          resumeSessionId,
+          baseUrl: spec.harness.baseUrl,
+          timeoutMs: spec.harness.turnTimeoutMs,
+          maxReplyBytes: spec.harness.maxReplyBytes,
+          // A catalog that declares `capabilities.sessionFork` asks the driver to fork resumed sessions.
+          settings: spec.harness.capabilities.sessionFork !== undefined ? { forkSessions: spec.harness.capabilities.sessionFork, ...spec.harness.settings } : (spec.harness.settings ?? {}),
+          // The driver's state between turns lives in the ledger, out of the harness's reach.
+          state: {
+            get: (key) => waitForLedger(() => deps.ledger.getHarnessState(req.workflowId, key)),
+            set: (key, value) => waitForLedger(() => deps.ledger.setHarnessState(req.workflowId, key, value)),
+          },
+          prompt,
+          turn: req.turn,
+          attemptId: accounting.attemptId,
+          ...(spec.harness.capabilities.systemPrompt ? { systemPrompt: spec.agent.systemPrompt } : {}),
+          posture: spec.agent.permissions.posture,
         },
-      });
-      const attemptId = accounting.attemptId;
+        { executor: handle.executor, fs: handle.fs, gate, signal },
+      );
       // Durable: the harness may forget it (it re-reports what was never acknowledged).
-      accounting.onRecorded = (ack) => void adapter.acknowledgeUsage?.(ack).catch(() => undefined);
+      accounting.onRecorded = (ack) => turn.acknowledge(ack);
       // Every event is redacted as it leaves the adapter: nothing below sees a harness string unredacted (the
       // gate sees a permission request as asked, to decide on it, and stores it redacted).
-      run.turn = await collectTurn(redactStream(adapter.runTurn({ prompt, turn: req.turn, attemptId, signal, gate }), redact), (event) => {
+      run.turn = await collectTurn(redactStream(turn, redact), (event) => {
         progress.events += 1;
         // A usage report is not something the harness does: it keeps the last thing it did as lastEvent.
         if (event.type !== 'usage' || progress.lastEvent === 'starting') progress.lastEvent = describeEvent(event, redact);
@@ -844,13 +849,13 @@ export function createActivities(deps: ActivityDeps) {
           Context.current().log.warn(`turn ${req.turn} of ${req.workflowId}: the harness printed a line of ${event.bytes} bytes, over the limit of ${event.limit}; it was not read`);
         }
       });
-      // What the adapter remembers did not come through the stream: redacted here.
-      run.sessionId = optional(adapter.externalSessionId, redact);
-      run.model = optional(adapter.reportedModel, redact);
-      run.resumed = adapter.resumed;
+      // The session the turn ran in, from its terminal event (redacted with the stream).
+      run.sessionId = run.turn.sessionId ?? optional(resumeSessionId, redact);
+      run.model = run.turn.model;
+      run.resumed = run.turn.resumed;
       return run;
     } finally {
-      await adapter.end().catch(() => undefined);
+      // Nothing to end: the engine killed the turn's process when the stream ended.
     }
   }
 }

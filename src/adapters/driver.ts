@@ -74,6 +74,12 @@ export interface DriverTurn {
   readonly twoWay: boolean;
   /** The run's driver state between turns, held by the runtime (the ledger), never in the workspace. */
   readonly state: HarnessStateStore;
+  /**
+   * Transition only: the workspace on the worker's host, where the drivers still READ the stores their CLIs keep
+   * (codex rollouts, gemini chat files, the opencode database) until `SandboxFs` has ranged reads and renames.
+   * Homes are written through `prepare`'s sandbox files.
+   */
+  readonly hostWorkspacePath?: string;
 }
 
 /** How one turn's process is started. */
@@ -104,6 +110,8 @@ export interface LineIo {
   send(line: string): void;
   /** The workspace's files (the harness's home included), as the sandbox sees them. */
   readonly fs: SandboxFs;
+  /** As `SessionIo.followUp`: for a line-mapped protocol that can send another prompt. */
+  followUp(): string | undefined;
 }
 
 /** The events of one line: none, one, or several. */
