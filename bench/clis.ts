@@ -23,7 +23,7 @@
  * One warm-up of each kind per CLI is not counted. Needs the pinned CLIs (cd test/e2e/clis && npm ci).
  * Run alone: `npx tsx bench/clis.ts [runs] [cli ...]` (starts its own Temporal dev server).
  */
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../test/support/driver-session.js';
+import { driverSession, type DriverSession, type HarnessSessionConfig } from '../test/support/driver-session.js';
 import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';

@@ -28,7 +28,6 @@
  * chat file when it is loaded in the same minute it was written (see `keepChatFiles`).
  */
 import { z } from 'zod';
-import type { PermissionRequest } from '../permissions/types.js';
 import { AcpClient, type AcpHost, type PromptResult, type StoredCall } from './acp-client.js';
 import { lineStateFor } from './cli-adapter.js';
 import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';

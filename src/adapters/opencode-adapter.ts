@@ -30,7 +30,6 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
-import type { PermissionRequest } from '../permissions/types.js';
 import { AcpClient, type AcpHost, type StoredCall } from './acp-client.js';
 import { lineStateFor } from './cli-adapter.js';
 import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';

@@ -1,5 +1,5 @@
 /** Claude Code adapter over JSONL recorded from the real pinned CLI (test/fixtures/claude, see its README). */
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../support/driver-session.js';
+import { driverSession, type DriverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

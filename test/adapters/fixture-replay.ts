@@ -1,5 +1,5 @@
 /** Replays recorded CLI fixtures (test/fixtures/<cli>/<case>.jsonl + .meta.json) through a fake executor. */
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../support/driver-session.js';
+import type { DriverSession, HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

@@ -3,7 +3,7 @@
  * cap are streamed past and reported once each, junk is sampled, a flood never keeps the event loop from its timers,
  * the pipe is paused while the turn is behind, and a harness that closes stdout but lives on ends its turn at once.
  */
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../support/driver-session.js';
+import { driverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

@@ -1,4 +1,4 @@
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../support/driver-session.js';
+import { driverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { describe, expect, it } from 'vitest';
 import { collectTurn, foldTurn } from '../../src/adapters/fold.js';
 import { defaultAdapterRegistry, findDriver, UnknownDriverError } from '../../src/adapters/registry.js';

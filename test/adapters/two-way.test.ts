@@ -3,7 +3,7 @@
  * (test/fixtures/<cli>/two-way/, recorded by test/fixtures/record-two-way.ts). The replay only prints a line
  * once the adapter has written what the CLI had received by then, so every answer must really be written.
  */
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../support/driver-session.js';
+import type { DriverSession, HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

@@ -1,5 +1,5 @@
 /** The bundled demo harness (stdio-JSON) run inside a container through the Docker executor, two turns. */
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../support/driver-session.js';
+import { driverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -4,7 +4,7 @@
  * with --bridge=none: host networking is the only way to reach the fake vendor on the host's 127.0.0.1.
  * The CLIs come from the test image (scripts/build-sandbox-image.sh puts test/e2e/clis under /opt/clis).
  */
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../support/driver-session.js';
+import { driverSession } from '../support/driver-session.js';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

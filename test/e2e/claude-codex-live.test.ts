@@ -6,7 +6,7 @@
  * process tree must go to 127.0.0.1 or ::1. CI must install strace (`apt-get install -y strace` in .ci/run).
  * A missing binary or strace is a FAILURE here, never a skip.
  */
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../support/driver-session.js';
+import { driverSession, type DriverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -6,7 +6,7 @@
  * loopback: proof that it contacted nothing but the fake server. Needs `strace` (apt-get install -y strace).
  * A missing binary or strace is a failure, never a skip.
  */
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../support/driver-session.js';
+import type { DriverSession } from '../support/driver-session.js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

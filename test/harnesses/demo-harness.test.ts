@@ -1,4 +1,4 @@
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../support/driver-session.js';
+import { driverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

@@ -3,7 +3,7 @@
  * CLI is configured, how its two-way mode behaves on a denial, and an executor that keeps the whole
  * conversation (stdout lines and stdin writes, in order).
  */
-import { driverSession, type DriverSession, type HarnessSessionConfig, type TurnInput } from '../../support/driver-session.js';
+import { driverSession, type DriverSession, type HarnessSessionConfig } from '../../support/driver-session.js';
 import { claudeCode } from '../../../src/adapters/claude-code-adapter.js';
 import { codex } from '../../../src/adapters/codex-adapter.js';
 import { geminiCli } from '../../../src/adapters/gemini-cli-adapter.js';
