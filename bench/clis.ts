@@ -23,6 +23,7 @@
  * One warm-up of each kind per CLI is not counted. Needs the pinned CLIs (cd test/e2e/clis && npm ci).
  * Run alone: `npx tsx bench/clis.ts [runs] [cli ...]` (starts its own Temporal dev server).
  */
+import { driverSession, type DriverSession, type HarnessSessionConfig } from '../test/support/driver-session.js';
 import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -30,8 +31,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode } from '@temporalio/worker';
-import { defaultAdapterRegistry } from '../src/adapters/registry.js';
-import type { HarnessAdapter, HarnessSessionConfig } from '../src/adapters/types.js';
+import { defaultAdapterRegistry, findDriver } from '../src/adapters/registry.js';
 import { parseCatalog } from '../src/catalog/index.js';
 import { startAgentRun } from '../src/client/index.js';
 import { MemoryCredentialStore } from '../src/credentials/index.js';
@@ -183,7 +183,7 @@ function sessionConfig(cli: BenchCli, vendor: FakeVendor, workspace: string, exe
 async function captureTurn(cli: BenchCli, vendor: FakeVendor, workspace: string, systemPrompt: string): Promise<{ request: ExecRequest; setupMs: number }> {
   const executor = new CapturingExecutor();
   const started = performance.now();
-  const adapter: HarnessAdapter = defaultAdapterRegistry().create(cli.driverClass);
+  const adapter: DriverSession = driverSession(findDriver(defaultAdapterRegistry(), cli.driverClass));
   adapter.applyPermissionPolicy('auto');
   adapter.setSystemPrompt(systemPrompt);
   await adapter.start(sessionConfig(cli, vendor, workspace, executor));
@@ -228,7 +228,7 @@ function bareTurn(request: ExecRequest, workspace: string): Promise<{ ms: number
 /** The adapter's own turn on the local executor: no activity, ledger or Temporal. */
 async function adapterTurn(cli: BenchCli, vendor: FakeVendor, workspace: string, systemPrompt: string): Promise<{ ms: number }> {
   const started = performance.now();
-  const adapter: HarnessAdapter = defaultAdapterRegistry().create(cli.driverClass);
+  const adapter: DriverSession = driverSession(findDriver(defaultAdapterRegistry(), cli.driverClass));
   adapter.applyPermissionPolicy('auto');
   adapter.setSystemPrompt(systemPrompt);
   await adapter.start(sessionConfig(cli, vendor, workspace, new LocalExecutor({ workspacePath: workspace })));

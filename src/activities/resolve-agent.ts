@@ -1,6 +1,6 @@
 /** `resolveAgent`: the agent from the catalog, checked against this worker and frozen into the ledger. */
 import { ApplicationFailure } from '@temporalio/activity';
-import { UnknownDriverError } from '../adapters/registry.js';
+import { findDriver, UnknownDriverError } from '../adapters/registry.js';
 import { findAgent, findHarness } from '../catalog/index.js';
 import { resolveCredentials } from '../credentials/index.js';
 import { freezeSpec, policyOf, type FrozenSpec, type RunPolicy } from '../spec/index.js';
@@ -42,7 +42,7 @@ function freeze(deps: Deps, agentName: string): FrozenSpec {
     );
   }
   if (!deps.adapters.has(harness.driverClass)) {
-    throw ApplicationFailure.nonRetryable(new UnknownDriverError(harness.driverClass, deps.adapters.driverClasses()).message, FailureTypes.UnknownDriver);
+    throw ApplicationFailure.nonRetryable(new UnknownDriverError(harness.driverClass, [...deps.adapters.keys()].sort()).message, FailureTypes.UnknownDriver);
   }
   const sandboxProvider = deps.provider(agent.sandbox.provider);
   if (agent.sandbox.workspaceScope !== 'parent' && sandboxProvider.enforces(agent.sandbox.networkPolicy) === 'refused') {
@@ -50,7 +50,7 @@ function freeze(deps: Deps, agentName: string): FrozenSpec {
   }
   // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
   permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env: deps.env }), FailureTypes.CredentialMissing);
-  const spec = permanent(() => freezeSpec(catalog, agentName, deps.actions, deps.adapters.create(harness.driverClass).capabilities), FailureTypes.UnknownAgent);
+  const spec = permanent(() => freezeSpec(catalog, agentName, deps.actions, findDriver(deps.adapters, harness.driverClass).capabilities), FailureTypes.UnknownAgent);
   const policy = spec.agent.permissions;
   if (!spec.agent.permissionsEnforced && !policy.advisory) {
     const what = policy.posture === 'strict' ? 'permission posture "strict"' : 'permission rules';

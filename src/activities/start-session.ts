@@ -1,5 +1,6 @@
 /** `startSession`: the run's ledger row and its sandbox (started, reattached, or borrowed from the parent run). */
 import { ApplicationFailure } from '@temporalio/activity';
+import { findDriver } from '../adapters/registry.js';
 import { isBlobRef, previewOf, type TextRef } from '../blobs/index.js';
 import { policyIsInteractive } from '../permissions/index.js';
 import type { RunIdentity, SandboxRef } from '../sandbox/types.js';
@@ -47,7 +48,7 @@ export async function startSession(deps: Deps, input: StartSessionInput): Promis
   );
   // What the posture becomes on this harness, for operators reading the run's record.
   const policy = spec.agent.permissions;
-  const report = deps.adapters.has(spec.harness.driverClass) ? deps.adapters.create(spec.harness.driverClass).applyPermissionPolicy(policy.posture) : undefined;
+  const report = deps.adapters.has(spec.harness.driverClass) ? findDriver(deps.adapters, spec.harness.driverClass).permissions(policy.posture) : undefined;
   await waitForLedger(() =>
     deps.ledger.appendEvent(
       input.workflowId,

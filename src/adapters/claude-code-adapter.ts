@@ -31,13 +31,11 @@
  * `result`; closing stdin then ends the process.
  */
 import { z } from 'zod';
-import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext } from './cli-adapter.js';
-import { harnessHome, numberSetting, parseJsonLine, stringSetting, type HarnessHome } from './harness-home.js';
-import type { AdapterRegistry } from './registry.js';
+import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper, Mapped } from './driver.js';
+import { driverHome, numberSetting, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { addUsage, noUsage, subtractUsage, totalTokens, usageKnown, usageOf } from '../contracts/usage.js';
 import type { PermissionRequest } from '../permissions/types.js';
-import type { WireAnswer } from './cli-adapter.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
+import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const claudeCodeDriverClass = 'ClaudeCode';
@@ -219,126 +217,73 @@ function cutCall(scratch: Scratch, ended = false): HarnessEvent[] {
   return events;
 }
 
-/** Adapter for Claude Code (`claude -p`). */
-export class ClaudeCode extends CliHarnessAdapter {
-  readonly driverClass = claudeCodeDriverClass;
-  readonly capabilities = claudeCodeCapabilities;
-  protected override readonly harnessLabel = 'Claude Code';
-  protected override readonly unknownSessionPattern = noConversation;
-  private home: HarnessHome | undefined;
+const names = { label: 'Claude Code' };
 
-  protected override async prepare(config: HarnessSessionConfig): Promise<void> {
-    this.home = harnessHome(config, 'claude');
-    // CLAUDE_CONFIG_DIR holds its settings, sessions (for --resume) and caches; it creates the directory itself.
+function permissions(posture: PermissionPosture): PermissionReport {
+  switch (posture) {
+    case 'strict':
+      return {
+        posture,
+        enforced: true,
+        note:
+          'Two-way mode (--permission-prompt-tool stdio): every edit and shell command is decided by the permission gate ' +
+          '(the policy, then an operator) before it runs, edited input included; read-only tools run unasked. Without a ' +
+          'gate: --permission-mode default, where every tool that would ask is DENIED.',
+      };
+    case 'auto':
+      return {
+        posture,
+        enforced: true,
+        note: '--permission-mode acceptEdits: file edits in the workspace are accepted; shell commands that would ask are denied. With permission rules: the two-way mode, as for strict.',
+      };
+    case 'dangerous':
+      return {
+        posture,
+        enforced: true,
+        note: '--dangerously-skip-permissions: every tool runs unasked (IS_SANDBOX=1 so it is accepted as root); only the sandbox limits it.',
+      };
   }
+}
 
-  protected override permissionReport(posture: PermissionPosture): PermissionReport {
-    switch (posture) {
-      case 'strict':
-        return {
-          posture,
-          enforced: true,
-          note:
-            'Two-way mode (--permission-prompt-tool stdio): every edit and shell command is decided by the permission gate ' +
-            '(the policy, then an operator) before it runs, edited input included; read-only tools run unasked. Without a ' +
-            'gate: --permission-mode default, where every tool that would ask is DENIED.',
-        };
-      case 'auto':
-        return {
-          posture,
-          enforced: true,
-          note: '--permission-mode acceptEdits: file edits in the workspace are accepted; shell commands that would ask are denied. With permission rules: the two-way mode, as for strict.',
-        };
-      case 'dangerous':
-        return {
-          posture,
-          enforced: true,
-          note: '--dangerously-skip-permissions: every tool runs unasked (IS_SANDBOX=1 so it is accepted as root); only the sandbox limits it.',
-        };
-    }
-  }
+function command(turn: DriverTurn): DriverCommand {
+  // CLAUDE_CONFIG_DIR holds its settings, sessions (for --resume) and caches; it creates the directory itself.
+  const home = driverHome(turn, 'claude');
+  // Two-way: the prompt goes on stdin (after the initialize request), so it never enters argv either.
+  const argv = turn.twoWay
+    ? [turn.executable, ...turn.baseArgs, '-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose', '--include-partial-messages']
+    : [turn.executable, ...turn.baseArgs, '-p', turn.prompt, '--output-format', 'stream-json', '--verbose', '--include-partial-messages'];
+  if (turn.twoWay) argv.push('--permission-mode', 'default', '--permission-prompt-tool', 'stdio');
+  else if (turn.posture === 'dangerous') argv.push('--dangerously-skip-permissions');
+  else argv.push('--permission-mode', permissionModes[turn.posture]);
+  if (turn.model) argv.push('--model', turn.model);
+  // Every turn: the system prompt is per invocation, it is not stored with the session.
+  if (turn.systemPrompt !== undefined) argv.push('--append-system-prompt', turn.systemPrompt);
+  if (turn.resumeSessionId) argv.push('--resume', turn.resumeSessionId, ...(turn.fork ? ['--fork-session'] : []));
 
-  protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
-    const home = this.home ?? harnessHome(ctx.config, 'claude');
-    // Two-way: the prompt goes on stdin (after the initialize request), so it never enters argv either.
-    const argv = ctx.twoWay
-      ? [ctx.config.executable, ...ctx.config.baseArgs, '-p', '--input-format', 'stream-json', '--output-format', 'stream-json', '--verbose', '--include-partial-messages']
-      : [ctx.config.executable, ...ctx.config.baseArgs, '-p', input.prompt, '--output-format', 'stream-json', '--verbose', '--include-partial-messages'];
-    if (ctx.twoWay) argv.push('--permission-mode', 'default', '--permission-prompt-tool', 'stdio');
-    else if (ctx.posture === 'dangerous') argv.push('--dangerously-skip-permissions');
-    else argv.push('--permission-mode', permissionModes[ctx.posture]);
-    if (ctx.config.model) argv.push('--model', ctx.config.model);
-    // Every turn: the system prompt is per invocation, it is not stored with the session.
-    if (ctx.systemPrompt !== undefined) argv.push('--append-system-prompt', ctx.systemPrompt);
-    if (ctx.resumeSessionId) argv.push('--resume', ctx.resumeSessionId, ...(ctx.fork ? ['--fork-session'] : []));
+  const env: Record<string, string> = { ...claudeQuietEnv, CLAUDE_CONFIG_DIR: home.path };
+  if (turn.baseUrl) env.ANTHROPIC_BASE_URL = claudeBaseUrl(turn.baseUrl);
+  // The key reaches the CLI only as ANTHROPIC_API_KEY; a catalog may name another variable for it.
+  const apiKeyEnv = stringSetting(turn, 'apiKeyEnv');
+  if (apiKeyEnv && apiKeyEnv !== 'ANTHROPIC_API_KEY' && turn.env[apiKeyEnv] !== undefined) env.ANTHROPIC_API_KEY = turn.env[apiKeyEnv];
+  // Claude retries even a 401 ten times with backoff (minutes); Temporal owns retries, so a catalog can bound it.
+  const maxRetries = numberSetting(turn, 'maxRetries');
+  if (maxRetries !== undefined) env.CLAUDE_CODE_MAX_RETRIES = String(maxRetries);
+  // Claude refuses --dangerously-skip-permissions as root unless told it is in a sandbox.
+  if (turn.posture === 'dangerous' && !turn.twoWay) env.IS_SANDBOX = '1';
+  if (!turn.twoWay) return { argv, env };
+  const stdin = [
+    { type: 'control_request', request_id: 'durable-harness-init', request: { subtype: 'initialize' } },
+    { type: 'user', message: { role: 'user', content: turn.prompt }, parent_tool_use_id: null, session_id: '' },
+  ];
+  return { argv, env, stdin: stdin.map((l) => `${JSON.stringify(l)}\n`).join(''), keepStdinOpen: true };
+}
 
-    const env: Record<string, string> = { ...claudeQuietEnv, CLAUDE_CONFIG_DIR: home.sandbox };
-    if (ctx.config.baseUrl) env.ANTHROPIC_BASE_URL = claudeBaseUrl(ctx.config.baseUrl);
-    // The key reaches the CLI only as ANTHROPIC_API_KEY; a catalog may name another variable for it.
-    const apiKeyEnv = stringSetting(ctx.config, 'apiKeyEnv');
-    if (apiKeyEnv && apiKeyEnv !== 'ANTHROPIC_API_KEY' && ctx.config.env[apiKeyEnv] !== undefined) env.ANTHROPIC_API_KEY = ctx.config.env[apiKeyEnv];
-    // Claude retries even a 401 ten times with backoff (minutes); Temporal owns retries, so a catalog can bound it.
-    const maxRetries = numberSetting(ctx.config, 'maxRetries');
-    if (maxRetries !== undefined) env.CLAUDE_CODE_MAX_RETRIES = String(maxRetries);
-    // Claude refuses --dangerously-skip-permissions as root unless told it is in a sandbox.
-    if (ctx.posture === 'dangerous' && !ctx.twoWay) env.IS_SANDBOX = '1';
-    if (!ctx.twoWay) return { argv, env };
-    const stdin = [
-      { type: 'control_request', request_id: 'durable-harness-init', request: { subtype: 'initialize' } },
-      { type: 'user', message: { role: 'user', content: input.prompt }, parent_tool_use_id: null, session_id: '' },
-    ];
-    return { argv, env, stdin: stdin.map((l) => `${JSON.stringify(l)}\n`).join(''), keepStdinOpen: true };
-  }
-
-  protected override answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
-    const response = answer.allow
-      ? { behavior: 'allow', updatedInput: answer.editedInput ?? request.input }
-      : { behavior: 'deny', message: answer.message ?? 'Denied.' };
-    state.send(JSON.stringify({ type: 'control_response', response: { subtype: 'success', request_id: request.id, response } }));
-  }
-
-  protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
-    const parsed = claudeLine.safeParse(parseJsonLine(line));
-    if (!parsed.success) return { type: 'unknown', raw: line };
-    const scratch = state.scratch as Scratch;
-    const value = parsed.data;
-    if (value.type === 'system' && value.subtype === 'init') {
-      const v = value as z.infer<typeof initLine>;
-      scratch.sessionId = v.session_id;
-      scratch.model = v.model ?? undefined;
-      return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
-    }
-    if (value.type === 'system' && value.subtype === 'status') {
-      // A model call is requested: a call still open was cut (a retry or a fallback follows).
-      if ((value as z.infer<typeof statusLine>).status !== 'requesting') return undefined;
-      const cut = cutCall(scratch);
-      scratch.requesting = true;
-      return cut;
-    }
-    if (value.type === 'system' && value.subtype === 'api_retry') {
-      const v = value as z.infer<typeof retryLine>;
-      return { type: 'activity', description: `claude retries the model API (attempt ${v.attempt ?? '?'} of ${v.max_retries ?? '?'}): ${v.error_status ?? ''} ${v.error ?? ''}`.trim() };
-    }
-    switch (value.type) {
-      case 'stream_event':
-        return this.streamEvent(value as z.infer<typeof streamEventLine>, scratch);
-      case 'assistant':
-        return this.assistant(value as z.infer<typeof assistantLine>, scratch);
-      case 'user':
-        return { type: 'activity', description: 'tool result' };
-      case 'result':
-        return this.result(value as z.infer<typeof resultLine>, state);
-      case 'control_request':
-        return this.controlRequest(value as z.infer<typeof controlRequestLine>, state);
-      case 'control_response':
-        return undefined; // the answer to our `initialize`
-      default:
-        return { type: 'unknown', raw: line };
-    }
-  }
+/** One turn's mapper: the stream-json lines of both modes, per-call usage, and (two-way) `can_use_tool` requests. */
+function claudeMapper(turn: DriverTurn, io: LineIo): LineMapper {
+  const scratch: Scratch = {};
 
   /** Per-call usage: remember `message_start`'s input side, emit the call at `message_delta` with its output. */
-  private streamEvent(value: z.infer<typeof streamEventLine>, scratch: Scratch): HarnessEvent[] | undefined {
+  const streamEvent = (value: z.infer<typeof streamEventLine>): HarnessEvent[] | undefined => {
     const event = value.event;
     if (event.type === 'message_start' && 'message' in event) {
       const cut = cutCall(scratch);
@@ -355,24 +300,13 @@ export class ClaudeCode extends CliHarnessAdapter {
       return [counted(scratch, usage)];
     }
     return undefined;
-  }
+  };
 
-  /** The call in flight when the turn ended early: its input side is known, its output is not (unknown usage). */
-  protected override unreportedUsage(state: LineState): HarnessEvent[] {
-    return cutCall(state.scratch as Scratch, true);
-  }
-
-  /** A permission wait holds the asking call's `message_delta` back (measured): its output is still to come. */
-  protected override callOpenAtRequest(state: LineState): boolean {
-    return (state.scratch as Scratch).call !== undefined;
-  }
-
-  private controlRequest(value: z.infer<typeof controlRequestLine>, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
+  const controlRequest = (value: z.infer<typeof controlRequestLine>): Mapped => {
     const { request } = value;
     if (request.subtype === 'can_use_tool' && request.tool_name) {
       // Claude holds the asking call's `message_delta` until it has the answer (measured): its input side is booked
       // now, so a cancel or a dead worker during the wait does not lose the call; the output follows the answer.
-      const scratch = state.scratch as Scratch;
       const events: HarnessEvent[] = [];
       if (scratch.call && !scratch.inputBooked && usageKnown(scratch.call)) {
         events.push(counted(scratch, inputSide(scratch.call)));
@@ -381,11 +315,11 @@ export class ClaudeCode extends CliHarnessAdapter {
       return [...events, { type: 'permission-request', ...claudePermissionRequest(value.request_id, request.tool_name, request.input, request.description) }];
     }
     // Nothing else was registered (no hooks, no SDK MCP servers): say so rather than leave claude waiting.
-    state.send(JSON.stringify({ type: 'control_response', response: { subtype: 'error', request_id: value.request_id, error: `durable-harness does not handle ${request.subtype}` } }));
+    io.send(JSON.stringify({ type: 'control_response', response: { subtype: 'error', request_id: value.request_id, error: `durable-harness does not handle ${request.subtype}` } }));
     return { type: 'activity', description: `claude control request ${request.subtype} refused` };
-  }
+  };
 
-  private assistant(value: z.infer<typeof assistantLine>, scratch: Scratch): HarnessEvent[] {
+  const assistant = (value: z.infer<typeof assistantLine>): HarnessEvent[] => {
     const events: HarnessEvent[] = [];
     const { id, usage } = value.message;
     // A message no stream announced is a non-streamed call (claude's fallback after a cut stream, measured): its
@@ -408,14 +342,13 @@ export class ClaudeCode extends CliHarnessAdapter {
       else if (block.type === 'tool_use' && 'name' in block) events.push({ type: 'activity', description: `${block.name} ${JSON.stringify(block.input ?? {})}` });
     }
     return events;
-  }
+  };
 
-  private result(value: z.infer<typeof resultLine>, state: LineState): HarnessEvent[] {
+  const result = (value: z.infer<typeof resultLine>): HarnessEvent[] => {
     const errors = value.errors ?? [];
-    if (state.resumeSessionId !== undefined && errors.some((e) => noConversation.test(e))) {
-      return [this.resumeFailed(state, { reason: errors.join('; ') })];
+    if (turn.resumeSessionId !== undefined && errors.some((e) => noConversation.test(e))) {
+      return [resumeFailed(names, turn, { reason: errors.join('; ') })];
     }
-    const scratch = state.scratch as Scratch;
     // A call still open at the end was cut (it never finished streaming).
     const events: HarnessEvent[] = cutCall(scratch, true);
     // The result covers every call of the turn: count only what the per-call events did not already count.
@@ -433,10 +366,67 @@ export class ClaudeCode extends CliHarnessAdapter {
       events.push({ type: 'turn-complete', text: value.result ?? '' });
     }
     return events;
-  }
+  };
+
+  return {
+    line: (line) => {
+      const parsed = claudeLine.safeParse(parseJsonLine(line));
+      if (!parsed.success) return { type: 'unknown', raw: line };
+      const value = parsed.data;
+      if (value.type === 'system' && value.subtype === 'init') {
+        const v = value as z.infer<typeof initLine>;
+        scratch.sessionId = v.session_id;
+        scratch.model = v.model ?? undefined;
+        return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
+      }
+      if (value.type === 'system' && value.subtype === 'status') {
+        // A model call is requested: a call still open was cut (a retry or a fallback follows).
+        if ((value as z.infer<typeof statusLine>).status !== 'requesting') return undefined;
+        const cut = cutCall(scratch);
+        scratch.requesting = true;
+        return cut;
+      }
+      if (value.type === 'system' && value.subtype === 'api_retry') {
+        const v = value as z.infer<typeof retryLine>;
+        return { type: 'activity', description: `claude retries the model API (attempt ${v.attempt ?? '?'} of ${v.max_retries ?? '?'}): ${v.error_status ?? ''} ${v.error ?? ''}`.trim() };
+      }
+      switch (value.type) {
+        case 'stream_event':
+          return streamEvent(value as z.infer<typeof streamEventLine>);
+        case 'assistant':
+          return assistant(value as z.infer<typeof assistantLine>);
+        case 'user':
+          return { type: 'activity', description: 'tool result' };
+        case 'result':
+          return result(value as z.infer<typeof resultLine>);
+        case 'control_request':
+          return controlRequest(value as z.infer<typeof controlRequestLine>);
+        case 'control_response':
+          return undefined; // the answer to our `initialize`
+        default:
+          return { type: 'unknown', raw: line };
+      }
+    },
+    answer: (request, answer) => {
+      const response = answer.allow ? { behavior: 'allow', updatedInput: answer.editedInput ?? request.input } : { behavior: 'deny', message: answer.message ?? 'Denied.' };
+      io.send(JSON.stringify({ type: 'control_response', response: { subtype: 'success', request_id: request.id, response } }));
+    },
+    exit: (code, stderrTail) => resumeFailedOnExit(names, noConversation, turn, code, stderrTail),
+    /** The call in flight when the turn ended early: its input side is known, its output is not (unknown usage). */
+    unreported: () => cutCall(scratch, true),
+    /** A permission wait holds the asking call's `message_delta` back (measured): its output is still to come. */
+    callOpen: () => scratch.call !== undefined,
+  };
 }
 
-/** Registers the Claude Code adapter. */
-export function registerClaudeCode(registry: AdapterRegistry): AdapterRegistry {
-  return registry.register(claudeCodeDriverClass, () => new ClaudeCode());
-}
+/** The Claude Code driver (`claude -p`). */
+export const claudeCode: HarnessDriver = {
+  specificationVersion: 'v2',
+  driverClass: claudeCodeDriverClass,
+  capabilities: claudeCodeCapabilities,
+  vendor: { api: 'anthropic-messages', baseUrl: { env: 'ANTHROPIC_BASE_URL' }, apiKey: { env: 'ANTHROPIC_API_KEY' } },
+  mcp: { flag: '--mcp-config' },
+  permissions,
+  command,
+  session: () => ({ kind: 'one-way', start: claudeMapper }),
+};

@@ -22,24 +22,24 @@
  * `reasoning_output_tokens`, so output = output_tokens − reasoning. On a resumed or forked thread the usage is
  * the THREAD's running total, not the turn's (measured: turn 2 reported turn 1 + turn 2; a fork starts from its
  * parent's total), so the adapter keeps the last total per thread in the run's state (the ledger, through
- * `config.state`; never in the workspace, where the harness could lower it) and reports the difference.
+ * `turn.state`; never in the workspace, where the harness could lower it) and reports the difference.
  * A failed turn (`turn.failed`, a crash, a kill) prints no usage, but codex's rollout file
  * (`$CODEX_HOME/sessions/…/rollout-…-<thread>.jsonl`) has a `token_count` event per model call: the adapter
  * reads the thread's last total there, so the calls a failed attempt made are still counted.
- * Model: codex does not print it in the JSONL (only in its rollout file); `reportedModel` stays undefined.
+ * Model: codex does not print it in the JSONL (only in its rollout file), so no model is reported.
  * No cost is reported.
  *
  * Two-way mode (when the turn's permission gate can deny or ask): `codex app-server`, see codex-app-server.ts.
  * There usage comes per model call (`thread/tokenUsage/updated` → `last`), and the thread's model is reported.
  */
 import { z } from 'zod';
-import type { PermissionRequest } from '../permissions/types.js';
-import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
+import { lineStateFor } from './cli-adapter.js';
 import { CodexAppServer, type TokenBreakdown, type TwoWayHost } from './codex-app-server.js';
-import { harnessHome, homePath, listHomeDir, parseJsonLine, readHomeFile, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
-import type { AdapterRegistry } from './registry.js';
+import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
+import { harnessHome, homePath, listHomeDir, readHomeFile, type HarnessHome } from './harness-home.js';
+import { below, driverHome, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { noUsage, subtractUsage, usageFromJson, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TurnInput, Usage } from './types.js';
+import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const codexDriverClass = 'Codex';
@@ -202,122 +202,99 @@ interface Scratch {
 
 const toolItems = new Set(['command_execution', 'file_change', 'mcp_tool_call']);
 
-/** Adapter for Codex CLI (`codex exec --json`). */
-export class Codex extends CliHarnessAdapter {
-  readonly driverClass = codexDriverClass;
-  readonly capabilities = codexCapabilities;
-  protected override readonly sessionNoun = 'thread';
-  protected override readonly unknownSessionPattern = unknownThread;
-  private home: HarnessHome | undefined;
-  /** The last running usage total per thread, loaded from the run's state at start. */
-  private totals: Record<string, Usage> = {};
-  private saving: Promise<void> = Promise.resolve();
-  private readonly appServer = new CodexAppServer();
-  /** The current turn runs `codex app-server` (two-way) rather than `codex exec --json`. */
-  private twoWayTurn = false;
-  private readonly host: TwoWayHost = {
-    resumeFailed: (state, detail) => this.resumeFailed(state, detail),
-    takeFollowUp: (state) => this.takeFollowUp(state),
-    rolloutCalls: (threadId) => this.rollout(threadId)?.calls ?? [],
-    usage: (b: TokenBreakdown) =>
-      codexUsage({
-        input_tokens: b.inputTokens,
-        cached_input_tokens: b.cachedInputTokens,
-        cache_write_input_tokens: b.cacheWriteInputTokens,
-        output_tokens: b.outputTokens,
-        reasoning_output_tokens: b.reasoningOutputTokens,
-      }),
+const names = { label: 'Codex', noun: 'thread' };
+
+function permissions(posture: PermissionPosture): PermissionReport {
+  const mode = sandboxModes[posture];
+  const note =
+    posture === 'strict'
+      ? 'Two-way mode (codex app-server, approvalPolicy untrusted, sandbox workspace-write): every command codex does not ' +
+        'consider safe and every file change is decided by the permission gate (the policy, then an operator) before it ' +
+        "runs; codex's own safe read-only commands run unasked; an edited command is emulated (refused, the model is told, " +
+        `exactly the edit is pre-approved). Without a gate: sandbox_mode=${mode}, approval_policy=never, writes fail.`
+      : posture === 'auto'
+        ? `sandbox_mode=${mode}, approval_policy=never: commands may write inside the workspace only; nothing is asked. With permission rules: the two-way mode, as for strict.`
+        : `sandbox_mode=${mode}, approval_policy=never: codex's own sandbox is off; only the outer sandbox limits it.`;
+  return { posture, enforced: true, note };
+}
+
+function command(turn: DriverTurn): DriverCommand {
+  const env = { CODEX_HOME: driverHome(turn, 'codex').path };
+  if (turn.twoWay) return { argv: [turn.executable, ...turn.baseArgs, 'app-server'], env, stdin: appServerTurn(turn).stdin, keepStdinOpen: true };
+  const resume = turn.resumeSessionId;
+  const options = ['--json', '--skip-git-repo-check', '-c', `sandbox_mode=${tomlString(sandboxModes[turn.posture])}`, '-c', 'approval_policy="never"'];
+  if (turn.model) options.push('-m', turn.model);
+  // Every turn: a resumed thread keeps its first developer message, but the config value must not vanish.
+  if (turn.systemPrompt !== undefined) options.push('-c', `developer_instructions=${tomlString(turn.systemPrompt)}`);
+  const head = [turn.executable, ...turn.baseArgs, 'exec'];
+  // `--` keeps a prompt that starts with "-" from being read as a flag.
+  const argv = resume ? [...head, turn.fork ? 'fork' : 'resume', ...options, '--', resume, turn.prompt] : [...head, ...options, '--', turn.prompt];
+  return { argv, env };
+}
+
+/** The app-server conversation of a two-way turn, and its first stdin line. */
+function appServerTurn(turn: DriverTurn): { server: CodexAppServer; stdin: string } {
+  const server = new CodexAppServer();
+  const stdin = server.begin({
+    prompt: turn.prompt,
+    cwd: turn.workspacePath,
+    ...(turn.resumeSessionId ? { threadId: turn.resumeSessionId, fork: turn.fork } : {}),
+    ...(turn.model ? { model: turn.model } : {}),
+    ...(turn.systemPrompt !== undefined ? { developerInstructions: turn.systemPrompt } : {}),
+  });
+  return { server, stdin };
+}
+
+/** The thread totals of the run's state, and how this turn's share of a running total is measured and remembered. */
+async function threadTotals(turn: DriverTurn): Promise<(threadId: string | undefined, total: Usage) => Promise<Usage>> {
+  let totals = usageTotals(await turn.state.get(usageTotalsKey).catch(() => undefined));
+  /**
+   * The turn's share of a thread's running total, remembered for the next turn. A fork's first total includes its
+   * parent's, so a thread seen for the first time is measured against the session it forked.
+   */
+  return async (threadId, total) => {
+    if (!threadId) return total;
+    const before = totals[threadId] ?? (turn.fork && turn.resumeSessionId ? totals[turn.resumeSessionId] : undefined);
+    totals = { ...totals, [threadId]: total };
+    // A lost write makes the next turn count this one again (too much, never too little).
+    await turn.state.set(usageTotalsKey, totals).catch(() => undefined);
+    return before ? subtractUsage(total, before) : total;
+  };
+}
+
+/** The usage in the thread's rollout file (its last running total and its recorded calls), if codex wrote one. */
+function rollout(turn: DriverTurn, threadId: string): ReturnType<typeof readRolloutUsage> | undefined {
+  const home = harnessHome(turn, 'codex');
+  const file = home && findRollout(homePath(home, 'sessions'), threadId);
+  if (!file) return undefined;
+  try {
+    return readRolloutUsage(readHomeFile(file) ?? '');
+  } catch {
+    return undefined;
+  }
+}
+
+/** One `codex exec --json` turn. */
+async function execMapper(turn: DriverTurn): Promise<LineMapper> {
+  const scratch: Scratch = {};
+  const sinceLastTotal = await threadTotals(turn);
+
+  /**
+   * A turn that failed, crashed or was killed printed no usage: the thread's rollout file has the running total
+   * after each model call. Reports what this turn added to it, and a call of unknown usage when the turn was cut off
+   * while codex was calling the model (not running a tool): that call's tokens are in no record. The two-way mode
+   * counts per call instead (codex-app-server.ts), never from the thread's total: that would count its calls twice.
+   */
+  const unreported = async (): Promise<HarnessEvent[]> => {
+    if (scratch.counted || !scratch.threadId) return [];
+    scratch.counted = true;
+    const total = rollout(turn, scratch.threadId)?.total;
+    const events: HarnessEvent[] = total ? [{ type: 'usage', usage: await sinceLastTotal(scratch.threadId, total) }] : [];
+    if (!scratch.toolRunning) events.push({ type: 'usage', usage: noUsage });
+    return events;
   };
 
-  protected override async prepare(config: HarnessSessionConfig): Promise<void> {
-    this.home = harnessHome(config, 'codex');
-    this.totals = usageTotals(await config.state?.get(usageTotalsKey));
-    const envKey = stringSetting(config, 'apiKeyEnv') ?? 'OPENAI_API_KEY';
-    const baseUrl = config.baseUrl ?? 'https://api.openai.com/v1';
-    writeHomeFile(homePath(this.home, 'config.toml'), codexConfigToml({ baseUrl, envKey, model: config.model }));
-  }
-
-  protected override permissionReport(posture: PermissionPosture): PermissionReport {
-    const mode = sandboxModes[posture];
-    const note =
-      posture === 'strict'
-        ? 'Two-way mode (codex app-server, approvalPolicy untrusted, sandbox workspace-write): every command codex does not ' +
-          'consider safe and every file change is decided by the permission gate (the policy, then an operator) before it ' +
-          "runs; codex's own safe read-only commands run unasked; an edited command is emulated (refused, the model is told, " +
-          `exactly the edit is pre-approved). Without a gate: sandbox_mode=${mode}, approval_policy=never, writes fail.`
-        : posture === 'auto'
-          ? `sandbox_mode=${mode}, approval_policy=never: commands may write inside the workspace only; nothing is asked. With permission rules: the two-way mode, as for strict.`
-          : `sandbox_mode=${mode}, approval_policy=never: codex's own sandbox is off; only the outer sandbox limits it.`;
-    return { posture, enforced: true, note };
-  }
-
-  protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
-    const home = this.home ?? harnessHome(ctx.config, 'codex');
-    this.twoWayTurn = ctx.twoWay;
-    if (ctx.twoWay) {
-      const stdin = this.appServer.begin({
-        prompt: input.prompt,
-        cwd: ctx.config.workspacePath,
-        ...(ctx.resumeSessionId ? { threadId: ctx.resumeSessionId, fork: ctx.fork } : {}),
-        ...(ctx.config.model ? { model: ctx.config.model } : {}),
-        ...(ctx.systemPrompt !== undefined ? { developerInstructions: ctx.systemPrompt } : {}),
-      });
-      return { argv: [ctx.config.executable, ...ctx.config.baseArgs, 'app-server'], env: { CODEX_HOME: home.sandbox }, stdin, keepStdinOpen: true };
-    }
-    const resume = ctx.resumeSessionId;
-    const options = ['--json', '--skip-git-repo-check', '-c', `sandbox_mode=${tomlString(sandboxModes[ctx.posture])}`, '-c', 'approval_policy="never"'];
-    if (ctx.config.model) options.push('-m', ctx.config.model);
-    // Every turn: a resumed thread keeps its first developer message, but the config value must not vanish.
-    if (ctx.systemPrompt !== undefined) options.push('-c', `developer_instructions=${tomlString(ctx.systemPrompt)}`);
-    const head = [ctx.config.executable, ...ctx.config.baseArgs, 'exec'];
-    // `--` keeps a prompt that starts with "-" from being read as a flag.
-    const argv = resume ? [...head, ctx.fork ? 'fork' : 'resume', ...options, '--', resume, input.prompt] : [...head, ...options, '--', input.prompt];
-    return { argv, env: { CODEX_HOME: home.sandbox } };
-  }
-
-  protected override answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
-    this.appServer.answer(request, answer, state);
-  }
-
-  protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
-    if (this.twoWayTurn) return this.appServer.map(line, state, this.host);
-    const parsed = codexLine.safeParse(parseJsonLine(line));
-    if (!parsed.success) return { type: 'unknown', raw: line };
-    const scratch = state.scratch as Scratch;
-    const value = parsed.data;
-    switch (value.type) {
-      case 'thread.started': {
-        const v = value as z.infer<typeof threadStarted>;
-        scratch.threadId = v.thread_id;
-        // Codex does not say which model answered (it is only in its rollout file): no model here, no guess.
-        return { type: 'session', sessionId: v.thread_id };
-      }
-      case 'turn.started':
-        scratch.toolRunning = false;
-        return undefined;
-      case 'item.started':
-      case 'item.updated':
-      case 'item.completed':
-        return this.item(value as z.infer<typeof itemLine>, scratch);
-      case 'turn.completed':
-        return this.completed(value as z.infer<typeof turnCompleted>, state);
-      case 'turn.failed': {
-        const v = value as z.infer<typeof turnFailed>;
-        // The call that failed is over: nothing is in flight.
-        scratch.toolRunning = true;
-        return [...this.unreportedUsage(state), { type: 'session-error', code: 'vendor-error', message: `Codex ended the turn with an error: ${v.error?.message ?? 'no message'}` }];
-      }
-      case 'error': {
-        // A top-level error precedes turn.failed; keep it as progress, the terminal comes with turn.failed.
-        const v = value as z.infer<typeof errorLine>;
-        return { type: 'activity', description: `codex error: ${v.message ?? ''}` };
-      }
-      default:
-        return { type: 'unknown', raw: line };
-    }
-  }
-
-  private item(value: z.infer<typeof itemLine>, scratch: Scratch): HarnessEvent | undefined {
+  const item = (value: z.infer<typeof itemLine>): HarnessEvent | undefined => {
     const it = value.item;
     const done = value.type === 'item.completed';
     if (toolItems.has(it.type) && value.type !== 'item.updated') scratch.toolRunning = !done;
@@ -338,80 +315,102 @@ export class Codex extends CliHarnessAdapter {
     if (it.type === 'error' && 'message' in it) return { type: 'activity', description: `codex warning: ${it.message}` };
     if (it.type === 'reasoning') return { type: 'activity', description: 'reasoning' };
     return { type: 'activity', description: `codex item: ${it.type}` };
-  }
+  };
 
-  private completed(value: z.infer<typeof turnCompleted>, state: LineState): HarnessEvent[] {
-    const scratch = state.scratch as Scratch;
+  const completed = async (value: z.infer<typeof turnCompleted>): Promise<HarnessEvent[]> => {
     const events: HarnessEvent[] = [];
     if (value.usage) {
       scratch.counted = true;
-      events.push({ type: 'usage', usage: this.sinceLastTotal(codexUsage(value.usage), state) });
+      events.push({ type: 'usage', usage: await sinceLastTotal(scratch.threadId, codexUsage(value.usage)) });
     } else {
-      events.push(...this.unreportedUsage(state));
+      events.push(...(await unreported()));
     }
     events.push({ type: 'turn-complete', text: scratch.text ?? '' });
     return events;
-  }
+  };
 
-  /**
-   * The turn's share of a thread's running total, remembered for the next turn. A fork's first total includes its
-   * parent's, so a thread seen for the first time is measured against the session it forked.
-   */
-  private sinceLastTotal(total: Usage, state: LineState): Usage {
-    const threadId = (state.scratch as Scratch).threadId;
-    if (!threadId) return total;
-    const before = this.previousTotal(threadId) ?? (state.fork && state.resumeSessionId ? this.previousTotal(state.resumeSessionId) : undefined);
-    this.saveTotal(threadId, total);
-    return before ? subtractUsage(total, before) : total;
-  }
-
-  /**
-   * A turn that failed, crashed or was killed printed no usage: the thread's rollout file has the running total
-   * after each model call. Reports what this turn added to it, and a call of unknown usage when the turn was cut off
-   * while codex was calling the model (not running a tool): that call's tokens are in no record. The two-way mode
-   * counts per call instead (codex-app-server.ts), never from the thread's total: that would count its calls twice.
-   */
-  protected override unreportedUsage(state: LineState): HarnessEvent[] {
-    if (this.twoWayTurn) return this.appServer.unreported(state, this.host);
-    const scratch = state.scratch as Scratch;
-    if (scratch.counted || !scratch.threadId) return [];
-    scratch.counted = true;
-    const total = this.rollout(scratch.threadId)?.total;
-    const events: HarnessEvent[] = total ? [{ type: 'usage', usage: this.sinceLastTotal(total, state) }] : [];
-    if (!scratch.toolRunning) events.push({ type: 'usage', usage: noUsage });
-    return events;
-  }
-
-  /** The usage in the thread's rollout file (its last running total and its recorded calls), if codex wrote one. */
-  private rollout(threadId: string): ReturnType<typeof readRolloutUsage> | undefined {
-    if (!this.home) return undefined;
-    const file = findRollout(homePath(this.home, 'sessions'), threadId);
-    if (!file) return undefined;
-    try {
-      return readRolloutUsage(readHomeFile(file) ?? '');
-    } catch {
-      return undefined;
-    }
-  }
-
-  private previousTotal(threadId: string): Usage | undefined {
-    return this.totals[threadId];
-  }
-
-  /** Remembers the thread's total in the run's state; the write lands before the adapter ends. */
-  private saveTotal(threadId: string, total: Usage): void {
-    this.totals = { ...this.totals, [threadId]: total };
-    const store = this.config?.state;
-    if (!store) return;
-    const totals = this.totals;
-    // A lost write makes the next turn count this one again (too much, never too little).
-    this.saving = this.saving.then(() => store.set(usageTotalsKey, totals)).catch(() => undefined);
-  }
-
-  protected override async onEnd(): Promise<void> {
-    await this.saving;
-  }
+  return {
+    line: (line) => {
+      const parsed = codexLine.safeParse(parseJsonLine(line));
+      if (!parsed.success) return { type: 'unknown', raw: line };
+      const value = parsed.data;
+      switch (value.type) {
+        case 'thread.started': {
+          const v = value as z.infer<typeof threadStarted>;
+          scratch.threadId = v.thread_id;
+          // Codex does not say which model answered (it is only in its rollout file): no model here, no guess.
+          return { type: 'session', sessionId: v.thread_id };
+        }
+        case 'turn.started':
+          scratch.toolRunning = false;
+          return undefined;
+        case 'item.started':
+        case 'item.updated':
+        case 'item.completed':
+          return item(value as z.infer<typeof itemLine>);
+        case 'turn.completed':
+          return completed(value as z.infer<typeof turnCompleted>);
+        case 'turn.failed': {
+          const v = value as z.infer<typeof turnFailed>;
+          // The call that failed is over: nothing is in flight.
+          scratch.toolRunning = true;
+          return unreported().then((events): HarnessEvent[] => [...events, { type: 'session-error', code: 'vendor-error', message: `Codex ended the turn with an error: ${v.error?.message ?? 'no message'}` }]);
+        }
+        case 'error': {
+          // A top-level error precedes turn.failed; keep it as progress, the terminal comes with turn.failed.
+          const v = value as z.infer<typeof errorLine>;
+          return { type: 'activity', description: `codex error: ${v.message ?? ''}` };
+        }
+        default:
+          return { type: 'unknown', raw: line };
+      }
+    },
+    exit: (code, stderrTail) => resumeFailedOnExit(names, unknownThread, turn, code, stderrTail),
+    unreported,
+  };
 }
+
+/** Transition: the app-server state machine of codex-app-server.ts over a `LineState`. */
+function appServerMapper(turn: DriverTurn, io: LineIo): LineMapper {
+  const { server } = appServerTurn(turn);
+  const state = lineStateFor(turn, io);
+  const host: TwoWayHost = {
+    resumeFailed: (_state, detail) => resumeFailed(names, turn, detail),
+    takeFollowUp: () => io.followUp(),
+    rolloutCalls: (threadId) => rollout(turn, threadId)?.calls ?? [],
+    usage: (b: TokenBreakdown) =>
+      codexUsage({
+        input_tokens: b.inputTokens,
+        cached_input_tokens: b.cachedInputTokens,
+        cache_write_input_tokens: b.cacheWriteInputTokens,
+        output_tokens: b.outputTokens,
+        reasoning_output_tokens: b.reasoningOutputTokens,
+      }),
+  };
+  return {
+    line: (line) => server.map(line, state, host),
+    answer: (request, answer) => server.answer(request, answer, state),
+    exit: (code, stderrTail) => resumeFailedOnExit(names, unknownThread, turn, code, stderrTail),
+    unreported: () => server.unreported(state, host),
+  };
+}
+
+/** The Codex CLI driver (`codex exec --json`; two-way: `codex app-server`). */
+export const codex: HarnessDriver = {
+  specificationVersion: 'v2',
+  driverClass: codexDriverClass,
+  capabilities: codexCapabilities,
+  vendor: { api: 'openai-responses', baseUrl: { config: 'config.toml:model_providers.durable.base_url' }, apiKey: { env: 'OPENAI_API_KEY' } },
+  mcp: { config: 'config.toml:mcp_servers' },
+  permissions,
+  prepare: async (home, turn) => {
+    const envKey = stringSetting(turn, 'apiKeyEnv') ?? 'OPENAI_API_KEY';
+    const baseUrl = turn.baseUrl ?? 'https://api.openai.com/v1';
+    await home.writeFile(below(driverHome(turn, 'codex'), 'config.toml').rel, codexConfigToml({ baseUrl, envKey, model: turn.model }), { createParents: true, mode: 0o600 });
+  },
+  command,
+  session: (turn) => ({ kind: 'one-way', start: (t, io) => (turn.twoWay ? appServerMapper(t, io) : execMapper(t)) }),
+};
 
 /** Where the run's state keeps codex's last running usage total per thread. */
 export const usageTotalsKey = 'codex-usage-totals';
@@ -444,7 +443,3 @@ function findRollout(dir: HarnessHome, threadId: string): HarnessHome | undefine
   return undefined;
 }
 
-/** Registers the Codex CLI adapter. */
-export function registerCodex(registry: AdapterRegistry): AdapterRegistry {
-  return registry.register(codexDriverClass, () => new Codex());
-}

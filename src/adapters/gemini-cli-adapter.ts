@@ -28,14 +28,14 @@
  * chat file when it is loaded in the same minute it was written (see `keepChatFiles`).
  */
 import { z } from 'zod';
-import type { PermissionRequest } from '../permissions/types.js';
 import { AcpClient, type AcpHost, type PromptResult, type StoredCall } from './acp-client.js';
-import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
-import { harnessHome, homeFileSize, homePath, listHomeDir, makeHomeDir, parseJsonLine, readHomePrefix, readHomeRange, renameHomeEntry, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
-import type { AdapterRegistry } from './registry.js';
+import { lineStateFor } from './cli-adapter.js';
+import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
+import { harnessHome, homeFileSize, homePath, listHomeDir, readHomePrefix, readHomeRange, renameHomeEntry, type HarnessHome } from './harness-home.js';
+import { below, driverHome, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { maxReadBytes } from '../sandbox/workspace-fs.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
+import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const geminiCliDriverClass = 'GeminiCli';
@@ -278,150 +278,65 @@ function safeList(dir: HarnessHome): { name: string; type: string }[] {
   }
 }
 
-/** Adapter for Gemini CLI. */
-export class GeminiCliAdapter extends CliHarnessAdapter {
-  readonly driverClass = geminiCliDriverClass;
-  readonly capabilities = geminiCliCapabilities;
-  protected override readonly harnessLabel = 'Gemini CLI';
-  protected override readonly unknownSessionPattern = /Error resuming session|Invalid session identifier/;
-  private home: HarnessHome | undefined;
-  private readonly acp = new AcpClient();
-  private twoWayTurn = false;
-  private readonly host: AcpHost = {
-    label: 'Gemini CLI',
-    resumeFailed: (state, detail) => this.resumeFailed(state, detail),
-    takeFollowUp: (state) => this.takeFollowUp(state),
-    storedCalls: (sessionId, since) => this.chatCalls(sessionId, since),
-    resultUsage: (result, sessionId) => {
-      const fallback = geminiPromptUsage(result, sessionId);
-      if (fallback.length === 0) return fallback;
-      return [{ type: 'activity', description: "Gemini CLI usage from its ACP quota (thinking tokens unknown): its session's chat file was not readable" }, ...fallback];
-    },
-  };
+const names = { label: 'Gemini CLI' };
+const unknownSession = /Error resuming session|Invalid session identifier/;
 
-  /**
-   * The model calls gemini recorded in the session's chat file since `since` (per call, thinking tokens included; the
-   * ACP quota misses them): it records each call as soon as the call ends, before its tools run or ask (measured).
-   */
-  private chatCalls(sessionId: string, since: number): StoredCall[] {
-    let calls: ReturnType<typeof readGeminiChatCalls> = [];
-    try {
-      calls = this.home ? readGeminiChatCalls(this.home, sessionId, since) : [];
-    } catch {
-      calls = [];
-    }
-    return calls.map((c) => ({ id: c.id, usage: geminiChatUsage(c.tokens!), ...(c.model ? { model: c.model } : {}) }));
+/**
+ * The model calls gemini recorded in the session's chat file since `since` (per call, thinking tokens included; the
+ * ACP quota misses them): it records each call as soon as the call ends, before its tools run or ask (measured).
+ */
+function chatCalls(turn: DriverTurn, sessionId: string, since: number): StoredCall[] {
+  let calls: ReturnType<typeof readGeminiChatCalls> = [];
+  try {
+    const home = harnessHome(turn, 'gemini');
+    calls = home ? readGeminiChatCalls(home, sessionId, since) : [];
+  } catch {
+    calls = [];
   }
+  return calls.map((c) => ({ id: c.id, usage: geminiChatUsage(c.tokens!), ...(c.model ? { model: c.model } : {}) }));
+}
 
-  protected override async prepare(config: HarnessSessionConfig): Promise<void> {
-    this.home = harnessHome(config, 'gemini');
-    const settings = {
-      // Without it Gemini picks "gateway" auth and exits 41.
-      security: { auth: { selectedType: 'gemini-api-key' } },
-      privacy: { usageStatisticsEnabled: false },
-      telemetry: { enabled: false },
-      general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+function permissions(posture: PermissionPosture): PermissionReport {
+  const mode = approvalModes[posture];
+  if (posture === 'strict') {
+    return {
+      posture,
+      enforced: true,
+      note:
+        'Two-way mode (gemini --acp, --approval-mode default): every shell command and edit is decided by the permission ' +
+        'gate (the policy, then an operator) before it runs; reads run unasked; an edit or a denial reason reaches the ' +
+        `model as a follow-up prompt. Without a gate: --approval-mode ${mode}, tools that need approval are not offered.`,
     };
-    writeHomeFile(homePath(this.home, '.gemini', 'settings.json'), `${JSON.stringify(settings, null, 2)}\n`);
-    makeHomeDir(homePath(this.home, 'tmp'));
   }
+  return { posture, enforced: true, note: `--approval-mode ${mode}${posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : ''}` };
+}
 
-  protected override permissionReport(posture: PermissionPosture): PermissionReport {
-    const mode = approvalModes[posture];
-    if (posture === 'strict') {
-      return {
-        posture,
-        enforced: true,
-        note:
-          'Two-way mode (gemini --acp, --approval-mode default): every shell command and edit is decided by the permission ' +
-          'gate (the policy, then an operator) before it runs; reads run unasked; an edit or a denial reason reaches the ' +
-          `model as a follow-up prompt. Without a gate: --approval-mode ${mode}, tools that need approval are not offered.`,
-      };
-    }
-    return { posture, enforced: true, note: `--approval-mode ${mode}${posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : ''}` };
-  }
+function command(turn: DriverTurn): DriverCommand {
+  const home = driverHome(turn, 'gemini');
+  const argv = turn.twoWay
+    ? [turn.executable, ...turn.baseArgs, '--acp', '--skip-trust']
+    : [turn.executable, ...turn.baseArgs, '-p', '', '--output-format', 'stream-json', '--skip-trust'];
+  // Two-way: "default" is the mode that asks before shell commands and edits.
+  argv.push('--approval-mode', turn.twoWay ? 'default' : approvalModes[turn.posture]);
+  if (turn.model) argv.push('-m', turn.model);
+  // Two-way: the session is loaded over ACP (session/load), not by flag.
+  if (turn.resumeSessionId && !turn.twoWay) argv.push('--resume', turn.resumeSessionId);
+  // TMPDIR: Gemini writes its error reports to the temp directory; keep them in the run's home.
+  const env: Record<string, string> = { HOME: home.path, TMPDIR: below(home, 'tmp').path };
+  if (turn.baseUrl) env.GOOGLE_GEMINI_BASE_URL = turn.baseUrl;
+  // Gemini reads the file (written by `prepare`) on every start, and resumed turns need it too.
+  if (turn.systemPrompt !== undefined) env.GEMINI_SYSTEM_MD = below(home, 'system.md').path;
+  const apiKeyEnv = stringSetting(turn, 'apiKeyEnv');
+  if (apiKeyEnv && turn.env[apiKeyEnv] !== undefined) env.GEMINI_API_KEY = turn.env[apiKeyEnv];
+  if (!turn.twoWay) return { argv, stdin: turn.prompt, env };
+  // The first ACP line does not depend on the turn: the conversation itself starts in the session's mapper.
+  return { argv, stdin: new AcpClient().begin({ prompt: turn.prompt, cwd: turn.workspacePath }), env, keepStdinOpen: true };
+}
 
-  protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
-    const home = this.home ?? harnessHome(ctx.config, 'gemini');
-    this.twoWayTurn = ctx.twoWay;
-    const argv = ctx.twoWay
-      ? [ctx.config.executable, ...ctx.config.baseArgs, '--acp', '--skip-trust']
-      : [ctx.config.executable, ...ctx.config.baseArgs, '-p', '', '--output-format', 'stream-json', '--skip-trust'];
-    // Two-way: "default" is the mode that asks before shell commands and edits.
-    argv.push('--approval-mode', ctx.twoWay ? 'default' : approvalModes[ctx.posture]);
-    if (ctx.config.model) argv.push('-m', ctx.config.model);
-    // Two-way: the session is loaded over ACP (session/load), not by flag.
-    if (ctx.resumeSessionId && !ctx.twoWay) argv.push('--resume', ctx.resumeSessionId);
-    // TMPDIR: Gemini writes its error reports to the temp directory; keep them in the run's home.
-    const env: Record<string, string> = { HOME: home.sandbox, TMPDIR: homePath(home, 'tmp').sandbox };
-    if (ctx.config.baseUrl) env.GOOGLE_GEMINI_BASE_URL = ctx.config.baseUrl;
-    if (ctx.systemPrompt !== undefined) {
-      // Gemini reads the file on every start, and resumed turns need it too.
-      const file = homePath(home, 'system.md');
-      writeHomeFile(file, `${geminiBaseSystemPrompt}\n\n${ctx.systemPrompt}\n`);
-      env.GEMINI_SYSTEM_MD = file.sandbox;
-    }
-    const apiKeyEnv = stringSetting(ctx.config, 'apiKeyEnv');
-    if (apiKeyEnv && ctx.config.env[apiKeyEnv] !== undefined) env.GEMINI_API_KEY = ctx.config.env[apiKeyEnv];
-    if (!ctx.twoWay) return { argv, stdin: input.prompt, env };
-    if (ctx.resumeSessionId) keepChatFiles(home, ctx.resumeSessionId);
-    const stdin = this.acp.begin({ prompt: input.prompt, cwd: ctx.config.workspacePath, ...(ctx.resumeSessionId ? { sessionId: ctx.resumeSessionId } : {}) });
-    return { argv, stdin, env, keepStdinOpen: true };
-  }
-
-  protected override answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
-    this.acp.answer(request, answer, state);
-  }
-
-  protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
-    if (this.twoWayTurn) return this.acp.map(line, state, this.host);
-    const parsed = geminiLine.safeParse(parseJsonLine(line));
-    if (!parsed.success) return { type: 'unknown', raw: line };
-    const scratch = state.scratch as Scratch;
-    const value = parsed.data;
-    switch (value.type) {
-      case 'init': {
-        const v = value as z.infer<typeof initLine>;
-        scratch.sessionId = v.session_id;
-        scratch.startedAt ??= Date.now();
-        return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
-      }
-      case 'message': {
-        const v = value as z.infer<typeof messageLine>;
-        if (v.role !== 'assistant' || !v.content) return undefined;
-        scratch.answered = true;
-        scratch.text = (scratch.text ?? '') + v.content;
-        return { type: 'text', text: v.content };
-      }
-      case 'tool_use': {
-        const v = value as z.infer<typeof toolUseLine>;
-        scratch.text = undefined;
-        scratch.answered = true;
-        scratch.toolRunning = true;
-        return { type: 'activity', description: `${v.tool_name} ${JSON.stringify(v.parameters ?? {})}` };
-      }
-      case 'tool_result': {
-        const v = value as z.infer<typeof toolResultLine>;
-        scratch.toolRunning = false;
-        return { type: 'activity', description: `tool result: ${v.status ?? 'unknown'}` };
-      }
-      case 'error': {
-        const v = value as z.infer<typeof warningLine>;
-        // Loop detection stops the turn mid-call: that call never reaches the stats.
-        if (/loop detected/i.test(v.message ?? '')) {
-          scratch.answered = true;
-          scratch.loop = true;
-        }
-        return { type: 'activity', description: `gemini ${v.severity ?? 'error'}: ${v.message ?? ''}` };
-      }
-      case 'result':
-        return this.result(value as z.infer<typeof resultLine>, scratch);
-      default:
-        return { type: 'unknown', raw: line };
-    }
-  }
-
-  private result(value: z.infer<typeof resultLine>, scratch: Scratch): HarnessEvent[] {
+/** One headless stream-json turn. */
+function streamMapper(turn: DriverTurn): LineMapper {
+  const scratch: Scratch = {};
+  const result = (value: z.infer<typeof resultLine>): HarnessEvent[] => {
     const events: HarnessEvent[] = [];
     if (value.stats) {
       // All-zero stats after the model answered are not a count: the usage is unknown.
@@ -440,36 +355,129 @@ export class GeminiCliAdapter extends CliHarnessAdapter {
       events.push({ type: 'session-error', code: 'vendor-error', message });
     }
     return events;
-  }
+  };
+  return {
+    line: (line) => {
+      const parsed = geminiLine.safeParse(parseJsonLine(line));
+      if (!parsed.success) return { type: 'unknown', raw: line };
+      const value = parsed.data;
+      switch (value.type) {
+        case 'init': {
+          const v = value as z.infer<typeof initLine>;
+          scratch.sessionId = v.session_id;
+          scratch.startedAt ??= Date.now();
+          return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
+        }
+        case 'message': {
+          const v = value as z.infer<typeof messageLine>;
+          if (v.role !== 'assistant' || !v.content) return undefined;
+          scratch.answered = true;
+          scratch.text = (scratch.text ?? '') + v.content;
+          return { type: 'text', text: v.content };
+        }
+        case 'tool_use': {
+          const v = value as z.infer<typeof toolUseLine>;
+          scratch.text = undefined;
+          scratch.answered = true;
+          scratch.toolRunning = true;
+          return { type: 'activity', description: `${v.tool_name} ${JSON.stringify(v.parameters ?? {})}` };
+        }
+        case 'tool_result': {
+          const v = value as z.infer<typeof toolResultLine>;
+          scratch.toolRunning = false;
+          return { type: 'activity', description: `tool result: ${v.status ?? 'unknown'}` };
+        }
+        case 'error': {
+          const v = value as z.infer<typeof warningLine>;
+          // Loop detection stops the turn mid-call: that call never reaches the stats.
+          if (/loop detected/i.test(v.message ?? '')) {
+            scratch.answered = true;
+            scratch.loop = true;
+          }
+          return { type: 'activity', description: `gemini ${v.severity ?? 'error'}: ${v.message ?? ''}` };
+        }
+        case 'result':
+          return result(value as z.infer<typeof resultLine>);
+        default:
+          return { type: 'unknown', raw: line };
+      }
+    },
+    exit: (code, stderrTail) => geminiExit(turn, code, stderrTail),
+    /**
+     * A turn cut off before its `result` (killed, cancelled, timed out, crashed) has no stats: its finished calls are in
+     * the chat file (gemini records each as it ends), and a call it was making when it was stopped is of unknown usage.
+     */
+    unreported: () => {
+      if (scratch.startedAt === undefined || !scratch.sessionId) return [];
+      const calls = chatCalls(turn, scratch.sessionId, scratch.startedAt);
+      scratch.startedAt = undefined;
+      const events: HarnessEvent[] = calls.map((c) => ({ type: 'usage', usage: c.usage ?? noUsage }));
+      if (!scratch.toolRunning) events.push({ type: 'usage', usage: noUsage });
+      return events;
+    },
+  };
+}
 
-  /**
-   * A turn cut off before its `result` (killed, cancelled, timed out, crashed) has no stats: its finished calls are in
-   * the chat file (gemini records each as it ends), and a call it was making when it was stopped is of unknown usage.
-   */
-  protected override unreportedUsage(state: LineState): HarnessEvent[] {
-    if (this.twoWayTurn) return this.acp.unreported(state, this.host);
-    const scratch = state.scratch as Scratch;
-    if (scratch.startedAt === undefined || !scratch.sessionId) return [];
-    const calls = this.chatCalls(scratch.sessionId, scratch.startedAt);
-    scratch.startedAt = undefined;
-    const events: HarnessEvent[] = calls.map((c) => ({ type: 'usage', usage: c.usage ?? noUsage }));
-    if (!scratch.toolRunning) events.push({ type: 'usage', usage: noUsage });
-    return events;
+function geminiExit(turn: DriverTurn, code: number | null, stderrTail: string): TerminalEvent | undefined {
+  const resume = resumeFailedOnExit(names, unknownSession, turn, code, stderrTail);
+  if (resume) return resume;
+  if (code === 41) {
+    return { type: 'session-error', code: 'vendor-error', message: 'Gemini CLI rejected its authentication settings (exit 41).', exitCode: code, stderrTail };
   }
+  return undefined;
+}
 
-  protected override callOpenAtRequest(state: LineState): boolean {
-    return this.twoWayTurn && this.acp.callOpen(state);
-  }
+/** Transition: the ACP state machine of acp-client.ts over a `LineState`. */
+function acpMapper(turn: DriverTurn, io: LineIo): LineMapper {
+  const acp = new AcpClient();
+  acp.begin({ prompt: turn.prompt, cwd: turn.workspacePath, ...(turn.resumeSessionId ? { sessionId: turn.resumeSessionId } : {}) });
+  const state = lineStateFor(turn, io);
+  const host: AcpHost = {
+    label: names.label,
+    resumeFailed: (_state, detail) => resumeFailed(names, turn, detail),
+    takeFollowUp: () => io.followUp(),
+    storedCalls: (sessionId, since) => chatCalls(turn, sessionId, since),
+    resultUsage: (result, sessionId) => {
+      const fallback = geminiPromptUsage(result, sessionId);
+      if (fallback.length === 0) return fallback;
+      return [{ type: 'activity', description: "Gemini CLI usage from its ACP quota (thinking tokens unknown): its session's chat file was not readable" }, ...fallback];
+    },
+  };
+  return {
+    line: (line) => acp.map(line, state, host),
+    answer: (request, answer) => acp.answer(request, answer, state),
+    exit: (code, stderrTail) => geminiExit(turn, code, stderrTail),
+    unreported: () => acp.unreported(state, host),
+    callOpen: () => acp.callOpen(state),
+  };
+}
 
-  protected override onExit(code: number | null, stderrTail: string): TerminalEvent | undefined {
-    if (code === 41) {
-      return { type: 'session-error', code: 'vendor-error', message: 'Gemini CLI rejected its authentication settings (exit 41).', exitCode: code, stderrTail };
+/** The Gemini CLI driver (`gemini -p`; two-way: `gemini --acp`). */
+export const geminiCli: HarnessDriver = {
+  specificationVersion: 'v2',
+  driverClass: geminiCliDriverClass,
+  capabilities: geminiCliCapabilities,
+  vendor: { api: 'gemini', baseUrl: { env: 'GOOGLE_GEMINI_BASE_URL' }, apiKey: { env: 'GEMINI_API_KEY' } },
+  mcp: { config: '.gemini/settings.json:mcpServers' },
+  permissions,
+  prepare: async (fs, turn) => {
+    const home = driverHome(turn, 'gemini');
+    const settings = {
+      // Without it Gemini picks "gateway" auth and exits 41.
+      security: { auth: { selectedType: 'gemini-api-key' } },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
+      general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+    };
+    await fs.writeFile(below(home, '.gemini', 'settings.json').rel, `${JSON.stringify(settings, null, 2)}\n`, { createParents: true, mode: 0o600 });
+    await fs.mkdir(below(home, 'tmp').rel, { recursive: true });
+    if (turn.systemPrompt !== undefined) {
+      await fs.writeFile(below(home, 'system.md').rel, `${geminiBaseSystemPrompt}\n\n${turn.systemPrompt}\n`, { createParents: true, mode: 0o600 });
     }
-    return undefined;
-  }
-}
-
-/** Registers the Gemini CLI adapter. */
-export function registerGeminiCli(registry: AdapterRegistry): AdapterRegistry {
-  return registry.register(geminiCliDriverClass, () => new GeminiCliAdapter());
-}
+    // Transition: renames go through the host's view of the home until `SandboxFs` has them.
+    const hostHome = harnessHome(turn, 'gemini');
+    if (turn.twoWay && turn.resumeSessionId && hostHome) keepChatFiles(hostHome, turn.resumeSessionId);
+  },
+  command,
+  session: (turn) => ({ kind: 'one-way', start: (t, io) => (turn.twoWay ? acpMapper(t, io) : streamMapper(t)) }),
+};

@@ -1,5 +1,7 @@
 /**
- * The per-run home a CLI adapter gives its harness: `<workspace>/.home/<dir>`, never the worker's real home.
+ * Transition only: READING the stores a CLI keeps in its home from the worker's host (see
+ * `DriverTurn.hostWorkspacePath`); homes are written through the sandbox's files (`HarnessDriver.prepare`).
+ * The per-run home a CLI driver gives its harness: `<workspace>/.home/<dir>`, never the worker's real home.
  * Config files are written from the worker into the workspace — which the harness can write too — so every
  * write walks from the workspace root without following a link (a link planted in a home is refused, never
  * written through) and the files belong to the workspace's owner. The harness is pointed at the same
@@ -8,14 +10,12 @@
 import path from 'node:path';
 import {
   listWorkspaceDirSync,
-  mkdirWorkspaceSync,
   readWholeWorkspaceFileSync,
   readWorkspaceFileSync,
   readWorkspaceRangeSync,
   renameWorkspaceEntrySync,
-  writeWorkspaceFileSync,
 } from '../sandbox/workspace-fs.js';
-import type { HarnessSessionConfig } from './types.js';
+
 
 /** One directory as seen from the worker (`host`) and from inside the sandbox (`sandbox`). */
 export interface HarnessHome {
@@ -26,14 +26,15 @@ export interface HarnessHome {
   readonly rel: string;
 }
 
-/** The per-run home for one driver inside the workspace. */
-export function harnessHome(config: HarnessSessionConfig, dir: string): HarnessHome {
+/** The per-run home for one driver inside the workspace; `undefined` without the host's workspace path. */
+export function harnessHome(turn: { readonly workspacePath: string; readonly hostWorkspacePath?: string }, dir: string): HarnessHome | undefined {
+  if (turn.hostWorkspacePath === undefined) return undefined;
   const rel = path.posix.join('.home', dir);
   return {
-    host: path.join(config.hostWorkspacePath, rel),
+    host: path.join(turn.hostWorkspacePath, rel),
     // The sandbox path uses POSIX separators: it is the path inside the (Linux) sandbox.
-    sandbox: path.posix.join(config.workspacePath, rel),
-    workspace: config.hostWorkspacePath,
+    sandbox: path.posix.join(turn.workspacePath, rel),
+    workspace: turn.hostWorkspacePath,
     rel,
   };
 }
@@ -46,16 +47,6 @@ export function homePath(home: HarnessHome, ...segments: string[]): HarnessHome 
     workspace: home.workspace,
     rel: path.posix.join(home.rel, ...segments),
   };
-}
-
-/** Writes a file below a home (creating directories) without following links; private to the run's user. */
-export function writeHomeFile(file: HarnessHome, content: string): void {
-  writeWorkspaceFileSync(file.workspace, file.rel, content, { createParents: true, mode: 0o600 });
-}
-
-/** Creates a directory below a home without following links. */
-export function makeHomeDir(dir: HarnessHome): void {
-  mkdirWorkspaceSync(dir.workspace, dir.rel);
 }
 
 /** Reads a file below a home without following links; `undefined` when it is absent. */
@@ -91,25 +82,4 @@ export function listHomeDir(dir: HarnessHome): { name: string; type: 'file' | 'd
 /** Renames an entry below a home within its directory, without following links. */
 export function renameHomeEntry(entry: HarnessHome, newName: string): void {
   renameWorkspaceEntrySync(entry.workspace, entry.rel, newName);
-}
-
-/** A string setting from the catalog's driver-specific `settings`, if present. */
-export function stringSetting(config: HarnessSessionConfig, key: string): string | undefined {
-  const value = config.settings?.[key];
-  return typeof value === 'string' && value.length > 0 ? value : undefined;
-}
-
-/** A numeric setting from the catalog's driver-specific `settings`, if present. */
-export function numberSetting(config: HarnessSessionConfig, key: string): number | undefined {
-  const value = config.settings?.[key];
-  return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
-}
-
-/** Parses one line as JSON; `undefined` when it is not JSON (the caller maps it to an `unknown` event). */
-export function parseJsonLine(line: string): unknown {
-  try {
-    return JSON.parse(line);
-  } catch {
-    return undefined;
-  }
 }

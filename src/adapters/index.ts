@@ -1,15 +1,19 @@
-/** Harness adapters: the contract, the CLI base class, the stdio-JSON adapter and the registry. */
+/** Harness drivers: the v2 record contract, the one turn engine, the built-in drivers and the registry. */
 export * from './types.js';
-export { CliHarnessAdapter } from './cli-adapter.js';
-export type { LineState, TurnCommand, TurnContext } from './cli-adapter.js';
+export type * from './driver.js';
+export { runDriverTurn, driverTurn, longLineBytes, openCallsKey, sampledLinesPerTurn } from './engine.js';
+export type { DriverRun, EngineOptions, TurnRequest } from './engine.js';
+export { below, driverHome, numberSetting, parseJsonLine, resumeFailed, resumeFailedOnExit, sessionError, stringSetting } from './kit.js';
+export type { DriverHome, HarnessNames } from './kit.js';
 export { collectTurn, foldTurn } from './fold.js';
 export type { TurnResult } from './fold.js';
-export { StdioJsonAdapter, stdioJsonCapabilities, stdioJsonDriverClass } from './stdio-json-adapter.js';
-export type { StdioJsonAdapterOptions } from './stdio-json-adapter.js';
+export { addUsage, noUsage, subtractUsage, totalTokens, usageKnown, usageOf } from '../contracts/usage.js';
+export { mapStdioJsonLine, stdioJson, stdioJsonCapabilities, stdioJsonDriver, stdioJsonDriverClass } from './stdio-json-adapter.js';
 export * as stdioJsonProtocol from './stdio-json-protocol.js';
-export { AdapterRegistry, UnknownDriverError, defaultAdapterRegistry } from './registry.js';
-export { ClaudeCode, claudeCodeDriverClass, registerClaudeCode } from './claude-code-adapter.js';
-export { Codex, codexDriverClass, registerCodex } from './codex-adapter.js';
-export { GeminiCliAdapter, geminiCliDriverClass, registerGeminiCli } from './gemini-cli-adapter.js';
-export { OpenCodeAdapter, openCodeDriverClass, registerOpenCode } from './opencode-adapter.js';
-export { PiAdapter, piDriverClass, registerPi } from './pi-adapter.js';
+export { builtinDrivers, defaultAdapterRegistry, driverRegistry, findDriver, UnknownDriverError } from './registry.js';
+export type { AdapterRegistry, DriverRegistry } from './registry.js';
+export { claudeCode, claudeCodeDriverClass } from './claude-code-adapter.js';
+export { codex, codexDriverClass } from './codex-adapter.js';
+export { geminiCli, geminiCliDriverClass } from './gemini-cli-adapter.js';
+export { openCode, openCodeDriverClass } from './opencode-adapter.js';
+export { pi, piDriverClass } from './pi-adapter.js';

@@ -14,7 +14,7 @@
  * appears in the JSON output, so its tokens cannot be counted: the adapter passes `--title` on a new session,
  * which skips that call altogether. Cost: `part.cost` per step, from OpenCode's own price table; for the custom
  * provider it defines, the adapter reports it only when `settings.cost` gave prices (else OpenCode says 0).
- * Model: the JSON output never names the model, so `reportedModel` stays undefined.
+ * Model: the JSON output never names the model, so none is reported.
  * Resume: `--session ID --fork` continues the session in a NEW one branched from it, leaving ID as it was, so a
  * retried attempt never feeds its prompt twice (`settings.forkSessions: false` resumes in place).
  *
@@ -30,13 +30,13 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
-import type { PermissionRequest } from '../permissions/types.js';
 import { AcpClient, type AcpHost, type StoredCall } from './acp-client.js';
-import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
-import { harnessHome, homePath, numberSetting, parseJsonLine, readHomeBytes, readHomePrefix, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
-import type { AdapterRegistry } from './registry.js';
+import { lineStateFor } from './cli-adapter.js';
+import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
+import { harnessHome, homePath, readHomeBytes, readHomePrefix, type HarnessHome } from './harness-home.js';
+import { below, driverHome, numberSetting, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting, type DriverHome } from './kit.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput, Usage } from './types.js';
+import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const openCodeDriverClass = 'OpenCode';
@@ -177,28 +177,203 @@ export function openCodeUsage(t: z.infer<typeof tokens>): Usage {
 /**
  * `settings.cost` (USD per million tokens: input, output, cacheRead, cacheWrite) in OpenCode's model `cost` shape.
  */
-function priceOf(config: HarnessSessionConfig): Record<string, number> | undefined {
-  const cost = config.settings?.cost as Record<string, unknown> | undefined;
+function priceOf(turn: Pick<DriverTurn, 'settings'>): Record<string, number> | undefined {
+  const cost = turn.settings.cost as Record<string, unknown> | undefined;
   if (typeof cost !== 'object' || cost === null) return undefined;
   const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
   return { input: num(cost.input), output: num(cost.output), cache_read: num(cost.cacheRead), cache_write: num(cost.cacheWrite) };
 }
 
-/** Adapter for OpenCode. */
-export class OpenCodeAdapter extends CliHarnessAdapter {
-  readonly driverClass = openCodeDriverClass;
-  readonly capabilities = openCodeCapabilities;
-  protected override readonly unknownSessionPattern = /Session not found/i;
-  private home: HarnessHome | undefined;
-  /** OpenCode prices a custom model at 0 unless the catalog gave prices: only then is its cost meaningful. */
-  private reportsCost = false;
-  private readonly acp = new AcpClient();
-  private twoWayTurn = false;
-  private readonly host: AcpHost = {
-    label: 'OpenCode',
-    resumeFailed: (state, detail) => this.resumeFailed(state, detail),
-    takeFollowUp: (state) => this.takeFollowUp(state),
-    storedCalls: (sessionId, since) => this.storedCalls(sessionId, since),
+const names = { label: 'OpenCode' };
+const unknownSession = /Session not found/i;
+
+/** OpenCode prices a custom model at 0 unless the catalog gave prices: only then is its cost meaningful. */
+function reportsCost(turn: DriverTurn): boolean {
+  return priceOf(turn) !== undefined || !turn.baseUrl;
+}
+
+function permissionReport(posture: PermissionPosture): PermissionReport {
+  const rules = Object.entries(permissions[posture]).map(([k, v]) => `${k}:${v}`).join(', ');
+  if (posture === 'strict') {
+    return {
+      posture,
+      enforced: true,
+      note:
+        'Two-way mode (opencode acp, permission "ask" for edit, bash, webfetch, external_directory): each is decided by the ' +
+        "permission gate (the policy, then an operator) before it runs; a denial ends OpenCode's prompt and the model " +
+        `hears why in a follow-up prompt; edits are emulated. Without a gate: permission {${rules}}, denied tools never run.`,
+    };
+  }
+  const rulesNote = posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : '';
+  return { posture, enforced: true, note: `opencode.json permission {${rules}}; denied tools are never run (run mode cannot ask)${rulesNote}.` };
+}
+
+/** The model argument: our provider's model when a base URL is set, else the catalog's `provider/model`. */
+function modelArg(turn: DriverTurn): string | undefined {
+  if (!turn.model) return undefined;
+  return turn.baseUrl ? `${stringSetting(turn, 'providerId') ?? openCodeProviderId}/${turn.model}` : turn.model;
+}
+
+/** `opencode.json` for the turn (and the instructions file it names). */
+function configOf(turn: DriverTurn, home: DriverHome): Record<string, unknown> {
+  const doc: Record<string, unknown> = {
+    $schema: 'https://opencode.ai/config.json',
+    autoupdate: false,
+    share: 'disabled',
+    permission: turn.twoWay ? askEverything : permissions[turn.posture],
+    // `acp` has no --title: without this a new session makes a title model call whose tokens OpenCode never reports.
+    ...(turn.twoWay ? { agent: { title: { disable: true } } } : {}),
+  };
+  const price = priceOf(turn);
+  if (turn.baseUrl && turn.model) {
+    const providerId = stringSetting(turn, 'providerId') ?? openCodeProviderId;
+    const apiKeyEnv = stringSetting(turn, 'apiKeyEnv') ?? 'OPENAI_API_KEY';
+    doc.provider = {
+      [providerId]: {
+        npm: stringSetting(turn, 'npm') ?? '@ai-sdk/openai-compatible',
+        name: 'durable-harness vendor',
+        // The key stays in the environment: the config only names the variable.
+        options: { baseURL: turn.baseUrl, apiKey: `{env:${apiKeyEnv}}` },
+        models: { [turn.model]: { name: turn.model, ...(price ? { cost: price } : {}) } },
+      },
+    };
+  }
+  const model = modelArg(turn);
+  if (model) {
+    doc.model = model;
+    doc.small_model = model;
+  }
+  if (turn.systemPrompt !== undefined) doc.instructions = [below(home, 'instructions.md').path];
+  return doc;
+}
+
+function environment(home: DriverHome): Record<string, string> {
+  return {
+    HOME: home.path,
+    XDG_CONFIG_HOME: `${home.path}/config`,
+    XDG_DATA_HOME: `${home.path}/data`,
+    XDG_CACHE_HOME: `${home.path}/cache`,
+    XDG_STATE_HOME: `${home.path}/state`,
+    OPENCODE_CONFIG: below(home, 'opencode.json').path,
+    OPENCODE_DISABLE_MODELS_FETCH: '1',
+    OPENCODE_DISABLE_AUTOUPDATE: '1',
+    // OpenCode installs its plugin package from the npm registry on every start; offline, it uses what it has.
+    npm_config_offline: 'true',
+  };
+}
+
+function command(turn: DriverTurn): DriverCommand {
+  const home = driverHome(turn, 'opencode');
+  // OpenCode retries a failing API for ever: the turn is capped unless the catalog says otherwise.
+  const timeoutMs = numberSetting(turn, 'maxTurnMs') ?? openCodeDefaultMaxTurnMs;
+  if (turn.twoWay) {
+    return { argv: [turn.executable, ...turn.baseArgs, 'acp'], env: environment(home), stdin: new AcpClient().begin({ prompt: turn.prompt, cwd: turn.workspacePath }), keepStdinOpen: true, timeoutMs };
+  }
+  const argv = [turn.executable, ...turn.baseArgs, 'run', '--format', 'json'];
+  const model = modelArg(turn);
+  if (model) argv.push('-m', model);
+  // A given title skips OpenCode's title-generation model call, whose tokens it never reports.
+  if (turn.resumeSessionId) argv.push('--session', turn.resumeSessionId, ...(turn.fork ? ['--fork'] : []));
+  else argv.push('--title', `durable-harness ${turn.runId}`);
+  return { argv, stdin: turn.prompt, env: environment(home), timeoutMs };
+}
+
+/**
+ * The model calls OpenCode stored for the session (the ACP result's own usage is only the last): one assistant
+ * message per call, its tokens final once it is completed — an unfinished one (a tool still asking, measured) has
+ * zeros there, which are not a count.
+ */
+function storedCalls(turn: DriverTurn, sessionId: string, since: number): StoredCall[] {
+  let messages: ReturnType<typeof readOpenCodeMessages>;
+  try {
+    const home = harnessHome(turn, 'opencode');
+    messages = home ? readOpenCodeStore(home, sessionId, since) : [];
+  } catch {
+    messages = [];
+  }
+  return messages.map((m) => ({
+    id: m.id,
+    usage: m.time?.completed != null && m.tokens ? openCodeUsage(m.tokens) : undefined,
+    ...(reportsCost(turn) && m.cost != null ? { costUsd: m.cost } : {}),
+    ...(m.modelID ? { model: m.modelID } : {}),
+  }));
+}
+
+/** One `opencode run --format json` turn. */
+function runMapper(turn: DriverTurn): LineMapper {
+  const scratch: Scratch = {};
+  const withCost = reportsCost(turn);
+  return {
+    line: (line) => {
+      const parsed = openCodeLine.safeParse(parseJsonLine(line));
+      if (!parsed.success) return { type: 'unknown', raw: line };
+      const value = parsed.data;
+      const events: HarnessEvent[] = [];
+      if (value.sessionID && scratch.sessionId === undefined) {
+        scratch.sessionId = value.sessionID;
+        // Model: not in the JSON output (see the file comment), so it is not reported.
+        events.push({ type: 'session', sessionId: value.sessionID });
+      }
+      switch (value.type) {
+        case 'step_start':
+          scratch.text = undefined;
+          scratch.open = true;
+          break;
+        case 'text': {
+          const text = (value as z.infer<typeof textLine>).part.text ?? '';
+          scratch.text = (scratch.text ?? '') + text;
+          if (text) events.push({ type: 'text', text });
+          break;
+        }
+        case 'tool_use': {
+          const part = (value as z.infer<typeof toolUseLine>).part;
+          events.push({ type: 'activity', description: `${part.tool ?? 'tool'} ${part.state?.title ?? ''} (${part.state?.status ?? 'unknown'})`.trim() });
+          break;
+        }
+        case 'step_finish': {
+          const part = (value as z.infer<typeof stepFinishLine>).part;
+          scratch.open = false;
+          scratch.lastReason = part.reason ?? 'unknown';
+          const cost = withCost && part.cost != null ? { costUsd: part.cost } : {};
+          if (part.tokens) events.push({ type: 'usage', usage: openCodeUsage(part.tokens), ...cost });
+          if (part.reason === 'stop') events.push({ type: 'turn-complete', text: scratch.text ?? '' });
+          break;
+        }
+        case 'error': {
+          const error = (value as z.infer<typeof errorLine>).error;
+          const message = error?.data?.message ?? error?.name ?? 'OpenCode reported an error';
+          events.push({ type: 'session-error', code: 'vendor-error', message: `${error?.name ?? 'Error'}: ${message}` });
+          break;
+        }
+        case 'reasoning':
+          break;
+        default:
+          events.push({ type: 'unknown', raw: line });
+      }
+      return events;
+    },
+    exit: (code, stderrTail) => {
+      const resume = resumeFailedOnExit(names, unknownSession, turn, code, stderrTail);
+      if (resume) return resume;
+      // A last step that ended for another reason than `stop` (e.g. `length`) still ends the turn.
+      if (code === 0 && scratch.open === false && scratch.lastReason !== 'tool-calls') return { type: 'turn-complete', text: scratch.text ?? '' };
+      return undefined;
+    },
+    // A step started and never finished: a model call whose usage OpenCode never reported.
+    unreported: () => (scratch.open ? [{ type: 'usage', usage: noUsage }] : []),
+  };
+}
+
+/** Transition: the ACP state machine of acp-client.ts over a `LineState`. */
+function acpMapper(turn: DriverTurn, io: LineIo): LineMapper {
+  const acp = new AcpClient();
+  acp.begin({ prompt: turn.prompt, cwd: turn.workspacePath, ...(turn.resumeSessionId ? { sessionId: turn.resumeSessionId, fork: turn.fork } : {}) });
+  const state = lineStateFor(turn, io);
+  const host: AcpHost = {
+    label: names.label,
+    resumeFailed: (_state, detail) => resumeFailed(names, turn, detail),
+    takeFollowUp: () => io.followUp(),
+    storedCalls: (sessionId, since) => storedCalls(turn, sessionId, since),
     resultUsage: (result) => {
       const u = result.usage;
       if (!u) return [];
@@ -209,206 +384,28 @@ export class OpenCodeAdapter extends CliHarnessAdapter {
       ];
     },
   };
-
-  protected override async prepare(config: HarnessSessionConfig): Promise<void> {
-    this.home = harnessHome(config, 'opencode');
-    this.reportsCost = priceOf(config) !== undefined || !config.baseUrl;
-    const maxTurnMs = numberSetting(config, 'maxTurnMs') ?? openCodeDefaultMaxTurnMs;
-    if (config.turnTimeoutMs > maxTurnMs) this.config = { ...config, turnTimeoutMs: maxTurnMs };
-    this.writeConfig(this.config ?? config);
-  }
-
-  protected override permissionReport(posture: PermissionPosture): PermissionReport {
-    if (this.config) this.writeConfig(this.config);
-    const rules = Object.entries(permissions[posture]).map(([k, v]) => `${k}:${v}`).join(', ');
-    if (posture === 'strict') {
-      return {
-        posture,
-        enforced: true,
-        note:
-          'Two-way mode (opencode acp, permission "ask" for edit, bash, webfetch, external_directory): each is decided by the ' +
-          "permission gate (the policy, then an operator) before it runs; a denial ends OpenCode's prompt and the model " +
-          `hears why in a follow-up prompt; edits are emulated. Without a gate: permission {${rules}}, denied tools never run.`,
-      };
-    }
-    const rulesNote = posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : '';
-    return { posture, enforced: true, note: `opencode.json permission {${rules}}; denied tools are never run (run mode cannot ask)${rulesNote}.` };
-  }
-
-  override setSystemPrompt(text: string): void {
-    super.setSystemPrompt(text);
-    if (this.config) this.writeConfig(this.config);
-  }
-
-  /** The model argument: our provider's model when a base URL is set, else the catalog's `provider/model`. */
-  private modelArg(config: HarnessSessionConfig): string | undefined {
-    if (!config.model) return undefined;
-    return config.baseUrl ? `${stringSetting(config, 'providerId') ?? openCodeProviderId}/${config.model}` : config.model;
-  }
-
-  private writeConfig(config: HarnessSessionConfig, twoWay = false): void {
-    const home = this.home ?? harnessHome(config, 'opencode');
-    const doc: Record<string, unknown> = {
-      $schema: 'https://opencode.ai/config.json',
-      autoupdate: false,
-      share: 'disabled',
-      permission: twoWay ? askEverything : permissions[this.posture],
-      // `acp` has no --title: without this a new session makes a title model call whose tokens OpenCode never reports.
-      ...(twoWay ? { agent: { title: { disable: true } } } : {}),
-    };
-    const price = priceOf(config);
-    if (config.baseUrl && config.model) {
-      const providerId = stringSetting(config, 'providerId') ?? openCodeProviderId;
-      const apiKeyEnv = stringSetting(config, 'apiKeyEnv') ?? 'OPENAI_API_KEY';
-      doc.provider = {
-        [providerId]: {
-          npm: stringSetting(config, 'npm') ?? '@ai-sdk/openai-compatible',
-          name: 'durable-harness vendor',
-          // The key stays in the environment: the config only names the variable.
-          options: { baseURL: config.baseUrl, apiKey: `{env:${apiKeyEnv}}` },
-          models: { [config.model]: { name: config.model, ...(price ? { cost: price } : {}) } },
-        },
-      };
-    }
-    const model = this.modelArg(config);
-    if (model) {
-      doc.model = model;
-      doc.small_model = model;
-    }
-    if (this.systemPrompt !== undefined) {
-      const file = homePath(home, 'instructions.md');
-      writeHomeFile(file, `${this.systemPrompt}\n`);
-      doc.instructions = [file.sandbox];
-    }
-    writeHomeFile(homePath(home, 'opencode.json'), `${JSON.stringify(doc, null, 2)}\n`);
-  }
-
-  protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
-    const home = this.home ?? harnessHome(ctx.config, 'opencode');
-    this.twoWayTurn = ctx.twoWay;
-    if (ctx.twoWay) {
-      this.writeConfig(ctx.config, true);
-      const stdin = this.acp.begin({ prompt: input.prompt, cwd: ctx.config.workspacePath, ...(ctx.resumeSessionId ? { sessionId: ctx.resumeSessionId, fork: ctx.fork } : {}) });
-      return { argv: [ctx.config.executable, ...ctx.config.baseArgs, 'acp'], env: this.environment(home), stdin, keepStdinOpen: true };
-    }
-    const argv = [ctx.config.executable, ...ctx.config.baseArgs, 'run', '--format', 'json'];
-    const model = this.modelArg(ctx.config);
-    if (model) argv.push('-m', model);
-    // A given title skips OpenCode's title-generation model call, whose tokens it never reports.
-    if (ctx.resumeSessionId) argv.push('--session', ctx.resumeSessionId, ...(ctx.fork ? ['--fork'] : []));
-    else argv.push('--title', `durable-harness ${ctx.config.runId}`);
-    return { argv, stdin: input.prompt, env: this.environment(home) };
-  }
-
-  private environment(home: HarnessHome): Record<string, string> {
-    return {
-      HOME: home.sandbox,
-      XDG_CONFIG_HOME: `${home.sandbox}/config`,
-      XDG_DATA_HOME: `${home.sandbox}/data`,
-      XDG_CACHE_HOME: `${home.sandbox}/cache`,
-      XDG_STATE_HOME: `${home.sandbox}/state`,
-      OPENCODE_CONFIG: homePath(home, 'opencode.json').sandbox,
-      OPENCODE_DISABLE_MODELS_FETCH: '1',
-      OPENCODE_DISABLE_AUTOUPDATE: '1',
-      // OpenCode installs its plugin package from the npm registry on every start; offline, it uses what it has.
-      npm_config_offline: 'true',
-    };
-  }
-
-  protected override answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
-    this.acp.answer(request, answer, state);
-  }
-
-  /**
-   * The model calls OpenCode stored for the session (the ACP result's own usage is only the last): one assistant
-   * message per call, its tokens final once it is completed — an unfinished one (a tool still asking, measured) has
-   * zeros there, which are not a count.
-   */
-  private storedCalls(sessionId: string, since: number): StoredCall[] {
-    let messages: ReturnType<typeof readOpenCodeMessages>;
-    try {
-      messages = this.home ? readOpenCodeStore(this.home, sessionId, since) : [];
-    } catch {
-      messages = [];
-    }
-    return messages.map((m) => ({
-      id: m.id,
-      usage: m.time?.completed != null && m.tokens ? openCodeUsage(m.tokens) : undefined,
-      ...(this.reportsCost && m.cost != null ? { costUsd: m.cost } : {}),
-      ...(m.modelID ? { model: m.modelID } : {}),
-    }));
-  }
-
-  protected override unreportedUsage(state: LineState): HarnessEvent[] {
-    if (this.twoWayTurn) return this.acp.unreported(state, this.host);
-    // A step started and never finished: a model call whose usage OpenCode never reported.
-    return (state.scratch as Scratch).open ? [{ type: 'usage', usage: noUsage }] : [];
-  }
-
-  protected override callOpenAtRequest(state: LineState): boolean {
-    return this.twoWayTurn && this.acp.callOpen(state);
-  }
-
-  protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
-    if (this.twoWayTurn) return this.acp.map(line, state, this.host);
-    const parsed = openCodeLine.safeParse(parseJsonLine(line));
-    if (!parsed.success) return { type: 'unknown', raw: line };
-    const scratch = state.scratch as Scratch;
-    const value = parsed.data;
-    const events: HarnessEvent[] = [];
-    if (value.sessionID && scratch.sessionId === undefined) {
-      scratch.sessionId = value.sessionID;
-      // Model: not in the JSON output (see the file comment), so it is not reported.
-      events.push({ type: 'session', sessionId: value.sessionID });
-    }
-    switch (value.type) {
-      case 'step_start':
-        scratch.text = undefined;
-        scratch.open = true;
-        break;
-      case 'text': {
-        const text = (value as z.infer<typeof textLine>).part.text ?? '';
-        scratch.text = (scratch.text ?? '') + text;
-        if (text) events.push({ type: 'text', text });
-        break;
-      }
-      case 'tool_use': {
-        const part = (value as z.infer<typeof toolUseLine>).part;
-        events.push({ type: 'activity', description: `${part.tool ?? 'tool'} ${part.state?.title ?? ''} (${part.state?.status ?? 'unknown'})`.trim() });
-        break;
-      }
-      case 'step_finish': {
-        const part = (value as z.infer<typeof stepFinishLine>).part;
-        scratch.open = false;
-        scratch.lastReason = part.reason ?? 'unknown';
-        const cost = this.reportsCost && part.cost != null ? { costUsd: part.cost } : {};
-        if (part.tokens) events.push({ type: 'usage', usage: openCodeUsage(part.tokens), ...cost });
-        if (part.reason === 'stop') events.push({ type: 'turn-complete', text: scratch.text ?? '' });
-        break;
-      }
-      case 'error': {
-        const error = (value as z.infer<typeof errorLine>).error;
-        const message = error?.data?.message ?? error?.name ?? 'OpenCode reported an error';
-        events.push({ type: 'session-error', code: 'vendor-error', message: `${error?.name ?? 'Error'}: ${message}` });
-        break;
-      }
-      case 'reasoning':
-        break;
-      default:
-        events.push({ type: 'unknown', raw: line });
-    }
-    return events;
-  }
-
-  protected override onExit(code: number | null, _stderrTail: string, state: LineState): TerminalEvent | undefined {
-    const scratch = state.scratch as Scratch;
-    // A last step that ended for another reason than `stop` (e.g. `length`) still ends the turn.
-    if (code === 0 && scratch.open === false && scratch.lastReason !== 'tool-calls') return { type: 'turn-complete', text: scratch.text ?? '' };
-    return undefined;
-  }
+  return {
+    line: (line) => acp.map(line, state, host),
+    answer: (request, answer) => acp.answer(request, answer, state),
+    exit: (code, stderrTail) => resumeFailedOnExit(names, unknownSession, turn, code, stderrTail),
+    unreported: () => acp.unreported(state, host),
+    callOpen: () => acp.callOpen(state),
+  };
 }
 
-/** Registers the OpenCode adapter. */
-export function registerOpenCode(registry: AdapterRegistry): AdapterRegistry {
-  return registry.register(openCodeDriverClass, () => new OpenCodeAdapter());
-}
+/** The OpenCode driver (`opencode run`; two-way: `opencode acp`). */
+export const openCode: HarnessDriver = {
+  specificationVersion: 'v2',
+  driverClass: openCodeDriverClass,
+  capabilities: openCodeCapabilities,
+  vendor: { api: 'any', baseUrl: { config: 'opencode.json:provider.durable.options.baseURL' }, apiKey: { env: 'OPENAI_API_KEY' } },
+  mcp: { config: 'opencode.json:mcp' },
+  permissions: permissionReport,
+  prepare: async (fs, turn) => {
+    const home = driverHome(turn, 'opencode');
+    if (turn.systemPrompt !== undefined) await fs.writeFile(below(home, 'instructions.md').rel, `${turn.systemPrompt}\n`, { createParents: true, mode: 0o600 });
+    await fs.writeFile(below(home, 'opencode.json').rel, `${JSON.stringify(configOf(turn, home), null, 2)}\n`, { createParents: true, mode: 0o600 });
+  },
+  command,
+  session: (turn) => ({ kind: 'one-way', start: (t, io) => (turn.twoWay ? acpMapper(t, io) : runMapper(t)) }),
+};

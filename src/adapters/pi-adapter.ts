@@ -22,13 +22,12 @@
  * before every tool call (pi-rpc.ts); the session id comes from `get_state`, the rest of the output is the same.
  */
 import { z } from 'zod';
-import type { PermissionRequest } from '../permissions/types.js';
-import { CliHarnessAdapter, type LineState, type TurnCommand, type TurnContext, type WireAnswer } from './cli-adapter.js';
+import { lineStateFor } from './cli-adapter.js';
+import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
+import { below, driverHome, parseJsonLine, resumeFailedOnExit, stringSetting } from './kit.js';
 import { answerPiRequest, mapPiRpcLine, piGateExtension, piRpcStdin } from './pi-rpc.js';
-import { harnessHome, homePath, parseJsonLine, stringSetting, writeHomeFile, type HarnessHome } from './harness-home.js';
-import type { AdapterRegistry } from './registry.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig, PermissionPosture, PermissionReport, TerminalEvent, TurnInput } from './types.js';
+import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const piDriverClass = 'Pi';
@@ -94,133 +93,54 @@ function textOf(m: z.infer<typeof message>): string {
   return (m.content ?? []).filter((p) => p.type === 'text').map((p) => p.text ?? '').join('');
 }
 
-/** Adapter for Pi. */
-export class PiAdapter extends CliHarnessAdapter {
-  readonly driverClass = piDriverClass;
-  readonly capabilities = piCapabilities;
-  protected override readonly harnessLabel = 'pi';
-  protected override readonly unknownSessionPattern = /No session found matching/;
-  private home: HarnessHome | undefined;
-  private reportsCost = false;
-  private twoWayTurn = false;
+const names = { label: 'pi' };
+const unknownSession = /No session found matching/;
 
-  protected override async prepare(config: HarnessSessionConfig): Promise<void> {
-    this.home = harnessHome(config, 'pi');
-    const agentDir = homePath(this.home, 'agent');
-    const cost = config.settings?.cost;
-    this.reportsCost = typeof cost === 'object' && cost !== null;
-    if (config.baseUrl && config.model) {
-      const providerId = stringSetting(config, 'providerId') ?? piProviderId;
-      const models = {
-        providers: {
-          [providerId]: {
-            baseUrl: config.baseUrl,
-            api: stringSetting(config, 'api') ?? 'openai-completions',
-            // pi resolves a value naming an environment variable to that variable: the key stays in env.
-            apiKey: stringSetting(config, 'apiKeyEnv') ?? 'OPENAI_API_KEY',
-            compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
-            models: [{ id: config.model, name: config.model, ...(this.reportsCost ? { cost } : {}) }],
-          },
-        },
-      };
-      writeHomeFile(homePath(agentDir, 'models.json'), `${JSON.stringify(models, null, 2)}\n`);
-    }
-    writeHomeFile(homePath(agentDir, 'settings.json'), `${JSON.stringify({ enableInstallTelemetry: false }, null, 2)}\n`);
+/** Pi computes a cost from the models.json table: meaningful only when the catalog supplied that table. */
+function reportsCost(turn: DriverTurn): boolean {
+  const cost = turn.settings.cost;
+  return typeof cost === 'object' && cost !== null;
+}
+
+function permissions(posture: PermissionPosture): PermissionReport {
+  if (posture === 'strict') {
+    return {
+      posture,
+      enforced: true,
+      note:
+        'Two-way mode (pi --mode rpc with the durable-harness gate extension): EVERY tool call, reads included, is decided ' +
+        'by the permission gate (the policy allows reads inside the workspace by itself, then an operator) before it ' +
+        `runs, edited input included. Without a gate (print mode has no approvals): only --tools ${piReadOnlyTools}, not enforced.`,
+    };
   }
+  return { posture, enforced: true, note: `pi runs its tools without asking${posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : ''}.` };
+}
 
-  protected override permissionReport(posture: PermissionPosture): PermissionReport {
-    if (posture === 'strict') {
-      return {
-        posture,
-        enforced: true,
-        note:
-          'Two-way mode (pi --mode rpc with the durable-harness gate extension): EVERY tool call, reads included, is decided ' +
-          'by the permission gate (the policy allows reads inside the workspace by itself, then an operator) before it ' +
-          `runs, edited input included. Without a gate (print mode has no approvals): only --tools ${piReadOnlyTools}, not enforced.`,
-      };
-    }
-    return { posture, enforced: true, note: `pi runs its tools without asking${posture === 'auto' ? '; with permission rules: the two-way mode, as for strict' : ''}.` };
+function command(turn: DriverTurn): DriverCommand {
+  const home = driverHome(turn, 'pi');
+  const agentDir = below(home, 'agent');
+  const argv = turn.twoWay ? [turn.executable, ...turn.baseArgs, '--mode', 'rpc'] : [turn.executable, ...turn.baseArgs, '-p', '--mode', 'json'];
+  if (turn.model) {
+    if (turn.baseUrl) argv.push('--provider', stringSetting(turn, 'providerId') ?? piProviderId);
+    argv.push('--model', turn.model);
   }
+  if (turn.resumeSessionId) argv.push(turn.fork ? '--fork' : '--session', turn.resumeSessionId);
+  // `--append-system-prompt` takes a file's contents (written by `prepare`): the prompt stays out of argv. Every
+  // turn: pi does not store the system prompt in the session.
+  if (turn.systemPrompt !== undefined) argv.push('--append-system-prompt', below(home, 'system-prompt.md').path);
+  if (turn.posture === 'strict' && !turn.twoWay) argv.push('--tools', piReadOnlyTools);
+  const env: Record<string, string> = { HOME: home.path, PI_CODING_AGENT_DIR: agentDir.path, PI_OFFLINE: '1', PI_TELEMETRY: '0' };
+  if (!turn.twoWay) return { argv, stdin: turn.prompt, env };
+  argv.push('-e', below(home, 'durable-harness-gate.js').path);
+  return { argv, stdin: piRpcStdin(turn.prompt), env, keepStdinOpen: true };
+}
 
-  protected override buildTurn(input: TurnInput, ctx: TurnContext): TurnCommand {
-    const home = this.home ?? harnessHome(ctx.config, 'pi');
-    const agentDir = homePath(home, 'agent');
-    this.twoWayTurn = ctx.twoWay;
-    const argv = ctx.twoWay ? [ctx.config.executable, ...ctx.config.baseArgs, '--mode', 'rpc'] : [ctx.config.executable, ...ctx.config.baseArgs, '-p', '--mode', 'json'];
-    if (ctx.config.model) {
-      if (ctx.config.baseUrl) argv.push('--provider', stringSetting(ctx.config, 'providerId') ?? piProviderId);
-      argv.push('--model', ctx.config.model);
-    }
-    if (ctx.resumeSessionId) argv.push(ctx.fork ? '--fork' : '--session', ctx.resumeSessionId);
-    if (ctx.systemPrompt !== undefined) {
-      // `--append-system-prompt` takes a file's contents: the prompt stays out of argv. Every turn: pi does not
-      // store the system prompt in the session.
-      const file = homePath(home, 'system-prompt.md');
-      writeHomeFile(file, `${ctx.systemPrompt}\n`);
-      argv.push('--append-system-prompt', file.sandbox);
-    }
-    if (ctx.posture === 'strict' && !ctx.twoWay) argv.push('--tools', piReadOnlyTools);
-    const env: Record<string, string> = { HOME: home.sandbox, PI_CODING_AGENT_DIR: agentDir.sandbox, PI_OFFLINE: '1', PI_TELEMETRY: '0' };
-    if (!ctx.twoWay) return { argv, stdin: input.prompt, env };
-    const extension = homePath(home, 'durable-harness-gate.js');
-    writeHomeFile(extension, piGateExtension);
-    argv.push('-e', extension.sandbox);
-    return { argv, stdin: piRpcStdin(input.prompt), env, keepStdinOpen: true };
-  }
-
-  protected override answerPermission(request: PermissionRequest, answer: WireAnswer, state: LineState): void {
-    answerPiRequest(request, answer, state);
-  }
-
-  protected override mapLine(line: string, state: LineState): HarnessEvent | HarnessEvent[] | undefined {
-    if (this.twoWayTurn) {
-      const rpc = mapPiRpcLine(parseJsonLine(line), state);
-      if (rpc !== 'agent-event') {
-        if (!Array.isArray(rpc) && rpc.type === 'session') (state.scratch as Scratch).sessionId = rpc.sessionId;
-        return rpc;
-      }
-    }
-    const parsed = piLine.safeParse(parseJsonLine(line));
-    if (!parsed.success) return { type: 'unknown', raw: line };
-    const scratch = state.scratch as Scratch;
-    const value = parsed.data;
-    switch (value.type) {
-      case 'session': {
-        const id = (value as z.infer<typeof sessionLine>).id;
-        scratch.sessionId = id;
-        return { type: 'session', sessionId: id };
-      }
-      case 'message_update': {
-        const event = (value as z.infer<typeof messageUpdateLine>).assistantMessageEvent;
-        return event?.type === 'text_delta' && event.delta ? { type: 'text', text: event.delta } : undefined;
-      }
-      case 'message_end':
-        return this.messageEnd((value as z.infer<typeof messageEndLine>).message, scratch);
-      case 'tool_execution_start': {
-        const v = value as z.infer<typeof toolStartLine>;
-        return { type: 'activity', description: `${v.toolName} ${JSON.stringify(v.args ?? {})}` };
-      }
-      case 'auto_retry_start': {
-        const v = value as z.infer<typeof retryLine>;
-        return { type: 'activity', description: `pi retries the model call (attempt ${v.attempt ?? '?'}): ${v.errorMessage ?? ''}` };
-      }
-      case 'agent_end':
-        return this.agentEnd(scratch);
-      case 'turn_start':
-        scratch.calling = true;
-        return undefined;
-      case 'agent_start':
-      case 'turn_end':
-      case 'message_start':
-      case 'tool_execution_update':
-      case 'tool_execution_end':
-        return undefined;
-      default:
-        return { type: 'unknown', raw: line };
-    }
-  }
-
-  private messageEnd(m: z.infer<typeof message>, scratch: Scratch): HarnessEvent[] {
+/** One turn of pi's JSON events (print mode, and RPC mode's agent events). */
+function piMapper(turn: DriverTurn, io: LineIo): LineMapper {
+  const scratch: Scratch = {};
+  const withCost = reportsCost(turn);
+  const state = turn.twoWay ? lineStateFor(turn, io) : undefined;
+  const messageEnd = (m: z.infer<typeof message>): HarnessEvent[] => {
     if (m.role !== 'assistant') return [];
     scratch.last = m;
     scratch.calling = false;
@@ -228,27 +148,105 @@ export class PiAdapter extends CliHarnessAdapter {
     if (scratch.sessionId && m.model) events.push({ type: 'session', sessionId: scratch.sessionId, model: m.model });
     if (m.usage) {
       const usage = usageOf({ input: m.usage.input, output: m.usage.output, cacheRead: m.usage.cacheRead, cacheWrite: m.usage.cacheWrite });
-      const cost = this.reportsCost && m.usage.cost?.total != null ? { costUsd: m.usage.cost.total } : {};
+      const cost = withCost && m.usage.cost?.total != null ? { costUsd: m.usage.cost.total } : {};
       events.push({ type: 'usage', usage, ...cost });
     }
     return events;
-  }
-
-  /** A turn cut off during a model call (before its `message_end`): spent, and pi will never say how much. */
-  protected override unreportedUsage(state: LineState): HarnessEvent[] {
-    return (state.scratch as Scratch).calling ? [{ type: 'usage', usage: noUsage }] : [];
-  }
-
-  private agentEnd(scratch: Scratch): TerminalEvent {
+  };
+  const agentEnd = (): TerminalEvent => {
     const last = scratch.last;
     if (last && (last.stopReason === 'error' || last.stopReason === 'aborted')) {
       return { type: 'session-error', code: 'vendor-error', message: last.errorMessage ?? `pi's model call ended with stopReason "${last.stopReason}"` };
     }
     return { type: 'turn-complete', text: last ? textOf(last) : '' };
-  }
+  };
+  return {
+    line: (line) => {
+      if (state) {
+        const rpc = mapPiRpcLine(parseJsonLine(line), state);
+        if (rpc !== 'agent-event') {
+          if (!Array.isArray(rpc) && rpc.type === 'session') scratch.sessionId = rpc.sessionId;
+          return rpc;
+        }
+      }
+      const parsed = piLine.safeParse(parseJsonLine(line));
+      if (!parsed.success) return { type: 'unknown', raw: line };
+      const value = parsed.data;
+      switch (value.type) {
+        case 'session': {
+          const id = (value as z.infer<typeof sessionLine>).id;
+          scratch.sessionId = id;
+          return { type: 'session', sessionId: id };
+        }
+        case 'message_update': {
+          const event = (value as z.infer<typeof messageUpdateLine>).assistantMessageEvent;
+          return event?.type === 'text_delta' && event.delta ? { type: 'text', text: event.delta } : undefined;
+        }
+        case 'message_end':
+          return messageEnd((value as z.infer<typeof messageEndLine>).message);
+        case 'tool_execution_start': {
+          const v = value as z.infer<typeof toolStartLine>;
+          return { type: 'activity', description: `${v.toolName} ${JSON.stringify(v.args ?? {})}` };
+        }
+        case 'auto_retry_start': {
+          const v = value as z.infer<typeof retryLine>;
+          return { type: 'activity', description: `pi retries the model call (attempt ${v.attempt ?? '?'}): ${v.errorMessage ?? ''}` };
+        }
+        case 'agent_end':
+          return agentEnd();
+        case 'turn_start':
+          scratch.calling = true;
+          return undefined;
+        case 'agent_start':
+        case 'turn_end':
+        case 'message_start':
+        case 'tool_execution_update':
+        case 'tool_execution_end':
+          return undefined;
+        default:
+          return { type: 'unknown', raw: line };
+      }
+    },
+    ...(state ? { answer: (request, answer) => answerPiRequest(request, answer, state) } : {}),
+    exit: (code, stderrTail) => resumeFailedOnExit(names, unknownSession, turn, code, stderrTail),
+    /** A turn cut off during a model call (before its `message_end`): spent, and pi will never say how much. */
+    unreported: () => (scratch.calling ? [{ type: 'usage', usage: noUsage }] : []),
+  };
 }
 
-/** Registers the Pi adapter. */
-export function registerPi(registry: AdapterRegistry): AdapterRegistry {
-  return registry.register(piDriverClass, () => new PiAdapter());
-}
+/** The Pi driver (`pi -p --mode json`; two-way: `pi --mode rpc` with the gate extension). */
+export const pi: HarnessDriver = {
+  specificationVersion: 'v2',
+  driverClass: piDriverClass,
+  capabilities: piCapabilities,
+  vendor: { api: 'any', baseUrl: { config: 'agent/models.json:providers.durable.baseUrl' }, apiKey: { config: 'agent/models.json:providers.durable.apiKey' } },
+  // Pi has no MCP client of its own.
+  mcp: undefined,
+  permissions,
+  prepare: async (fs, turn) => {
+    const home = driverHome(turn, 'pi');
+    const agentDir = below(home, 'agent');
+    const write = (file: string, content: string) => fs.writeFile(file, content, { createParents: true, mode: 0o600 });
+    if (turn.baseUrl && turn.model) {
+      const providerId = stringSetting(turn, 'providerId') ?? piProviderId;
+      const models = {
+        providers: {
+          [providerId]: {
+            baseUrl: turn.baseUrl,
+            api: stringSetting(turn, 'api') ?? 'openai-completions',
+            // pi resolves a value naming an environment variable to that variable: the key stays in env.
+            apiKey: stringSetting(turn, 'apiKeyEnv') ?? 'OPENAI_API_KEY',
+            compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
+            models: [{ id: turn.model, name: turn.model, ...(reportsCost(turn) ? { cost: turn.settings.cost } : {}) }],
+          },
+        },
+      };
+      await write(below(agentDir, 'models.json').rel, `${JSON.stringify(models, null, 2)}\n`);
+    }
+    await write(below(agentDir, 'settings.json').rel, `${JSON.stringify({ enableInstallTelemetry: false }, null, 2)}\n`);
+    if (turn.systemPrompt !== undefined) await write(below(home, 'system-prompt.md').rel, `${turn.systemPrompt}\n`);
+    if (turn.twoWay) await write(below(home, 'durable-harness-gate.js').rel, piGateExtension);
+  },
+  command,
+  session: () => ({ kind: 'one-way', start: piMapper }),
+};

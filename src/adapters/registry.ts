@@ -1,11 +1,17 @@
-/** Adapters by driver class, so a catalog entry names its adapter and platform engineers can add their own. */
-import { registerClaudeCode } from './claude-code-adapter.js';
-import { registerCodex } from './codex-adapter.js';
-import { registerGeminiCli } from './gemini-cli-adapter.js';
-import { registerOpenCode } from './opencode-adapter.js';
-import { registerPi } from './pi-adapter.js';
-import { StdioJsonAdapter, stdioJsonDriverClass } from './stdio-json-adapter.js';
-import type { AdapterFactory, HarnessAdapter } from './types.js';
+/** Drivers by driver class, so a catalog entry names its driver and platform engineers can add their own. */
+import { claudeCode } from './claude-code-adapter.js';
+import { codex } from './codex-adapter.js';
+import type { HarnessDriver } from './driver.js';
+import { geminiCli } from './gemini-cli-adapter.js';
+import { openCode } from './opencode-adapter.js';
+import { pi } from './pi-adapter.js';
+import { stdioJson } from './stdio-json-adapter.js';
+
+/** The built-in drivers: stdio-JSON and the five real CLIs. */
+export const builtinDrivers: readonly HarnessDriver[] = [stdioJson, claudeCode, codex, geminiCli, openCode, pi];
+
+/** Drivers by driver class. */
+export type DriverRegistry = ReadonlyMap<string, HarnessDriver>;
 
 /** Thrown when a catalog names a driver class nobody registered. */
 export class UnknownDriverError extends Error {
@@ -19,44 +25,33 @@ export class UnknownDriverError extends Error {
   ) {
     const known = registered.length > 0 ? registered.join(', ') : '(none)';
     super(
-      `No harness adapter is registered for driver class "${driverClass}". Registered: ${known}. ` +
-        'Register one with AdapterRegistry.register(driverClass, factory), or fix `driverClass` in the catalog.',
+      `No harness driver is registered for driver class "${driverClass}". Registered: ${known}. ` +
+        'Add one with driverRegistry([...builtinDrivers, yourDriver]), or fix `driverClass` in the catalog.',
     );
   }
 }
 
-/** A map from driver class to adapter factory. */
-export class AdapterRegistry {
-  private readonly factories = new Map<string, AdapterFactory>();
-
-  /** Registers (or replaces) the factory for `driverClass`; returns the registry for chaining. */
-  register(driverClass: string, factory: AdapterFactory): this {
-    if (driverClass.trim() === '') throw new Error('A driver class name must not be empty.');
-    this.factories.set(driverClass, factory);
-    return this;
+/** A registry of `drivers` (a later one replaces an earlier one of the same class). */
+export function driverRegistry(drivers: Iterable<HarnessDriver>): DriverRegistry {
+  const map = new Map<string, HarnessDriver>();
+  for (const driver of drivers) {
+    if (driver.driverClass.trim() === '') throw new Error('A driver class name must not be empty.');
+    map.set(driver.driverClass, driver);
   }
-
-  /** Whether `driverClass` is registered. */
-  has(driverClass: string): boolean {
-    return this.factories.has(driverClass);
-  }
-
-  /** Registered driver classes, sorted. */
-  driverClasses(): string[] {
-    return [...this.factories.keys()].sort();
-  }
-
-  /** A fresh adapter for `driverClass`; throws UnknownDriverError if none is registered. */
-  create(driverClass: string): HarnessAdapter {
-    const factory = this.factories.get(driverClass);
-    if (!factory) throw new UnknownDriverError(driverClass, this.driverClasses());
-    return factory();
-  }
+  return map;
 }
 
-/** A registry with the built-in adapters: StdioJson and the five real CLIs. */
-export function defaultAdapterRegistry(): AdapterRegistry {
-  const registry = new AdapterRegistry().register(stdioJsonDriverClass, () => new StdioJsonAdapter());
-  for (const register of [registerClaudeCode, registerCodex, registerGeminiCli, registerOpenCode, registerPi]) register(registry);
-  return registry;
+/** The driver for `driverClass`; throws UnknownDriverError if none is registered. */
+export function findDriver(registry: DriverRegistry, driverClass: string): HarnessDriver {
+  const driver = registry.get(driverClass);
+  if (!driver) throw new UnknownDriverError(driverClass, [...registry.keys()].sort());
+  return driver;
 }
+
+/** The registry the worker uses by default: the built-in drivers. */
+export function defaultAdapterRegistry(): DriverRegistry {
+  return driverRegistry(builtinDrivers);
+}
+
+/** The worker's name for a driver registry. */
+export type AdapterRegistry = DriverRegistry;

@@ -1,7 +1,5 @@
-/** The harness adapter contract (v1): what every external agent CLI is driven through. */
-import type { PermissionAnswer, PermissionGate, PermissionRequest } from '../permissions/types.js';
-import type { SandboxExecutor } from '../sandbox/types.js';
-import type { PermissionPosture, PermissionReport } from '../contracts/permissions.js';
+/** The words of a harness turn: capabilities, postures, usage and the event stream (the driver contract is driver.ts). */
+import type { PermissionAnswer, PermissionPosture, PermissionReport, PermissionRequest } from '../contracts/permissions.js';
 import type { Usage } from '../contracts/usage.js';
 
 export type { PermissionPosture, PermissionReport, Usage };
@@ -28,9 +26,6 @@ export interface Capabilities {
   readonly systemPrompt: boolean;
 }
 
-
-
-
 /**
  * Small state an adapter keeps between the turns of a run, held by the runtime (the ledger) and never in the
  * workspace, where the harness could rewrite it. Values are JSON.
@@ -40,54 +35,8 @@ export interface HarnessStateStore {
   set(key: string, value: unknown): Promise<void>;
 }
 
-/** Everything an adapter needs to launch a session; no secrets other than `env`. */
-export interface HarnessSessionConfig {
-  readonly runId: string;
-  /** The harness's own name in the catalog. */
-  readonly harnessName: string;
-  readonly executable: string;
-  readonly baseArgs: readonly string[];
-  readonly model?: string;
-  /** Workspace as the harness sees it. */
-  readonly workspacePath: string;
-  /** Workspace on the worker's host (for writing config files). */
-  readonly hostWorkspacePath: string;
-  /** Environment for the harness process: credentials and non-secret settings. */
-  readonly env: Readonly<Record<string, string>>;
-  readonly executor: SandboxExecutor;
-  /** Session to resume (from a previous turn or a previous run). */
-  readonly resumeSessionId?: string;
-  /** Vendor base URL override, for adapters that support one. */
-  readonly baseUrl?: string;
-  /** Per-turn timeout; the adapter ends the turn with a session-error when it passes. */
-  readonly turnTimeoutMs: number;
-  /** The harness's reply cap (catalog `maxReplyBytes`): a terminal line may be twice as long, other lines less. */
-  readonly maxReplyBytes?: number;
-  /** Extra, driver-specific settings from the catalog. */
-  readonly settings?: Readonly<Record<string, unknown>>;
-  /** The run's adapter state between turns (the worker passes the ledger's); without one it lasts one adapter. */
-  readonly state?: HarnessStateStore;
-}
-
-/** One harness turn's input. */
-export interface TurnInput {
-  /** The text to send: the task, formatted step results, or a replayed conversation. */
-  readonly prompt: string;
-  /** 1-based turn number within the run. */
-  readonly turn: number;
-  /** The ledger id of this turn attempt, for harnesses that acknowledge usage (stdio-JSON `usage-ack`). */
-  readonly attemptId?: string;
-  /** Aborting stops the turn: the process gets SIGTERM and the kill grace; with a `StopAtOnce` reason, SIGKILL at once. */
-  readonly signal?: AbortSignal;
-  /**
-   * Decides the harness's permission requests (policy, then a human). With an interactive gate an adapter that
-   * has a two-way mode uses it; without a gate, requests are only emitted and answered through `respond`.
-   */
-  readonly gate?: PermissionGate;
-}
-
 /**
- * An abort reason for `TurnInput.signal` that ends the harness without the kill grace: the turn's budget is spent,
+ * An abort reason for the turn's signal (`EngineOptions.signal`) that ends the harness without the kill grace: the turn's budget is spent,
  * and a harness that ignores SIGTERM must not get another second of model calls.
  */
 export class StopAtOnce extends Error {
@@ -109,7 +58,7 @@ export type HarnessEvent =
   | { readonly type: 'text'; readonly text: string }
   /** What the harness is doing (tool use, file reads), for progress only. */
   | { readonly type: 'activity'; readonly description: string }
-  /** The harness asks permission for a tool use; decided by the turn's gate, or answered through `respond`. */
+  /** The harness asks permission for a tool use; decided by the turn's gate. */
   | ({ readonly type: 'permission-request' } & PermissionRequest)
   /** What became of a permission request, and who decided. */
   | {
@@ -143,7 +92,7 @@ export type HarnessEvent =
   /** The harness's session identity, whether it resumed, and the model it says it used. */
   | { readonly type: 'session'; readonly sessionId: string; readonly resumed?: boolean; readonly model?: string }
   /** Terminal: the turn ended; `text` holds the raw envelope text. */
-  | { readonly type: 'turn-complete'; readonly text: string }
+  | { readonly type: 'turn-complete'; readonly text: string; readonly session?: TurnSession }
   /** Terminal: the turn failed. */
   | {
       readonly type: 'session-error';
@@ -151,6 +100,7 @@ export type HarnessEvent =
       readonly message: string;
       readonly exitCode?: number | null;
       readonly stderrTail?: string;
+      readonly session?: TurnSession;
     }
   /** A line the adapter does not know; ignored by the runtime. */
   | { readonly type: 'unknown'; readonly raw: string }
@@ -162,36 +112,13 @@ export type HarnessEvent =
    */
   | { readonly type: 'output-sampled'; readonly unknownLines: number; readonly unknownReported: number; readonly tooLargeLines: number; readonly tooLargeReported: number };
 
-export type TerminalEvent = Extract<HarnessEvent, { type: 'turn-complete' | 'session-error' }>;
-
-/** The harness adapter contract. */
-export interface HarnessAdapter {
-  readonly driverClass: string;
-  readonly capabilities: Capabilities;
-  /** Translates the posture into harness flags/config; called once before `start`. */
-  applyPermissionPolicy(posture: PermissionPosture): PermissionReport;
-  /** Supplies the runtime's system prompt (the envelope contract), where the harness accepts one. */
-  setSystemPrompt(text: string): void;
-  /** Establishes the session (config files, home dir); must not reason. Throws on failure. */
-  start(config: HarnessSessionConfig): Promise<void>;
-  /** Runs one turn; yields exactly one terminal event, last. */
-  runTurn(input: TurnInput): AsyncIterable<HarnessEvent>;
-  /** Answers a permission request; a no-op for adapters without hooks. */
-  respond(requestId: string, decision: { allow: boolean; message?: string; editedInput?: unknown }): Promise<void>;
-  /**
-   * Tells the harness a usage event is durable in the ledger (stdio-JSON `usage-ack`), so it never re-reports it;
-   * optional, a no-op for harnesses without acknowledgements.
-   */
-  acknowledgeUsage?(ack: { attemptId: string; call: number }): Promise<void>;
-  /** Whether the last turn really continued the previous session. */
+/** What the turn engine adds to the terminal event: the session the turn ran in, as the harness reported it. */
+export interface TurnSession {
+  readonly sessionId: string;
+  /** The turn really continued the session it was asked to resume (a fork's branch counts). */
   readonly resumed: boolean;
-  /** The model the harness reported for the last turn, if it reports one. */
-  readonly reportedModel: string | undefined;
-  /** The harness's session id, once known. */
-  readonly externalSessionId: string | undefined;
-  /** Tears down; idempotent and safe on every path. */
-  end(): Promise<void>;
+  /** The model the harness says it used. */
+  readonly model?: string;
 }
 
-/** Creates a fresh adapter; registered by driver class. */
-export type AdapterFactory = () => HarnessAdapter;
+export type TerminalEvent = Extract<HarnessEvent, { type: 'turn-complete' | 'session-error' }>;

@@ -1,13 +1,14 @@
 /** Claude Code adapter over JSONL recorded from the real pinned CLI (test/fixtures/claude, see its README). */
+import { driverSession, type DriverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ClaudeCode, claudeBaseUrl, registerClaudeCode } from '../../src/adapters/claude-code-adapter.js';
+import { claudeCode, claudeBaseUrl } from '../../src/adapters/claude-code-adapter.js';
 import { foldTurn } from '../../src/adapters/fold.js';
-import { AdapterRegistry } from '../../src/adapters/registry.js';
-import type { HarnessEvent, HarnessSessionConfig, PermissionPosture } from '../../src/adapters/types.js';
+import { defaultAdapterRegistry, findDriver } from '../../src/adapters/registry.js';
+import type { HarnessEvent, PermissionPosture } from '../../src/adapters/types.js';
 import { FakeExecutor, type FakeRun } from './fake-executor.js';
 
 const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/claude');
@@ -34,7 +35,7 @@ function config(executor: FakeExecutor, extra: Partial<HarnessSessionConfig> = {
   };
 }
 
-async function turn(adapter: ClaudeCode, prompt = 'hi', turnNo = 1): Promise<HarnessEvent[]> {
+async function turn(adapter: DriverSession, prompt = 'hi', turnNo = 1): Promise<HarnessEvent[]> {
   const out: HarnessEvent[] = [];
   for await (const event of adapter.runTurn({ prompt, turn: turnNo })) out.push(event);
   return out;
@@ -44,7 +45,7 @@ const terminals = (events: HarnessEvent[]) => events.filter((e) => e.type === 't
 
 async function started(runs: FakeRun[], extra: Partial<HarnessSessionConfig> = {}, posture: PermissionPosture = 'auto') {
   const executor = new FakeExecutor(runs);
-  const adapter = new ClaudeCode();
+  const adapter = driverSession(claudeCode);
   adapter.applyPermissionPolicy(posture);
   adapter.setSystemPrompt('ENVELOPE CONTRACT');
   await adapter.start(config(executor, extra));
@@ -58,7 +59,7 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
     const result = fixtureLines('plain').find((l) => l.type === 'result') as { usage: Record<string, number>; total_cost_usd: number; session_id: string };
     const folded = foldTurn(events);
     expect(terminals(events)).toHaveLength(1);
-    expect(events.at(-1)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"hello"}' });
+    expect(events.at(-1)).toMatchObject({ type: 'turn-complete', text: '{"step":"success","result":"hello"}' });
     // Fake vendor script: input 1200 (non-cached), cacheRead 300, cacheWrite 40, output 15.
     expect(folded.usage).toEqual({ input: 1200, output: 15, cacheRead: 300, cacheWrite: 40 });
     expect(folded.usage.input).toBe(result.usage.input_tokens);
@@ -215,7 +216,7 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
     const dangerous = await argvFor('dangerous');
     expect(dangerous.argv).toContain('--dangerously-skip-permissions');
     expect(dangerous.env?.IS_SANDBOX).toBe('1');
-    const adapter = new ClaudeCode();
+    const adapter = driverSession(claudeCode);
     expect(adapter.applyPermissionPolicy('strict')).toMatchObject({ enforced: true, note: expect.stringContaining('DENIED') as unknown });
   });
 
@@ -231,10 +232,9 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
   });
 
   it('registers under ClaudeCode and normalises base URLs', () => {
-    const registry = registerClaudeCode(new AdapterRegistry());
-    expect(registry.create('ClaudeCode')).toBeInstanceOf(ClaudeCode);
+    expect(findDriver(defaultAdapterRegistry(), 'ClaudeCode')).toBe(claudeCode);
     expect(claudeBaseUrl('http://h:1/v1/')).toBe('http://h:1');
     expect(claudeBaseUrl('http://h:1')).toBe('http://h:1');
-    expect(new ClaudeCode().capabilities).toMatchObject({ sessionResume: true, sessionFork: true, structuredOutput: false, usageReporting: true });
+    expect(driverSession(claudeCode).capabilities).toMatchObject({ sessionResume: true, sessionFork: true, structuredOutput: false, usageReporting: true });
   });
 });

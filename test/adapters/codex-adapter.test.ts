@@ -1,13 +1,14 @@
 /** Codex adapter over JSONL recorded from the real pinned CLI (test/fixtures/codex, see its README). */
+import { driverSession, type DriverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Codex, codexBaseUrl, codexConfigToml, registerCodex } from '../../src/adapters/codex-adapter.js';
+import { codex, codexBaseUrl, codexConfigToml } from '../../src/adapters/codex-adapter.js';
 import { foldTurn } from '../../src/adapters/fold.js';
-import { AdapterRegistry } from '../../src/adapters/registry.js';
-import type { HarnessEvent, HarnessSessionConfig, PermissionPosture } from '../../src/adapters/types.js';
+import { defaultAdapterRegistry, findDriver } from '../../src/adapters/registry.js';
+import type { HarnessEvent, PermissionPosture } from '../../src/adapters/types.js';
 import { FakeExecutor, type FakeRun } from './fake-executor.js';
 
 const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/codex');
@@ -25,7 +26,7 @@ function fixtureLines(name: string): Record<string, unknown>[] {
   return readFileSync(path.join(fixtures, `${name}.jsonl`), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
-async function turn(adapter: Codex, prompt = 'hi', turnNo = 1): Promise<HarnessEvent[]> {
+async function turn(adapter: DriverSession, prompt = 'hi', turnNo = 1): Promise<HarnessEvent[]> {
   const out: HarnessEvent[] = [];
   for await (const event of adapter.runTurn({ prompt, turn: turnNo })) out.push(event);
   return out;
@@ -38,7 +39,7 @@ async function started(runs: FakeRun[], extra: Partial<HarnessSessionConfig> = {
   const workspace = mkdtempSync(path.join(tmpdir(), 'codex-adapter-'));
   workspaces.push(workspace);
   const executor = new FakeExecutor(runs);
-  const adapter = new Codex();
+  const adapter = driverSession(codex);
   adapter.applyPermissionPolicy(posture);
   adapter.setSystemPrompt('ENVELOPE "CONTRACT"');
   await adapter.start({
@@ -68,7 +69,7 @@ describe('Codex adapter over recorded fixtures', () => {
       runId: 'run-1', harnessName: 'codex', executable: 'codex', baseArgs: [], model: 'gpt-5.5', workspacePath: workspace, hostWorkspacePath: workspace,
       env: { OPENAI_API_KEY: secret }, executor, turnTimeoutMs: 5000, settings: { forkSessions: false }, state, ...(resumeSessionId ? { resumeSessionId } : {}),
     });
-    const first = new Codex();
+    const first = driverSession(codex);
     await first.start(config(new FakeExecutor([recorded('resume-setup')])));
     expect(foldTurn(await turn(first, 'Remember the number 42.', 1)).usage).toEqual({ input: 900, output: 5, cacheRead: 0, cacheWrite: 0, reasoning: 0 });
     await first.end();
@@ -77,7 +78,7 @@ describe('Codex adapter over recorded fixtures', () => {
     // The harness lowers "its" totals where the adapter once kept them, and plants a huge one: nothing is read from there.
     writeFileSync(path.join(workspace, '.home/codex/durable-harness-usage.json'), JSON.stringify({ [threadId]: { input: 1_000_000, output: 1_000_000 } }));
 
-    const second = new Codex();
+    const second = driverSession(codex);
     await second.start(config(new FakeExecutor([recorded('resume')]), threadId));
     // Recorded turn 2 reports the thread's total (1900 in incl. 950 cached, 14 out): this turn alone was 50/950/9.
     expect(foldTurn(await turn(second, 'What number?', 2)).usage).toEqual({ input: 50, output: 9, cacheRead: 950, cacheWrite: 0, reasoning: 0 });
@@ -91,7 +92,7 @@ describe('Codex adapter over recorded fixtures', () => {
     const folded = foldTurn(events);
     const threadId = fixtureLines('plain')[0]!.thread_id;
     expect(terminals(events)).toHaveLength(1);
-    expect(events.at(-1)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"hello"}' });
+    expect(events.at(-1)).toMatchObject({ type: 'turn-complete', text: '{"step":"success","result":"hello"}' });
     // Recorded turn.completed: input_tokens 1500 INCLUDING cached 300 → 1200 non-cached.
     expect(folded.usage).toEqual({ input: 1200, output: 15, cacheRead: 300, cacheWrite: 0, reasoning: 0 });
     expect(folded.costUsd).toBeUndefined();
@@ -217,13 +218,13 @@ describe('Codex adapter over recorded fixtures', () => {
     };
     expect(await modeFor('strict')).toContain('sandbox_mode="read-only"');
     expect(await modeFor('dangerous')).toContain('sandbox_mode="danger-full-access"');
-    expect(new Codex().applyPermissionPolicy('strict')).toMatchObject({ posture: 'strict', enforced: true });
+    expect(driverSession(codex).applyPermissionPolicy('strict')).toMatchObject({ posture: 'strict', enforced: true });
   });
 
   it('config: custom env key from settings, base URL normalised, registration', () => {
     expect(codexBaseUrl('http://h:1')).toBe('http://h:1/v1');
     expect(codexBaseUrl('http://h:1/v1/')).toBe('http://h:1/v1');
     expect(codexConfigToml({ baseUrl: 'http://h:1', envKey: 'MY_KEY' })).toContain('env_key = "MY_KEY"');
-    expect(registerCodex(new AdapterRegistry()).create('Codex')).toBeInstanceOf(Codex);
+    expect(findDriver(defaultAdapterRegistry(), 'Codex')).toBe(codex);
   });
 });

@@ -1,9 +1,10 @@
 /** Replays recorded CLI fixtures (test/fixtures/<cli>/<case>.jsonl + .meta.json) through a fake executor. */
+import type { DriverSession, HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { HarnessAdapter, HarnessEvent, HarnessSessionConfig, PermissionPosture } from '../../src/adapters/types.js';
+import type { HarnessEvent, PermissionPosture } from '../../src/adapters/types.js';
 import { FakeExecutor, type FakeRun } from './fake-executor.js';
 
 const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures');
@@ -25,7 +26,7 @@ export function fixtureLines(cli: string, name: string): Record<string, unknown>
 
 /** Starts an adapter on a fresh temp workspace with a fake executor replaying `runs`. */
 export async function startWith(
-  adapter: HarnessAdapter,
+  adapter: DriverSession,
   runs: FakeRun[],
   options: { keyEnv: string; model?: string; baseUrl?: string; posture?: PermissionPosture; systemPrompt?: string; extra?: Partial<HarnessSessionConfig> },
 ): Promise<{ executor: FakeExecutor; workspace: string }> {
@@ -51,7 +52,7 @@ export async function startWith(
 }
 
 /** Runs one turn and collects its events. */
-export async function collect(adapter: HarnessAdapter, prompt = 'go', turn = 1): Promise<HarnessEvent[]> {
+export async function collect(adapter: DriverSession, prompt = 'go', turn = 1): Promise<HarnessEvent[]> {
   const events: HarnessEvent[] = [];
   for await (const event of adapter.runTurn({ prompt, turn })) events.push(event);
   return events;

@@ -1,9 +1,10 @@
+import { driverSession } from '../support/driver-session.js';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AdapterRegistry } from '../../src/adapters/registry.js';
+import { defaultAdapterRegistry, findDriver } from '../../src/adapters/registry.js';
 import { foldTurn } from '../../src/adapters/fold.js';
-import { GeminiCliAdapter, geminiCliDriverClass, geminiLine, registerGeminiCli } from '../../src/adapters/gemini-cli-adapter.js';
+import { geminiCli, geminiCliDriverClass, geminiLine } from '../../src/adapters/gemini-cli-adapter.js';
 import { collect, fixtureLines, fixtureRun, startWith, terminals, testKey, truncated } from './fixture-replay.js';
 
 const cli = 'gemini';
@@ -14,7 +15,7 @@ const statsOf = (name: string): { input_tokens: number; cached: number; output_t
 
 describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
   it('plain answer: session, model, envelope text and usage with cached tokens taken out of input', async () => {
-    const adapter = new GeminiCliAdapter();
+    const adapter = driverSession(geminiCli);
     await startWith(adapter, [fixtureRun(cli, 'plain')], options);
     const events = await collect(adapter);
     const result = foldTurn(events);
@@ -36,7 +37,7 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
   });
 
   it('tool call: reports the read as activity, keeps only the final message as the envelope, sums both model calls', async () => {
-    const adapter = new GeminiCliAdapter();
+    const adapter = driverSession(geminiCli);
     await startWith(adapter, [fixtureRun(cli, 'tool-call')], options);
     const result = foldTurn(await collect(adapter));
     expect(result.activities.some((a) => a.startsWith('read_file'))).toBe(true);
@@ -47,7 +48,7 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
   });
 
   it('thinking tokens: missing from output_tokens but in total_tokens, so reasoning = total − input − output', async () => {
-    const adapter = new GeminiCliAdapter();
+    const adapter = driverSession(geminiCli);
     await startWith(adapter, [fixtureRun(cli, 'reasoning')], options);
     const result = foldTurn(await collect(adapter));
     // Served: 200 in, 9 out, 100 thoughts; recorded stats: total 309, input 200, output 9.
@@ -56,7 +57,7 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
   });
 
   it('a vendor fault after a good call: the result (status error) still counts the good call', async () => {
-    const adapter = new GeminiCliAdapter();
+    const adapter = driverSession(geminiCli);
     await startWith(adapter, [fixtureRun(cli, 'fault')], options);
     const events = await collect(adapter);
     expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'vendor-error' });
@@ -64,7 +65,7 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
   });
 
   it('loop detection: the call it cut off is missing from the stats, so one call of unknown usage is added', async () => {
-    const adapter = new GeminiCliAdapter();
+    const adapter = driverSession(geminiCli);
     await startWith(adapter, [fixtureRun(cli, 'loop')], options);
     const events = await collect(adapter);
     const lines = fixtureLines(cli, 'loop');
@@ -81,7 +82,7 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
   it('all-zero stats after the model answered (loop detection) are unknown usage, not zero tokens', async () => {
     const lines = fixtureRun(cli, 'tool-call').lines!.slice(0, -1);
     const zero = { total_tokens: 0, input_tokens: 0, output_tokens: 0, cached: 0, input: 0, duration_ms: 5, tool_calls: 1, models: {} };
-    const adapter = new GeminiCliAdapter();
+    const adapter = driverSession(geminiCli);
     await startWith(
       adapter,
       [{ lines: [...lines, JSON.stringify({ type: 'error', severity: 'warning', message: 'Loop detected, stopping execution' }), JSON.stringify({ type: 'result', status: 'success', stats: zero })] }],
@@ -92,13 +93,13 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
     expect(usage).toEqual([{ type: 'usage', usage: {} }]);
     expect(foldTurn(events).unknownUsageEvents).toBe(1);
     // A vendor refusal before any answer really costs nothing: its zero stats stay a count.
-    const refused = new GeminiCliAdapter();
+    const refused = driverSession(geminiCli);
     await startWith(refused, [fixtureRun(cli, 'error')], options);
     expect(foldTurn(await collect(refused)).usage).toEqual({ input: 0, output: 0, cacheRead: 0, reasoning: 0 });
   });
 
   it('turn 1 starts a session; turn 2 resumes it with --resume and reports resumed', async () => {
-    const adapter = new GeminiCliAdapter();
+    const adapter = driverSession(geminiCli);
     const { executor, workspace } = await startWith(adapter, [fixtureRun(cli, 'tool-call'), fixtureRun(cli, 'resume')], options);
     await collect(adapter, 'first', 1);
     expect(adapter.resumed).toBe(false);
@@ -124,7 +125,7 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
   });
 
   it('an unknown session is a resume-failed error, and the next turn starts fresh', async () => {
-    const adapter = new GeminiCliAdapter();
+    const adapter = driverSession(geminiCli);
     const { executor } = await startWith(adapter, [fixtureRun(cli, 'resume-missing'), fixtureRun(cli, 'plain')], {
       ...options,
       extra: { resumeSessionId: '00000000-0000-4000-8000-000000000000' },
@@ -137,7 +138,7 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
   });
 
   it('a vendor error is exactly one session-error', async () => {
-    const adapter = new GeminiCliAdapter();
+    const adapter = driverSession(geminiCli);
     await startWith(adapter, [fixtureRun(cli, 'error')], options);
     const events = await collect(adapter);
     expect(terminals(events)).toHaveLength(1);
@@ -150,7 +151,7 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
       truncated(fixtureRun(cli, 'plain')),
       { lines: [], exitCode: 0 },
     ]) {
-      const adapter = new GeminiCliAdapter();
+      const adapter = driverSession(geminiCli);
       await startWith(adapter, [run], options);
       const events = await collect(adapter);
       expect(terminals(events)).toHaveLength(1);
@@ -159,13 +160,12 @@ describe('GeminiCliAdapter over recorded gemini 0.61.0 output', () => {
   });
 
   it('maps postures to --approval-mode and parses unknown line types to the catch-all', async () => {
-    expect(new GeminiCliAdapter().applyPermissionPolicy('strict')).toMatchObject({ enforced: true });
-    const adapter = new GeminiCliAdapter();
+    expect(driverSession(geminiCli).applyPermissionPolicy('strict')).toMatchObject({ enforced: true });
+    const adapter = driverSession(geminiCli);
     const { executor } = await startWith(adapter, [fixtureRun(cli, 'plain')], { ...options, posture: 'dangerous' });
     await collect(adapter);
     expect(executor.requests[0]?.argv).toContain('yolo');
     expect(geminiLine.parse({ type: 'brand_new_event', x: 1 })).toMatchObject({ type: 'brand_new_event' });
-    const registry = registerGeminiCli(new AdapterRegistry());
-    expect(registry.create(geminiCliDriverClass)).toBeInstanceOf(GeminiCliAdapter);
+    expect(findDriver(defaultAdapterRegistry(), geminiCliDriverClass)).toBe(geminiCli);
   });
 });

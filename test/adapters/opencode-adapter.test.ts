@@ -1,13 +1,13 @@
+import { driverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { foldTurn } from '../../src/adapters/fold.js';
-import { AdapterRegistry } from '../../src/adapters/registry.js';
+import { defaultAdapterRegistry, findDriver } from '../../src/adapters/registry.js';
 import { harnessHome } from '../../src/adapters/harness-home.js';
-import { OpenCodeAdapter, openCodeDriverClass, openCodeLine, readOpenCodeStore, registerOpenCode } from '../../src/adapters/opencode-adapter.js';
-import type { HarnessSessionConfig } from '../../src/adapters/types.js';
+import { openCode, openCodeDriverClass, openCodeLine, readOpenCodeStore } from '../../src/adapters/opencode-adapter.js';
 import { collect, fixtureLines, fixtureRun, startWith, terminals, testKey, truncated } from './fixture-replay.js';
 
 const cli = 'opencode';
@@ -18,7 +18,7 @@ const stepTokens = (name: string): unknown[] =>
 
 describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
   it('plain answer: session id, envelope text, usage (input already excludes cached), no model', async () => {
-    const adapter = new OpenCodeAdapter();
+    const adapter = driverSession(openCode);
     await startWith(adapter, [fixtureRun(cli, 'plain')], options);
     const events = await collect(adapter);
     const result = foldTurn(events);
@@ -36,7 +36,7 @@ describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
   });
 
   it('tool call: activity for the read, usage summed over both steps, only the last step text', async () => {
-    const adapter = new OpenCodeAdapter();
+    const adapter = driverSession(openCode);
     await startWith(adapter, [fixtureRun(cli, 'tool-call')], options);
     const result = foldTurn(await collect(adapter));
     expect(result.activities.some((a) => a.startsWith('read'))).toBe(true);
@@ -46,19 +46,19 @@ describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
   });
 
   it('reports the step cost when the catalog gave prices', async () => {
-    const adapter = new OpenCodeAdapter();
+    const adapter = driverSession(openCode);
     await startWith(adapter, [fixtureRun(cli, 'tool-call')], { ...options, extra: { settings: { cost: { input: 3, output: 15 } } } });
     expect(foldTurn(await collect(adapter)).costUsd).toBe(0);
   });
 
   it('reasoning tokens: reported apart from output (output 9, reasoning 100), as the normalised shape wants', async () => {
-    const adapter = new OpenCodeAdapter();
+    const adapter = driverSession(openCode);
     await startWith(adapter, [fixtureRun(cli, 'reasoning')], options);
     expect(foldTurn(await collect(adapter)).usage).toEqual({ input: 200, output: 9, reasoning: 100, cacheRead: 0, cacheWrite: 0 });
   });
 
   it('a vendor fault after a good call: the good step was reported as it finished, so it counts', async () => {
-    const adapter = new OpenCodeAdapter();
+    const adapter = driverSession(openCode);
     await startWith(adapter, [fixtureRun(cli, 'fault')], options);
     const events = await collect(adapter);
     expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'vendor-error' });
@@ -66,7 +66,7 @@ describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
   });
 
   it('turn 1 uses --title (no title model call), turn 2 continues it in a fork (--session ID --fork); config in the per-run home', async () => {
-    const adapter = new OpenCodeAdapter();
+    const adapter = driverSession(openCode);
     const { executor, workspace } = await startWith(adapter, [fixtureRun(cli, 'tool-call'), fixtureRun(cli, 'resume')], options);
     await collect(adapter, 'first', 1);
     const second = foldTurn(await collect(adapter, 'second', 2));
@@ -93,14 +93,16 @@ describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
   });
 
   it('strict denies edit and bash in the config', async () => {
-    const adapter = new OpenCodeAdapter();
-    const { workspace } = await startWith(adapter, [], { ...options, posture: 'strict' });
+    const adapter = driverSession(openCode);
+    const { workspace } = await startWith(adapter, [fixtureRun(cli, 'plain')], { ...options, posture: 'strict' });
+    // The config is the turn's: written when the turn starts.
+    for await (const event of adapter.runTurn({ prompt: 'x', turn: 1 })) void event;
     const config = JSON.parse(readFileSync(path.join(workspace, '.home/opencode/opencode.json'), 'utf8')) as { permission: unknown };
     expect(config.permission).toMatchObject({ edit: 'deny', bash: 'deny' });
   });
 
   it('an unknown session is a resume-failed error, and the next turn starts fresh', async () => {
-    const adapter = new OpenCodeAdapter();
+    const adapter = driverSession(openCode);
     const { executor } = await startWith(adapter, [fixtureRun(cli, 'resume-missing'), fixtureRun(cli, 'plain')], {
       ...options,
       extra: { resumeSessionId: 'ses_000000000000unknownsession' },
@@ -111,7 +113,7 @@ describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
   });
 
   it('a vendor error is exactly one session-error', async () => {
-    const adapter = new OpenCodeAdapter();
+    const adapter = driverSession(openCode);
     await startWith(adapter, [fixtureRun(cli, 'error')], options);
     const events = await collect(adapter);
     expect(terminals(events)).toHaveLength(1);
@@ -124,19 +126,19 @@ describe('OpenCodeAdapter over recorded opencode 1.18.33 output', () => {
       truncated(fixtureRun(cli, 'tool-call')),
       { lines: [], exitCode: 0 },
     ]) {
-      const adapter = new OpenCodeAdapter();
+      const adapter = driverSession(openCode);
       await startWith(adapter, [run], options);
       const events = await collect(adapter);
       expect(terminals(events)).toHaveLength(1);
       expect(events.at(-1)?.type).toBe('session-error');
     }
     expect(openCodeLine.parse({ type: 'something_new' })).toMatchObject({ type: 'something_new' });
-    expect(registerOpenCode(new AdapterRegistry()).create(openCodeDriverClass)).toBeInstanceOf(OpenCodeAdapter);
+    expect(findDriver(defaultAdapterRegistry(), openCodeDriverClass)).toBe(openCode);
   });
 });
 
 describe("OpenCode's session store is read from a private copy (it lives in the harness-writable workspace)", () => {
-  const homeOf = (workspace: string) => harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'opencode');
+  const homeOf = (workspace: string) => harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'opencode')!;
   const message = (modelID: string, input: number) => JSON.stringify({ role: 'assistant', modelID, tokens: { input, output: 1, cache: { read: 0, write: 0 } } });
 
   function makeStore(file: string, rows: [string, number, string][]): Database.Database {

@@ -3,13 +3,14 @@
  * cap are streamed past and reported once each, junk is sampled, a flood never keeps the event loop from its timers,
  * the pipe is paused while the turn is behind, and a harness that closes stdout but lives on ends its turn at once.
  */
+import { driverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { sampledLinesPerTurn } from '../../src/adapters/cli-adapter.js';
-import { maxStdioJsonLineBytes, StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
-import type { HarnessEvent, HarnessSessionConfig } from '../../src/adapters/index.js';
+import { sampledLinesPerTurn } from '../../src/adapters/engine.js';
+import { maxStdioJsonLineBytes, stdioJson } from '../../src/adapters/stdio-json-adapter.js';
+import type { HarnessEvent } from '../../src/adapters/index.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
 
 const workspace = mkdtempSync(path.join(tmpdir(), 'output-bounds-'));
@@ -40,7 +41,7 @@ function config(baseArgs: string[], extra: Partial<HarnessSessionConfig> = {}): 
 
 /** Runs one turn; returns its events (and the largest gap between 1 ms timer ticks while it ran). */
 async function turn(baseArgs: string[], extra: Partial<HarnessSessionConfig> = {}) {
-  const adapter = new StdioJsonAdapter();
+  const adapter = driverSession(stdioJson);
   await adapter.start(config(baseArgs, extra));
   let last = performance.now();
   let maxGapMs = 0;
@@ -82,7 +83,7 @@ describe('output bounds', () => {
       await write('"}\\n' + done);
     `));
     expect(ofType(list, 'line-too-large')).toEqual([{ type: 'line-too-large', bytes: 64 * MiB + 25, limit: maxStdioJsonLineBytes, opening: expect.stringMatching(/^\{"type":"text","text":"x+$/) }]);
-    expect(list.at(-1)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"done"}' });
+    expect(list.at(-1)).toMatchObject({ type: 'turn-complete', text: '{"step":"success","result":"done"}' });
   });
 
   it('a 3 MB envelope is read whole (a terminal line may be twice the reply cap), a 9 MB one ends the turn saying why', { timeout: 60_000 }, async () => {
@@ -122,7 +123,7 @@ describe('output bounds', () => {
   });
 
   it('cancelling a flooding turn takes effect at once: the stop wins over a backlog that never runs dry', { timeout: 60_000 }, async () => {
-    const adapter = new StdioJsonAdapter();
+    const adapter = driverSession(stdioJson);
     await adapter.start(config(harness(`
       const junk = 'x\\n'.repeat(32 * 1024);
       for (;;) await write(junk);
@@ -163,7 +164,7 @@ describe('output bounds', () => {
       require('node:fs').closeSync(1);
       setInterval(() => {}, 1000);
     `), { turnTimeoutMs: 600_000 });
-    expect(list.at(-1)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"done"}' });
+    expect(list.at(-1)).toMatchObject({ type: 'turn-complete', text: '{"step":"success","result":"done"}' });
     expect(ms).toBeLessThan(10_000);
   });
 });

@@ -1,9 +1,10 @@
+import { driverSession } from '../support/driver-session.js';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { foldTurn } from '../../src/adapters/fold.js';
-import { AdapterRegistry } from '../../src/adapters/registry.js';
-import { PiAdapter, piDriverClass, piLine, registerPi } from '../../src/adapters/pi-adapter.js';
+import { defaultAdapterRegistry, findDriver } from '../../src/adapters/registry.js';
+import { pi, piDriverClass, piLine } from '../../src/adapters/pi-adapter.js';
 import { collect, fixtureLines, fixtureRun, startWith, terminals, testKey, truncated } from './fixture-replay.js';
 
 const cli = 'pi';
@@ -17,7 +18,7 @@ const assistantUsage = (name: string): unknown[] =>
 
 describe('PiAdapter over recorded pi 0.73.1 output', () => {
   it('plain answer: session id, model, envelope text, usage (input already excludes cached)', async () => {
-    const adapter = new PiAdapter();
+    const adapter = driverSession(pi);
     await startWith(adapter, [fixtureRun(cli, 'plain')], options);
     const events = await collect(adapter);
     const result = foldTurn(events);
@@ -33,7 +34,7 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
   });
 
   it('tool call: activity for the read, usage summed over both model calls, the final message as the envelope', async () => {
-    const adapter = new PiAdapter();
+    const adapter = driverSession(pi);
     await startWith(adapter, [fixtureRun(cli, 'tool-call')], options);
     const result = foldTurn(await collect(adapter));
     expect(result.activities.some((a) => a.startsWith('read'))).toBe(true);
@@ -43,7 +44,7 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
   });
 
   it("reports pi's computed cost only when the catalog gave prices", async () => {
-    const adapter = new PiAdapter();
+    const adapter = driverSession(pi);
     const { workspace } = await startWith(adapter, [fixtureRun(cli, 'plain')], { ...options, extra: { settings: { cost: { input: 3, output: 15 } } } });
     expect(foldTurn(await collect(adapter)).costUsd).toBe(0);
     const models = JSON.parse(readFileSync(path.join(workspace, '.home/pi/agent/models.json'), 'utf8')) as { providers: { durable: { models: unknown[] } } };
@@ -51,13 +52,13 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
   });
 
   it('reasoning tokens: pi folds them into output (the completions count); the total is exact, reasoning unknown', async () => {
-    const adapter = new PiAdapter();
+    const adapter = driverSession(pi);
     await startWith(adapter, [fixtureRun(cli, 'reasoning')], options);
     expect(foldTurn(await collect(adapter)).usage).toEqual({ input: 200, output: 109, cacheRead: 0, cacheWrite: 0 });
   });
 
   it('a vendor fault after a good call: the good call was reported at its message_end, so it counts', async () => {
-    const adapter = new PiAdapter();
+    const adapter = driverSession(pi);
     await startWith(adapter, [fixtureRun(cli, 'fault')], options);
     const events = await collect(adapter);
     expect(events.at(-1)).toMatchObject({ type: 'session-error', code: 'vendor-error' });
@@ -65,7 +66,7 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
   });
 
   it('turn 2 continues turn 1 in a fork (--fork ID); system prompt by file; config and key handling', async () => {
-    const adapter = new PiAdapter();
+    const adapter = driverSession(pi);
     const { executor, workspace } = await startWith(adapter, [fixtureRun(cli, 'tool-call'), fixtureRun(cli, 'resume')], options);
     await collect(adapter, 'first', 1);
     expect(adapter.resumed).toBe(false);
@@ -94,7 +95,7 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
   });
 
   it('strict is enforced by the gate in RPC mode; a turn without a gate is narrowed to read-only tools', async () => {
-    const adapter = new PiAdapter();
+    const adapter = driverSession(pi);
     expect(adapter.applyPermissionPolicy('strict')).toMatchObject({ posture: 'strict', enforced: true, note: expect.stringContaining('not enforced') as unknown });
     const { executor } = await startWith(adapter, [fixtureRun(cli, 'plain')], { ...options, posture: 'strict' });
     await collect(adapter);
@@ -102,7 +103,7 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
   });
 
   it('an unknown session is a resume-failed error, and the next turn starts fresh', async () => {
-    const adapter = new PiAdapter();
+    const adapter = driverSession(pi);
     const { executor } = await startWith(adapter, [fixtureRun(cli, 'resume-missing'), fixtureRun(cli, 'plain')], {
       ...options,
       extra: { resumeSessionId: '00000000-0000-4000-8000-000000000000' },
@@ -113,7 +114,7 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
   });
 
   it('a vendor error (exit code 0, stopReason "error") is exactly one session-error', async () => {
-    const adapter = new PiAdapter();
+    const adapter = driverSession(pi);
     await startWith(adapter, [fixtureRun(cli, 'error')], options);
     expect(fixtureRun(cli, 'error').exitCode).toBe(0);
     const events = await collect(adapter);
@@ -127,13 +128,13 @@ describe('PiAdapter over recorded pi 0.73.1 output', () => {
       truncated(fixtureRun(cli, 'tool-call')),
       { lines: [], exitCode: 0 },
     ]) {
-      const adapter = new PiAdapter();
+      const adapter = driverSession(pi);
       await startWith(adapter, [run], options);
       const events = await collect(adapter);
       expect(terminals(events)).toHaveLength(1);
       expect(events.at(-1)?.type).toBe('session-error');
     }
     expect(piLine.parse({ type: 'compaction_start', reason: 'threshold' })).toMatchObject({ type: 'compaction_start' });
-    expect(registerPi(new AdapterRegistry()).create(piDriverClass)).toBeInstanceOf(PiAdapter);
+    expect(findDriver(defaultAdapterRegistry(), piDriverClass)).toBe(pi);
   });
 });

@@ -1,8 +1,9 @@
+import { driverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { describe, expect, it } from 'vitest';
 import { collectTurn, foldTurn } from '../../src/adapters/fold.js';
-import { defaultAdapterRegistry, UnknownDriverError } from '../../src/adapters/registry.js';
-import { StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
-import type { HarnessEvent, HarnessSessionConfig } from '../../src/adapters/types.js';
+import { defaultAdapterRegistry, findDriver, UnknownDriverError } from '../../src/adapters/registry.js';
+import { stdioJson } from '../../src/adapters/stdio-json-adapter.js';
+import type { HarnessEvent } from '../../src/adapters/types.js';
 import type { PermissionAnswer, PermissionGate, PermissionRequest } from '../../src/permissions/types.js';
 import { FakeExecutor, line, type FakeRun } from './fake-executor.js';
 
@@ -24,7 +25,7 @@ function config(executor: FakeExecutor, extra: Partial<HarnessSessionConfig> = {
 
 async function started(runs: FakeRun[], extra: Partial<HarnessSessionConfig> = {}) {
   const executor = new FakeExecutor(runs);
-  const adapter = new StdioJsonAdapter();
+  const adapter = driverSession(stdioJson);
   adapter.setSystemPrompt('Reply with an envelope.');
   adapter.applyPermissionPolicy('auto');
   await adapter.start(config(executor, extra));
@@ -44,7 +45,7 @@ describe('StdioJsonAdapter', () => {
   it('sends one request line and ends the turn with the envelope text', async () => {
     const { adapter, executor } = await started([{ lines: [line({ type: 'session', id: 's1' }), line({ type: 'complete', text: envelope })] }]);
     const list = await events(adapter.runTurn({ prompt: 'do it', turn: 1 }));
-    expect(list.at(-1)).toEqual({ type: 'turn-complete', text: envelope });
+    expect(list.at(-1)).toMatchObject({ type: 'turn-complete', text: envelope });
     expect(terminals(list)).toHaveLength(1);
     const request = executor.requests[0]!;
     expect(request.argv).toEqual(['/opt/fake-harness', '--json']);
@@ -75,7 +76,7 @@ describe('StdioJsonAdapter', () => {
     const { adapter } = await started([{ lines: [...garbage, line({ type: 'complete', text: envelope })] }]);
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
     expect(list.filter((e) => e.type === 'unknown').map((e) => e.type === 'unknown' && e.raw)).toEqual(garbage);
-    expect(list.at(-1)).toEqual({ type: 'turn-complete', text: envelope });
+    expect(list.at(-1)).toMatchObject({ type: 'turn-complete', text: envelope });
   });
 
   it('reports exactly one process-exit error, with exit code and stderr tail, when the process exits without a terminal line', async () => {
@@ -233,17 +234,19 @@ describe('StdioJsonAdapter', () => {
     expect(result.error).toMatchObject({ code: 'protocol-error', message: expect.stringContaining('needs its attempt, turn and call') });
   });
 
-  it('writes permission answers to the running process stdin', async () => {
+  it('writes the gate\'s permission answers to the running process stdin', async () => {
     const { adapter, executor } = await started([{ lines: [line({ type: 'permission', id: 'p1', tool: 'bash', input: { cmd: 'ls' } })], hang: true }]);
-    const iterator = adapter.runTurn({ prompt: 'x', turn: 1 })[Symbol.asyncIterator]();
+    const abort = new AbortController();
+    const gate = { interactive: false, decide: async () => ({ decision: 'deny' as const, scope: 'once' as const, decidedBy: 'test', message: 'not now' }) };
+    const iterator = adapter.runTurn({ prompt: 'x', turn: 1, gate, signal: abort.signal })[Symbol.asyncIterator]();
     const first = await iterator.next();
     expect(first.value).toEqual({
       type: 'permission-request', id: 'p1', tool: 'bash', kind: 'command', input: { cmd: 'ls' }, title: 'ls', command: 'ls',
       options: { edit: 'emulated', denyMessage: true },
     });
-    await adapter.respond('p1', { allow: false, message: 'not now' });
-    expect(executor.processes[0]!.written).toEqual([`${JSON.stringify({ type: 'permission-response', id: 'p1', allow: false, message: 'not now' })}\n`]);
-    await adapter.end();
+    expect((await iterator.next()).value).toMatchObject({ type: 'permission-decision', id: 'p1', decision: 'deny', message: 'not now' });
+    expect(executor.processes[0]!.written.at(-1)).toEqual(`${JSON.stringify({ type: 'permission-response', id: 'p1', allow: false, message: 'not now' })}\n`);
+    abort.abort();
     const rest = await iterator.next();
     expect(rest.value).toMatchObject({ type: 'session-error', code: 'cancelled' });
     expect((await iterator.next()).done).toBe(true);
@@ -299,7 +302,7 @@ describe('StdioJsonAdapter with a permission gate', () => {
       { turnTimeoutMs: 200 },
     );
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1, gate: gate({ decision: 'allow', decidedBy: 'operator:x' }, 600) }));
-    expect(list.at(-1)).toEqual({ type: 'turn-complete', text: envelope });
+    expect(list.at(-1)).toMatchObject({ type: 'turn-complete', text: envelope });
     expect(executor.processes[0]!.written).toHaveLength(1);
   });
 
@@ -334,9 +337,9 @@ describe('AdapterRegistry', () => {
   it('creates StdioJson adapters and names the registered classes for an unknown one', () => {
     const registry = defaultAdapterRegistry();
     expect(registry.has('StdioJson')).toBe(true);
-    expect(registry.create('StdioJson').driverClass).toBe('StdioJson');
-    expect(registry.driverClasses()).toEqual(['ClaudeCode', 'Codex', 'GeminiCli', 'OpenCode', 'Pi', 'StdioJson']);
-    expect(() => registry.create('MartianCli')).toThrow(UnknownDriverError);
-    expect(() => registry.create('MartianCli')).toThrow(/"MartianCli".*Registered: ClaudeCode, Codex, GeminiCli, OpenCode, Pi, StdioJson.*driverClass/);
+    expect(findDriver(registry, 'StdioJson').driverClass).toBe('StdioJson');
+    expect([...registry.keys()].sort()).toEqual(['ClaudeCode', 'Codex', 'GeminiCli', 'OpenCode', 'Pi', 'StdioJson']);
+    expect(() => findDriver(registry, 'MartianCli')).toThrow(UnknownDriverError);
+    expect(() => findDriver(registry, 'MartianCli')).toThrow(/"MartianCli".*Registered: ClaudeCode, Codex, GeminiCli, OpenCode, Pi, StdioJson.*driverClass/);
   });
 });

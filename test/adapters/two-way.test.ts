@@ -3,12 +3,13 @@
  * (test/fixtures/<cli>/two-way/, recorded by test/fixtures/record-two-way.ts). The replay only prints a line
  * once the adapter has written what the CLI had received by then, so every answer must really be written.
  */
+import type { DriverSession, HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { harnessHome } from '../../src/adapters/harness-home.js';
-import type { HarnessAdapter, HarnessEvent, HarnessSessionConfig } from '../../src/adapters/types.js';
+import type { HarnessEvent } from '../../src/adapters/types.js';
 import type { PermissionAnswer } from '../../src/permissions/types.js';
 import { addUsage, noUsage } from '../../src/contracts/usage.js';
 import { cliNames, type CliName } from '../e2e/fake-vendor/tool-calls.js';
@@ -23,7 +24,7 @@ interface Replayed {
   readonly written: string[];
   readonly expectedWrites: string[];
   readonly fixture: TwoWayFixture;
-  readonly adapter: HarnessAdapter;
+  readonly adapter: DriverSession;
   readonly executor: ReplayExecutor;
 }
 
@@ -83,7 +84,7 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
     expect(asked[0]!.command).toBe('touch ran.txt');
     expect(asked[1]!.paths?.some((p) => p.endsWith('out.txt'))).toBe(true);
     expect(of(r.events, 'permission-decision').map((d) => d.decision)).toEqual(['allow', 'allow']);
-    expect(terminal(r.events)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"done"}' });
+    expect(terminal(r.events)).toMatchObject({ type: 'turn-complete', text: '{"step":"success","result":"done"}' });
     expect(r.adapter.externalSessionId).toBe((r.fixture.meta.events.find((e) => e.type === 'session') as { sessionId: string }).sessionId);
     // What the real binary did: both tools ran.
     expect(r.fixture.meta.files).toMatchObject({ 'ran.txt': true, 'out.txt': true });
@@ -103,7 +104,7 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
     const first = twoWayFixture(cli, 'allow').meta.events.find((e) => e.type === 'session') as { sessionId: string };
     const r = await replay(cli, 'resume', first.sessionId);
     expect(r.written).toEqual(r.expectedWrites);
-    expect(terminal(r.events)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"resumed"}' });
+    expect(terminal(r.events)).toMatchObject({ type: 'turn-complete', text: '{"step":"success","result":"resumed"}' });
     if (cli === 'gemini') {
       // No fork in gemini: the session itself continues (a retried attempt would find its prompt there).
       expect(r.adapter.externalSessionId).toBe(first.sessionId);
@@ -151,7 +152,7 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
       expect(r.gate.asked.map((a) => a.command)).toEqual(['touch ran.txt', 'touch edited.txt']);
       expect(r.written.find((l) => l.includes('Permission decisions on your last tool requests'))).toContain('touch edited.txt');
     }
-    expect(terminal(r.events)).toEqual({ type: 'turn-complete', text: '{"step":"success","result":"edited ran"}' });
+    expect(terminal(r.events)).toMatchObject({ type: 'turn-complete', text: '{"step":"success","result":"edited ran"}' });
   });
 
   it('a session the CLI does not know ends the turn with resume-failed, and the next turn would start fresh', async () => {
@@ -172,7 +173,7 @@ describe.each(cliNames.map((cli) => ({ cli })))('$cli two-way mode (recorded fro
 });
 
 describe('keepChatFiles (gemini 0.61.0 wipes a session loaded in the minute it was written)', () => {
-  const geminiHome = (workspace: string) => harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini');
+  const geminiHome = (workspace: string) => harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini')!;
   const sessionId = 'b545a306-933c-4714-a1e7-ba8d3ce8c231';
   /** A fresh workspace whose gemini home has one project's chats directory. */
   const chatsIn = () => {
@@ -260,7 +261,7 @@ describe("gemini's two-way usage comes from its chat file (the ACP quota misses 
     const { geminiChatUsage, readGeminiChatCalls } = await import('../../src/adapters/gemini-cli-adapter.js');
     const { mkdirSync, writeFileSync } = await import('node:fs');
     const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-chat-'));
-    const home = harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini');
+    const home = harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini')!;
     const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
     mkdirSync(chats, { recursive: true });
     const msg = (id: string, at: string, tokens: Record<string, number>) => JSON.stringify({ id, timestamp: at, type: 'gemini', content: 'x', tokens, model: 'gemini-2.5-flash' });
@@ -277,13 +278,13 @@ describe("gemini's two-way usage comes from its chat file (the ACP quota misses 
       { input: 200, output: 9, cacheRead: 20, reasoning: 100 },
       { input: 307, output: 5, cacheRead: 0, reasoning: 0 },
     ]);
-    expect(readGeminiChatCalls(harnessHome({ hostWorkspacePath: path.join(workspace, 'nowhere'), workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini'), 's1', 0)).toEqual([]);
+    expect(readGeminiChatCalls(harnessHome({ hostWorkspacePath: path.join(workspace, 'nowhere'), workspacePath: '/workspace' }, 'gemini')!, 's1', 0)).toEqual([]);
   });
 
   it('a chat file of any size yields the whole turn: read from its end back past the turn start, chunk by chunk', async () => {
     const { readGeminiChatCalls } = await import('../../src/adapters/gemini-cli-adapter.js');
     const workspace = mkdtempSync(path.join(os.tmpdir(), 'dh-gemini-chat-'));
-    const home = harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini');
+    const home = harnessHome({ hostWorkspacePath: workspace, workspacePath: '/workspace' } as HarnessSessionConfig, 'gemini')!;
     const chats = path.join(workspace, '.home', 'gemini', '.gemini', 'tmp', 'ws', 'chats');
     mkdirSync(chats, { recursive: true });
     const at = (minute: number, second: number) => `2026-12-01T05:${String(minute).padStart(2, '0')}:${String(second).padStart(2, '0')}.000Z`;

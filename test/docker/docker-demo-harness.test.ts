@@ -1,4 +1,5 @@
 /** The bundled demo harness (stdio-JSON) run inside a container through the Docker executor, two turns. */
+import { driverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -6,8 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { collectTurn } from '../../src/adapters/fold.js';
-import { StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
-import type { HarnessSessionConfig } from '../../src/adapters/types.js';
+import { stdioJson } from '../../src/adapters/stdio-json-adapter.js';
 import { DockerSandboxProvider } from '../../src/sandbox/docker-provider.js';
 import type { SandboxRef } from '../../src/sandbox/types.js';
 import { requireEngineAndImage, testDocker, testImage } from './docker-env.js';
@@ -57,7 +57,7 @@ describe('demo harness inside a Docker sandbox', () => {
       executor: handle.executor,
       turnTimeoutMs: 20_000,
     };
-    const adapter = new StdioJsonAdapter();
+    const adapter = driverSession(stdioJson);
     adapter.setSystemPrompt('End every turn with a JSON envelope.');
     adapter.applyPermissionPolicy('auto');
     await adapter.start(config);

@@ -4,12 +4,13 @@
  * with --bridge=none: host networking is the only way to reach the fake vendor on the host's 127.0.0.1.
  * The CLIs come from the test image (scripts/build-sandbox-image.sh puts test/e2e/clis under /opt/clis).
  */
+import { driverSession } from '../support/driver-session.js';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ClaudeCode } from '../../src/adapters/claude-code-adapter.js';
+import { claudeCode } from '../../src/adapters/claude-code-adapter.js';
 import { collectTurn } from '../../src/adapters/fold.js';
 import { DockerClient } from '../../src/sandbox/docker-client.js';
 import { DockerSandboxProvider } from '../../src/sandbox/docker-provider.js';
@@ -53,7 +54,7 @@ describe('claude inside a Docker sandbox', () => {
     });
     writeFileSync(path.join(ref.hostWorkspacePath, 'notes.txt'), 'The secret word is PELICAN.\n');
     const handle = await provider.attach(ref);
-    const adapter = new ClaudeCode();
+    const adapter = driverSession(claudeCode);
     adapter.applyPermissionPolicy('auto');
     adapter.setSystemPrompt('End every turn with one JSON next-step envelope.');
     await adapter.start({

@@ -6,14 +6,14 @@
  * process tree must go to 127.0.0.1 or ::1. CI must install strace (`apt-get install -y strace` in .ci/run).
  * A missing binary or strace is a FAILURE here, never a skip.
  */
+import { driverSession, type DriverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ClaudeCode } from '../../src/adapters/claude-code-adapter.js';
-import { Codex } from '../../src/adapters/codex-adapter.js';
+import { claudeCode } from '../../src/adapters/claude-code-adapter.js';
+import { codex } from '../../src/adapters/codex-adapter.js';
 import { collectTurn } from '../../src/adapters/fold.js';
-import type { HarnessAdapter, HarnessSessionConfig } from '../../src/adapters/types.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
 import type { SandboxExecutor } from '../../src/sandbox/types.js';
 import { processAlive, processTree } from '../support/processes.js';
@@ -28,7 +28,7 @@ afterAll(() => process.env.KEEP_LIVE || rmSync(liveRoot, { recursive: true, forc
 
 interface LiveCli {
   readonly name: 'claude' | 'codex';
-  readonly create: () => HarnessAdapter;
+  readonly create: () => DriverSession;
   readonly model: string;
   readonly keyEnv: string;
   /** The CLI's own file-read tool call for notes.txt. */
@@ -41,7 +41,7 @@ interface LiveCli {
 const clis: LiveCli[] = [
   {
     name: 'claude',
-    create: () => new ClaudeCode(),
+    create: () => driverSession(claudeCode),
     model: 'claude-sonnet-4-5',
     keyEnv: 'ANTHROPIC_API_KEY',
     readCall: (workspace) => ({ name: 'Read', input: { file_path: path.join(workspace, 'notes.txt') } }),
@@ -50,7 +50,7 @@ const clis: LiveCli[] = [
   },
   {
     name: 'codex',
-    create: () => new Codex(),
+    create: () => driverSession(codex),
     model: 'gpt-5.5',
     keyEnv: 'OPENAI_API_KEY',
     readCall: () => ({ name: 'exec_command', input: { cmd: 'cat notes.txt' } }),

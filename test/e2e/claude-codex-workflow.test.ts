@@ -7,8 +7,8 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { registerClaudeCode } from '../../src/adapters/claude-code-adapter.js';
-import { registerCodex } from '../../src/adapters/codex-adapter.js';
+import {  } from '../../src/adapters/claude-code-adapter.js';
+import {  } from '../../src/adapters/codex-adapter.js';
 import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 import type { FakeVendor } from './fake-vendor/server.js';
@@ -47,7 +47,7 @@ describe.each(clis)('$name through the agentRun workflow (real binary, fake vend
     mkdirSync(dataDir, { recursive: true });
     w = await startTestWorker({
       dataDir,
-      adapters: registerCodex(registerClaudeCode(defaultAdapterRegistry())),
+      adapters: defaultAdapterRegistry(),
       env: { FAKE_VENDOR_KEY: 'sk-workflow-test-fake' },
       catalog: {
         harnesses: [

@@ -6,12 +6,13 @@
  * loopback: proof that it contacted nothing but the fake server. Needs `strace` (apt-get install -y strace).
  * A missing binary or strace is a failure, never a skip.
  */
+import type { DriverSession } from '../support/driver-session.js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { foldTurn, type TurnResult } from '../../src/adapters/fold.js';
-import type { HarnessAdapter, HarnessEvent } from '../../src/adapters/types.js';
+import type { HarnessEvent } from '../../src/adapters/types.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
 import { profiles, sessionConfig, type RecordedCli } from '../fixtures/record-more.js';
 import { processTree, waitUntilGone } from '../support/processes.js';
@@ -24,7 +25,7 @@ const systemMarker = 'DURABLE-HARNESS-CONTRACT-7f3a';
 const actionsEnvelope = '{"step":"actions","actions":[{"name":"echo","params":{"text":"PELICAN"}}]}';
 const successEnvelope = '{"step":"success","result":"PELICAN"}';
 
-async function run(adapter: HarnessAdapter, prompt: string, turn: number, signal?: AbortSignal): Promise<{ events: HarnessEvent[]; result: TurnResult }> {
+async function run(adapter: DriverSession, prompt: string, turn: number, signal?: AbortSignal): Promise<{ events: HarnessEvent[]; result: TurnResult }> {
   const events: HarnessEvent[] = [];
   for await (const event of adapter.runTurn({ prompt, turn, signal })) events.push(event);
   return { events, result: foldTurn(events) };

@@ -1,11 +1,11 @@
+import { driverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { collectTurn } from '../../src/adapters/fold.js';
-import { StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
-import type { HarnessSessionConfig } from '../../src/adapters/types.js';
+import { stdioJson } from '../../src/adapters/stdio-json-adapter.js';
 import { LocalSandboxProvider, type LocalSandboxHandle } from '../../src/sandbox/index.js';
 
 const demo = fileURLToPath(new URL('../../harnesses/demo/demo-harness.mjs', import.meta.url));
@@ -30,7 +30,7 @@ async function session(workflowId: string, resumeSessionId?: string) {
     runId: 'r1', harnessName: 'demo', executable: 'node', baseArgs: [demo], workspacePath: ref.workspacePath,
     hostWorkspacePath: ref.hostWorkspacePath, env: {}, executor: handle.executor, turnTimeoutMs: 20_000, resumeSessionId,
   };
-  const adapter = new StdioJsonAdapter();
+  const adapter = driverSession(stdioJson);
   adapter.setSystemPrompt('End every turn with a JSON envelope.');
   adapter.applyPermissionPolicy('auto');
   await adapter.start(config);

@@ -1,10 +1,11 @@
+import { driverSession } from '../support/driver-session.js';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { collectTurn } from '../../src/adapters/fold.js';
-import { StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
+import { stdioJson } from '../../src/adapters/stdio-json-adapter.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
 import { processAlive, scriptedSleepPids } from '../support/processes.js';
 
@@ -23,7 +24,7 @@ async function adapterFor(extra: { env?: Record<string, string>; turnTimeoutMs?:
   const workspace = path.join(root, `ws-${++counter}`);
   mkdirSync(workspace);
   const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 300 });
-  const adapter = new StdioJsonAdapter();
+  const adapter = driverSession(stdioJson);
   await adapter.start({
     runId: 'r', harnessName: 'scripted', executable: 'node', baseArgs: [harness, '--scripts', scripts], workspacePath: workspace,
     hostWorkspacePath: workspace, env: extra.env ?? {}, executor, turnTimeoutMs: extra.turnTimeoutMs ?? 20_000,
@@ -68,7 +69,7 @@ describe('scripted harness', () => {
     const { workspace } = await adapterFor();
     const attempt = async () => {
       const executor = new LocalExecutor({ workspacePath: workspace });
-      const a = new StdioJsonAdapter();
+      const a = driverSession(stdioJson);
       await a.start({ runId: 'r', harnessName: 's', executable: 'node', baseArgs: [harness, '--scripts', scripts], workspacePath: workspace, hostWorkspacePath: workspace, env: {}, executor, turnTimeoutMs: 20_000 });
       return collectTurn(a.runTurn({ prompt: 'script:flaky', turn: 1 }));
     };

@@ -8,7 +8,7 @@
 import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentRunHandle } from '../../src/client/index.js';
-import { sampledLinesPerTurn } from '../../src/adapters/cli-adapter.js';
+import { sampledLinesPerTurn } from '../../src/adapters/engine.js';
 import { maxStdioJsonLineBytes } from '../../src/adapters/stdio-json-adapter.js';
 import { act, ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';

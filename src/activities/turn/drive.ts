@@ -1,9 +1,11 @@
 /**
  * Drives the harness for one harness run of a turn attempt: the one place the activities call into a harness
- * adapter (start, stream the turn, end), so a change of the adapter contract touches this file only.
+ * driver (one `runDriverTurn` over its record), so a change of the driver contract touches this file only.
  */
 import { Context } from '@temporalio/activity';
+import { runDriverTurn } from '../../adapters/engine.js';
 import { collectTurn } from '../../adapters/fold.js';
+import { findDriver } from '../../adapters/registry.js';
 import { StopAtOnce, type HarnessEvent } from '../../adapters/types.js';
 import { promptWithContract } from '../../catalog/index.js';
 import type { SandboxHandle } from '../../sandbox/types.js';
@@ -58,36 +60,35 @@ export interface DriveOptions {
 }
 
 /**
- * Starts a fresh adapter for one harness run (resumed or not), opens its prompt run and records every usage event
- * as it streams, and folds the stream. Always ends the adapter. The run is added to the attempt's runs before the
+ * Runs the driver's turn for one harness run (resumed or not): opens its prompt run, records every usage event as
+ * it streams, and folds the stream (the engine kills the turn's process when the stream ends). The run is added to the attempt's runs before the
  * harness starts, so whatever ends the attempt can still close its prompt run.
  */
 export async function driveHarness(options: DriveOptions): Promise<HarnessRun> {
   const { deps, spec, req, attempt, handle, secretEnv, gate, redact, accounting, input, resumeSessionId, message } = options;
   const { progress, events, signal } = attempt;
-  const adapter = deps.adapters.create(spec.harness.driverClass);
+  const driver = findDriver(deps.adapters, spec.harness.driverClass);
   const run: HarnessRun = { accounting, startedAt: Date.now(), finished: false, usageReported: false, resumed: false };
   attempt.runs.push(run);
+  // The attempt's prompt run first: an unresolvable id fails before any token is spent, and while the ledger
+  // cannot be written the turn waits (heartbeating) instead of spending tokens nobody would record.
+  progress.lastEvent = 'opening the prompt run';
   try {
-    // The attempt's prompt run first: an unresolvable id fails before any token is spent, and while the ledger
-    // cannot be written the turn waits (heartbeating) instead of spending tokens nobody would record.
-    progress.lastEvent = 'opening the prompt run';
-    try {
-      await accounting.begin(
-        { promptId: spec.agent.promptId, vendorId: spec.harness.vendor, modelId: `${spec.harness.vendor}/${spec.harness.model}`, input: redact(message) },
-        attempt.sameScheduling,
-      );
-    } catch (err) {
-      const failure = failureOf(err);
-      if (failure !== err) throw failure;
-      if (signal.aborted) throw signal.reason ?? err;
-      throw err;
-    }
-    adapter.applyPermissionPolicy(spec.agent.permissions.posture);
-    // A harness without a system prompt gets the contract in its input instead (on a fresh session).
-    if (spec.harness.capabilities.systemPrompt) adapter.setSystemPrompt(spec.agent.systemPrompt);
-    const prompt = spec.harness.capabilities.systemPrompt || resumeSessionId !== undefined ? input : promptWithContract(spec.agent.systemPrompt, input);
-    await adapter.start({
+    await accounting.begin(
+      { promptId: spec.agent.promptId, vendorId: spec.harness.vendor, modelId: `${spec.harness.vendor}/${spec.harness.model}`, input: redact(message) },
+      attempt.sameScheduling,
+    );
+  } catch (err) {
+    const failure = failureOf(err);
+    if (failure !== err) throw failure;
+    if (signal.aborted) throw signal.reason ?? err;
+    throw err;
+  }
+  // A harness without a system prompt gets the contract in its input instead (on a fresh session).
+  const prompt = spec.harness.capabilities.systemPrompt || resumeSessionId !== undefined ? input : promptWithContract(spec.agent.systemPrompt, input);
+  const turn = runDriverTurn(
+    driver,
+    {
       runId: req.workflowId,
       harnessName: spec.harness.name,
       executable: spec.harness.executable,
@@ -96,62 +97,64 @@ export async function driveHarness(options: DriveOptions): Promise<HarnessRun> {
       workspacePath: req.sandbox.workspacePath,
       hostWorkspacePath: req.sandbox.hostWorkspacePath,
       env: { ...spec.harness.env, ...secretEnv },
-      executor: handle.executor,
       resumeSessionId,
       baseUrl: spec.harness.baseUrl,
-      turnTimeoutMs: spec.harness.turnTimeoutMs,
+      timeoutMs: spec.harness.turnTimeoutMs,
       maxReplyBytes: spec.harness.maxReplyBytes,
-      // A catalog that declares `capabilities.sessionFork` asks the adapter to fork resumed sessions.
-      settings: spec.harness.capabilities.sessionFork !== undefined ? { forkSessions: spec.harness.capabilities.sessionFork, ...spec.harness.settings } : spec.harness.settings,
-      // The adapter's state between turns lives in the ledger, out of the harness's reach.
+      // A catalog that declares `capabilities.sessionFork` asks the driver to fork resumed sessions.
+      settings: spec.harness.capabilities.sessionFork !== undefined ? { forkSessions: spec.harness.capabilities.sessionFork, ...spec.harness.settings } : (spec.harness.settings ?? {}),
+      // The driver's state between turns lives in the ledger, out of the harness's reach.
       state: {
         get: (key) => waitForLedger(() => deps.ledger.getHarnessState(req.workflowId, key)),
         set: (key, value) => waitForLedger(() => deps.ledger.setHarnessState(req.workflowId, key, value)),
       },
-    });
-    // Durable: the harness may forget it (it re-reports what was never acknowledged).
-    accounting.onRecorded = (ack) => void adapter.acknowledgeUsage?.(ack).catch(() => undefined);
-    // Every event is redacted as it leaves the adapter: nothing below sees a harness string unredacted (the
-    // gate sees a permission request as asked, to decide on it, and stores it redacted).
-    const stream = adapter.runTurn({ prompt, turn: req.turn, attemptId: accounting.attemptId, signal, gate });
-    run.turn = await collectTurn(redactStream(stream, redact), (event) => {
-      progress.events += 1;
-      // A usage report is not something the harness does: it keeps the last thing it did as lastEvent.
-      if (event.type !== 'usage' || progress.lastEvent === 'starting') progress.lastEvent = describeEvent(event, redact);
-      if (event.type === 'usage') {
-        run.usageReported = true;
-        const cost = event.costUsd !== undefined ? { costUsd: event.costUsd } : {};
-        const crossed = event.recovered
-          ? accounting.recordRecovered({ usage: event.usage, ...cost, recovered: event.recovered })
-          : accounting.recordUsage({ usage: event.usage, ...cost, ...(event.call !== undefined ? { call: event.call } : {}) });
-        const total = spendOf([run], 0);
-        progress.tokens = totalTokens(total.usage);
-        progress.costUsd = total.costUsd;
-        if (crossed && !run.crossing) {
-          run.crossing = crossed;
-          progress.lastEvent = crossed.reason;
-          attempt.stop(new StopAtOnce(crossed.reason));
-        }
+      prompt,
+      turn: req.turn,
+      attemptId: accounting.attemptId,
+      ...(spec.harness.capabilities.systemPrompt ? { systemPrompt: spec.agent.systemPrompt } : {}),
+      posture: spec.agent.permissions.posture,
+    },
+    { executor: handle.executor, fs: handle.fs, gate, signal },
+  );
+  // Durable: the harness may forget it (it re-reports what was never acknowledged).
+  accounting.onRecorded = (ack) => turn.acknowledge(ack);
+  // Every event is redacted as it leaves the driver: nothing below sees a harness string unredacted (the
+  // gate sees a permission request as asked, to decide on it, and stores it redacted).
+  run.turn = await collectTurn(redactStream(turn, redact), (event) => {
+    progress.events += 1;
+    // A usage report is not something the harness does: it keeps the last thing it did as lastEvent.
+    if (event.type !== 'usage' || progress.lastEvent === 'starting') progress.lastEvent = describeEvent(event, redact);
+    if (event.type === 'usage') {
+      run.usageReported = true;
+      const cost = event.costUsd !== undefined ? { costUsd: event.costUsd } : {};
+      const crossed = event.recovered
+        ? accounting.recordRecovered({ usage: event.usage, ...cost, recovered: event.recovered })
+        : accounting.recordUsage({ usage: event.usage, ...cost, ...(event.call !== undefined ? { call: event.call } : {}) });
+      const total = spendOf([run], 0);
+      progress.tokens = totalTokens(total.usage);
+      progress.costUsd = total.costUsd;
+      if (crossed && !run.crossing) {
+        run.crossing = crossed;
+        progress.lastEvent = crossed.reason;
+        attempt.stop(new StopAtOnce(crossed.reason));
       }
-      const flooded = options.overCap() && (event.type === 'permission-request' || event.type === 'permission-decision');
-      if (event.type === 'text' || flooded) return;
-      // What the operator must see is always written; the rest of the stream within the per-turn rate cap.
-      if (alwaysWritten.has(event.type)) events.append(event.type, clipEvent(event));
-      else events.progress(event.type, clipEvent(event));
-      if (event.type === 'output-sampled') Context.current().log.warn(`turn ${req.turn} of ${req.workflowId}: ${sampledSummary(event)}`);
-      if (event.type === 'line-too-large' && !run.oversizedLogged) {
-        run.oversizedLogged = true;
-        Context.current().log.warn(`turn ${req.turn} of ${req.workflowId}: the harness printed a line of ${event.bytes} bytes, over the limit of ${event.limit}; it was not read`);
-      }
-    });
-    // What the adapter remembers did not come through the stream: redacted here.
-    run.sessionId = optional(adapter.externalSessionId, redact);
-    run.model = optional(adapter.reportedModel, redact);
-    run.resumed = adapter.resumed;
-    return run;
-  } finally {
-    await adapter.end().catch(() => undefined);
-  }
+    }
+    const flooded = options.overCap() && (event.type === 'permission-request' || event.type === 'permission-decision');
+    if (event.type === 'text' || flooded) return;
+    // What the operator must see is always written; the rest of the stream within the per-turn rate cap.
+    if (alwaysWritten.has(event.type)) events.append(event.type, clipEvent(event));
+    else events.progress(event.type, clipEvent(event));
+    if (event.type === 'output-sampled') Context.current().log.warn(`turn ${req.turn} of ${req.workflowId}: ${sampledSummary(event)}`);
+    if (event.type === 'line-too-large' && !run.oversizedLogged) {
+      run.oversizedLogged = true;
+      Context.current().log.warn(`turn ${req.turn} of ${req.workflowId}: the harness printed a line of ${event.bytes} bytes, over the limit of ${event.limit}; it was not read`);
+    }
+  });
+  // The session the turn ran in, from its terminal event (redacted with the stream).
+  run.sessionId = run.turn.sessionId ?? optional(resumeSessionId, redact);
+  run.model = run.turn.model;
+  run.resumed = run.turn.resumed;
+  return run;
 }
 
 /**

@@ -3,12 +3,12 @@
  * CLI is configured, how its two-way mode behaves on a denial, and an executor that keeps the whole
  * conversation (stdout lines and stdin writes, in order).
  */
-import { ClaudeCode } from '../../../src/adapters/claude-code-adapter.js';
-import { Codex } from '../../../src/adapters/codex-adapter.js';
-import { GeminiCliAdapter } from '../../../src/adapters/gemini-cli-adapter.js';
-import { OpenCodeAdapter } from '../../../src/adapters/opencode-adapter.js';
-import { PiAdapter } from '../../../src/adapters/pi-adapter.js';
-import type { HarnessAdapter, HarnessSessionConfig } from '../../../src/adapters/types.js';
+import { driverSession, type DriverSession, type HarnessSessionConfig } from '../../support/driver-session.js';
+import { claudeCode } from '../../../src/adapters/claude-code-adapter.js';
+import { codex } from '../../../src/adapters/codex-adapter.js';
+import { geminiCli } from '../../../src/adapters/gemini-cli-adapter.js';
+import { openCode } from '../../../src/adapters/opencode-adapter.js';
+import { pi } from '../../../src/adapters/pi-adapter.js';
 import type { PermissionAnswer, PermissionGate, PermissionRequest } from '../../../src/permissions/types.js';
 import type { ExecProcess, ExecRequest, SandboxExecutor } from '../../../src/sandbox/types.js';
 import type { FakeVendor, ScriptedReply } from '../fake-vendor/server.js';
@@ -16,7 +16,7 @@ import { baseUrlFor, shellCall, writeCall, type CliName } from '../fake-vendor/t
 import { cliBinary } from './clis.js';
 
 export interface CliProfile {
-  readonly create: () => HarnessAdapter;
+  readonly create: () => DriverSession;
   readonly model: string;
   readonly keyEnv: string;
   readonly settings?: Record<string, unknown>;
@@ -30,11 +30,11 @@ export interface CliProfile {
 }
 
 export const cliProfiles: Record<CliName, CliProfile> = {
-  claude: { create: () => new ClaudeCode(), model: 'claude-sonnet-4-5', keyEnv: 'ANTHROPIC_API_KEY', settings: { maxRetries: 0 }, continuesAfterDeny: true, nativeDenyMessage: true, nativeEdit: true },
-  codex: { create: () => new Codex(), model: 'gpt-5.5', keyEnv: 'OPENAI_API_KEY', continuesAfterDeny: true, nativeDenyMessage: false, nativeEdit: false },
-  gemini: { create: () => new GeminiCliAdapter(), model: 'gemini-2.5-flash', keyEnv: 'GEMINI_API_KEY', continuesAfterDeny: true, nativeDenyMessage: false, nativeEdit: false },
-  opencode: { create: () => new OpenCodeAdapter(), model: 'fake-model', keyEnv: 'OPENAI_API_KEY', env: { npm_config_offline: 'true' }, continuesAfterDeny: false, nativeDenyMessage: false, nativeEdit: false },
-  pi: { create: () => new PiAdapter(), model: 'fake-model', keyEnv: 'OPENAI_API_KEY', continuesAfterDeny: true, nativeDenyMessage: true, nativeEdit: true },
+  claude: { create: () => driverSession(claudeCode), model: 'claude-sonnet-4-5', keyEnv: 'ANTHROPIC_API_KEY', settings: { maxRetries: 0 }, continuesAfterDeny: true, nativeDenyMessage: true, nativeEdit: true },
+  codex: { create: () => driverSession(codex), model: 'gpt-5.5', keyEnv: 'OPENAI_API_KEY', continuesAfterDeny: true, nativeDenyMessage: false, nativeEdit: false },
+  gemini: { create: () => driverSession(geminiCli), model: 'gemini-2.5-flash', keyEnv: 'GEMINI_API_KEY', continuesAfterDeny: true, nativeDenyMessage: false, nativeEdit: false },
+  opencode: { create: () => driverSession(openCode), model: 'fake-model', keyEnv: 'OPENAI_API_KEY', env: { npm_config_offline: 'true' }, continuesAfterDeny: false, nativeDenyMessage: false, nativeEdit: false },
+  pi: { create: () => driverSession(pi), model: 'fake-model', keyEnv: 'OPENAI_API_KEY', continuesAfterDeny: true, nativeDenyMessage: true, nativeEdit: true },
 };
 
 /** The session config for `cli` against `vendor`; `wrap` puts a command (strace) in front of the binary. */

@@ -1,10 +1,11 @@
+import { driverSession, type HarnessSessionConfig } from '../support/driver-session.js';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CliHarnessAdapter, type TurnCommand } from '../../src/adapters/cli-adapter.js';
-import { StdioJsonAdapter } from '../../src/adapters/stdio-json-adapter.js';
-import type { Capabilities, HarnessEvent, HarnessSessionConfig } from '../../src/adapters/index.js';
+import type { HarnessDriver } from '../../src/adapters/driver.js';
+import { stdioJson } from '../../src/adapters/stdio-json-adapter.js';
+import type { HarnessEvent } from '../../src/adapters/index.js';
 import type { SandboxExecutor } from '../../src/sandbox/index.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
 import { FakeExecutor, line } from './fake-executor.js';
@@ -27,25 +28,30 @@ async function events(stream: AsyncIterable<HarnessEvent>): Promise<HarnessEvent
 
 const terminals = (list: HarnessEvent[]) => list.filter((e) => e.type === 'turn-complete' || e.type === 'session-error');
 
-/** A minimal subclass: argv from the config, every line is text, `END` completes. */
-class EchoAdapter extends CliHarnessAdapter {
-  readonly driverClass = 'Echo';
-  readonly capabilities: Capabilities = {
-    sessionResume: false, structuredOutput: false, usageReporting: false, permissionHooks: false, modelSelection: false, systemPrompt: false,
-  };
-  protected override buildTurn(): TurnCommand {
-    return { argv: [this.config!.executable, ...this.config!.baseArgs] };
-  }
-  protected override mapLine(text: string): HarnessEvent {
-    if (text === 'THROW') throw new Error('mapper bug');
-    return text === 'END' ? { type: 'turn-complete', text: 'ok' } : { type: 'text', text };
-  }
-}
+/** A minimal driver: argv from the turn, every line is text, `END` completes. */
+const echo: HarnessDriver = {
+  specificationVersion: 'v2',
+  driverClass: 'Echo',
+  capabilities: { sessionResume: false, structuredOutput: false, usageReporting: false, permissionHooks: false, modelSelection: false, systemPrompt: false },
+  vendor: { api: 'any', baseUrl: { env: 'ECHO_BASE_URL' }, apiKey: { env: 'ECHO_KEY' } },
+  mcp: undefined,
+  permissions: (posture) => ({ posture, enforced: false, note: 'Echo translates nothing.' }),
+  command: (turn) => ({ argv: [turn.executable, ...turn.baseArgs] }),
+  session: () => ({
+    kind: 'one-way',
+    start: () => ({
+      line: (text) => {
+        if (text === 'THROW') throw new Error('mapper bug');
+        return text === 'END' ? { type: 'turn-complete', text: 'ok' } : { type: 'text', text };
+      },
+    }),
+  }),
+};
 
-describe('CliHarnessAdapter', () => {
+describe('the turn engine', () => {
   it('ends a hanging turn at the timeout with exactly one timeout error and kills the process', async () => {
     const executor = new FakeExecutor([{ lines: [line({ type: 'text', text: 'working' })], hang: true }]);
-    const adapter = new StdioJsonAdapter();
+    const adapter = driverSession(stdioJson);
     await adapter.start(config(executor, { turnTimeoutMs: 150 }));
     const started = Date.now();
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
@@ -57,7 +63,7 @@ describe('CliHarnessAdapter', () => {
 
   it('ends an aborted turn with exactly one cancelled error', async () => {
     const executor = new FakeExecutor([{ hang: true }]);
-    const adapter = new StdioJsonAdapter();
+    const adapter = driverSession(stdioJson);
     await adapter.start(config(executor));
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 100);
@@ -70,7 +76,7 @@ describe('CliHarnessAdapter', () => {
   it('a cancelled turn still reports the usage its harness wrote as it was stopped: those tokens were spent', async () => {
     const usage = line({ type: 'usage', input: 700, output: 30 });
     const executor = new FakeExecutor([{ lines: [line({ type: 'activity', description: 'calling the model' })], hang: true, onKill: [usage, line({ type: 'text', text: 'never acted on' })] }]);
-    const adapter = new StdioJsonAdapter();
+    const adapter = driverSession(stdioJson);
     await adapter.start(config(executor));
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 100);
@@ -82,7 +88,7 @@ describe('CliHarnessAdapter', () => {
 
   it('a usage line read in the same moment as the stop is not dropped', async () => {
     const executor = new FakeExecutor([{ hang: true }]);
-    const adapter = new StdioJsonAdapter();
+    const adapter = driverSession(stdioJson);
     await adapter.start(config(executor));
     const controller = new AbortController();
     setTimeout(() => {
@@ -101,7 +107,7 @@ describe('CliHarnessAdapter', () => {
     rmSync(armed, { force: true });
     const script = `process.on('SIGTERM', () => {}); require('fs').writeFileSync('sigterm-armed', ''); setTimeout(() => console.log(JSON.stringify({ type: 'usage', input: 1000, output: 50 })), 150); setInterval(() => {}, 1000);`;
     const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 600 });
-    const adapter = new StdioJsonAdapter();
+    const adapter = driverSession(stdioJson);
     await adapter.start(config(executor, { executable: process.execPath, baseArgs: ['-e', script] }));
     const controller = new AbortController();
     const cancelWhenArmed = setInterval(() => existsSync(armed) && (clearInterval(cancelWhenArmed), controller.abort()), 10);
@@ -111,7 +117,7 @@ describe('CliHarnessAdapter', () => {
 
   it('does not start a process for a turn aborted before it began', async () => {
     const executor = new FakeExecutor([]);
-    const adapter = new StdioJsonAdapter();
+    const adapter = driverSession(stdioJson);
     await adapter.start(config(executor));
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1, signal: AbortSignal.abort() }));
     expect(list).toEqual([expect.objectContaining({ type: 'session-error', code: 'cancelled' })]);
@@ -120,7 +126,7 @@ describe('CliHarnessAdapter', () => {
 
   it('kills a real process tree on timeout', async () => {
     const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 300 });
-    const adapter = new EchoAdapter();
+    const adapter = driverSession(echo);
     await adapter.start(config(executor, { executable: process.execPath, baseArgs: ['-e', 'console.log("hi"); setInterval(() => {}, 1000)'], turnTimeoutMs: 300 }));
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
     expect(list).toEqual([{ type: 'text', text: 'hi' }, expect.objectContaining({ type: 'session-error', code: 'timeout' })]);
@@ -128,7 +134,7 @@ describe('CliHarnessAdapter', () => {
 
   it('turns a missing binary into a clear error that says how to fix it', async () => {
     const executor = new LocalExecutor({ workspacePath: workspace });
-    const adapter = new StdioJsonAdapter();
+    const adapter = driverSession(stdioJson);
     await adapter.start(config(executor, { executable: 'no-such-harness-binary', harnessName: 'my-harness' }));
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
     expect(list).toHaveLength(1);
@@ -142,24 +148,17 @@ describe('CliHarnessAdapter', () => {
 
   it('survives a mapper that throws, and still completes', async () => {
     const executor = new FakeExecutor([{ lines: ['THROW', 'a', 'END'] }]);
-    const adapter = new EchoAdapter();
+    const adapter = driverSession(echo);
     await adapter.start(config(executor));
     const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
     expect(list).toEqual([{ type: 'unknown', raw: 'THROW' }, { type: 'text', text: 'a' }, { type: 'turn-complete', text: 'ok' }]);
   });
 
-  it('refuses turns before start and after end, and end is idempotent', async () => {
-    const executor = new FakeExecutor([]);
-    const adapter = new EchoAdapter();
-    expect(await events(adapter.runTurn({ prompt: 'x', turn: 1 }))).toEqual([expect.objectContaining({ type: 'session-error', code: 'protocol-error' })]);
-    await adapter.start(config(executor));
-    await adapter.end();
-    await adapter.end();
-    expect(await events(adapter.runTurn({ prompt: 'x', turn: 1 }))).toEqual([expect.objectContaining({ type: 'session-error', code: 'protocol-error' })]);
-    expect(executor.requests).toHaveLength(0);
-  });
-
-  it('reports permission postures honestly when the subclass translates nothing', () => {
-    expect(new EchoAdapter().applyPermissionPolicy('strict')).toMatchObject({ posture: 'strict', enforced: false });
+  it('ends with the session the harness reported in the terminal event', async () => {
+    const executor = new FakeExecutor([{ lines: [line({ type: 'session', id: 's-1', model: 'm-1' }), line({ type: 'complete', text: 'done' })] }]);
+    const adapter = driverSession(stdioJson);
+    await adapter.start(config(executor, { resumeSessionId: 's-1' }));
+    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1 }));
+    expect(list.at(-1)).toMatchObject({ type: 'turn-complete', text: 'done', session: { sessionId: 's-1', resumed: true, model: 'm-1' } });
   });
 });
