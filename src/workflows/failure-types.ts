@@ -24,6 +24,8 @@ export const failureTypes = {
   WorkspaceScopeInvalid: { configuration: true },
   /** `strict` (or permission rules) on a harness that cannot ask before a tool runs, without `advisory: true`. */
   PermissionHooksMissing: { configuration: true },
+  /** The run names a `workflowVersion` this worker does not run (a retired one, or a newer release's). */
+  WorkflowVersionUnknown: { configuration: true },
 
   // ---- the sandbox and the turn ----------------------------------------------------------------------------------
   DockerUnavailable: { configuration: false },
@@ -39,10 +41,7 @@ export const failureTypes = {
   WorkspaceBusy: { configuration: false },
   /** The run's workspace is not on this worker (gone, or on another host): never replaced by an empty one. */
   WorkspaceMissing: { configuration: false },
-  /**
-   * A pinned turn tried on the workflow's queue (for eager dispatch) reached a worker that is not its host: nothing
-   * ran; the workflow sends the turn to its host queue (src/workflows/affinity.ts).
-   */
+  /** A pinned turn that reached another worker (eager dispatch, gone from the workflow): the activities drop it. */
   TurnElsewhere: { configuration: false },
 
   // ---- permission decisions (updates and the approvals activity) -------------------------------------------------
