@@ -26,7 +26,7 @@ import { NativeConnection, Runtime, DefaultLogger, Worker, bundleWorkflowCode } 
 import { createPlacedWorker, defaultActivityPlacement, type PlacedWorker } from '../src/activity-worker.js';
 import { createActivities } from '../src/activities/index.js';
 import { loadCatalog } from '../src/catalog/index.js';
-import { getAgentRun, startAgentRun, type AgentRunHandle } from '../src/client/index.js';
+import { startAgentRun } from '../src/client/index.js';
 import { defaultSpawnMode } from '../src/sandbox/spawner.js';
 import { defaultDeps, workflowsPath } from '../src/worker.js';
 import { createFloorActivities } from './floor/activities.js';
@@ -69,8 +69,6 @@ export interface OrchestrationFigures {
   readonly variants: readonly OrchestrationVariant[];
   /** Median of (plain start − eager start) per iteration, ms per run, default setup. */
   readonly eagerSavingPerRunMs: number;
-  /** Median of (version-1 start − current start) per iteration, ms per run, default setup (docs/VERSIONING.md). */
-  readonly versionSavingPerRunMs: number;
 }
 
 export interface OrchestrationOptions {
@@ -190,12 +188,12 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
       placed.push({ setup, worker, taskQueue, running: worker.run() });
     }
     /** A run of the project's workflow: started by `startAgentRun` (plainly or eagerly), or by `start` instead. */
-    const agentRunVariant = (name: string, taskQueue: string, eager: boolean, start?: (workflowId: string) => Promise<AgentRunHandle>): Variant => ({
+    const agentRunVariant = (name: string, taskQueue: string, eager: boolean): Variant => ({
       name,
       turnActivity: 'runTurn',
       async run(i) {
         const workflowId = `bench-${name.replace(/\W+/g, '-')}-${tag}-${i}`;
-        const run = start ? await start(workflowId) : await startAgentRun(eager ? eagerClient : client, { agent, task, identity, taskQueue, workflowId, eager });
+        const run = await startAgentRun(eager ? eagerClient : client, { agent, task, identity, taskQueue, workflowId, eager });
         const result = await run.result();
         if (result.status !== 'succeeded') throw new Error(`bench run ${run.workflowId} ended ${result.status}: ${result.reason}`);
         return { turns: result.iterations, handle: run.handle, eager: (run.handle as { eagerlyStarted?: boolean }).eagerlyStarted };
@@ -215,11 +213,6 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
       agentRunVariant(`workflow (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, false),
       agentRunVariant(`workflow, eager start (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, true),
       ...placed.slice(1).map((p) => agentRunVariant(`workflow (${setupLabel(p.setup)})`, p.taskQueue, false)),
-      // Started without workflowVersion, a run follows the first command sequence: what version 2 saves, beside it.
-      agentRunVariant(`workflow, version 1 (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, false, async (workflowId) => {
-        await client.workflow.start('agentRun', { taskQueue: placed[0]!.taskQueue, workflowId, args: [{ agent, task, identity }] });
-        return getAgentRun(client, workflowId);
-      }),
     ];
 
     // One warm-up of each (worker caches, module loading, SQLite statements), not counted.
@@ -270,9 +263,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
     }
     // Variants 2 and 3 are the default setup started plainly and eagerly.
     const eagerSavingPerRunMs = median(times[2]!.map((ms, i) => ms - times[3]![i]!));
-    const v1 = variants.length - 1;
-    const versionSavingPerRunMs = median(times[v1]!.map((ms, i) => ms - times[2]![i]!));
-    return { scenario: opts.turns ? `${opts.turns}-turn scripted run` : 'demo agent', runs, turnsPerRun: turns, inProcessRunMs: median(times[0]!), variants: result, eagerSavingPerRunMs, versionSavingPerRunMs };
+    return { scenario: opts.turns ? `${opts.turns}-turn scripted run` : 'demo agent', runs, turnsPerRun: turns, inProcessRunMs: median(times[0]!), variants: result, eagerSavingPerRunMs };
   } finally {
     await Promise.all(placed.map(async (p) => {
       await p.worker.shutdown();
@@ -324,7 +315,6 @@ export function orchestrationTable(f: OrchestrationFigures): string[] {
 export function orchestrationVerdict(f: OrchestrationFigures): string[] {
   const floor = f.variants.find((v) => v.name.startsWith('floor'));
   const project = f.variants.find((v) => v.name.startsWith('workflow (') && !v.name.includes('eager'));
-  const v1 = f.variants.find((v) => v.name.includes('version 1'));
   const eager = f.variants.find((v) => v.name.includes('eager'));
   const out: string[] = [];
   if (floor && project) {
@@ -339,12 +329,6 @@ export function orchestrationVerdict(f: OrchestrationFigures): string[] {
     out.push(`steady-state turn history: ${h.steadyEvents} events, ${h.steadyBytes} B (target ≤ 8 events, ≤ 2048 B: ${h.steadyEvents <= 8 && h.steadyBytes <= 2048 ? 'met' : 'NOT met'})`);
   }
   if (eager) out.push(`eager start: ${f.eagerSavingPerRunMs.toFixed(1)} ms less per run (median of paired differences; granted ${eager.eagerGranted})`);
-  if (v1) {
-    out.push(
-      `workflow version 2 (openRun, no patch markers) vs version 1: ${f.versionSavingPerRunMs.toFixed(1)} ms less per run (median of paired differences); ` +
-        `over the floor per turn ${project?.overFloorPerTurnMs?.toFixed(1)} vs ${v1.overFloorPerTurnMs?.toFixed(1)} ms, history per run ${((project?.history?.eventsPerTurn ?? 0) * f.turnsPerRun).toFixed(0)} vs ${((v1.history?.eventsPerTurn ?? 0) * f.turnsPerRun).toFixed(0)} events`,
-    );
-  }
   return out;
 }
 

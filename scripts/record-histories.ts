@@ -37,6 +37,7 @@ const connection = await Connection.connect({ address: server.address });
 const client = new Client({ connection });
 let failed = false;
 try {
+  mkdirSync(outDir, { recursive: true });
   if (only.size === 0) for (const f of readdirSync(outDir).filter((f) => f.endsWith('.json'))) rmSync(path.join(outDir, f));
   for (const scenario of scenarios) {
     if (only.size > 0 && !only.has(scenario.name)) continue;

@@ -30,6 +30,8 @@ export const failureTypes = {
   LedgerReadOnly: { configuration: true },
   /** A worker joined a task queue whose other workers load a different catalog. */
   CatalogMismatch: { configuration: true },
+  /** The run names a `workflowVersion` this worker does not run (a retired one, or a newer release's). */
+  WorkflowVersionUnknown: { configuration: true },
 
   // ---- the sandbox and the turn ----------------------------------------------------------------------------------
   DockerUnavailable: { configuration: false },
@@ -47,10 +49,7 @@ export const failureTypes = {
   WorkspaceBusy: { configuration: false },
   /** The run's workspace is not on this worker (gone, or on another host): never replaced by an empty one. */
   WorkspaceMissing: { configuration: false },
-  /**
-   * A pinned turn tried on the workflow's queue (for eager dispatch) reached a worker that is not its host: nothing
-   * ran; the workflow sends the turn to its host queue (src/workflows/affinity.ts).
-   */
+  /** A pinned turn that reached another worker (eager dispatch, gone from the workflow): the activities drop it. */
   TurnElsewhere: { configuration: false },
 
   // ---- permission decisions (updates and the approvals activity) -------------------------------------------------

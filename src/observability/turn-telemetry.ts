@@ -11,8 +11,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import * as otel from '@opentelemetry/api';
 import type { Context as ActivityContext } from '@temporalio/activity';
-import { ApplicationFailure, type MetricCounter, type MetricHistogram, type MetricMeter } from '@temporalio/common';
-import { FailureTypes } from '../contracts/failures.js';
+import type { MetricCounter, MetricHistogram, MetricMeter } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Next } from '@temporalio/worker';
 import { attributePrefix, turnAttributes, type TurnIdentity } from './attributes.js';
 
@@ -68,9 +67,7 @@ export class TurnTelemetryInterceptor implements ActivityInboundCallsInterceptor
     try {
       result = await currentTurn.run(slot, () => next(input));
     } catch (err) {
-      // A pinned turn that reached another worker ran nothing there: not a failed turn.
-      const elsewhere = err instanceof ApplicationFailure && err.type === FailureTypes.TurnElsewhere;
-      turnMetrics(meter).turns.add(1, { ...tags(), outcome: elsewhere ? 'elsewhere' : 'error' });
+      turnMetrics(meter).turns.add(1, { ...tags(), outcome: 'error' });
       throw err;
     }
     const attributes = turnAttributes(input.args[0], slot.identity, result);

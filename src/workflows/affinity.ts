@@ -3,7 +3,7 @@
  * provider) carries that worker's host queue in its sandbox ref; every activity that touches the workspace is
  * scheduled there, with a schedule-to-start timeout: when nobody takes it in time, the host is gone, and the run
  * either gets a fresh workspace elsewhere (conversation replayed) or waits for an operator, as the agent says.
- * Deterministic: pure decisions plus the few Temporal calls agent-run.ts delegates here, behind one patch.
+ * Deterministic: pure decisions plus the few Temporal calls agent-run.ts delegates here.
  */
 import { ActivityFailure, ApplicationFailure, TimeoutFailure, proxyActivities } from '@temporalio/workflow';
 import type { EndSessionOutcome, createActivities } from '../activities/index.js';
@@ -12,24 +12,11 @@ import { defaultHostLossTimeoutMs, type HostLossPolicy, type RunPolicy } from '.
 import { FailureTypes } from '../contracts/failures.js';
 import type { RunState } from './state.js';
 import type { TurnRequest, TurnSandbox } from './types.js';
-import type { Since } from './versions.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-/** The patch that gates every command change of host affinity (docs/VERSIONING.md). */
-export const affinityPatch = 'aff13-affinity';
-
 /** How often one run may be moved to a fresh workspace before the operator decides. */
 export const maxHostMoves = 3;
-
-/**
- * Whether this execution uses host affinity; `patched` is asked once, lazily, at the first command that depends
- * on it — only for runs whose sandbox names a host queue, so histories without one never see the marker.
- */
-export function affinityGate(since: Since): () => boolean {
-  let on: boolean | undefined;
-  return () => (on ??= since(affinityPatch));
-}
 
 /** The agent's host-loss policy; runs resolved before host affinity get the defaults. */
 export function hostLossOf(policy: Pick<RunPolicy, 'hostLoss'>): HostLossPolicy {
@@ -37,8 +24,8 @@ export function hostLossOf(policy: Pick<RunPolicy, 'hostLoss'>): HostLossPolicy 
 }
 
 /** Where a workspace activity goes: the host queue of the sandbox (and how long it may wait there), or anywhere. */
-export function placement(on: () => boolean, policy: Pick<RunPolicy, 'hostLoss'>, sandbox: { readonly hostQueue?: string } | undefined): { taskQueue?: string; scheduleToStartTimeout?: number } {
-  if (!sandbox?.hostQueue || !on()) return {};
+export function placement(policy: Pick<RunPolicy, 'hostLoss'>, sandbox: { readonly hostQueue?: string } | undefined): { taskQueue?: string; scheduleToStartTimeout?: number } {
+  if (!sandbox?.hostQueue) return {};
   return { taskQueue: sandbox.hostQueue, scheduleToStartTimeout: hostLossOf(policy).timeoutMs };
 }
 
@@ -73,57 +60,33 @@ export function reprovisionedRequest(request: TurnRequest, sandbox: TurnSandbox)
   return { ...rest, sandbox, ...(request.turn > 1 ? { replay: true } : {}) };
 }
 
-/** The patch that offers a pinned turn on the workflow's own queue after an idle-host turn, for eager dispatch (docs/multi-host.md). */
-export const turnHerePatch = 'perf10-turn-here';
-
-/** The failure type of a turn that reached a worker other than its host (`FailureTypes.TurnElsewhere`). */
-export const turnElsewhereType = FailureTypes.TurnElsewhere;
-
-/**
- * Whether `err` says the pinned turn tried on the workflow's queue reached another host (and ran nothing there);
- * its failure carries what earlier attempts of that scheduling spent.
- */
-export function turnElsewhere(err: unknown): ApplicationFailure | undefined {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  return cause instanceof ApplicationFailure && cause.type === turnElsewhereType ? cause : undefined;
-}
-
 type EndSessionInput = Parameters<Activities['endSession']>[0];
 
 const { endSession: endSessionOnHost } = proxyActivities<Activities>({ startToCloseTimeout: '2m', retry: { maximumAttempts: 5, initialInterval: '500ms' } });
 
-/** The patch that tries a pinned run's end as a local activity first (docs/VERSIONING.md). */
-export const endHerePatch = 'perf10-end-session-here';
-
 /**
  * Ends the session where its workspace is: on the host queue when the run is pinned, else through `local` (the
- * local activity on this worker). A pinned run first tries `local` with `onlyOnHost` (behind `endHerePatch`): the
- * worker that started the session, as a local activity, is usually the one running the workflow still, and
- * then the end costs no server round trip. When the host is gone, or the end fails there, the run's record is
- * still closed here; the workspace stays where it was.
+ * local activity on this worker). A pinned run first tries `local` with `onlyOnHost`: the worker that started the
+ * session, as a local activity, is usually the one running the workflow still, and then the end costs no server
+ * round trip. When the host is gone the run's record is still closed here, the workspace left where it was; any
+ * other failure is thrown, for the caller to retry.
  */
 export async function endSessionWhereItLives(
-  on: () => boolean,
   policy: Pick<RunPolicy, 'hostLoss'>,
   input: EndSessionInput,
   local: (input: EndSessionInput) => Promise<EndSessionOutcome | void>,
-  since: Since,
-  /** Only a lost host falls back to closing the books without releasing; other failures are thrown (to be retried). */
-  onlyHostLossFallsBack = false,
 ): Promise<void> {
-  const where = input.releaseSandbox ? placement(on, policy, input.sandbox) : {};
+  const where = input.releaseSandbox ? placement(policy, input.sandbox) : {};
   if (!where.taskQueue) {
     await local(input);
     return;
   }
-  if (since(endHerePatch)) {
-    const outcome = await local({ ...input, onlyOnHost: where.taskQueue });
-    if (outcome && !outcome.elsewhere) return;
-  }
+  const outcome = await local({ ...input, onlyOnHost: where.taskQueue });
+  if (outcome && !outcome.elsewhere) return;
   try {
     await endSessionOnHost.executeWithOptions({ ...where, startToCloseTimeout: '2m', retry: { maximumAttempts: 5, initialInterval: '500ms' }, summary: `end session on ${where.taskQueue}` }, [input]);
   } catch (err) {
-    if (onlyHostLossFallsBack && !hostLossReason(err, input.sandbox, policy)) throw err;
+    if (!hostLossReason(err, input.sandbox, policy)) throw err;
     await local({ ...input, releaseSandbox: false });
   }
 }

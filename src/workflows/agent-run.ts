@@ -2,7 +2,7 @@
  * `agentRun`: one durable agent run. Deterministic: all I/O happens in activities, every decision is a pure
  * function of `RunState` (decide.ts); this file makes the Temporal calls those decisions ask for.
  *
- * openRun (resolveAgent + startSession) ─► loop { runTurn (actions → harness → accounting → validation) → decide
+ * openRun (agent resolved, session started) ─► loop { runTurn (actions → harness → accounting → validation) → decide
  *                                        → sub-agent | wait for reply → guardrails } ─► endSession
  */
 import {
@@ -31,7 +31,7 @@ import {
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { createActivities } from '../activities/index.js';
 import { isBlobRef, previewOf } from '../contracts/text-ref.js';
-import { affinityGate, afterReprovision, endSessionWhereItLives, hostLossOf, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnHerePatch } from './affinity.js';
+import { afterReprovision, endSessionWhereItLives, hostLossOf, hostLossReason, placement, reprovisionedRequest, shouldReprovision } from './affinity.js';
 import type { RunPolicy } from '../spec/types.js';
 import {
   afterReply,
@@ -68,40 +68,23 @@ import {
 import { FailureTypes } from '../contracts/failures.js';
 import { subAgentWorkflowId } from './ids.js';
 import { roundUsd } from '../contracts/money.js';
-import { CANCEL_REQUEST_GRACE_MS, OUTCOMES_PATCH, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
+import { CANCEL_REQUEST_GRACE_MS, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import { installApprovalHandlers } from './approval-handlers.js';
 import { decisionModeOf, decisionRequest, takeDecision } from './operator-decisions.js';
 import { detailsText, turnStartToCloseMs } from './approvals.js';
 import type { RunState } from './state.js';
-import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
-import { assertKnownVersion, changesSince, opensInOneStep } from './versions.js';
+import { budgetEnding, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
+import { assertKnownVersion } from './versions.js';
 import { compactSandbox, workflowVersion, type AgentRunInput, type OpenRunFailure, type AgentRunResult, type GuardrailName, type RunPhase, type SessionEndTrouble, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
-
-/** The patch that bounds a run tree: sub-agent depth, tree-wide iterations, sub-agent ids within the id limit. */
-export const SUB_AGENT_TREE_PATCH = 'dh-2026-12-sub-agent-tree';
-
-/** The patch that takes an interrupted turn's spend from the ledger (docs/VERSIONING.md). */
-const INTERRUPTED_TURN_SPEND_PATCH = 'acct8-interrupted-turn-spend';
-/**
- * The patch that takes a turn's spend from the ledger when its attempts can no longer bring it: its host was lost, or
- * it failed to an operator (a last attempt lost with its worker carries no spend) (docs/VERSIONING.md).
- */
-const LOST_TURN_SPEND_PATCH = 'dh-2026-12-lost-turn-spend';
-
-/** Attempts a frozen worker took and never ran do not use up a turn's attempts (issue 18): asked only when a turn times out on heartbeats. */
-const FROZEN_ATTEMPTS_PATCH = 'dh-2026-12-frozen-attempts';
-
-/** The session end's retry pauses as workflow timers (`endSessionPatiently`), so `status` answers while it fails. */
-const SESSION_END_TIMERS_PATCH = 'dh-2026-12-session-end-timers';
 
 /**
  * Short steps run as local activities: on the worker that runs the workflow, without a server round trip each,
  * and their inputs stay out of history. Only the long, heartbeating turn is a regular activity.
  */
-const { openRun, resolveAgent, startSession, endSession, storeText, reprovisionSession, turnSpent } = proxyLocalActivities<Activities>({
+const { openRun, endSession, storeText, reprovisionSession, turnSpent } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '2m',
   retry: { maximumAttempts: 5, initialInterval: '500ms' },
 });
@@ -136,8 +119,6 @@ type Interruption = { kind: 'cancel'; reason: string } | { kind: 'guardrail'; gu
 export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const { workflowId, runId } = workflowInfo();
   assertKnownVersion(input.workflowVersion);
-  /** Whether a patched change applies: always from workflow version 2 on, without a marker (versions.ts). */
-  const since = changesSince(input.workflowVersion);
   let state: RunState = input.carried ?? initialState(input);
   /** Messages from outside, waiting to be taken; never carried across continue-as-new (handlers finish first). */
   const inbox: { reply?: TextRef; operator?: { kind: 'retry' } | { kind: 'abandon'; reason: string }; interruption?: Interruption } = {};
@@ -147,17 +128,6 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
    * `lost`: some of its attempts went with their host or failed to an operator, so its spend comes from the ledger.
    */
   let turnInFlight: { turn: number; before: Pick<RunState, 'usage' | 'costUsd' | 'costBlind'>; lost?: boolean } | undefined;
-  /** Host affinity (affinity.ts): asked once, at the first command of a run pinned to a host. */
-  const affinity = affinityGate(since);
-  /** A pinned turn reached another worker from the workflow's queue: this execution sends its turns to the host queue. */
-  let turnsElsewhere = false;
-  /** The host was idle when the session started or the last turn ended (`hostIdle`): the next turn may be offered for eager dispatch. */
-  let hostIdle = false;
-  /**
-   * Whether this execution may offer pinned turns for eager dispatch: asked once, at its first pinned turn, so the
-   * marker lands among the run's first commands and never in a steady-state turn.
-   */
-  let turnHere: boolean | undefined;
 
   const update = (next: RunState) => {
     state = next;
@@ -325,18 +295,9 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     },
   );
 
-  const approvals = installApprovalHandlers({ workflowId, state: () => state, update, since });
+  const approvals = installApprovalHandlers({ workflowId, state: () => state, update });
 
   // ---- the Temporal calls the decisions ask for --------------------------------------------------
-  /**
-   * Folds what a failed turn spent (from its failure's details) into the run; when that crosses a guardrail, the
-   * interruption is set and true returned.
-   */
-  const foldSpendOf = (cause: ApplicationFailure): boolean => {
-    update(foldFailedSpend(state, failedSpend(cause.details ?? undefined)));
-    return guardrailStops();
-  };
-
   /** Whether the run's spend now crosses a guardrail: the interruption is set, the run stops instead of retrying. */
   const guardrailStops = (): boolean => {
     const crossed = guardrailCrossed(state);
@@ -346,15 +307,13 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
 
   /**
    * The turn in flight's spend by the ledger's books — every attempt of every scheduling, those lost with their host
-   * or worker included — in place of whatever part of it was folded before. Under `LOST_TURN_SPEND_PATCH`; false
-   * for runs that started before it (they keep folding what failures carry).
+   * or worker included (a timed-out last attempt carries no spend) — in place of whatever part of it was folded before.
    */
-  const spendFromLedger = async (): Promise<boolean> => {
-    if (!turnInFlight || !(turnInFlight.lost ??= since(LOST_TURN_SPEND_PATCH))) return false;
-    const { turn, before } = turnInFlight;
-    const spent = await CancellationScope.nonCancellable(() => turnSpent({ workflowId, runId, turn })).catch(() => undefined);
-    if (spent) update(foldFailedSpend({ ...state, ...before }, spent));
-    return true;
+  const spendFromLedger = async (): Promise<void> => {
+    const inFlight = turnInFlight!;
+    inFlight.lost = true;
+    const spent = await CancellationScope.nonCancellable(() => turnSpent({ workflowId, runId, turn: inFlight.turn })).catch(() => undefined);
+    if (spent) update(foldFailedSpend({ ...state, ...inFlight.before }, spent));
   };
 
   /** Runs a turn; when it fails after its retries, waits for an operator to retry it or give up. */
@@ -369,7 +328,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
      */
     const neverRan = async (err: unknown): Promise<boolean> => {
       const cause = err instanceof ActivityFailure ? err.cause : err;
-      if (!(cause instanceof TimeoutFailure && cause.timeoutType === 'HEARTBEAT') || !since(FROZEN_ATTEMPTS_PATCH)) return false;
+      if (!(cause instanceof TimeoutFailure && cause.timeoutType === 'HEARTBEAT')) return false;
       frozen.attempts += policy.turnAttempts;
       frozen.since ??= Date.now();
       if (Date.now() - frozen.since > hostLossOf(policy).timeoutMs) return false;
@@ -381,39 +340,23 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     };
     for (;;) {
       try {
-        const where = placement(affinity, policy, request.sandbox);
-        // A pinned turn whose host was idle at the last turn's end goes to the workflow's own queue, where the server
-        // can hand it straight to the worker that completed this workflow task (eager dispatch): its host, when one
-        // worker runs both. Under load it waits on the host queue for a poller, like any turn (docs/BENCHMARKS.md).
-        const here = where.taskQueue !== undefined && (turnHere ??= since(turnHerePatch)) && hostIdle && !turnsElsewhere;
-        hostIdle = false;
-        const result = here
-          ? await runTurn.executeWithOptions(turnActivityOptions(policy, request.turn), [{ ...request, onlyOnHost: true }])
-          : await runTurn.executeWithOptions({ ...turnActivityOptions(policy, request.turn), ...where }, [request]);
-        hostIdle = result.hostIdle === true;
+        const where = placement(policy, request.sandbox);
+        const result = await runTurn.executeWithOptions({ ...turnActivityOptions(policy, request.turn), ...where }, [request]);
         approvals.turnEnded(request.turn);
         return result;
       } catch (err) {
         if (isCancellation(err)) throw err;
-        const elsewhere = turnElsewhere(err);
-        if (elsewhere) {
-          // Another worker took it and ran nothing: the host queue from now on, after counting what its earlier
-          // attempts (retries that landed elsewhere) spent.
-          turnsElsewhere = true;
-          if (foldSpendOf(elsewhere)) throw elsewhere;
-          request = { ...request, cleanFirst: true };
-          continue;
-        }
         if (await neverRan(err)) {
           // Whatever the attempt that did run left behind dies before the next one starts.
           request = { ...request, cleanFirst: true };
           continue;
         }
-        const hostLost = placement(affinity, policy, request.sandbox).taskQueue ? hostLossReason(err, request.sandbox, policy) : undefined;
+        const hostLost = hostLossReason(err, request.sandbox, policy);
         if (hostLost && shouldReprovision(state, policy)) {
           // The host holding the workspace is gone, and the attempts it ran with it: what they spent is in the ledger
           // only, and counts toward the guardrails before the turn runs again.
-          if ((await spendFromLedger()) && guardrailStops()) throw err;
+          await spendFromLedger();
+          if (guardrailStops()) throw err;
           // A fresh workspace on this worker, the conversation replayed.
           const lost = state.sandbox!;
           const sandbox = await CancellationScope.nonCancellable(() =>
@@ -426,10 +369,9 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         }
         const cause = err instanceof ActivityFailure ? err.cause : err;
         // What the failed attempts spent counts: toward the run's totals and its guardrails — from the ledger, which
-        // has the attempts lost with their host or worker too (a timed-out last attempt carries no spend).
-        if (await spendFromLedger()) {
-          if (guardrailStops()) throw cause;
-        } else if (cause instanceof ApplicationFailure && since('acct8-failed-spend') && foldSpendOf(cause)) throw cause;
+        // has the attempts lost with their host or worker too.
+        await spendFromLedger();
+        if (guardrailStops()) throw cause;
         if (cause instanceof ApplicationFailure && cause.nonRetryable) throw cause;
         const lastError = hostLost ?? (cause instanceof Error ? cause.message : String(cause));
         update({ ...state, lastError });
@@ -451,10 +393,10 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     }
   };
 
-  /** Runs a sub-agent; with `tree` (SUB_AGENT_TREE_PATCH) its id stays within the id limit and its budget carries the depth. */
-  const runSubAgent = async (agent: string, message: TextRef, tree: boolean): Promise<AgentRunResult> => {
+  /** Runs a sub-agent: its id stays within the id limit, and its budget carries what the tree has left, depth included. */
+  const runSubAgent = async (agent: string, message: TextRef): Promise<AgentRunResult> => {
     setPhase('running', `sub-agent ${agent} (turn ${state.iteration})`);
-    const childId = tree ? subAgentWorkflowId(workflowId, state.iteration) : `${workflowId}.sub-${state.iteration}`;
+    const childId = subAgentWorkflowId(workflowId, state.iteration);
     try {
       return await executeChild(agentRun, {
         workflowId: childId,
@@ -464,7 +406,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           { key: agentAttribute, value: agent },
           { key: tenantAttribute, value: input.identity.tenantId },
         ],
-        args: [{ agent, task: message, identity: input.identity, parentWorkflowId: workflowId, parentSandbox: state.sandbox, budget: childBudget(state, tree), workflowVersion }],
+        args: [{ agent, task: message, identity: input.identity, parentWorkflowId: workflowId, parentSandbox: state.sandbox, budget: childBudget(state), workflowVersion }],
       });
     } catch (err) {
       // This run's cancellation reaches the child too; a child cancelled on its own is just a lost sub-agent.
@@ -490,23 +432,6 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   };
 
   const loop = async (policy: RunPolicy): Promise<AgentRunResult> => {
-    if (!state.sandbox) {
-      // Non-cancellable so a cancel during start can never lose the reference endSession needs.
-      const started = await CancellationScope.nonCancellable(() =>
-        startSession({
-          workflowId,
-          runId,
-          specHash: policy.specHash,
-          identity: input.identity,
-          task: input.task,
-          parentWorkflowId: input.parentWorkflowId,
-          parentSandbox: input.parentSandbox,
-        }),
-      );
-      update(sessionStarted(state, started.sandbox, started.task));
-      // The session's host (this workflow task's worker) runs no turn: the first turn may be dispatched eagerly too.
-      hostIdle = started.hostIdle === true;
-    }
     for (let turns = 0; ; turns++) {
       // workflowInfo() is a snapshot: read it fresh to see the server's suggestion and the history size now.
       const info = workflowInfo();
@@ -518,9 +443,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       update(begun.state);
       syncAttributes();
       // The run's remaining budget goes with the turn: the harness is stopped mid-turn when it is spent.
-      const budget = since('acct8-turn-budget') ? { budget: turnBudget(state) } : {};
       turnInFlight = { turn: begun.request.turn, before: { usage: state.usage, costUsd: state.costUsd, costBlind: state.costBlind } };
-      let result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!), ...budget });
+      let result = await runTurnWithOperator(policy, { ...begun.request, specHash: policy.specHash, sandbox: compactSandbox(state.sandbox!), budget: turnBudget(state) });
       if (turnInFlight.lost) {
         // Attempts of this turn were lost on the way: its whole spend is the ledger's (read now that the last
         // attempt's rows are in), in place of the result's, which has only its own scheduling's attempts.
@@ -546,16 +470,15 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           await waitForReply(policy, decision.question);
           break;
         }
-        // The run tree's limits: a depth limit, tree-wide iterations, bounded ids (docs/VERSIONING.md).
-        const tree = since(SUB_AGENT_TREE_PATCH);
-        const tooDeep = tree ? subAgentTooDeep(state, decision.agent) : undefined;
+        // The run tree's limits: a depth limit, tree-wide iterations, bounded ids.
+        const tooDeep = subAgentTooDeep(state, decision.agent);
         if (tooDeep) {
           ({ state: next, decision } = tooDeep);
           update(next);
           continue;
         }
-        const child = await runSubAgent(decision.agent, decision.message, tree);
-        ({ state: next, decision } = afterSubAgent(state, decision.agent, child, decision.terminateAfter, tree));
+        const child = await runSubAgent(decision.agent, decision.message);
+        ({ state: next, decision } = afterSubAgent(state, decision.agent, child, decision.terminateAfter));
         update(next);
         syncAttributes();
       }
@@ -573,8 +496,9 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   let result: AgentRunResult;
   let wallTimer: CancellationScope | undefined;
   try {
-    if (!state.policy && opensInOneStep(input.workflowVersion)) {
-      // The agent resolved and the session started in one round; non-cancellable, like startSession below.
+    if (!state.policy) {
+      // The agent resolved and the session started in one round. Non-cancellable so a cancel during the start can
+      // never lose the reference endSession needs.
       const opened = await CancellationScope.nonCancellable(() =>
         openRun({
           agent: input.agent,
@@ -594,9 +518,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       });
       adoptPolicy(opened.policy, true);
       update(sessionStarted(state, opened.sandbox, opened.task));
-      hostIdle = opened.hostIdle === true;
     }
-    if (!state.policy) adoptPolicy(await resolveAgent({ agent: input.agent, budget: input.budget }), true);
     const policy = state.policy!;
 
     // The wall-time guardrail: a timer that interrupts whatever the loop is doing, the in-flight turn included.
@@ -620,7 +542,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
 
   // A cancel or guardrail that interrupted a turn: no result brought that turn's spend (a cancel in the pause before
   // a retry brings none at all), so the ledger's books for the turn count — every attempt's calls.
-  if (turnInFlight && (result.status === 'cancelled' || result.status === 'stopped') && since(INTERRUPTED_TURN_SPEND_PATCH)) {
+  if (turnInFlight && (result.status === 'cancelled' || result.status === 'stopped')) {
     const { turn, before } = turnInFlight;
     const spent = await CancellationScope.nonCancellable(() => turnSpent({ workflowId, runId, turn })).catch(() => undefined);
     if (spent) {
@@ -632,23 +554,21 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
 
   // ---- compensation: on every exit path, never cancelled, idempotent ---------------------------
   approvals.runEnded(result.status);
-  // Runs started before this patch complete with every outcome; newer ones end in Temporal's terms (outcomes.ts).
-  const inTemporalTerms = result.status !== 'succeeded' && since(OUTCOMES_PATCH);
+  // Every outcome but success ends in Temporal's terms: Failed or Canceled (outcomes.ts).
+  const inTemporalTerms = result.status !== 'succeeded';
   setPhase(result.status, result.reason ?? result.result?.slice(0, 120) ?? result.status);
   // Before the agent is resolved syncAttributes writes nothing: the status must still leave `starting`.
   if (inTemporalTerms && !state.policy) upsertSearchAttributes([{ key: statusAttribute, value: result.status }]);
   if (state.policy) {
     const { sandbox, policy } = state;
-    const retried = since('acct8-end-session-retry');
-    // Asked only once the end has failed: a run whose session ends at once records no marker for it.
+    // Once the end has failed, its retries pause on workflow timers (`endSessionPatiently`), so `status` answers.
     let patient = false;
-    const end = () =>
-      endSessionWhereItLives(affinity, policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, patient ? endSessionPatiently : endSession, since, retried);
+    const end = () => endSessionWhereItLives(policy, { workflowId, sandbox, releaseSandbox: !policy.sharesParentWorkspace, status: result.status, result }, patient ? endSessionPatiently : endSession);
     const failing = (failures: number, err: unknown) => {
       sessionEnd = { state: 'failing', failures, lastError: failureMessage(err) };
-      patient ||= since(SESSION_END_TIMERS_PATCH);
+      patient = true;
     };
-    await CancellationScope.nonCancellable(() => (retried ? untilDone(end, failing) : end()));
+    await CancellationScope.nonCancellable(() => untilDone(end, failing));
     sessionEnd = undefined;
   }
   if (inTemporalTerms) {

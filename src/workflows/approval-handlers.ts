@@ -8,7 +8,7 @@
  * never trusted. They only prompt the run to read its requests from the ledger, and they have no handler of their
  * own (the default signal handler takes them), so the Temporal UI does not offer them beside the operator's messages.
  */
-import { ActivityFailure, ApplicationFailure, patched, proxyLocalActivities, setDefaultSignalHandler, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyLocalActivities, setDefaultSignalHandler, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import {
   approvalRequested,
@@ -16,25 +16,15 @@ import {
   approvalsOfRunEnded,
   approvalsOfTurnEnded,
   decisionRefusal,
-  operatorOf,
   pendingOf,
   type ApprovalDecisionResult,
-  type ApprovalSettlement,
-  type PendingApprovalView,
 } from './approvals.js';
 import { approvalRequestedSignal, approvalSettledSignal, approveUpdate, denyUpdate } from './messages.js';
 import { decisionRequest, takeDecision, type DecisionRequest } from './operator-decisions.js';
 import { pendingApprovalsAttribute } from './search-attributes.js';
 import type { RunState } from './state.js';
-import type { Since } from './versions.js';
 
 type Activities = ReturnType<typeof createActivities>;
-
-/** The patch that introduced the pending-approvals search attribute (docs/VERSIONING.md). */
-export const PENDING_APPROVALS_PATCH = 'perm12b-pending-approvals';
-
-/** The patch after which the turn's notifications only prompt a read of the ledger (docs/VERSIONING.md). */
-export const LEDGER_NOTIFICATIONS_PATCH = 'dh-2026-12-approvals-from-ledger';
 
 const { pendingApprovalsOf } = proxyLocalActivities<Activities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 3, initialInterval: '500ms' } });
 
@@ -48,8 +38,6 @@ export interface ApprovalHost {
   readonly workflowId: string;
   state(): RunState;
   update(next: RunState): void;
-  /** Whether a patched change applies to this run (versions.ts). */
-  since: Since;
 }
 
 export interface ApprovalHandlers {
@@ -71,7 +59,6 @@ export function installApprovalHandlers(host: ApprovalHost): ApprovalHandlers {
     const state = host.state();
     const count = pendingOf(state).length;
     if ((state.attributes.pendingApprovals ?? 0) === count) return;
-    if (!host.since(PENDING_APPROVALS_PATCH)) return;
     upsertSearchAttributes([{ key: pendingApprovalsAttribute, value: count }]);
     host.update({ ...state, attributes: { ...state.attributes, pendingApprovals: count } });
   };
@@ -99,18 +86,14 @@ export function installApprovalHandlers(host: ApprovalHost): ApprovalHandlers {
     });
     return refreshing;
   };
-  setDefaultSignalHandler(async (name, ...args) => {
-    if (name !== approvalRequestedSignal.name && name !== approvalSettledSignal.name) return;
-    if (patched(LEDGER_NOTIFICATIONS_PATCH)) return refresh();
-    // A history from before: the notification's payload applies, as it did then.
-    if (name === approvalRequestedSignal.name) change(approvalRequested(host.state(), args[0] as PendingApprovalView));
-    else change(approvalSettled(host.state(), args[0] as ApprovalSettlement));
+  setDefaultSignalHandler(async (name) => {
+    if (name === approvalRequestedSignal.name || name === approvalSettledSignal.name) return refresh();
   });
 
   const decide = async (request: DecisionRequest, allow: boolean): Promise<ApprovalDecisionResult> => {
     const taken = await takeDecision(host, allow ? 'approve' : 'deny', request);
     const requestId = request.requestId!;
-    const by = taken?.principal ?? operatorOf(request.by);
+    const by = taken.principal;
     try {
       const result = await decideApproval({ workflowId: host.workflowId, requestId, allow, by, edit: allow ? request.edit : undefined, scope: allow ? request.scope : undefined, message: allow ? undefined : request.reason });
       change(approvalSettled(host.state(), { requestId, status: result.status, by: result.decidedBy }));

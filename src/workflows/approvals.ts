@@ -142,12 +142,6 @@ export interface ApprovalDecisionResult {
   readonly editedInput?: unknown;
 }
 
-/** `operator:NAME` for a decision, from the caller's name (default just `operator`). */
-export function operatorOf(by: string | undefined): string {
-  const name = (by ?? '').trim();
-  return name ? (name.startsWith('operator:') ? name : `operator:${name}`) : 'operator';
-}
-
 /**
  * How many full approval waits one turn attempt's Temporal timeout covers, beyond the harness's own turn timeout
  * (which the adapters pause while a request waits). A wait that would still reach the attempt's limit is denied

@@ -9,6 +9,7 @@ import { FailureTypes } from '../contracts/failures.js';
 import { subAgentRefusedPrompt, subAgentResultPrompt, subAgentTooDeepPrompt, replyPrompt } from '../contracts/prompts.js';
 import type { RunState } from './state.js';
 import { addUsage, noUsage, totalTokens } from '../contracts/usage.js';
+import { workflowVersion } from './types.js';
 import type {
   AgentRunInput,
   AgentRunResult,
@@ -192,18 +193,15 @@ export function permissionsOverCapError(turn: number, over: { readonly cap: numb
   );
 }
 
-/**
- * What a sub-agent may spend: what this run has left. With `tree` (the depth limit's patch) also how deep its own
- * sub-agents may still nest.
- */
-export function childBudget(state: RunState, tree = false): InheritedBudget {
+/** What a sub-agent may spend: what this run has left, and how deep its own sub-agents may still nest. */
+export function childBudget(state: RunState): InheritedBudget {
   const g = need(state.policy).guardrails;
   return {
     maxTokens: Math.max(1, g.maxTokens - totalTokens(state.usage)),
     maxCostUsd: Math.max(0.000001, g.maxCostUsd - state.costUsd),
     deadlineMs: state.deadlineMs,
     maxIterations: Math.max(1, g.maxIterations - state.iteration - state.childIterations),
-    ...(tree ? { maxSubAgentDepth: Math.max(0, subAgentLevelsLeft(state) - 1) } : {}),
+    maxSubAgentDepth: Math.max(0, subAgentLevelsLeft(state) - 1),
   };
 }
 
@@ -223,16 +221,16 @@ export function subAgentTooDeep(state: RunState, agent: string): { state: RunSta
 }
 
 /**
- * Folds a sub-agent's result into this run: its usage counts here; it ends the run or becomes the next input. With
- * `tree` its sub-agents' turns count too, so the iteration budget holds for the whole tree, not for each run.
+ * Folds a sub-agent's result into this run: its usage counts here, and its turns and its own sub-agents' do, so the
+ * iteration budget holds for the whole tree, not for each run; it ends the run or becomes the next input.
  */
-export function afterSubAgent(state: RunState, agent: string, child: AgentRunResult, terminateAfter: boolean, tree = false): { state: RunState; decision: Decision } {
+export function afterSubAgent(state: RunState, agent: string, child: AgentRunResult, terminateAfter: boolean): { state: RunState; decision: Decision } {
   const s: RunState = {
     ...state,
     usage: addUsage(state.usage, child.usage),
     costUsd: state.costUsd + child.costUsd,
     costBlind: state.costBlind || child.costBlind === true,
-    childIterations: state.childIterations + child.iterations + (tree ? (child.subAgentIterations ?? 0) : 0),
+    childIterations: state.childIterations + child.iterations + (child.subAgentIterations ?? 0),
   };
   if (terminateAfter) {
     const { status, reason, failureType, guardrail } = child;
@@ -285,7 +283,8 @@ export function continuedInput(input: AgentRunInput, state: RunState): AgentRunI
     ...(input.budget !== undefined ? { budget: input.budget } : {}),
     ...(input.continueAsNewAfterTurns !== undefined ? { continueAsNewAfterTurns: input.continueAsNewAfterTurns } : {}),
     ...(input.continueAsNewAtHistoryBytes !== undefined ? { continueAsNewAtHistoryBytes: input.continueAsNewAtHistoryBytes } : {}),
-    ...(input.workflowVersion !== undefined ? { workflowVersion: input.workflowVersion } : {}),
+    // Named from here on even when the start left it out: the chain keeps the sequence it started with.
+    workflowVersion: input.workflowVersion ?? workflowVersion,
     carried: { ...state, continuedTimes: state.continuedTimes + 1 },
   };
 }

@@ -3,9 +3,9 @@
  * authorized by a worker (`authorizeDecision`, a local activity: signatures, operators, the deployment's mode) before
  * it takes effect, and acts on the parameters the operator signed, never on the ones beside the signature. A
  * signature is used once: the run remembers the nonces it acted on until they expire (and the ledger refuses a
- * nonce another run used). Runs whose history predates this (no marker) decide as they always did.
+ * nonce another run used).
  */
-import { ActivityFailure, ApplicationFailure, patched, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
 import type { AuthorizedDecision } from '../activities/decisions.js';
 import type { createActivities } from '../activities/index.js';
 import type { DecisionMode, OperatorAction, SignedDecision } from '../operators/index.js';
@@ -13,9 +13,6 @@ import type { RunState } from './state.js';
 import type { TextRef } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
-
-/** The patch that verifies decisions before they take effect (docs/VERSIONING.md). */
-export const SIGNED_DECISIONS_PATCH = 'dh-2026-12-signed-decisions';
 
 const { authorizeDecision } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '30s',
@@ -98,12 +95,10 @@ export interface DecisionHost {
 }
 
 /**
- * Authorizes one decision: `undefined` in a run whose history predates verification (the caller decides as it
- * always did), else the taken decision; a refusal is an ApplicationFailure with the reason (the update fails,
- * nothing changes, the run keeps waiting).
+ * Authorizes one decision: the taken decision, or a refusal as an ApplicationFailure with the reason (the update
+ * fails, nothing changes, the run keeps waiting).
  */
-export async function takeDecision(host: DecisionHost, action: OperatorAction, request: DecisionRequest): Promise<TakenDecision | undefined> {
-  if (!patched(SIGNED_DECISIONS_PATCH)) return undefined;
+export async function takeDecision(host: DecisionHost, action: OperatorAction, request: DecisionRequest): Promise<TakenDecision> {
   if (nonceUsed(host.state(), request.signed)) {
     throw ApplicationFailure.create({ type: 'DecisionReplayed', message: `this signed ${action} was used before in this run; sign a new one`, nonRetryable: true });
   }

@@ -13,8 +13,6 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { FailureTypes } from '../contracts/failures.js';
 import type { AgentRunResult, RunOutcome } from './types.js';
 
-/** The patch that introduced these outcomes; runs started before it complete with every outcome as before. */
-export const OUTCOMES_PATCH = 'ops11b-outcomes';
 /** Memo key of a cancelled run's typed result (a Canceled workflow carries no details). */
 export const OUTCOME_MEMO_KEY = 'durableHarnessResult';
 /** Failure type of a run a guardrail stopped. */

@@ -6,23 +6,14 @@
 import type { Ending } from './decide.js';
 import type { RunState } from './state.js';
 import type { TurnBudget, TurnResult } from './types.js';
-import { addUsage, totalTokens, usageFromJson } from '../contracts/usage.js';
+import { addUsage, totalTokens } from '../contracts/usage.js';
 import type { Usage } from '../adapters/types.js';
 
-/** What a failed turn spent, as runTurn attaches it to its failure (`details[0].spend`), its earlier attempts included. */
+/** What a turn spent by the ledger's books (`turnSpent`), every attempt included. */
 export interface FailedSpend {
   readonly usage: Usage;
   readonly costUsd: number;
   readonly costBlind: boolean;
-}
-
-/** The spend in a turn failure's details, if the activity attached one (older workers did not). */
-export function failedSpend(details: readonly unknown[] | undefined): FailedSpend | undefined {
-  const spend = (details?.[0] as { spend?: { usage?: unknown; costUsd?: unknown; costBlind?: unknown } } | undefined)?.spend;
-  const usage = spend && typeof spend === 'object' ? usageFromJson(spend.usage) : undefined;
-  if (!spend || !usage) return undefined;
-  const cost = spend.costUsd;
-  return { usage, costUsd: typeof cost === 'number' && Number.isFinite(cost) && cost >= 0 ? cost : 0, costBlind: spend.costBlind === true };
 }
 
 /** Folds a failed turn's spend into the run: its tokens and cost count toward the guardrails like any turn's. */

@@ -30,18 +30,18 @@ export interface AgentRunInput {
   /** State carried across continue-as-new; not for callers. */
   readonly carried?: RunState;
   /**
-   * The command sequence the run was started with (docs/VERSIONING.md): `startAgentRun`, a parent run and
-   * continue-as-new set it to `workflowVersion`; without it (runs started before it existed) the workflow replays its
-   * first, patched sequence. Not for callers.
+   * The command sequence the run follows (docs/VERSIONING.md): `startAgentRun`, a parent run and continue-as-new set
+   * it to `workflowVersion`; a start without it runs the current one. A worker fails a run that names a version it
+   * does not run. Not for callers.
    */
   readonly workflowVersion?: number;
 }
 
 /**
- * The command sequence new runs get. 2: the agent is resolved and the session started in one local activity, and
- * every patch before it holds without its marker.
+ * The command sequence this worker runs, and new runs get. 3: the baseline of 2026-12-02, every earlier patch applied
+ * without asking and no eager dispatch of pinned turns; versions 1 and 2 were retired (docs/VERSIONING.md).
  */
-export const workflowVersion = 2;
+export const workflowVersion = 3;
 
 /** The details of a failed `openRun` whose agent resolved before its session failed to start. */
 export interface OpenRunFailure {
@@ -79,13 +79,9 @@ export interface TurnRequest {
   readonly envelopeSeq: number;
   /** The run's budget left: streaming usage that crosses it stops the harness mid-turn (`budgetExhausted`). */
   readonly budget?: TurnBudget;
-  /**
-   * Run only on the worker whose host queue is `sandbox.hostQueue`: a pinned turn scheduled on the workflow's own
-   * queue, so the server can hand it to the worker that completed the workflow task (eager dispatch). Anywhere else
-   * the turn fails at once with `TurnElsewhere`, having run nothing, and the workflow sends it to the host queue.
-   */
+  /** No longer set by the workflow (eager dispatch of pinned turns is gone); read by the activities until they drop it. */
   readonly onlyOnHost?: true;
-  /** Kill what earlier attempts of this turn may have left running before starting (a turn moved after `TurnElsewhere`). */
+  /** Kill what earlier attempts of this turn may have left running before starting (a retry after frozen attempts or an operator's). */
   readonly cleanFirst?: true;
 }
 
@@ -102,11 +98,7 @@ export interface TurnResult {
   readonly costBlind?: true;
   /** The turn's streaming usage crossed `TurnRequest.budget`: the harness was stopped mid-turn (the step is not ok). */
   readonly budgetExhausted?: { readonly guardrail: 'tokens' | 'cost'; readonly message: string };
-  /**
-   * The turn ran on its host (a pinned run) and ended as the only turn that worker was running: the next turn may
-   * be offered to the workflow's own queue for eager dispatch. Absent under load, where eager dispatch costs more
-   * than the 2-3 ms it saves (docs/BENCHMARKS.md).
-   */
+  /** No longer read by the workflow (eager dispatch of pinned turns is gone); set by the activities until they drop it. */
   readonly hostIdle?: true;
   /**
    * The harness asked more permission requests in this turn than its agent allows (`permissions.maxRequestsPerTurn`):

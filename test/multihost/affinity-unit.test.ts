@@ -2,8 +2,7 @@
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { hostIdFrom, hostQueueName } from '../../src/temporal/host-queue.js';
-import { FailureTypes } from '../../src/contracts/failures.js';
-import { afterReprovision, hostLossOf, hostLossReason, placement, reprovisionedRequest, shouldReprovision, turnElsewhere, turnElsewhereType } from '../../src/workflows/affinity.js';
+import { afterReprovision, hostLossOf, hostLossReason, placement, reprovisionedRequest, shouldReprovision } from '../../src/workflows/affinity.js';
 import type { RunState } from '../../src/workflows/state.js';
 import type { TurnRequest } from '../../src/workflows/types.js';
 
@@ -25,9 +24,9 @@ describe('placement and host loss', () => {
   const timedOut = new ActivityFailure('activity failed', 'runTurn', '1', undefined, undefined, new TimeoutFailure('timeout', undefined, 'SCHEDULE_TO_START'));
 
   it('sends a pinned sandbox to its host queue with the host-loss timeout; anything else anywhere', () => {
-    expect(placement(() => true, policy, pinned)).toEqual({ taskQueue: 'q@box-1', scheduleToStartTimeout: 4000 });
-    expect(placement(() => false, policy, pinned)).toEqual({});
-    expect(placement(() => true, policy, {})).toEqual({});
+    expect(placement(policy, pinned)).toEqual({ taskQueue: 'q@box-1', scheduleToStartTimeout: 4000 });
+    expect(placement(policy, {})).toEqual({});
+    expect(placement(policy, undefined)).toEqual({});
     expect(hostLossOf({})).toEqual({ timeoutMs: 600_000, action: 'await-operator' });
   });
 
@@ -52,14 +51,5 @@ describe('placement and host loss', () => {
     expect(reprovisionedRequest({ ...request, turn: 1 }, sandbox)).not.toHaveProperty('replay');
     const state = { externalSessionId: 's1', lastError: 'x', hostMoves: 1 } as unknown as RunState;
     expect(afterReprovision(state, { ...sandbox, hostWorkspacePath: '/b' })).toMatchObject({ externalSessionId: undefined, lastError: undefined, hostMoves: 2, sandbox: { hostQueue: 'q@box-2' } });
-  });
-});
-
-describe('turn elsewhere', () => {
-  it('the workflow matches the failure type the activity throws, and nothing else', () => {
-    expect(turnElsewhereType).toBe(FailureTypes.TurnElsewhere);
-    const refused = ApplicationFailure.create({ type: FailureTypes.TurnElsewhere, nonRetryable: true, message: 'elsewhere' });
-    expect(turnElsewhere(new ActivityFailure('runTurn failed', 'runTurn', '7', undefined, undefined, refused))).toBe(refused);
-    expect(turnElsewhere(new ActivityFailure('runTurn failed', 'runTurn', '7', undefined, undefined, ApplicationFailure.create({ type: FailureTypes.WorkspaceMissing, message: 'gone' })))).toBeUndefined();
   });
 });

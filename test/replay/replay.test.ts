@@ -11,11 +11,8 @@ import { describe, expect, inject, it } from 'vitest';
 import { scenarios } from './scenarios.js';
 
 const dir = path.join(import.meta.dirname, 'histories');
-/** Histories of the current command sequence, then of runs started before `workflowVersion` (v1/, never re-recorded). */
-const files = [
-  ...readdirSync(dir).filter((f) => f.endsWith('.json')).sort(),
-  ...readdirSync(path.join(dir, 'v1')).filter((f) => f.endsWith('.json')).sort().map((f) => `v1/${f}`),
-];
+/** Histories of the current command sequence (`NAME.before-<patch>.json`: of the sequence before a patch, kept until it is deprecated). */
+const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
 
 describe('replay of recorded histories against the current workflow code', () => {
   it('has a history for every scenario', () => {

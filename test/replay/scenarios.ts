@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { getAgentRun, startAgentRun } from '../../src/client/index.js';
 import type { agentRun } from '../../src/workflows/agent-run.js';
-import { workflowVersion, type AgentRunInput } from '../../src/workflows/types.js';
+import type { AgentRunInput } from '../../src/workflows/types.js';
 
 type Obj = Record<string, unknown>;
 
@@ -156,14 +156,16 @@ export const scenarios: readonly Scenario[] = [
   simple('operator-timeout', 'awaiting_operator until the operator timeout', 'failed:OperatorTimeout', 'scripted', [{ failTimes: 9, ...ok() }]),
   {
     name: 'continue-as-new',
-    covers: 'continue-as-new after every turn, carrying the state',
+    covers: 'a start without workflowVersion; continue-as-new after every turn, carrying the state and naming the version',
     expect: 'succeeded',
     async run(ctx) {
       const task = ctx.script('continue-as-new', [echo('a', { input: 1, output: 1 }), echo('b', { input: 1, output: 1 }), ok('long done')]);
       const handle: WorkflowHandle<typeof agentRun> = await ctx.client.workflow.start<typeof agentRun>('agentRun', {
         taskQueue: ctx.taskQueue,
         workflowId: 'replay-continue-as-new',
-        args: [{ agent: 'scripted', task, identity: { tenantId: 'acme', userId: 'alice' }, continueAsNewAfterTurns: 1, workflowVersion }],
+        // Without workflowVersion, as a service's own client may start it: the current sequence, named from the
+        // second execution on (its input says workflowVersion: 3).
+        args: [{ agent: 'scripted', task, identity: { tenantId: 'acme', userId: 'alice' }, continueAsNewAfterTurns: 1 }],
       });
       await handle.result();
       return [handle.workflowId];
@@ -197,7 +199,7 @@ export const scenarios: readonly Scenario[] = [
   },
   {
     name: 'approvals',
-    covers: 'permission requests: pending (signals, the pending-approvals search attribute behind its patch), approved and denied by update',
+    covers: 'permission requests: pending (signals, the pending-approvals search attribute), approved and denied by update',
     expect: 'succeeded',
     async run(ctx) {
       const touch = (file: string) => ({ tool: 'Bash', kind: 'command', input: { command: `touch ${file}` }, title: `touch ${file}` });
@@ -217,8 +219,7 @@ export const scenarios: readonly Scenario[] = [
   },
   simple('guardrail-iterations', 'the iteration guardrail', 'stopped:iterations', 'few-turns', [echo('1'), echo('2'), ok()]),
   simple('guardrail-tokens', 'the token guardrail', 'stopped:tokens', 'few-tokens', [echo('1', { input: 60, output: 60 }), ok()]),
-  // 600,000 input tokens at $1 per million: $0.60, over the agent's $0.50 (the price table is the cost authority; a
-  // harness's own cost figure no longer decides, so the recording made before that still shows costUsd 0.6).
+  // 600,000 input tokens at $1 per million: $0.60, over the agent's $0.50 (the price table is the cost authority).
   simple('guardrail-cost', 'the cost guardrail', 'stopped:cost', 'cheap', [echo('1', { input: 600_000, output: 0 }), ok()]),
   simple('guardrail-wall-time', 'the wall-time guardrail interrupting a turn', 'stopped:wallTime', 'hasty', [{ sleepMs: 60_000, ...ok() }]),
   simple('unknown-agent', 'a run whose agent does not resolve', 'failed:UnknownAgent', 'nobody', [ok()]),
@@ -236,7 +237,7 @@ export const scenarios: readonly Scenario[] = [
       return [run.workflowId];
     },
   },
-  // Recorded after patch ops11b-outcomes (docs/OUTCOMES.md): failed and stopped runs end Failed, cancelled ones Canceled.
+  // Outcomes in Temporal's terms (docs/OUTCOMES.md): failed and stopped runs end Failed, cancelled ones Canceled.
   simple('outcomes-failed', 'a harness-reported failure ending as a Failed workflow', 'failed:HarnessReportedFailure', 'scripted', [{ envelope: { step: 'failed', reason: 'cannot' } }]),
   simple('outcomes-unknown-agent', 'an agent that does not resolve: status failed, then a Failed workflow', 'failed:UnknownAgent', 'nobody', [ok()]),
   simple('outcomes-guardrail', 'a guardrail stop ending as a Failed workflow (GuardrailStopped)', 'stopped:iterations', 'few-turns', [echo('1'), echo('2'), ok()]),

@@ -8,7 +8,6 @@ import {
   approvalsOfTurnEnded,
   decisionRefusal,
   detailsText,
-  operatorOf,
   SETTLED_KEPT,
   turnStartToCloseMs,
   type PendingApprovalView,
@@ -72,11 +71,6 @@ describe('the approve/deny validator', () => {
     expect(decisionRefusal(waiting, 't2-a', { command: 'ls' }, false)).toMatch(/only goes with an approval/);
     expect(decisionRefusal(waiting, '')).toMatch(/name the permission request/);
     expect(decisionRefusal(waiting, 42)).toMatch(/name the permission request/);
-  });
-  it('names the operator', () => {
-    expect(operatorOf('alice')).toBe('operator:alice');
-    expect(operatorOf('operator:bob')).toBe('operator:bob');
-    expect(operatorOf(undefined)).toBe('operator');
   });
 });
 

@@ -19,7 +19,7 @@ import {
 } from '../../src/workflows/decide.js';
 import { idProblem, maxIdLength, subAgentWorkflowId } from '../../src/workflows/ids.js';
 import type { RunState } from '../../src/workflows/state.js';
-import type { AgentRunInput, TurnResult } from '../../src/workflows/types.js';
+import { workflowVersion, type AgentRunInput, type TurnResult } from '../../src/workflows/types.js';
 
 const policy: RunPolicy = {
   specHash: 'abc',
@@ -196,7 +196,7 @@ describe('guardrails', () => {
 
   it('a sub-agent gets what is left, and its usage and turns count here', () => {
     const s = at({ iteration: 2, usage: { input: 100, output: 100, cacheRead: 0, cacheWrite: 0 }, costUsd: 0.25 });
-    expect(childBudget(s)).toEqual({ maxTokens: 800, maxCostUsd: 0.75, maxIterations: 3, deadlineMs: s.deadlineMs });
+    expect(childBudget(s)).toEqual({ maxTokens: 800, maxCostUsd: 0.75, maxIterations: 3, deadlineMs: s.deadlineMs, maxSubAgentDepth: 2 });
     const child = { workflowId: 'c', status: 'stopped' as const, guardrail: 'iterations' as const, reason: 'r', iterations: 3, usage: { input: 10, output: 10, cacheRead: 0, cacheWrite: 0 }, costUsd: 0.1 };
     const { state, decision } = afterSubAgent(s, 'helper', child, false);
     expect(decision).toEqual({ kind: 'next' });
@@ -210,9 +210,10 @@ describe('the run tree', () => {
   const child = (iterations: number, subAgentIterations?: number) => ({ workflowId: 'c', status: 'succeeded' as const, iterations, ...(subAgentIterations ? { subAgentIterations } : {}), usage: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0 }, costUsd: 0 });
 
   it('a sub-agent gets one level less of depth; at the last level a sub-agent step is refused back to the harness', () => {
-    expect(childBudget(at({}, 3), true).maxSubAgentDepth).toBe(2);
+    expect(childBudget(at({}, 3)).maxSubAgentDepth).toBe(2);
     // A policy resolved before the limit existed gets the default.
-    expect(childBudget(at({}), true).maxSubAgentDepth).toBe(2);
+    expect(childBudget(at({})).maxSubAgentDepth).toBe(2);
+    expect(childBudget(at({}, 0)).maxSubAgentDepth).toBe(0);
     expect(subAgentTooDeep(at({}, 1), 'helper')).toBeUndefined();
     const refused = subAgentTooDeep(at({}, 0), 'helper')!;
     expect(refused.decision).toEqual({ kind: 'next' });
@@ -222,9 +223,9 @@ describe('the run tree', () => {
 
   it("a sub-agent's own sub-agents' turns count against the parent's iterations, and its result says how many", () => {
     const s = at({ iteration: 1 });
-    expect(afterSubAgent(s, 'helper', child(1, 3), false, true).state.childIterations).toBe(4);
-    expect(afterSubAgent(s, 'helper', child(1, 3), false, false).state.childIterations).toBe(1);
-    expect(guardrailCrossed(afterSubAgent(s, 'helper', child(1, 3), false, true).state)?.guardrail).toBe('iterations');
+    expect(afterSubAgent(s, 'helper', child(1, 3), false).state.childIterations).toBe(4);
+    expect(afterSubAgent(s, 'helper', child(1), false).state.childIterations).toBe(1);
+    expect(guardrailCrossed(afterSubAgent(s, 'helper', child(1, 3), false).state)?.guardrail).toBe('iterations');
     expect(runResult({ ...s, childIterations: 4 }, 'w', { status: 'succeeded', result: 'r' }).subAgentIterations).toBe(4);
     expect(runResult(s, 'w', { status: 'succeeded', result: 'r' })).not.toHaveProperty('subAgentIterations');
   });
@@ -258,16 +259,17 @@ describe('continue-as-new', () => {
   });
 
   it('carries the state and a short task, never the conversation or the full task', () => {
-    const big = { ...input, task: 'x'.repeat(10_000), resumeSessionId: 'gone', continueAsNewAfterTurns: 5, workflowVersion: 2 };
+    const big = { ...input, task: 'x'.repeat(10_000), resumeSessionId: 'gone', continueAsNewAfterTurns: 5, workflowVersion: 7 };
     const s = turn(started(), { ok: true, view: { step: 'actions', calls: [{ name: 'echo' }] } }).state;
     const next = continuedInput(big, s);
     expect(next.carried).toEqual({ ...s, continuedTimes: 1 });
     expect(typeof next.task === 'string' && next.task.length).toBeLessThan(300);
     expect(next).not.toHaveProperty('resumeSessionId');
     expect(next.continueAsNewAfterTurns).toBe(5);
-    // The next execution keeps the command sequence the run started with (docs/VERSIONING.md).
-    expect(next.workflowVersion).toBe(2);
-    expect(continuedInput(input, s)).not.toHaveProperty('workflowVersion');
+    // The next execution keeps the command sequence the run started with (docs/VERSIONING.md), named even when the
+    // start left it out.
+    expect(next.workflowVersion).toBe(7);
+    expect(continuedInput(input, s).workflowVersion).toBe(workflowVersion);
     expect(JSON.stringify(next).length).toBeLessThan(2500);
   });
 });

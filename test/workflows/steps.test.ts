@@ -2,6 +2,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApplicationFailure } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { getAgentRun } from '../../src/client/index.js';
 import { maxIdLength, subAgentWorkflowId } from '../../src/workflows/ids.js';
@@ -79,37 +80,42 @@ describe('the command sequence (docs/VERSIONING.md)', () => {
     expect(events[0]!.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]?.data?.toString()).toContain(`"workflowVersion":${workflowVersion}`);
   });
 
-  it('a run of a version newer than the worker waits for a newer worker: its workflow task fails, the run does not', async () => {
-    const workflowId = testWorkflowId('future-version');
-    const handle = await w.client.workflow.start('agentRun', { taskQueue: w.taskQueue, workflowId, args: [{ agent: 'scripted', task: 'x', identity: { tenantId: 't', userId: 'u' }, workflowVersion: workflowVersion + 1 }] });
-    const taskFailure = async () =>
-      ((await handle.fetchHistory()).events ?? []).find((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)?.workflowTaskFailedEventAttributes?.failure?.message;
-    await expect.poll(taskFailure, { timeout: 15_000 }).toMatch(new RegExp(`runs workflow versions 1 to ${workflowVersion}, the run asks for version ${workflowVersion + 1}: deploy the newer worker`));
-    expect((await handle.describe()).status.name).toBe('RUNNING');
-    // Nothing ran: no session, no ledger row.
-    expect(await w.ledger.getRun(workflowId)).toBeUndefined();
-    await handle.terminate('test over');
+  it('a start without workflowVersion runs the current sequence, and continue-as-new names it', async () => {
+    const workflowId = testWorkflowId('unversioned');
+    const task = book.write('unversioned', [act({ name: 'echo', params: { text: 'a' } }), ok('two executions')]);
+    const handle = await w.client.workflow.start('agentRun', { taskQueue: w.taskQueue, workflowId, args: [{ agent: 'scripted', task, identity: { tenantId: 't', userId: 'u' }, continueAsNewAfterTurns: 1 }] });
+    expect((await getAgentRun(w.client, workflowId).result()).status).toBe('succeeded');
+    const first = (await w.client.workflow.getHandle(workflowId, handle.firstExecutionRunId).fetchHistory()).events ?? [];
+    expect(first.filter((e) => e.eventType === EventType.EVENT_TYPE_MARKER_RECORDED).map((e) => e.markerRecordedEventAttributes?.markerName)).toEqual(['core_local_activity']);
+    const next = first.at(-1)?.workflowExecutionContinuedAsNewEventAttributes;
+    expect(next?.input?.payloads?.[0]?.data?.toString()).toContain(`"workflowVersion":${workflowVersion}`);
   });
 
-  // The agent resolves, then its session refuses to start (a parent-scoped agent with no parent): the run had a policy,
-  // so it must still close the ledger row its start opened — in the current sequence (one openRun) and in the first.
-  for (const sequence of ['current', 'first'] as const) {
-    it(`a run whose session fails to start after its agent resolved ends failed and closes its record (${sequence} sequence)`, async () => {
-      const workflowId = testWorkflowId(`no-session-${sequence}`);
-      if (sequence === 'current') await w.start({ agent: 'borrower', task: 'read the notes', workflowId });
-      else await w.client.workflow.start('agentRun', { taskQueue: w.taskQueue, workflowId, args: [{ agent: 'borrower', task: 'read the notes', identity: { tenantId: 't', userId: 'u' } }] });
-      const result = await getAgentRun(w.client, workflowId).result();
-      expect(result).toMatchObject({ status: 'failed', failureType: 'WorkspaceScopeInvalid' });
-      expect(result.reason).toMatch(/workspaceScope "parent", which only a sub-agent can use/);
-      expect(await w.ledger.getRun(workflowId)).toMatchObject({ status: 'failed', agent: 'borrower' });
+  // Retired versions never get a worker again, and a newer one's commands are not this worker's to make: either way
+  // the run fails at once, saying why, with nothing started.
+  for (const asked of [workflowVersion - 1, workflowVersion + 1]) {
+    it(`a run that asks for version ${asked} fails at once, non-retryable, naming the version this worker runs`, async () => {
+      const workflowId = testWorkflowId(`version-${asked}`);
+      await w.client.workflow.start('agentRun', { taskQueue: w.taskQueue, workflowId, args: [{ agent: 'scripted', task: 'x', identity: { tenantId: 't', userId: 'u' }, workflowVersion: asked }] });
+      const failure = await w.client.workflow.getHandle(workflowId).result().then(() => undefined, (err: Error) => err.cause as ApplicationFailure);
+      expect(failure).toBeInstanceOf(ApplicationFailure);
+      expect(failure).toMatchObject({ type: 'WorkflowVersionUnknown', nonRetryable: true });
+      expect(failure?.message).toMatch(new RegExp(`this worker runs workflow version ${workflowVersion} only, the run asks for version ${asked}: ${asked > workflowVersion ? 'start it on a worker of the release' : 'start the run again without workflowVersion'}`));
+      // Nothing ran: no session, no ledger row.
+      expect(await w.ledger.getRun(workflowId)).toBeUndefined();
     });
   }
-});
 
-it('a failed step ends the run as failed with the harness reason', async () => {
-  const task = book.write('failed', [{ envelope: { step: 'failed', reason: 'cannot find the repo' } }]);
-  const result = await (await w.start({ agent: 'scripted', task })).result();
-  expect(result).toMatchObject({ status: 'failed', reason: 'cannot find the repo', failureType: 'HarnessReportedFailure', iterations: 1 });
+  // The agent resolves, then its session refuses to start (a parent-scoped agent with no parent): the run had a policy,
+  // so it must still close the ledger row its start opened.
+  it('a run whose session fails to start after its agent resolved ends failed and closes its record', async () => {
+    const workflowId = testWorkflowId('no-session');
+    await w.start({ agent: 'borrower', task: 'read the notes', workflowId });
+    const result = await getAgentRun(w.client, workflowId).result();
+    expect(result).toMatchObject({ status: 'failed', failureType: 'WorkspaceScopeInvalid' });
+    expect(result.reason).toMatch(/workspaceScope "parent", which only a sub-agent can use/);
+    expect(await w.ledger.getRun(workflowId)).toMatchObject({ status: 'failed', agent: 'borrower' });
+  });
 });
 
 describe('sub-agents', () => {

@@ -4,7 +4,7 @@ import type { RunPolicy } from '../../src/spec/types.js';
 import { afterSubAgent, applyTurn, beginTurn, guardrailCrossed, initialState, lostSubAgent, resolved, sessionStarted } from '../../src/workflows/decide.js';
 import { checkedUsage, costOf, usageOf, usageProblem } from '../../src/contracts/usage.js';
 import type { RunState } from '../../src/workflows/state.js';
-import { budgetEnding, failedSpend, foldFailedSpend, turnBudget, untilDoneDelayMs } from '../../src/workflows/turn-spend.js';
+import { budgetEnding, foldFailedSpend, turnBudget, untilDoneDelayMs } from '../../src/workflows/turn-spend.js';
 import type { TurnResult } from '../../src/workflows/types.js';
 
 const policy = {
@@ -29,15 +29,8 @@ const started = (): RunState =>
 const result = (extra: Partial<TurnResult> = {}): TurnResult => ({ usage: { input: 10, output: 5 }, costUsd: 0.01, costSource: 'price-table', usageReported: true, step: { ok: true, view: { step: 'actions', calls: [] } }, ...extra });
 
 describe("a failed turn's spend", () => {
-  it('is read from the failure details, defensively (unknown stays unknown, junk is ignored)', () => {
-    expect(failedSpend([{ code: 'x', spend: { usage: { input: 800, output: 2, reasoning: 3 }, costUsd: 0.5, costBlind: false } }])).toEqual({ usage: { input: 800, output: 2, reasoning: 3 }, costUsd: 0.5, costBlind: false });
-    expect(failedSpend([{ spend: { usage: { input: -1, output: 'x' }, costUsd: Number.NaN } }])).toEqual({ usage: {}, costUsd: 0, costBlind: false });
-    expect(failedSpend(undefined)).toBeUndefined();
-    expect(failedSpend([{ code: 'old worker, no spend' }])).toBeUndefined();
-  });
-
   it('counts toward the run and its guardrails', () => {
-    const s = foldFailedSpend(started(), failedSpend([{ spend: { usage: { input: 1200 }, costUsd: 0.2, costBlind: true } }]));
+    const s = foldFailedSpend(started(), { usage: { input: 1200 }, costUsd: 0.2, costBlind: true });
     expect(s).toMatchObject({ usage: { input: 1200 }, costUsd: 0.2, costBlind: true });
     expect(guardrailCrossed(s)).toMatchObject({ guardrail: 'tokens' });
     expect(foldFailedSpend(started(), undefined)).toEqual(started());
