@@ -49,8 +49,6 @@ export const failureTypes = {
   WorkspaceBusy: { configuration: false },
   /** The run's workspace is not on this worker (gone, or on another host): never replaced by an empty one. */
   WorkspaceMissing: { configuration: false },
-  /** A pinned turn that reached another worker (eager dispatch, gone from the workflow): the activities drop it. */
-  TurnElsewhere: { configuration: false },
 
   // ---- permission decisions (updates and the approvals activity) -------------------------------------------------
   ApprovalUnknown: { configuration: false },

@@ -79,8 +79,6 @@ export interface TurnRequest {
   readonly envelopeSeq: number;
   /** The run's budget left: streaming usage that crosses it stops the harness mid-turn (`budgetExhausted`). */
   readonly budget?: TurnBudget;
-  /** No longer set by the workflow (eager dispatch of pinned turns is gone); read by the activities until they drop it. */
-  readonly onlyOnHost?: true;
   /** Kill what earlier attempts of this turn may have left running before starting (a retry after frozen attempts or an operator's). */
   readonly cleanFirst?: true;
 }
@@ -98,8 +96,6 @@ export interface TurnResult {
   readonly costBlind?: true;
   /** The turn's streaming usage crossed `TurnRequest.budget`: the harness was stopped mid-turn (the step is not ok). */
   readonly budgetExhausted?: { readonly guardrail: 'tokens' | 'cost'; readonly message: string };
-  /** No longer read by the workflow (eager dispatch of pinned turns is gone); set by the activities until they drop it. */
-  readonly hostIdle?: true;
   /**
    * The harness asked more permission requests in this turn than its agent allows (`permissions.maxRequestsPerTurn`):
    * the first `cap` were decided, the `denied` after them were denied at once without asking anyone.
