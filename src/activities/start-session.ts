@@ -20,14 +20,10 @@ export interface StartSessionInput {
   readonly parentSandbox?: SandboxRef;
 }
 
-/**
- * What a started session hands the workflow. `hostIdle` is never set: it belonged to the eager dispatch of pinned
- * turns, deleted; the field stays only until the workflow stops reading it.
- */
+/** What a started session hands the workflow. */
 export interface StartedSession {
   readonly sandbox: SandboxRef;
   readonly task: TextRef;
-  readonly hostIdle?: true;
 }
 
 /** Creates (or reattaches, or borrows the parent's) sandbox and the ledger row; a large task goes by reference. */

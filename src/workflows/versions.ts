@@ -9,18 +9,19 @@ import { workflowVersion } from './types.js';
 export const UNKNOWN_WORKFLOW_VERSION = 'WorkflowVersionUnknown';
 
 /**
- * A run that names another version fails at once, before any command: this worker would make commands the run's
- * own sequence does not (an older one was retired; a newer one belongs to a newer release). Non-retryable: no
- * retry of the same input on the same worker can succeed, and a failed run says why in its history.
+ * A run that names another version makes no command here: this worker would make commands the run's own sequence
+ * does not. A newer version belongs to a newer release mid-deploy: the workflow task fails (a plain error, which
+ * Temporal retries) and the run waits, unharmed, for a worker that runs it. An older one was retired: the run fails
+ * at once, non-retryable, saying how to start it again.
  */
 export function assertKnownVersion(version: number | undefined): void {
   if (version === undefined || version === workflowVersion) return;
-  const fix = Number.isInteger(version) && version > workflowVersion
-    ? `start it on a worker of the release that runs version ${String(version)}`
-    : `start the run again without workflowVersion (versions before ${workflowVersion} were retired: docs/VERSIONING.md)`;
+  if (Number.isInteger(version) && version > workflowVersion) {
+    throw new Error(`this worker runs workflow version ${workflowVersion}, the run asks for version ${String(version)}: deploy the newer worker (the run waits for it)`);
+  }
   throw ApplicationFailure.create({
     type: UNKNOWN_WORKFLOW_VERSION,
-    message: `this worker runs workflow version ${workflowVersion} only, the run asks for version ${String(version)}: ${fix}`,
+    message: `this worker runs workflow version ${workflowVersion} only, the run asks for version ${String(version)}: start the run again without workflowVersion (versions before ${workflowVersion} were retired: docs/VERSIONING.md)`,
     nonRetryable: true,
   });
 }

@@ -91,20 +91,30 @@ describe('the command sequence (docs/VERSIONING.md)', () => {
     expect(next?.input?.payloads?.[0]?.data?.toString()).toContain(`"workflowVersion":${workflowVersion}`);
   });
 
-  // Retired versions never get a worker again, and a newer one's commands are not this worker's to make: either way
-  // the run fails at once, saying why, with nothing started.
-  for (const asked of [workflowVersion - 1, workflowVersion + 1]) {
-    it(`a run that asks for version ${asked} fails at once, non-retryable, naming the version this worker runs`, async () => {
-      const workflowId = testWorkflowId(`version-${asked}`);
-      await w.client.workflow.start('agentRun', { taskQueue: w.taskQueue, workflowId, args: [{ agent: 'scripted', task: 'x', identity: { tenantId: 't', userId: 'u' }, workflowVersion: asked }] });
-      const failure = await w.client.workflow.getHandle(workflowId).result().then(() => undefined, (err: Error) => err.cause as ApplicationFailure);
-      expect(failure).toBeInstanceOf(ApplicationFailure);
-      expect(failure).toMatchObject({ type: 'WorkflowVersionUnknown', nonRetryable: true });
-      expect(failure?.message).toMatch(new RegExp(`this worker runs workflow version ${workflowVersion} only, the run asks for version ${asked}: ${asked > workflowVersion ? 'start it on a worker of the release' : 'start the run again without workflowVersion'}`));
-      // Nothing ran: no session, no ledger row.
-      expect(await w.ledger.getRun(workflowId)).toBeUndefined();
-    });
-  }
+  it('a run of a version newer than the worker waits for a newer worker: its workflow task fails, the run does not', async () => {
+    const workflowId = testWorkflowId('future-version');
+    const handle = await w.client.workflow.start('agentRun', { taskQueue: w.taskQueue, workflowId, args: [{ agent: 'scripted', task: 'x', identity: { tenantId: 't', userId: 'u' }, workflowVersion: workflowVersion + 1 }] });
+    const taskFailure = async () =>
+      ((await handle.fetchHistory()).events ?? []).find((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)?.workflowTaskFailedEventAttributes?.failure?.message;
+    await expect.poll(taskFailure, { timeout: 15_000 }).toMatch(new RegExp(`runs workflow version ${workflowVersion}, the run asks for version ${workflowVersion + 1}: deploy the newer worker`));
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    // Nothing ran: no session, no ledger row.
+    expect(await w.ledger.getRun(workflowId)).toBeUndefined();
+    await handle.terminate('test over');
+  });
+
+  // A retired version never gets a worker again: the run fails at once, saying why, with nothing started.
+  it('a run that asks for a retired version fails at once, non-retryable, naming the version this worker runs', async () => {
+    const asked = workflowVersion - 1;
+    const workflowId = testWorkflowId(`version-${asked}`);
+    await w.client.workflow.start('agentRun', { taskQueue: w.taskQueue, workflowId, args: [{ agent: 'scripted', task: 'x', identity: { tenantId: 't', userId: 'u' }, workflowVersion: asked }] });
+    const failure = await w.client.workflow.getHandle(workflowId).result().then(() => undefined, (err: Error) => err.cause as ApplicationFailure);
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect(failure).toMatchObject({ type: 'WorkflowVersionUnknown', nonRetryable: true });
+    expect(failure?.message).toMatch(new RegExp(`this worker runs workflow version ${workflowVersion} only, the run asks for version ${asked}: start the run again without workflowVersion`));
+    // Nothing ran: no session, no ledger row.
+    expect(await w.ledger.getRun(workflowId)).toBeUndefined();
+  });
 
   // The agent resolves, then its session refuses to start (a parent-scoped agent with no parent): the run had a policy,
   // so it must still close the ledger row its start opened.
