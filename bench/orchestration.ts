@@ -106,7 +106,7 @@ function longScenario(dataDir: string, turns: number): Scenario {
   const catalogFile = path.join(dataDir, 'long-catalog.json');
   const catalog = {
     harnesses: [{ name: 'scripted', driverClass: 'StdioJson', executable: process.execPath, args: [scriptedHarness, '--scripts', scripts], active: true, vendor: 'bench', model: 'scripted-1', prices: { input: 1, output: 2 } }],
-    agents: [{ name: 'long', harness: 'scripted', actions: ['echo'], guardrails: { maxIterations: turns + 1, maxTokens: 100_000_000, maxCostUsd: 1000, maxWallTimeMs: 3_600_000 } }],
+    agents: [{ name: 'long', harness: 'scripted', actions: ['echo'], sandbox: { provider: 'local', workspaceScope: 'run', networkPolicy: 'none' }, guardrails: { maxIterations: turns + 1, maxTokens: 100_000_000, maxCostUsd: 1000, maxWallTimeMs: 3_600_000 } }],
     actions: [{ name: 'echo' }],
   };
   writeFileSync(catalogFile, JSON.stringify(catalog));
