@@ -5,7 +5,6 @@
  *                  resume (BENCH_HISTORY_TURNS)
  *   scale          one worker, 10/50/100/200 concurrent runs of 3 turns of 2 s: overhead p50/p99, start latency,
  *                  CPU, RSS, event-loop delay, where it saturates
- *   spawn          event-loop stall while bursts of harness processes start, per spawn mode (direct / thread)
  *   docker         container create+start, per-turn exec overhead, teardown (needs the engine and the image)
  *   clis           per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
  *   workers        1, 2 and 4 worker processes on one queue and one PostgreSQL ledger: runs/min, turns/s, turn
@@ -14,7 +13,7 @@
  *                  peak RSS and a neighbour's turn latency ratio, flooded vs quiet (`--floods NAME,…` to pick some)
  * Select parts: `npm run bench -- orchestration history scale`. Options: `--write-docs` (docs/BENCHMARKS.md), `--runs N`
  * (orchestration iterations, default 15), `--turns N` (orchestration's longer runs, default 10), `--levels 10,50`,
- * `--setups inline/direct,process/thread` (worker setups to compare in orchestration and scale), `--cli-runs N`
+ * `--setups inline,process` (worker setups to compare in orchestration and scale), `--cli-runs N`
  * (default 5), `--cpu-prof DIR` (scale worker).
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -32,7 +31,6 @@ import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrch
 import { machineDescription } from './proc.js';
 import { benchScale, printScale, saturation, scaleTable } from './scale.js';
 import { parseSetups, setupLabel } from './setups.js';
-import { benchSpawn, spawnTable } from './spawn.js';
 import { benchWorkers, printWorkers, workersLines } from './workers.js';
 
 const { values, positionals } = parseArgs({
@@ -49,7 +47,7 @@ const { values, positionals } = parseArgs({
     floods: { type: 'string' },
   },
 });
-const known = ['orchestration', 'history', 'scale', 'spawn', 'docker', 'clis', 'workers', 'flood'];
+const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 // `flood` pushes gigabytes through the worker: only when asked for.
 const parts = new Set(positionals.length ? positionals : known.filter((p) => p !== 'flood'));
@@ -117,15 +115,6 @@ try {
       '',
       ...labels.map((s) => `- saturates (${setupLabel(s)}) at: ${saturation(rows, s)}`),
     ]);
-  }
-
-  if (parts.has('spawn')) {
-    startPart();
-    const rows = await benchSpawn({ rounds: 6, burst: 40 });
-    const lines = spawnTable(rows, 6, 40);
-    console.log('\nspawn: event-loop stall while harness processes start');
-    for (const line of lines) console.log(`  ${line}`);
-    docs('spawn', 'Spawning harness processes: event-loop stall per spawn mode', 'npm run bench -- spawn', lines);
   }
 
   if (parts.has('history')) {

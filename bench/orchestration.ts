@@ -8,7 +8,7 @@
  *   - workflow: the project's agentRun workflow on the project's worker (default setup);
  *   - workflow, eager start: the same, started by a client on the worker's NativeConnection with eager start,
  *     as `durable-harness dev --demo` does;
- *   - optionally the workflow on other worker setups (activity placement / spawn mode), to measure a lever.
+ *   - optionally the workflow on other worker setups (activity placement), to measure a lever.
  * Overhead per turn = median over iterations of (variant − in-process) / turns (paired differences, so slow
  * drifts of a shared machine cancel). Also the history per run and per steady-state turn (events and bytes), and
  * where each workflow run's time went, from its history's server timestamps: start (execution started → first turn
@@ -27,7 +27,6 @@ import { createPlacedWorker, defaultActivityPlacement, type PlacedWorker } from 
 import { createActivities } from '../src/activities/index.js';
 import { loadCatalog } from '../src/catalog/index.js';
 import { getAgentRun, startAgentRun, type AgentRunHandle } from '../src/client/index.js';
-import { defaultSpawnMode } from '../src/sandbox/spawner.js';
 import { defaultDeps, workflowsPath } from '../src/worker.js';
 import { createFloorActivities } from './floor/activities.js';
 import { InProcessRun } from './in-process.js';
@@ -165,7 +164,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
   const bundle = opts.workflowBundlePath ? { codePath: opts.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
   const floorBundle = await bundleWorkflowCode({ workflowsPath: path.join(import.meta.dirname, 'floor', 'workflows.ts'), logger: new DefaultLogger('ERROR') });
 
-  const defaultSetup: WorkerSetupChoice = { placement: defaultActivityPlacement, spawn: defaultSpawnMode };
+  const defaultSetup: WorkerSetupChoice = { placement: defaultActivityPlacement };
   const setups = [defaultSetup, ...(opts.setups ?? []).filter((s) => setupLabel(s) !== setupLabel(defaultSetup))];
   const placed: { setup: WorkerSetupChoice; worker: PlacedWorker; taskQueue: string; running: Promise<void> }[] = [];
   const floorQueue = `bench-floor-${tag}`;
@@ -174,7 +173,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
   try {
     for (const [i, setup] of setups.entries()) {
       const taskQueue = `bench-${i}-${tag}`;
-      const env = { ...process.env, DURABLE_HARNESS_SPAWN: setup.spawn };
+      const env = process.env;
       const worker = await createPlacedWorker({
         connection: nativeConnection,
         taskQueue,

@@ -14,8 +14,7 @@ import type { Catalog } from './catalog/schema.js';
 import { JsonFileCredentialStore, MemoryCredentialStore, type CredentialStore } from './credentials/index.js';
 import { SqliteLedger, ledgerReady, openLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
-import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, spawnModeFromEnv, spawnerFor, temporalRunClosed } from './sandbox/index.js';
-import { defaultSpawnMode } from './sandbox/spawner.js';
+import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
 import { protectDataDir } from './sandbox/data-dir.js';
 import { Client } from '@temporalio/client';
 import { defaultReconcileIntervalMs, reconcilePeriodically } from './temporal/reconcile-runs.js';
@@ -225,9 +224,8 @@ function openPrivateLedger(env: Readonly<Record<string, string | undefined>>, da
 
 /**
  * The local provider always (runtime state under `<dataDir>/runtime/local`, outside every workspace); the
- * Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. Local processes are spawned as
- * DURABLE_HARNESS_SPAWN says (src/sandbox/spawner.ts). With signed decisions a local harness never shares the
- * host's network: it would reach this worker's Temporal server and could act on its own run.
+ * Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. With signed decisions a local
+ * harness never shares the host's network: it would reach this worker's Temporal server and could act on its own run.
  */
 export function defaultSandboxes(
   env: Readonly<Record<string, string | undefined>>,
@@ -236,11 +234,9 @@ export function defaultSandboxes(
   decisions: DecisionMode = 'signed',
 ): Record<string, SandboxProvider> {
   const docker = dockerSandboxFromEnvironment(env, dataDir, undefined, deployment);
-  const spawner = spawnerFor(spawnModeFromEnv(env, defaultSpawnMode));
   const local = new LocalSandboxProvider({
     root: path.join(dataDir, 'workspaces'),
     runtimeDir: path.join(dataDir, 'runtime', 'local'),
-    spawner,
     hostNetwork: decisions === 'signed' ? 'refused' : 'allowed',
   });
   return { local, ...(docker ? { docker } : {}) };
