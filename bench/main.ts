@@ -102,7 +102,7 @@ try {
   if (parts.has('scale')) {
     startPart();
     const levels = (values.levels ?? '10,50,100,200').split(',').map(Number);
-    const rows = await benchScale({ temporalAddress: server.address, serverPid: server.process.pid, levels, setups, cpuProfileDir: values['cpu-prof'] });
+    const rows = await benchScale({ temporalAddress: server.address, serverPid: server.pid, levels, setups, cpuProfileDir: values['cpu-prof'] });
     printScale(rows, 3, 2);
     const labels = [...new Map(rows.map((r) => [setupLabel(r.setup), r.setup])).values()];
     docs('scale', 'Scale: one worker, concurrent runs', `npm run bench -- scale --levels ${levels.join(',')}${values.setups ? ` --setups ${values.setups}` : ''}`, [

@@ -403,7 +403,7 @@ if (isMain) {
   const turnSeconds = Number(values['turn-seconds'] ?? 2);
   const server = await startDevServer({ cliPath: temporal.path, dbFile: path.join(mkdtempSync(path.join(os.tmpdir(), 'dh-scale-db-')), 'temporal.db') });
   try {
-    printScale(await benchScale({ temporalAddress: server.address, serverPid: server.process.pid, levels, turns, turnSeconds, setups, cpuProfileDir: values['cpu-prof'] }), turns, turnSeconds);
+    printScale(await benchScale({ temporalAddress: server.address, serverPid: server.pid, levels, turns, turnSeconds, setups, cpuProfileDir: values['cpu-prof'] }), turns, turnSeconds);
   } finally {
     await server.stop();
   }
