@@ -3,6 +3,7 @@ import { chmodSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DataConverter } from '@temporalio/common';
+import { SimplePlugin } from '@temporalio/plugin';
 import { NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { dataConverterFromEnvironment } from './codec/index.js';
 import { TurnTelemetryInterceptor, type WorkerTracing } from './observability/index.js';
@@ -67,7 +68,7 @@ export interface WorkerSetup {
   readonly dataConverter?: DataConverter;
   /**
    * OpenTelemetry tracing (`startTracing(observabilityFromEnvironment().tracing)`); off when omitted. With a prebuilt
-   * `workflowBundle`, bundle it with `workflowInterceptorModules` (src/observability) for the workflow spans.
+   * `workflowBundle`, bundle it with `plugins: tracing.plugins` for the workflow spans.
    */
   readonly tracing?: WorkerTracing;
   /**
@@ -263,6 +264,35 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
  */
 export const heartbeatThrottle = '500ms';
 
+/** What `durableHarnessPlugin` adds to a worker. */
+export interface DurableHarnessPluginOptions {
+  /** The activities' dependencies (`defaultDeps(setup)` gives the defaults). */
+  readonly deps: ActivityDeps;
+  /** Payload encoding; clients of these runs need the same. Default: from DURABLE_HARNESS_PAYLOAD_KEYS. */
+  readonly dataConverter?: DataConverter;
+  /** Run the agentRun workflow (default true); false for a worker of activities only. */
+  readonly workflows?: boolean;
+  /** A prebuilt workflow bundle (else the worker bundles `workflowsPath` itself at start, about a second). */
+  readonly workflowBundle?: WorkerOptions['workflowBundle'];
+}
+
+/**
+ * The durable-harness worker side as a Temporal plugin: the agentRun workflow, its activities bound to `deps`, the
+ * turn telemetry (tokens and cost as metrics, and on the turn's span under tracing) and the data converter. A service
+ * composes it with its own plugins on its own worker: `Worker.create({ connection, taskQueue, plugins: [...tracing,
+ * durableHarnessPlugin({ deps })] })`; tracing plugins go first (see `WorkerTracing.plugins`).
+ */
+export function durableHarnessPlugin(options: DurableHarnessPluginOptions): SimplePlugin {
+  const workflows = options.workflows ?? true;
+  return new SimplePlugin({
+    name: 'durable-harness',
+    activities: createActivities(options.deps),
+    ...(workflows ? (options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }) : {}),
+    dataConverter: options.dataConverter ?? dataConverterFromEnvironment(options.deps.env ?? process.env),
+    workerInterceptors: { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] },
+  });
+}
+
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
 export async function createWorker(setup: WorkerSetup): Promise<{ worker: HarnessWorker; deps: ActivityDeps }> {
   const namespace = setup.namespace ?? 'default';
@@ -276,38 +306,27 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
   // After the ledger (and, under `dev`, Temporal's database) exists: older data dirs had 0644 files and 0755 dirs.
   protectDataDir(setup.dataDir, workspaceRootsOf(setup.dataDir, deps.sandboxes));
-  // An activities-only worker runs no workflow code: workflow interceptor modules and sinks do not apply.
-  const interceptors = setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] };
+  const dataConverter = setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env);
+  const plugins = (workflows: boolean) => [...(setup.tracing?.plugins ?? []), durableHarnessPlugin({ deps, dataConverter, workflows, workflowBundle: setup.workflowBundle })];
   const options = {
     connection: setup.connection,
     namespace,
     identity: workerIdentity(hash, setup.identity),
-    activities: createActivities(deps),
     ...(setup.maxConcurrentTurns !== undefined ? { maxConcurrentActivityTaskExecutions: setup.maxConcurrentTurns } : {}),
     // (SDK 1.24 ignores maxConcurrentActivityTaskPolls; the poller behaviour is what counts.)
     ...(setup.turnPollers !== undefined ? { activityTaskPollerBehavior: { type: 'simple-maximum', maximum: setup.turnPollers } as const } : {}),
-    dataConverter: setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env),
     maxHeartbeatThrottleInterval: heartbeatThrottle,
     defaultHeartbeatThrottleInterval: heartbeatThrottle,
     shutdownGraceTime: setup.shutdownGraceTime ?? '5s',
   } satisfies Omit<WorkerOptions, 'taskQueue'>;
-  const main = await Worker.create({
-    ...options,
-    taskQueue,
-    ...(role === 'activities' ? {} : setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
-    enableNonLocalActivities: role !== 'workflows',
-    // Turn tokens and cost go to the runtime's metrics always, and onto the turn's span when tracing is on.
-    interceptors: role === 'activities' ? { activity: interceptors.activity } : interceptors,
-    ...(setup.tracing && role !== 'activities' ? { sinks: setup.tracing.workerOptions.sinks } : {}),
-  });
+  const main = await Worker.create({ ...options, taskQueue, enableNonLocalActivities: role !== 'workflows', plugins: plugins(role !== 'activities') });
   // Activities only: the turns (and the end) of runs whose workspace this host holds. A workflows-only worker
   // leaves them to its activity worker, which has the same data dir and so the same host id.
-  const host = role === 'workflows' || !hostQueue ? undefined : await Worker.create({ ...options, taskQueue: hostQueue, interceptors: { activity: interceptors.activity } });
+  const host = role === 'workflows' || !hostQueue ? undefined : await Worker.create({ ...options, taskQueue: hostQueue, plugins: plugins(false) });
   // Runs Temporal terminated or timed out are closed in the ledger every minute, not only when some worker starts.
   const reconcileMs = setup.reconcileIntervalMs ?? defaultReconcileIntervalMs;
-  const client = new Client({ connection: setup.connection, namespace, dataConverter: options.dataConverter });
+  const client = new Client({ connection: setup.connection, namespace, dataConverter });
   const background = () =>
     role === 'activities' || reconcileMs <= 0 ? () => undefined : reconcilePeriodically(deps.ledger, client, reconcileMs, (line) => Runtime.instance().logger.info(line));
   return { worker: new HarnessWorker(main, host, hostQueue, background), deps };
 }
-
