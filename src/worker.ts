@@ -1,7 +1,6 @@
 /** The durable-harness worker: the agentRun workflow and its activities on one task queue. */
 import { chmodSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { DataConverter } from '@temporalio/common';
 import { SimplePlugin } from '@temporalio/plugin';
 import { NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
@@ -25,16 +24,10 @@ import { hostIdFrom, hostQueueName } from './temporal/host-queue.js';
 
 import { decisionModeFromEnvironment, operatorsFromEnvironment, type DecisionMode, type OperatorDirectory } from './operators/index.js';
 import { defaultNamespace, defaultTaskQueue } from './worker-defaults.js';
+import { prebuiltWorkflowBundle, workflowsPath } from './workflow-bundle.js';
 export { defaultTaskQueue };
 
-/**
- * The workflow entry the worker bundles: the compiled `workflows/index.js` beside this file in the built package
- * (dist/), the TypeScript source when running from a checkout (tsx, vitest).
- */
-export const workflowsPath = [
-  fileURLToPath(new URL('./workflows/index.js', import.meta.url)),
-  fileURLToPath(new URL('./workflows/index.ts', import.meta.url)),
-].find((file) => existsSync(file))!;
+export { workflowsPath };
 
 export interface WorkerSetup {
   readonly connection: NativeConnection;
@@ -51,7 +44,8 @@ export interface WorkerSetup {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /**
    * A prebuilt workflow bundle (tests bundle once per run). The data converter's `failureConverterPath` is part of
-   * the bundle: pass it to `bundleWorkflowCode` too, or workflow failures are not encoded with it.
+   * the bundle: pass it to `bundleWorkflowCode` too, or workflow failures are not encoded with it. Default: the
+   * matching one in dist/workflow-bundles when the package has them (the worker image), else bundled at start.
    */
   readonly workflowBundle?: WorkerOptions['workflowBundle'];
   /** Worker identity (default `durable-harness/PID@HOST`); ` catalog:HASH` is always appended. */
@@ -307,7 +301,9 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   // After the ledger (and, under `dev`, Temporal's database) exists: older data dirs had 0644 files and 0755 dirs.
   protectDataDir(setup.dataDir, workspaceRootsOf(setup.dataDir, deps.sandboxes));
   const dataConverter = setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env);
-  const plugins = (workflows: boolean) => [...(setup.tracing?.plugins ?? []), durableHarnessPlugin({ deps, dataConverter, workflows, workflowBundle: setup.workflowBundle })];
+  // The worker image's bundle built ahead of time, when it matches this worker's converter and tracing.
+  const workflowBundle = setup.workflowBundle ?? prebuiltWorkflowBundle(dataConverter, setup.tracing !== undefined);
+  const plugins = (workflows: boolean) => [...(setup.tracing?.plugins ?? []), durableHarnessPlugin({ deps, dataConverter, workflows, workflowBundle })];
   const options = {
     connection: setup.connection,
     namespace,

@@ -25,6 +25,7 @@ import { createAgentClient, startAgentRun } from '../client/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
 import { reapClosedRunContainers } from '../worker.js';
 import { reconcileClosedRuns } from '../temporal/reconcile-runs.js';
+import { prebuiltWorkflowBundle } from '../workflow-bundle.js';
 import { roundUsd } from '../workflows/money.js';
 import type { AgentRunResult } from '../workflows/types.js';
 import { startEmbeddedTemporal } from './embedded-temporal.js';
@@ -135,6 +136,9 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
   const reconciled = await reconcileClosedRuns(placed.deps.ledger, client, out);
   if (reconciled.length) out(`closed ${reconciled.length} run(s) Temporal terminated or timed out in the ledger: ${reconciled.map((r) => `${r.workflowId} (${r.status})`).join(', ')}`);
   out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
+  // The worker image bundles the workflow code at build time (docker/worker.Dockerfile); a checkout bundles at start.
+  const bundle = prebuiltWorkflowBundle(dataConverter, tracing !== undefined);
+  out(`workflow code: ${bundle && 'codePath' in bundle ? `bundled ahead of time (${bundle.codePath})` : 'bundled at start'}`);
   const operators = placed.deps.operators?.().operators ?? [];
   out(
     options.decisions === 'signed'

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, BatchSpanProcessor, NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import { SimplePlugin } from '@temporalio/plugin';
 import type { TracingConfig } from './config.js';
@@ -42,10 +42,19 @@ export function startTracing(config: TracingConfig, options: { spanProcessor?: S
     registered.register({ contextManager: new AsyncLocalStorageContextManager().enable() });
   }
   registered.addSpanProcessor(spanProcessor);
-  const runAttributes = new SimplePlugin({ name: 'durable-harness-run-attributes', workerInterceptors: { workflowModules: [runAttributesModule] } });
   return {
     spanProcessor,
-    plugins: [new OpenTelemetryPlugin({ resource, spanProcessor }), runAttributes],
+    plugins: tracingPlugins(resource, spanProcessor),
     shutdown: () => spanProcessor.shutdown(),
   };
+}
+
+function tracingPlugins(resource: Resource, spanProcessor: SpanProcessor): SimplePlugin[] {
+  const runAttributes = new SimplePlugin({ name: 'durable-harness-run-attributes', workerInterceptors: { workflowModules: [runAttributesModule] } });
+  return [new OpenTelemetryPlugin({ resource, spanProcessor }), runAttributes];
+}
+
+/** The tracing plugins for `bundleWorkflowCode` alone (a bundle built ahead of time): they add only the workflow modules. */
+export function tracingBundlerPlugins(): SimplePlugin[] {
+  return tracingPlugins(new Resource({}), new NoopSpanProcessor());
 }

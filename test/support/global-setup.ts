@@ -5,11 +5,10 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
 import { findTemporalCli, temporalCliInstallHint } from '../../src/temporal/cli-path.js';
 import { startDevServer, type DevServer } from '../../src/temporal/dev-server.js';
-import { workflowsPath } from '../../src/worker.js';
+import { bundleWorkflows } from '../../src/workflow-bundle.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -28,11 +27,11 @@ export async function setup(project: TestProject): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-test-'));
   const [started, bundle] = await Promise.all([
     startDevServer({ cliPath: cli.path, logFile: path.join(dir, 'temporal.log'), ui: true }),
-    bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } as never }),
+    bundleWorkflows({ encrypted: false, traced: false }),
   ]);
   server = started;
   const bundlePath = path.join(dir, 'workflow-bundle.js');
-  writeFileSync(bundlePath, bundle.code);
+  writeFileSync(bundlePath, bundle);
   project.provide('temporalAddress', server.address);
   project.provide('temporalUiUrl', server.uiUrl!);
   project.provide('workflowBundlePath', bundlePath);
