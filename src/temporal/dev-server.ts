@@ -89,7 +89,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   if (options.ui) extraArgs.push('--ui-ip', ip, ...(options.uiCodecEndpoint ? ['--ui-codec-endpoint', options.uiCodecEndpoint] : []));
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-temporal-'));
   try {
-    const env = await TestWorkflowEnvironment.createLocal({
+    const start = () => TestWorkflowEnvironment.createLocal({
       server: {
         ...(options.cliPath ? { executable: { type: 'existing-path', path: writeLauncher(dir, options.cliPath, options.logFile) } } : {}),
         ip,
@@ -103,6 +103,8 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
         extraArgs,
       },
     });
+    // The SDK gives the server 5 s to answer (then kills it); a machine busy with other work can take longer once.
+    const env = await start().catch((error: Error) => (/did not start within/.test(error.message) ? start() : Promise.reject(error)));
     const pid = options.cliPath ? Number(readFileSync(path.join(dir, 'pid'), 'utf8')) : undefined;
     return {
       address: env.address,
