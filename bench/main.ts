@@ -1,23 +1,4 @@
-/**
- * `npm run bench`: the project's figures on a local Temporal dev server (SQLite in WAL, as `durable-harness dev`).
- *   orchestration  overhead per turn beside Temporal's floor measured in the same run, eager start, history size
- *   history        events and bytes per steady-state turn and for a 300-turn run of a harness without native
- *                  resume (BENCH_HISTORY_TURNS)
- *   scale          one worker, 10/50/100/200 concurrent runs of 3 turns of 2 s: overhead p50/p99, start latency,
- *                  CPU, RSS, event-loop delay, where it saturates
- *   spawn          event-loop stall while bursts of harness processes start, per spawn mode (direct / thread)
- *   docker         container create+start, per-turn exec overhead, teardown (needs the engine and the image)
- *   clis           per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
- *   workers        1, 2 and 4 worker processes on one queue and one PostgreSQL ledger: runs/min, turns/s, turn
- *                  overhead p50/p99, worker RSS per concurrent run (`--worker-runs N`, default 16)
- *   flood          output floods (a 600 MB line, 1M tiny lines, 100k junk lines, 500 MB of 1 KB lines): the worker's
- *                  peak RSS and a neighbour's turn latency ratio, flooded vs quiet (`--floods NAME,…` to pick some)
- * Select parts: `npm run bench -- orchestration history scale`. Options: `--write-docs` (docs/BENCHMARKS.md), `--runs N`
- * (orchestration iterations, default 15), `--turns N` (orchestration's longer runs, default 10), `--levels 10,50`,
- * `--setups inline/direct,process/thread` (worker setups to compare in orchestration and scale), `--cli-runs N`
- * (default 5), `--cpu-prof DIR` (scale worker).
- */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+/** `npm run bench`: the project's figures on a local Temporal dev server (SQLite in WAL, as `durable-harness dev`). */import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -32,12 +13,29 @@ import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrch
 import { machineDescription } from './proc.js';
 import { benchScale, printScale, saturation, scaleTable } from './scale.js';
 import { parseSetups, setupLabel } from './setups.js';
-import { benchSpawn, spawnTable } from './spawn.js';
 import { benchWorkers, printWorkers, workersLines } from './workers.js';
+
+const usage = `npm run bench -- [PART ...] [OPTIONS]: the project's figures on a local Temporal dev server.
+Parts (default: all but flood):
+  orchestration  overhead per turn beside Temporal's floor measured in the same run, eager start, history size
+  history        events and bytes per steady-state turn and for a 300-turn run of a harness without native
+                 resume (BENCH_HISTORY_TURNS)
+  scale          one worker, 10/50/100/200 concurrent runs of 3 turns of 2 s: overhead p50/p99, start latency,
+                 CPU, RSS, event-loop delay, where it saturates
+  docker         container create+start, per-turn exec overhead, teardown (needs the engine and the image)
+  clis           per real CLI: one turn through the workflow vs the bare CLI (needs test/e2e/clis installed)
+  workers        1, 2 and 4 worker processes on one queue and one PostgreSQL ledger: runs/min, turns/s, turn
+                 overhead p50/p99, worker RSS per concurrent run (--worker-runs N, default 16)
+  flood          output floods (a 600 MB line, 1M tiny lines, 100k junk lines, 500 MB of 1 KB lines): the worker's
+                 peak RSS and a neighbour's turn latency ratio, flooded vs quiet (--floods NAME,... to pick some)
+Options: --write-docs (docs/BENCHMARKS.md), --runs N (orchestration iterations, default 15), --turns N
+(orchestration's longer runs, default 10), --levels 10,50, --setups inline,process (where the turn activity runs,
+compared in orchestration and scale), --cli-runs N (default 5), --cpu-prof DIR (scale worker).`;
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
+    help: { type: 'boolean', short: 'h' },
     'write-docs': { type: 'boolean' },
     runs: { type: 'string' },
     turns: { type: 'string' },
@@ -49,7 +47,11 @@ const { values, positionals } = parseArgs({
     floods: { type: 'string' },
   },
 });
-const known = ['orchestration', 'history', 'scale', 'spawn', 'docker', 'clis', 'workers', 'flood'];
+if (values.help) {
+  console.log(usage);
+  process.exit(0);
+}
+const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 // `flood` pushes gigabytes through the worker: only when asked for.
 const parts = new Set(positionals.length ? positionals : known.filter((p) => p !== 'flood'));
@@ -104,7 +106,7 @@ try {
   if (parts.has('scale')) {
     startPart();
     const levels = (values.levels ?? '10,50,100,200').split(',').map(Number);
-    const rows = await benchScale({ temporalAddress: server.address, serverPid: server.process.pid, levels, setups, cpuProfileDir: values['cpu-prof'] });
+    const rows = await benchScale({ temporalAddress: server.address, serverPid: server.pid, levels, setups, cpuProfileDir: values['cpu-prof'] });
     printScale(rows, 3, 2);
     const labels = [...new Map(rows.map((r) => [setupLabel(r.setup), r.setup])).values()];
     docs('scale', 'Scale: one worker, concurrent runs', `npm run bench -- scale --levels ${levels.join(',')}${values.setups ? ` --setups ${values.setups}` : ''}`, [
@@ -117,15 +119,6 @@ try {
       '',
       ...labels.map((s) => `- saturates (${setupLabel(s)}) at: ${saturation(rows, s)}`),
     ]);
-  }
-
-  if (parts.has('spawn')) {
-    startPart();
-    const rows = await benchSpawn({ rounds: 6, burst: 40 });
-    const lines = spawnTable(rows, 6, 40);
-    console.log('\nspawn: event-loop stall while harness processes start');
-    for (const line of lines) console.log(`  ${line}`);
-    docs('spawn', 'Spawning harness processes: event-loop stall per spawn mode', 'npm run bench -- spawn', lines);
   }
 
   if (parts.has('history')) {

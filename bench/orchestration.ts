@@ -8,7 +8,7 @@
  *   - workflow: the project's agentRun workflow on the project's worker (default setup);
  *   - workflow, eager start: the same, started by a client on the worker's NativeConnection with eager start,
  *     as `durable-harness dev --demo` does;
- *   - optionally the workflow on other worker setups (activity placement / spawn mode), to measure a lever.
+ *   - optionally the workflow on other worker setups (activity placement), to measure a lever.
  * Overhead per turn = median over iterations of (variant − in-process) / turns (paired differences, so slow
  * drifts of a shared machine cancel). Also the history per run and per steady-state turn (events and bytes), and
  * where each workflow run's time went, from its history's server timestamps: start (execution started → first turn
@@ -27,7 +27,6 @@ import { createPlacedWorker, defaultActivityPlacement, type PlacedWorker } from 
 import { createActivities } from '../src/activities/index.js';
 import { loadCatalog } from '../src/catalog/index.js';
 import { startAgentRun } from '../src/client/index.js';
-import { defaultSpawnMode } from '../src/sandbox/spawner.js';
 import { defaultDeps, workflowsPath } from '../src/worker.js';
 import { createFloorActivities } from './floor/activities.js';
 import { InProcessRun } from './in-process.js';
@@ -104,7 +103,7 @@ function longScenario(dataDir: string, turns: number): Scenario {
   const catalogFile = path.join(dataDir, 'long-catalog.json');
   const catalog = {
     harnesses: [{ name: 'scripted', driverClass: 'StdioJson', executable: process.execPath, args: [scriptedHarness, '--scripts', scripts], active: true, vendor: 'bench', model: 'scripted-1', prices: { input: 1, output: 2 } }],
-    agents: [{ name: 'long', harness: 'scripted', actions: ['echo'], guardrails: { maxIterations: turns + 1, maxTokens: 100_000_000, maxCostUsd: 1000, maxWallTimeMs: 3_600_000 } }],
+    agents: [{ name: 'long', harness: 'scripted', actions: ['echo'], sandbox: { provider: 'local', workspaceScope: 'run', networkPolicy: 'none' }, guardrails: { maxIterations: turns + 1, maxTokens: 100_000_000, maxCostUsd: 1000, maxWallTimeMs: 3_600_000 } }],
     actions: [{ name: 'echo' }],
   };
   writeFileSync(catalogFile, JSON.stringify(catalog));
@@ -163,7 +162,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
   const bundle = opts.workflowBundlePath ? { codePath: opts.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
   const floorBundle = await bundleWorkflowCode({ workflowsPath: path.join(import.meta.dirname, 'floor', 'workflows.ts'), logger: new DefaultLogger('ERROR') });
 
-  const defaultSetup: WorkerSetupChoice = { placement: defaultActivityPlacement, spawn: defaultSpawnMode };
+  const defaultSetup: WorkerSetupChoice = { placement: defaultActivityPlacement };
   const setups = [defaultSetup, ...(opts.setups ?? []).filter((s) => setupLabel(s) !== setupLabel(defaultSetup))];
   const placed: { setup: WorkerSetupChoice; worker: PlacedWorker; taskQueue: string; running: Promise<void> }[] = [];
   const floorQueue = `bench-floor-${tag}`;
@@ -172,7 +171,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
   try {
     for (const [i, setup] of setups.entries()) {
       const taskQueue = `bench-${i}-${tag}`;
-      const env = { ...process.env, DURABLE_HARNESS_SPAWN: setup.spawn };
+      const env = process.env;
       const worker = await createPlacedWorker({
         connection: nativeConnection,
         taskQueue,

@@ -8,7 +8,7 @@
  *   - worker CPU (all threads, in cores), its main thread's share of one core, its event-loop delay p99,
  *     peak RSS; the activity-worker process's and the Temporal server's CPU; the machine's busy share
  * Every level is bounded in time (`levelTimeoutMs`); a level that does not finish terminates its runs and ends
- * the curve. Run alone: `npx tsx bench/scale.ts [--levels 10,50,100,200] [--setups inline/direct,process/thread]
+ * the curve. Run alone: `npx tsx bench/scale.ts [--levels 10,50,100,200] [--setups inline,process]
  * [--turn-seconds 2] [--turns 3] [--cpu-prof DIR]` (starts its own dev server).
  */
 import { fork, type ChildProcess } from 'node:child_process';
@@ -21,7 +21,6 @@ import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
 import { defaultActivityPlacement } from '../src/activity-worker.js';
-import { defaultSpawnMode, type SpawnMode } from '../src/sandbox/spawner.js';
 import { startAgentRun, type AgentRunHandle } from '../src/client/index.js';
 import { workflowsPath } from '../src/worker.js';
 import { cpuSeconds, rssMb } from './proc.js';
@@ -141,11 +140,10 @@ interface WorkerUnderTest {
   stop(): Promise<void>;
 }
 
-async function startWorkerProcess(config: ScaleWorkerConfig, spawn: SpawnMode, cpuProfileDir?: string): Promise<WorkerUnderTest> {
+async function startWorkerProcess(config: ScaleWorkerConfig, cpuProfileDir?: string): Promise<WorkerUnderTest> {
   // --cpu-prof reaches the activity-worker process too: it inherits the worker's Node flags.
   const execArgv = ['--import', tsxImport, ...(cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [])];
-  const env = { ...process.env, DURABLE_HARNESS_SPAWN: spawn };
-  const child = fork(path.join(import.meta.dirname, 'scale-worker.ts'), [], { execArgv, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(path.join(import.meta.dirname, 'scale-worker.ts'), [], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let exitCode: number | string | undefined;
   const exited = new Promise<void>((resolve) => child.once('exit', (code, signal) => resolve(void (exitCode = code ?? signal ?? 'unknown'))));
   const next = <T extends ScaleWorkerMessage['type']>(type: T, timeoutMs: number) =>
@@ -293,7 +291,7 @@ export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
   const levels = opts.levels ?? [10, 50, 100, 200];
   const turns = opts.turns ?? 3;
   const turnSeconds = opts.turnSeconds ?? 2;
-  const setups = opts.setups ?? [{ placement: defaultActivityPlacement, spawn: defaultSpawnMode }];
+  const setups = opts.setups ?? [{ placement: defaultActivityPlacement }];
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-scale-'));
   const catalogFile = path.join(dataDir, 'catalog.json');
   writeFileSync(catalogFile, JSON.stringify(scaleCatalog(turnSeconds, turns)));
@@ -313,7 +311,6 @@ export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
       const workerDir = path.join(dataDir, `worker-${i}`);
       const worker = await startWorkerProcess(
         { address: opts.temporalAddress, taskQueue, catalogFile, dataDir: workerDir, bundlePath, placement: setup.placement, eagerTurnSlots: setup.eagerTurnSlots },
-        setup.spawn,
         opts.cpuProfileDir,
       );
       workers.push({ setup, worker, taskQueue, done: false });
@@ -368,7 +365,7 @@ const fmt = (x: number) => (Number.isFinite(x) ? String(Math.round(x)) : '–');
 export function scaleTable(rows: readonly ScaleRow[]): string[] {
   const ms = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
   const lines = [
-    '| runs | activities / spawn | done | turn overhead p50 / p99 (ms) | of which dispatch wait p50 / p99 (turns offered for eager dispatch) | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / activity proc / server / harness | worker cores | loop delay p99 / max (ms) | RSS worker / activity proc (MB) | machine busy |',
+    '| runs | activities | done | turn overhead p50 / p99 (ms) | of which dispatch wait p50 / p99 (turns offered for eager dispatch) | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / activity proc / server / harness | worker cores | loop delay p99 / max (ms) | RSS worker / activity proc (MB) | machine busy |',
     '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of rows) {
@@ -401,12 +398,12 @@ if (isMain) {
   if (!temporal) throw new Error(`bench/scale.ts needs the Temporal CLI. ${temporalCliInstallHint}`);
   quietRuntime();
   const levels = (values.levels ?? '10,50,100,200').split(',').map(Number);
-  const setups = parseSetups(values.setups ?? `${defaultActivityPlacement}/${defaultSpawnMode}`);
+  const setups = parseSetups(values.setups ?? defaultActivityPlacement);
   const turns = Number(values.turns ?? 3);
   const turnSeconds = Number(values['turn-seconds'] ?? 2);
   const server = await startDevServer({ cliPath: temporal.path, dbFile: path.join(mkdtempSync(path.join(os.tmpdir(), 'dh-scale-db-')), 'temporal.db') });
   try {
-    printScale(await benchScale({ temporalAddress: server.address, serverPid: server.process.pid, levels, turns, turnSeconds, setups, cpuProfileDir: values['cpu-prof'] }), turns, turnSeconds);
+    printScale(await benchScale({ temporalAddress: server.address, serverPid: server.pid, levels, turns, turnSeconds, setups, cpuProfileDir: values['cpu-prof'] }), turns, turnSeconds);
   } finally {
     await server.stop();
   }

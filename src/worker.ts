@@ -1,8 +1,8 @@
 /** The durable-harness worker: the agentRun workflow and its activities on one task queue. */
 import { chmodSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { DataConverter } from '@temporalio/common';
+import { SimplePlugin } from '@temporalio/plugin';
 import { NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { dataConverterFromEnvironment } from './codec/index.js';
 import { TurnTelemetryInterceptor, type WorkerTracing } from './observability/index.js';
@@ -14,8 +14,7 @@ import type { Catalog } from './catalog/schema.js';
 import { JsonFileCredentialStore, MemoryCredentialStore, type CredentialStore } from './credentials/index.js';
 import { SqliteLedger, ledgerReady, openLedger } from './ledger/index.js';
 import type { Ledger } from './ledger/types.js';
-import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, spawnModeFromEnv, spawnerFor, temporalRunClosed } from './sandbox/index.js';
-import { defaultSpawnMode } from './sandbox/spawner.js';
+import { DockerSandboxProvider, LocalSandboxProvider, defaultDeployment, dockerSandboxFromEnvironment, reapContainers, temporalRunClosed } from './sandbox/index.js';
 import { protectDataDir } from './sandbox/data-dir.js';
 import { Client } from '@temporalio/client';
 import { defaultReconcileIntervalMs, reconcilePeriodically } from './temporal/reconcile-runs.js';
@@ -25,16 +24,10 @@ import { hostIdFrom, hostQueueName } from './temporal/host-queue.js';
 
 import { decisionModeFromEnvironment, operatorsFromEnvironment, type DecisionMode, type OperatorDirectory } from './operators/index.js';
 import { defaultNamespace, defaultTaskQueue } from './worker-defaults.js';
+import { prebuiltWorkflowBundle, workflowsPath } from './workflow-bundle.js';
 export { defaultTaskQueue };
 
-/**
- * The workflow entry the worker bundles: the compiled `workflows/index.js` beside this file in the built package
- * (dist/), the TypeScript source when running from a checkout (tsx, vitest).
- */
-export const workflowsPath = [
-  fileURLToPath(new URL('./workflows/index.js', import.meta.url)),
-  fileURLToPath(new URL('./workflows/index.ts', import.meta.url)),
-].find((file) => existsSync(file))!;
+export { workflowsPath };
 
 export interface WorkerSetup {
   readonly connection: NativeConnection;
@@ -51,7 +44,8 @@ export interface WorkerSetup {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /**
    * A prebuilt workflow bundle (tests bundle once per run). The data converter's `failureConverterPath` is part of
-   * the bundle: pass it to `bundleWorkflowCode` too, or workflow failures are not encoded with it.
+   * the bundle: pass it to `bundleWorkflowCode` too, or workflow failures are not encoded with it. Default: the
+   * matching one in dist/workflow-bundles when the package has them (the worker image), else bundled at start.
    */
   readonly workflowBundle?: WorkerOptions['workflowBundle'];
   /** Worker identity (default `durable-harness/PID@HOST`); ` catalog:HASH` is always appended. */
@@ -68,7 +62,7 @@ export interface WorkerSetup {
   readonly dataConverter?: DataConverter;
   /**
    * OpenTelemetry tracing (`startTracing(observabilityFromEnvironment().tracing)`); off when omitted. With a prebuilt
-   * `workflowBundle`, bundle it with `workflowInterceptorModules` (src/observability) for the workflow spans.
+   * `workflowBundle`, bundle it with `plugins: tracing.plugins` for the workflow spans.
    */
   readonly tracing?: WorkerTracing;
   /**
@@ -225,9 +219,8 @@ function openPrivateLedger(env: Readonly<Record<string, string | undefined>>, da
 
 /**
  * The local provider always (runtime state under `<dataDir>/runtime/local`, outside every workspace); the
- * Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. Local processes are spawned as
- * DURABLE_HARNESS_SPAWN says (src/sandbox/spawner.ts). With signed decisions a local harness never shares the
- * host's network: it would reach this worker's Temporal server and could act on its own run.
+ * Docker provider when DURABLE_HARNESS_SANDBOX_IMAGE names a sandbox image. With signed decisions a local
+ * harness never shares the host's network: it would reach this worker's Temporal server and could act on its own run.
  */
 export function defaultSandboxes(
   env: Readonly<Record<string, string | undefined>>,
@@ -236,11 +229,9 @@ export function defaultSandboxes(
   decisions: DecisionMode = 'signed',
 ): Record<string, SandboxProvider> {
   const docker = dockerSandboxFromEnvironment(env, dataDir, undefined, deployment);
-  const spawner = spawnerFor(spawnModeFromEnv(env, defaultSpawnMode));
   const local = new LocalSandboxProvider({
     root: path.join(dataDir, 'workspaces'),
     runtimeDir: path.join(dataDir, 'runtime', 'local'),
-    spawner,
     hostNetwork: decisions === 'signed' ? 'refused' : 'allowed',
   });
   return { local, ...(docker ? { docker } : {}) };
@@ -267,6 +258,35 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
  */
 export const heartbeatThrottle = '500ms';
 
+/** What `durableHarnessPlugin` adds to a worker. */
+export interface DurableHarnessPluginOptions {
+  /** The activities' dependencies (`defaultDeps(setup)` gives the defaults). */
+  readonly deps: ActivityDeps;
+  /** Payload encoding; clients of these runs need the same. Default: from DURABLE_HARNESS_PAYLOAD_KEYS. */
+  readonly dataConverter?: DataConverter;
+  /** Run the agentRun workflow (default true); false for a worker of activities only. */
+  readonly workflows?: boolean;
+  /** A prebuilt workflow bundle (else the worker bundles `workflowsPath` itself at start, about a second). */
+  readonly workflowBundle?: WorkerOptions['workflowBundle'];
+}
+
+/**
+ * The durable-harness worker side as a Temporal plugin: the agentRun workflow, its activities bound to `deps`, the
+ * turn telemetry (tokens and cost as metrics, and on the turn's span under tracing) and the data converter. A service
+ * composes it with its own plugins on its own worker: `Worker.create({ connection, taskQueue, plugins: [...tracing,
+ * durableHarnessPlugin({ deps })] })`; tracing plugins go first (see `WorkerTracing.plugins`).
+ */
+export function durableHarnessPlugin(options: DurableHarnessPluginOptions): SimplePlugin {
+  const workflows = options.workflows ?? true;
+  return new SimplePlugin({
+    name: 'durable-harness',
+    activities: createActivities(options.deps),
+    ...(workflows ? (options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }) : {}),
+    dataConverter: options.dataConverter ?? dataConverterFromEnvironment(options.deps.env ?? process.env),
+    workerInterceptors: { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] },
+  });
+}
+
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
 export async function createWorker(setup: WorkerSetup): Promise<{ worker: HarnessWorker; deps: ActivityDeps }> {
   const namespace = setup.namespace ?? 'default';
@@ -280,38 +300,29 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
   // After the ledger (and, under `dev`, Temporal's database) exists: older data dirs had 0644 files and 0755 dirs.
   protectDataDir(setup.dataDir, workspaceRootsOf(setup.dataDir, deps.sandboxes));
-  // An activities-only worker runs no workflow code: workflow interceptor modules and sinks do not apply.
-  const interceptors = setup.tracing?.workerOptions.interceptors ?? { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] };
+  const dataConverter = setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env);
+  // The worker image's bundle built ahead of time, when it matches this worker's converter and tracing.
+  const workflowBundle = setup.workflowBundle ?? prebuiltWorkflowBundle(dataConverter, setup.tracing !== undefined);
+  const plugins = (workflows: boolean) => [...(setup.tracing?.plugins ?? []), durableHarnessPlugin({ deps, dataConverter, workflows, workflowBundle })];
   const options = {
     connection: setup.connection,
     namespace,
     identity: workerIdentity(hash, setup.identity),
-    activities: createActivities(deps),
     ...(setup.maxConcurrentTurns !== undefined ? { maxConcurrentActivityTaskExecutions: setup.maxConcurrentTurns } : {}),
     // (SDK 1.24 ignores maxConcurrentActivityTaskPolls; the poller behaviour is what counts.)
     ...(setup.turnPollers !== undefined ? { activityTaskPollerBehavior: { type: 'simple-maximum', maximum: setup.turnPollers } as const } : {}),
-    dataConverter: setup.dataConverter ?? dataConverterFromEnvironment(setup.env ?? process.env),
     maxHeartbeatThrottleInterval: heartbeatThrottle,
     defaultHeartbeatThrottleInterval: heartbeatThrottle,
     shutdownGraceTime: setup.shutdownGraceTime ?? '5s',
   } satisfies Omit<WorkerOptions, 'taskQueue'>;
-  const main = await Worker.create({
-    ...options,
-    taskQueue,
-    ...(role === 'activities' ? {} : setup.workflowBundle ? { workflowBundle: setup.workflowBundle } : { workflowsPath }),
-    enableNonLocalActivities: role !== 'workflows',
-    // Turn tokens and cost go to the runtime's metrics always, and onto the turn's span when tracing is on.
-    interceptors: role === 'activities' ? { activity: interceptors.activity } : interceptors,
-    ...(setup.tracing && role !== 'activities' ? { sinks: setup.tracing.workerOptions.sinks } : {}),
-  });
+  const main = await Worker.create({ ...options, taskQueue, enableNonLocalActivities: role !== 'workflows', plugins: plugins(role !== 'activities') });
   // Activities only: the turns (and the end) of runs whose workspace this host holds. A workflows-only worker
   // leaves them to its activity worker, which has the same data dir and so the same host id.
-  const host = role === 'workflows' || !hostQueue ? undefined : await Worker.create({ ...options, taskQueue: hostQueue, interceptors: { activity: interceptors.activity } });
+  const host = role === 'workflows' || !hostQueue ? undefined : await Worker.create({ ...options, taskQueue: hostQueue, plugins: plugins(false) });
   // Runs Temporal terminated or timed out are closed in the ledger every minute, not only when some worker starts.
   const reconcileMs = setup.reconcileIntervalMs ?? defaultReconcileIntervalMs;
-  const client = new Client({ connection: setup.connection, namespace, dataConverter: options.dataConverter });
+  const client = new Client({ connection: setup.connection, namespace, dataConverter });
   const background = () =>
     role === 'activities' || reconcileMs <= 0 ? () => undefined : reconcilePeriodically(deps.ledger, client, reconcileMs, (line) => Runtime.instance().logger.info(line));
   return { worker: new HarnessWorker(main, host, hostQueue, background), deps };
 }
-

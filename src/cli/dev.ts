@@ -25,6 +25,7 @@ import { createAgentClient, startAgentRun } from '../client/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
 import { reapClosedRunContainers } from '../worker.js';
 import { reconcileClosedRuns } from '../temporal/reconcile-runs.js';
+import { prebuiltWorkflowBundle } from '../workflow-bundle.js';
 import { roundUsd } from '../contracts/money.js';
 import type { AgentRunResult } from '../workflows/types.js';
 import { startEmbeddedTemporal } from './embedded-temporal.js';
@@ -87,8 +88,13 @@ async function connectNative(address: string): Promise<NativeConnection> {
   }
 }
 
-/** The SDK runtime (operator log; Prometheus/OTLP metrics when configured) and tracing when configured. */
-function startTelemetry(): { runtime: ReturnType<typeof installRuntime>; tracing?: WorkerTracing; config: ObservabilityConfig } {
+type Telemetry = { runtime: ReturnType<typeof installRuntime>; tracing?: WorkerTracing; config: ObservabilityConfig };
+
+/**
+ * The SDK runtime (operator log; Prometheus/OTLP metrics when configured) and tracing when configured. First thing:
+ * the runtime is installed once per process, and the embedded server already starts on it.
+ */
+function startTelemetry(): Telemetry {
   const config = observabilityFromEnvironment();
   const runtime = installRuntime(config.metrics);
   if (config.metrics && 'prometheus' in config.metrics) out(`Prometheus metrics at http://${config.metrics.prometheus.bindAddress}/metrics`);
@@ -98,10 +104,10 @@ function startTelemetry(): { runtime: ReturnType<typeof installRuntime>; tracing
 }
 
 /** Worker, client and search attributes on one server; `close` undoes all of it, quietly. */
-async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string; decisions: DecisionMode }) {
+async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string; decisions: DecisionMode; telemetry: Telemetry }) {
   // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
   const dataConverter = dataConverterFromEnvironment();
-  const { runtime, tracing, config } = startTelemetry();
+  const { runtime, tracing, config } = options.telemetry;
   const native = await connectNative(address);
   const connection = await Connection.connect({ address, connectTimeout: 5000 });
   const client = createAgentClient(connection, { namespace: s.namespace, dataConverter });
@@ -130,6 +136,9 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
   const reconciled = await reconcileClosedRuns(placed.deps.ledger, client, out);
   if (reconciled.length) out(`closed ${reconciled.length} run(s) Temporal terminated or timed out in the ledger: ${reconciled.map((r) => `${r.workflowId} (${r.status})`).join(', ')}`);
   out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
+  // The worker image bundles the workflow code at build time (docker/worker.Dockerfile); a checkout bundles at start.
+  const bundle = prebuiltWorkflowBundle(dataConverter, tracing !== undefined);
+  out(`workflow code: ${bundle && 'codePath' in bundle ? `bundled ahead of time (${bundle.codePath})` : 'bundled at start'}`);
   const operators = placed.deps.operators?.().operators ?? [];
   out(
     options.decisions === 'signed'
@@ -186,6 +195,7 @@ export async function devCommand(
     uiCodecEndpoint = `${codecServer.url}/t/${uiToken}`;
     out(`payloads encrypted (key ${codec.currentKeyId}); codec server for the Web UI at ${codecServer.url} (the UI holds its token)`);
   }
+  const telemetry = startTelemetry();
   const temporal = await startEmbeddedTemporal({
     dataDir: s.dataDir,
     port: port(flags.port, 7233, 'port'),
@@ -212,7 +222,7 @@ export async function devCommand(
     // A turn still running at Ctrl-C is interrupted after a second; the run retries it when dev is back.
     // dev is one machine's development loop: decisions are taken unsigned unless DURABLE_HARNESS_DECISIONS says otherwise.
     const decisions = decisionModeFromEnvironment(process.env, 'trusted-network');
-    served = await serve({ ...s, address: temporal.address }, temporal.address, { shutdownGraceTime: '1s', decisions });
+    served = await serve({ ...s, address: temporal.address }, temporal.address, { shutdownGraceTime: '1s', decisions, telemetry });
     out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
     if (flags.demo) {
       // Started on the worker's own connection with eager start: the first workflow task comes straight back
@@ -252,7 +262,8 @@ export async function devCommand(
 
 export async function workerCommand(s: Settings): Promise<ExitCode> {
   loadCatalog(s.catalogFile);
-  const served = await serve(s, s.address, { decisions: decisionModeFromEnvironment(process.env, 'signed') });
+  dataConverterFromEnvironment(); // a bad payload key fails before anything starts
+  const served = await serve(s, s.address, { decisions: decisionModeFromEnvironment(process.env, 'signed'), telemetry: startTelemetry() });
   out(`worker polling task queue "${s.taskQueue}" at ${s.address}`);
   const removeHandlers = onStopSignal(async () => {
     out('stopping the worker');

@@ -4,10 +4,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { findTemporalCli, temporalCliInstallHint } from '../temporal/cli-path.js';
-import { startDevServer } from '../temporal/dev-server.js';
-import { allSearchAttributes } from '../workflows/search-attributes.js';
+import { startDevServer, type DevServer } from '../temporal/dev-server.js';
 
 /** The checkout or installed package: its scripts/ installs the CLI into its own .tools/. */
 const packageRoot = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -69,30 +67,15 @@ export async function startEmbeddedTemporal(options: {
   }
   const dbFile = path.join(options.dataDir, 'temporal.db');
   const cli = findCli() ?? installTemporalCli(options.log);
-  if (cli) {
-    const server = await startDevServer({ cliPath: cli.path, port: options.port, ui: true, uiPort: options.uiPort, dbFile, namespace: options.namespace, uiCodecEndpoint: options.uiCodecEndpoint });
-    options.log(`Temporal dev server at ${server.address} (${cli.source}: ${cli.path}; state in ${dbFile})`);
-    options.log(`Temporal Web UI at ${server.uiUrl}`);
-    return server;
-  }
-  options.log('no Temporal CLI found; trying the SDK download of the dev server');
+  if (!cli) options.log('no Temporal CLI found; trying the SDK download of the dev server');
+  let server: DevServer;
   try {
-    const env = await TestWorkflowEnvironment.createLocal({
-      server: {
-        ip: '127.0.0.1',
-        port: options.port,
-        ui: true,
-        uiPort: options.uiPort,
-        dbFilename: dbFile,
-        namespace: options.namespace,
-        searchAttributes: [...allSearchAttributes],
-        ...(options.uiCodecEndpoint ? { extraArgs: ['--ui-codec-endpoint', options.uiCodecEndpoint] } : {}),
-      },
-    });
-    const uiUrl = `http://127.0.0.1:${options.uiPort}`;
-    options.log(`Temporal dev server at ${address}; Web UI at ${uiUrl}`);
-    return { address, uiUrl, stop: () => env.teardown() };
+    server = await startDevServer({ cliPath: cli?.path, port: options.port, ui: true, uiPort: options.uiPort, dbFile, namespace: options.namespace, uiCodecEndpoint: options.uiCodecEndpoint });
   } catch (e) {
+    if (cli) throw e;
     throw new Error(`no Temporal CLI on this machine and the SDK could not download one (${(e as Error).message.split('\n')[0]}). ${temporalCliInstallHint}`);
   }
+  options.log(`Temporal dev server at ${server.address} (${cli ? `${cli.source}: ${cli.path}` : 'downloaded by the SDK'}; state in ${dbFile})`);
+  options.log(`Temporal Web UI at ${server.uiUrl}`);
+  return server;
 }

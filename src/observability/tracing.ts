@@ -1,36 +1,32 @@
 /**
- * OpenTelemetry tracing for the worker through Temporal's interceptors: a span per run (`RunWorkflow:agentRun`),
- * per activity scheduled and run (`StartActivity:*`, `RunActivity:*`; `RunActivity:runTurn` is the turn), with
- * tokens and cost as attributes, exported over OTLP/HTTP.
+ * OpenTelemetry tracing for the worker through the SDK's `OpenTelemetryPlugin`: a span per run
+ * (`RunWorkflow:agentRun`), per activity scheduled and run (`StartActivity:*`, `RunActivity:*`; `RunActivity:runTurn`
+ * is the turn), with tokens and cost as attributes, exported over OTLP/HTTP.
  */
-import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import {
-  OpenTelemetryActivityInboundInterceptor,
-  OpenTelemetryActivityOutboundInterceptor,
-  makeWorkflowExporter,
-} from '@temporalio/interceptors-opentelemetry/lib/worker/index.js';
-import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry/lib/client/index.js';
-import type { WorkerOptions } from '@temporalio/worker';
+import { BasicTracerProvider, BatchSpanProcessor, NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
+import { SimplePlugin } from '@temporalio/plugin';
 import type { TracingConfig } from './config.js';
-import { TurnTelemetryInterceptor } from './turn-telemetry.js';
 
-const require = createRequire(import.meta.url);
-
-/** Workflow interceptor modules, in order: OpenTelemetry's (the spans), then ours (run attributes inside them). */
-export const workflowInterceptorModules: readonly string[] = [
-  require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors'),
+/** Ours after OpenTelemetry's: puts the run's agent, outcome, tokens and cost on the `RunWorkflow:agentRun` span. */
+const runAttributesModule = [
+  fileURLToPath(new URL('./workflow-interceptors.js', import.meta.url)),
   fileURLToPath(new URL('./workflow-interceptors.ts', import.meta.url)),
-];
+].find((file) => existsSync(file))!;
 
 export interface WorkerTracing {
   readonly spanProcessor: SpanProcessor;
-  /** Interceptors and sinks to merge into Worker.create's options. */
-  readonly workerOptions: Pick<WorkerOptions, 'interceptors' | 'sinks'>;
+  /**
+   * Worker plugins: OpenTelemetry's, then the run's attributes. Put them before `durableHarnessPlugin` (first is
+   * outermost, so the activity's span is active when the turn's attributes are set on it), and pass them to
+   * `bundleWorkflowCode` for a prebuilt bundle: the workflow spans are bundled in.
+   */
+  readonly plugins: readonly SimplePlugin[];
   /** Exports what is buffered; call before the process exits. */
   shutdown(): Promise<void>;
 }
@@ -48,15 +44,17 @@ export function startTracing(config: TracingConfig, options: { spanProcessor?: S
   registered.addSpanProcessor(spanProcessor);
   return {
     spanProcessor,
-    workerOptions: {
-      interceptors: {
-        client: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
-        workflowModules: [...workflowInterceptorModules],
-        // First is outermost: the OpenTelemetry span is active when ours sets the turn's attributes on it.
-        activity: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) }), (ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })],
-      },
-      sinks: { exporter: makeWorkflowExporter(spanProcessor, resource) },
-    },
+    plugins: tracingPlugins(resource, spanProcessor),
     shutdown: () => spanProcessor.shutdown(),
   };
+}
+
+function tracingPlugins(resource: Resource, spanProcessor: SpanProcessor): SimplePlugin[] {
+  const runAttributes = new SimplePlugin({ name: 'durable-harness-run-attributes', workerInterceptors: { workflowModules: [runAttributesModule] } });
+  return [new OpenTelemetryPlugin({ resource, spanProcessor }), runAttributes];
+}
+
+/** The tracing plugins for `bundleWorkflowCode` alone (a bundle built ahead of time): they add only the workflow modules. */
+export function tracingBundlerPlugins(): SimplePlugin[] {
+  return tracingPlugins(new Resource({}), new NoopSpanProcessor());
 }

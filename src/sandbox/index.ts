@@ -27,7 +27,6 @@ export {
   type SandboxFsErrorCode,
 } from './workspace-fs.js';
 export { LineQueue, OversizedLine, defaultLineLimits, oversizedOpeningBytes, type LineLimits, type LineQueueOptions, type OutputLine } from './line-queue.js';
-export { SpawnPool, directSpawner, spawnModeFromEnv, spawnModes, spawnerFor, type SpawnMode, type Spawner } from './spawner.js';
 export { DockerSandboxProvider, reapContainers, temporalRunClosed, dockerSandboxFromEnvironment, containerNameFor, dockerLabels, defaultDeployment } from './docker-provider.js';
 export type { DockerSandboxProviderOptions, DockerSandboxLimits, DockerSandboxHandle, ReapOptions, ReapResult } from './docker-provider.js';
 export { DockerExecutor, DockerProcess } from './docker-executor.js';

@@ -2,6 +2,7 @@
  * Runs processes on the worker's host, in the workspace, with a minimal environment — each in its own PID
  * namespace (by default), optionally as an unprivileged user. See local-containment.ts.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, existsSync, readlinkSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LineQueue, type OutputLine } from './line-queue.js';
@@ -18,7 +19,6 @@ import {
   type ContainmentTools,
   type LocalIsolation,
 } from './local-containment.js';
-import { directSpawner, type SpawnedProcess, type Spawner } from './spawner.js';
 import type { ExecProcess, ExecRequest, KillOptions, SandboxExecutor } from './types.js';
 import { mkdirWorkspaceSync } from './workspace-fs.js';
 
@@ -45,8 +45,6 @@ export interface LocalExecutorOptions {
   readonly killGraceMs?: number;
   /** How long stdout may stay open after the process exited (a background grandchild may hold it). */
   readonly drainGraceMs?: number;
-  /** How processes are started (src/sandbox/spawner.ts); default `child_process.spawn` on this thread. */
-  readonly spawner?: Spawner;
 }
 
 /** Exit status of a local process. */
@@ -88,7 +86,7 @@ export class LocalProcess implements ExecProcess {
   readonly exit: Promise<LocalExit>;
   private readonly queue: LineQueue;
   private readonly stderr = new TailBuffer(stderrTailBytes);
-  private child: SpawnedProcess | undefined;
+  private child: ChildProcess | undefined;
   private failure: Error | undefined;
   private exited = false;
   private killing: Promise<void> | undefined;
@@ -104,7 +102,7 @@ export class LocalProcess implements ExecProcess {
     private readonly options: ResolvedOptions,
   ) {
     // Backpressure: a backlog the turn has not read yet stops the pipe, and the harness blocks on its writes.
-    this.queue = new LineQueue({ limits: request.lineLimits, onPause: () => this.child?.pauseStdout(), onResume: () => this.child?.resumeStdout() });
+    this.queue = new LineQueue({ limits: request.lineLimits, onPause: () => this.child?.stdout?.pause(), onResume: () => this.child?.stdout?.resume() });
     this.lines = this.queue.text();
     this.output = this.queue;
     this.exit = new Promise((resolve) => {
@@ -114,7 +112,7 @@ export class LocalProcess implements ExecProcess {
     if (request.signal) this.watchSignal(request.signal);
   }
 
-  /** The process's pid (= its process group), once started; a pooled spawn knows it a moment later. */
+  /** The process's pid (= its process group), once started. */
   get pid(): number | undefined {
     return this.child?.pid;
   }
@@ -130,13 +128,14 @@ export class LocalProcess implements ExecProcess {
 
   /** Writes to stdin; a no-op when stdin was not opened or is already closed. */
   write(text: string): void {
-    this.child?.writeStdin(text);
+    const stdin = this.child?.stdin;
+    if (stdin && !stdin.destroyed && stdin.writable) stdin.write(text);
   }
 
   /** Ends stdin: the process sees end of input. A no-op when stdin was not opened or is already closed. */
   closeStdin(): void {
-    // Queued writes go first: both spawners end stdin after what was written before (a pooled spawn in order).
-    this.child?.endStdin();
+    const stdin = this.child?.stdin;
+    if (stdin && !stdin.destroyed && !stdin.writableEnded) stdin.end(); // after the writes queued before it
   }
 
   /** SIGTERM to the process group, SIGKILL after the grace period if any of it lives; resolves after exit. */
@@ -156,16 +155,14 @@ export class LocalProcess implements ExecProcess {
     const executable = findExecutable(file, env.PATH ?? minimalPath());
     if (!executable) return this.fail(Object.assign(new Error(`spawn ${file} ENOENT`), { code: 'ENOENT' }));
     const [wrapped, ...wrappedArgs] = wrapArgv(this.options.isolation, [executable, ...args], this.options.tools);
-    let child: SpawnedProcess;
+    let child: ChildProcess;
     try {
-      child = this.options.spawner({
-        file: wrapped!,
-        args: wrappedArgs,
+      child = spawn(wrapped!, wrappedArgs, {
         cwd,
         env,
         // Own process group, so kill() reaches the group; never a shell, so argv is never re-parsed.
         detached: true,
-        stdin: request.stdin === undefined && !request.keepStdinOpen ? 'ignore' : 'pipe',
+        stdio: [request.stdin === undefined && !request.keepStdinOpen ? 'ignore' : 'pipe', 'pipe', 'pipe'],
       });
     } catch (error) {
       // Invalid arguments (a NUL byte, for instance) throw synchronously; report them like any spawn failure.
@@ -174,7 +171,6 @@ export class LocalProcess implements ExecProcess {
     this.child = child;
     this.wire(child, request);
     if (child.pid !== undefined) this.remember(child.pid);
-    else child.once('spawn', () => child.pid !== undefined && this.remember(child.pid));
   }
 
   /** Records the process (and, in a PID namespace, its PID 1 once it exists) in the runtime state file. */
@@ -268,13 +264,16 @@ export class LocalProcess implements ExecProcess {
     return { PATH: minimalPath(), HOME: home, LANG: 'C.UTF-8', ...request.env };
   }
 
-  private wire(child: SpawnedProcess, request: ExecRequest): void {
-    child.onStdout((chunk) => this.queue.push(chunk));
+  private wire(child: ChildProcess, request: ExecRequest): void {
+    child.stdin?.on('error', () => undefined); // EPIPE from a harness that exited early: its exit is what counts
+    child.stdout?.on('data', (chunk: Buffer) => this.queue.push(chunk));
     // The output ends when stdout closes, even if the process lives on: the reader decides how long to wait for it.
-    child.onStdoutEnd(() => this.queue.end());
-    child.onStderr((text) => this.stderr.append(text));
-    if (request.stdin !== undefined) child.writeStdin(request.stdin);
-    if (!request.keepStdinOpen) child.endStdin();
+    child.stdout?.once('end', () => this.queue.end());
+    child.stdout?.once('close', () => this.queue.end());
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (text: string) => this.stderr.append(text));
+    if (request.stdin !== undefined) this.write(request.stdin);
+    if (!request.keepStdinOpen) this.closeStdin();
     child.on('error', (error: Error) => {
       if (child.pid === undefined) this.fail(error);
     });
@@ -282,11 +281,12 @@ export class LocalProcess implements ExecProcess {
     child.once('close', (code: number | null, signal: string | null) => this.finish({ code, signal }));
   }
 
-  private onExited(child: SpawnedProcess): void {
+  private onExited(child: ChildProcess): void {
     this.exited = true;
     // A background grandchild can hold stdout open for ever; stop waiting for it after a short drain.
     this.drainTimer = setTimeout(() => {
-      child.stopOutput();
+      child.stdout?.destroy();
+      child.stderr?.destroy();
       this.finish({ code: child.exitCode, signal: child.signalCode });
     }, this.options.drainGraceMs);
   }
@@ -320,14 +320,6 @@ export class LocalProcess implements ExecProcess {
    * SIGKILL to the namespace's PID 1 — the kernel then kills every process in the namespace — and the group.
    */
   private async killGroup(graceMs: number): Promise<void> {
-    // A pooled spawn may not have reported its pid yet: wait for it (or for the failure to start).
-    const child = this.child;
-    if (child && child.pid === undefined && !this.exited) {
-      await new Promise<void>((resolve) => {
-        child.once('spawn', resolve);
-        void this.exit.then(() => resolve());
-      });
-    }
     const pgid = this.child?.pid;
     if (pgid === undefined) return this.exit.then(() => undefined);
     signal(-pgid, 'SIGTERM');
@@ -401,7 +393,6 @@ export class LocalExecutor implements SandboxExecutor {
       tools: options.tools ?? defaultTools,
       killGraceMs: options.killGraceMs ?? defaultKillGraceMs,
       drainGraceMs: options.drainGraceMs ?? defaultDrainGraceMs,
-      spawner: options.spawner ?? directSpawner,
     };
   }
 

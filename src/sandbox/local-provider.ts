@@ -19,7 +19,6 @@ import {
   type LocalIsolation,
 } from './local-containment.js';
 import { LocalExecutor } from './local-executor.js';
-import type { Spawner } from './spawner.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
 import { chmodDirectoryNoFollow, chownDirectoryNoFollow, LocalWorkspaceFs, mkdirWorkspaceSync } from './workspace-fs.js';
 import { protectWorkspacePath } from './data-dir.js';
@@ -39,8 +38,6 @@ export interface LocalSandboxProviderOptions {
   readonly killGraceMs?: number;
   /** util-linux binaries (tests point these elsewhere to see a missing mechanism refused). */
   readonly tools?: ContainmentTools;
-  /** How processes are started (src/sandbox/spawner.ts); default `child_process.spawn` on the calling thread. */
-  readonly spawner?: Spawner;
   /**
    * Whether a harness may share the host's network (policies `open` and `mcp-only`). A deployment with signed
    * decisions says no: on the host's network a harness reaches the worker's loopback services — Temporal, the
@@ -164,7 +161,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     checkIsolation(isolation, this.tools);
     this.requireWorkspace(ref);
     const stateFile = this.stateFileFor(ref);
-    const executor = new LocalExecutor({ workspacePath: ref.hostWorkspacePath, stateFile, isolation, tools: this.tools, killGraceMs: this.options.killGraceMs, spawner: this.options.spawner });
+    const executor = new LocalExecutor({ workspacePath: ref.hostWorkspacePath, stateFile, isolation, tools: this.tools, killGraceMs: this.options.killGraceMs });
     return {
       ref,
       executor,

@@ -1,16 +1,17 @@
-/** Starts `temporal server start-dev` as a child process and waits until it serves. */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, mkdirSync } from 'node:fs';
+/**
+ * The embedded Temporal dev server (`dev`, the tests, the benches): `@temporalio/testing`'s `createLocal` on the
+ * installed Temporal CLI, started through a tiny wrapper so it dies with the process that started it.
+ */
+import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
-import { Connection } from '@temporalio/client';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { allSearchAttributes } from '../workflows/search-attributes.js';
 
-/** The CLI's names of the search attribute types the runs use. */
-const searchAttributeTypeName = { KEYWORD: 'Keyword', DOUBLE: 'Double', INT: 'Int' } as const;
-
 export interface DevServerOptions {
-  readonly cliPath: string;
+  /** The Temporal CLI; without one the SDK downloads it (which fails on a machine without internet). */
+  readonly cliPath?: string;
   readonly ip?: string;
   readonly port?: number;
   /** SQLite file for persistence across restarts; in-memory when omitted. */
@@ -20,14 +21,15 @@ export interface DevServerOptions {
   /** The codec server the Web UI decodes payloads with (e.g. http://127.0.0.1:8234). */
   readonly uiCodecEndpoint?: string;
   readonly namespace?: string;
+  /** Where the server's output goes (appended); by default its stdout is dropped and its stderr is ours. */
   readonly logFile?: string;
-  readonly startTimeoutMs?: number;
 }
 
 export interface DevServer {
   readonly address: string;
   readonly uiUrl?: string;
-  readonly process: ChildProcess;
+  /** The server's process id (the benches measure its CPU); undefined for a downloaded server. */
+  readonly pid?: number;
   stop(): Promise<void>;
 }
 
@@ -46,11 +48,15 @@ export function freePort(): Promise<number> {
 /** util-linux setpriv, where the machine has it (Linux). */
 const setprivPaths = ['/usr/bin/setpriv', '/bin/setpriv'];
 
+const shellQuote = (text: string) => `'${text.replaceAll("'", `'\\''`)}'`;
+
 /**
- * `argv` run under `setpriv --pdeathsig KILL` when setpriv is installed: the kernel kills the process when the thread
- * that spawned it dies (Node spawns on the main thread: when the process dies). Elsewhere `argv` as it is.
+ * The executable the SDK starts: a shell script that records its pid and `exec`s the CLI under `setpriv --pdeathsig
+ * KILL`, so the kernel kills the server when the thread that spawned it dies — even with a SIGKILLed parent, where no
+ * handler of ours runs: `dev` never leaves an orphaned server holding its port and database. `exec` keeps the pid, so
+ * the SDK's own stop (SIGKILL to its child) reaches the server itself.
  */
-export function withParentDeathSignal(argv: readonly string[]): string[] {
+function writeLauncher(dir: string, cliPath: string, logFile: string | undefined): string {
   const setpriv = setprivPaths.find((p) => {
     try {
       accessSync(p, constants.X_OK);
@@ -59,69 +65,58 @@ export function withParentDeathSignal(argv: readonly string[]): string[] {
       return false;
     }
   });
-  return setpriv ? [setpriv, '--pdeathsig', 'KILL', '--', ...argv] : [...argv];
+  const output = logFile ? `>>${shellQuote(logFile)} 2>&1` : '>/dev/null';
+  const file = path.join(dir, 'temporal-dev-server.sh');
+  const command = [...(setpriv ? [setpriv, '--pdeathsig', 'KILL', '--'] : []), cliPath].map(shellQuote).join(' ');
+  writeFileSync(file, `#!/bin/sh\necho $$ > ${shellQuote(path.join(dir, 'pid'))}\nexec ${command} "$@" ${output}\n`, { mode: 0o755 });
+  return file;
 }
 
 export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
   const ip = options.ip ?? '127.0.0.1';
-  const port = options.port ?? (await freePort());
-  const uiPort = options.uiPort ?? (options.ui ? await freePort() : undefined);
-  const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--log-level', 'error', '--namespace', options.namespace ?? 'default'];
+  const uiPort = options.ui ? (options.uiPort ?? (await freePort())) : undefined;
+  const extraArgs: string[] = [
+    // Eager activity dispatch hands the turn to this worker in the workflow-task response: one round trip less per turn.
+    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
+    // The default (20/s) throttles the transfer queue after a burst of fast workflow tasks: ~30-40 ms per turn.
+    '--dynamic-config-value', 'history.transferProcessorMaxPollRPS=1000',
+  ];
   if (options.dbFile) {
     mkdirSync(path.dirname(options.dbFile), { recursive: true });
     // Without WAL every workflow task waits on a rollback-journal fsync: +20-50 ms per turn on these machines.
-    args.push('--db-filename', options.dbFile, '--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
+    extraArgs.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
   }
-  if (options.ui) {
-    args.push('--ui-port', String(uiPort), '--ui-ip', ip);
-    if (options.uiCodecEndpoint) args.push('--ui-codec-endpoint', options.uiCodecEndpoint);
-  } else {
-    args.push('--headless');
+  if (options.ui) extraArgs.push('--ui-ip', ip, ...(options.uiCodecEndpoint ? ['--ui-codec-endpoint', options.uiCodecEndpoint] : []));
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-temporal-'));
+  try {
+    const start = () => TestWorkflowEnvironment.createLocal({
+      server: {
+        ...(options.cliPath ? { executable: { type: 'existing-path', path: writeLauncher(dir, options.cliPath, options.logFile) } } : {}),
+        ip,
+        port: options.port,
+        ui: options.ui ?? false,
+        uiPort,
+        dbFilename: options.dbFile,
+        namespace: options.namespace ?? 'default',
+        log: { format: 'pretty', level: 'error' },
+        searchAttributes: [...allSearchAttributes],
+        extraArgs,
+      },
+    });
+    // The SDK gives the server 5 s to answer (then kills it); a machine busy with other work can take longer once.
+    const env = await start().catch((error: Error) => (/did not start within/.test(error.message) ? start() : Promise.reject(error)));
+    const pid = options.cliPath ? Number(readFileSync(path.join(dir, 'pid'), 'utf8')) : undefined;
+    return {
+      address: env.address,
+      uiUrl: uiPort === undefined ? undefined : `http://${ip}:${uiPort}`,
+      pid,
+      async stop() {
+        await env.teardown();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
   }
-  // Eager activity dispatch hands the turn to this worker in the workflow-task response: one round trip less per turn.
-  args.push('--dynamic-config-value', 'system.enableActivityEagerExecution=true');
-  // The default (20/s) throttles the transfer queue after a burst of fast workflow tasks: ~30-40 ms per turn.
-  args.push('--dynamic-config-value', 'history.transferProcessorMaxPollRPS=1000');
-  for (const key of allSearchAttributes) args.push('--search-attribute', `${key.name}=${searchAttributeTypeName[key.type as keyof typeof searchAttributeTypeName] ?? 'Keyword'}`);
-  // Under setpriv's parent-death signal the server dies with the process that started it, even a SIGKILLed one
-  // (no handler of ours runs then): `dev` never leaves an orphaned server holding its port and database.
-  const [file, ...argv] = withParentDeathSignal([options.cliPath, ...args]);
-  const child = spawn(file!, argv, { stdio: ['ignore', 'ignore', 'pipe'], detached: false });
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr = (stderr + chunk.toString()).slice(-4000);
-  });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const address = `${ip}:${port}`;
-  const deadline = Date.now() + (options.startTimeoutMs ?? 60_000);
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`temporal server start-dev exited with code ${child.exitCode}: ${stderr.trim()}`);
-    try {
-      const connection = await Connection.connect({ address, connectTimeout: 1000 });
-      try {
-        await connection.workflowService.describeNamespace({ namespace: options.namespace ?? 'default' });
-        break;
-      } finally {
-        await connection.close();
-      }
-    } catch (err) {
-      if (Date.now() > deadline) {
-        child.kill('SIGKILL');
-        throw new Error(`Temporal dev server did not become ready at ${address}: ${String(err)}\n${stderr.trim()}`);
-      }
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
-  return {
-    address,
-    uiUrl: options.ui ? `http://${ip}:${uiPort}` : undefined,
-    process: child,
-    async stop() {
-      if (child.exitCode !== null) return;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
 }

@@ -40,10 +40,22 @@ it('the UI decodes through the codec server, which holds the same keys as the wo
   const ui = services['temporal-ui']!.environment!;
   const codec = services['codec-server']!;
   expect(ui.TEMPORAL_CODEC_ENDPOINT).toMatch(/DURABLE_HARNESS_CODEC_PUBLIC_URL/);
-  expect(codec.command).toEqual(['npx', 'tsx', 'src/cli/main.ts', 'codec-server']);
+  // The worker image holds the compiled package only (docker/worker.Dockerfile): no tsx, no src/.
+  expect(codec.command).toEqual(['node', 'dist/cli/main.js', 'codec-server']);
   expect(codec.environment!.DURABLE_HARNESS_PAYLOAD_KEYS).toBe(services.worker!.environment!.DURABLE_HARNESS_PAYLOAD_KEYS);
   expect(codec.environment!.DURABLE_HARNESS_CODEC_CORS_ORIGINS).toMatch(/http:\/\/localhost:8080/);
   expect(codec.ports).toEqual(['127.0.0.1:8234:8234']);
   // Nobody decodes without a token: the UI's is part of its endpoint, operators may add theirs.
   expect(codec.environment!.DURABLE_HARNESS_CODEC_TOKENS).toMatch(/^ui=\$\{DURABLE_HARNESS_CODEC_UI_TOKEN/);
+});
+
+it('the worker image runs the compiled package, its workflow code bundled at build time, with production dependencies only', () => {
+  const dockerfile = readFileSync(path.join(repoRoot, 'docker', 'worker.Dockerfile'), 'utf8');
+  const [build, runtime] = dockerfile.split(/^FROM /m).slice(1);
+  expect(build).toMatch(/RUN npm run build \\\n && node docker\/bundle-workflows\.mjs \\\n && npm prune --omit=dev/);
+  expect(runtime).toMatch(/^COPY --from=build \/app\/node_modules \.\/node_modules$/m);
+  expect(runtime).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
+  expect(runtime).not.toMatch(/^COPY src/m);
+  expect(runtime).toMatch(/^CMD \["node", "dist\/cli\/main\.js", "worker"\]$/m);
+  expect(dockerfile).not.toMatch(/^(RUN|CMD|ENTRYPOINT).*tsx/m);
 });

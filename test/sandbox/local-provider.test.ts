@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -6,8 +5,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   LocalExecutor,
   LocalSandboxProvider,
-  SpawnPool,
-  directSpawner,
   killRecordedTurn,
   safeSegment,
   type SandboxStartRequest,
@@ -118,17 +115,10 @@ describe('LocalSandboxProvider workspaces', () => {
   });
 });
 
-// Every executor behaviour holds whether processes are spawned on the calling thread or on the spawn pool.
-const pool = new SpawnPool(2);
-afterAll(() => pool.close());
-
-describe.each([
-  ['direct', directSpawner],
-  ['thread pool', pool.spawner],
-] as const)('LocalExecutor (%s spawn)', (mode, spawner) => {
-  const workspace = path.join(root, `exec-${mode.replace(' ', '-')}`);
+describe('LocalExecutor', () => {
+  const workspace = path.join(root, 'exec');
   mkdirSync(workspace, { recursive: true });
-  const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 300, spawner });
+  const executor = new LocalExecutor({ workspacePath: workspace, killGraceMs: 300 });
 
   it('gives the process only PATH, HOME, LANG and the granted variables', async () => {
     process.env.WORKER_ONLY_SECRET = 'must-not-leak';
@@ -304,32 +294,6 @@ describe('runtime state', () => {
     expect(existsSync(stateFile)).toBe(true);
     await proc.exit;
     expect(existsSync(stateFile)).toBe(false);
-  });
-
-  it('records a pooled spawn once it has started, and removes the record after exit', async () => {
-    const workspace = path.join(root, 'pid-pool');
-    mkdirSync(workspace, { recursive: true });
-    const stateFile = path.join(root, 'runtime-pool', 'turn.json');
-    const executor = new LocalExecutor({ workspacePath: workspace, stateFile, spawner: pool.spawner });
-    const proc = executor.exec({ argv: ['node', '-e', 'console.log("up"); setTimeout(() => {}, 300)'] });
-    await proc.lines[Symbol.asyncIterator]().next();
-    expect(JSON.parse(readFileSync(stateFile, 'utf8'))).toMatchObject({ pid: proc.pid });
-    await proc.exit;
-    expect(existsSync(stateFile)).toBe(false);
-  });
-
-  it('a pooled spawn keeps a process that has nothing else to do alive until the child is done', () => {
-    // The pool's threads are unref'd while idle; while one of them runs a process it must hold the event loop.
-    const script = `
-      import { LocalExecutor, SpawnPool } from ${JSON.stringify(path.resolve('src/sandbox/index.ts'))};
-      const executor = new LocalExecutor({ workspacePath: ${JSON.stringify(root)}, spawner: new SpawnPool(1).spawner });
-      const proc = executor.exec({ argv: ['sh', '-c', 'sleep 0.3; echo finished'] });
-      for await (const line of proc.lines) console.log(line);
-    `;
-    const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
-    expect(result.stderr).toBe('');
-    expect(result.stdout.trim()).toBe('finished');
-    expect(result.status).toBe(0);
   });
 
   it('ignores a record naming a dead or recycled process', async () => {

@@ -5,9 +5,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
-import { workflowsPath } from '../../src/worker.js';
+import { bundleWorkflows } from '../../src/workflow-bundle.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -19,9 +18,9 @@ declare module 'vitest' {
 const shared = globalThis as { durableHarnessBundle?: Promise<string> };
 
 async function bundleOnce(): Promise<string> {
-  const bundle = await bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } as never });
+  const bundle = await bundleWorkflows({ encrypted: false, traced: false });
   const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'dh-bundle-')), 'workflow-bundle.js');
-  writeFileSync(file, bundle.code);
+  writeFileSync(file, bundle);
   return file;
 }
 

@@ -339,7 +339,7 @@ describe('activity placement "process"', () => {
   it('refuses settings the activity process could not honour: an injected data converter, or tracing it is not told about', async () => {
     const base = { connection: nativeConnection, taskQueue: testWorkflowId('placed-refused'), catalog: () => catalog, dataDir, placement: 'process' as const, processConfig: { address: inject('temporalAddress'), catalogFile } };
     await expect(createPlacedWorker({ ...base, dataConverter: {} })).rejects.toThrow(/pass the keys through env instead of a dataConverter/);
-    const tracing = { workerOptions: {}, shutdown: async () => undefined } as unknown as Parameters<typeof createPlacedWorker>[0]['tracing'];
+    const tracing = { plugins: [], shutdown: async () => undefined } as unknown as Parameters<typeof createPlacedWorker>[0]['tracing'];
     await expect(createPlacedWorker({ ...base, tracing })).rejects.toThrow(/needs processConfig\.observability\.tracing/);
   });
 

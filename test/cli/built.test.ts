@@ -1,0 +1,54 @@
+/**
+ * The command as the package and the worker image run it: compiled JavaScript, plain `node dist/cli/main.js`, the
+ * workflow code bundled ahead of time (docker/bundle-workflows.mjs). The package is copied to a scratch directory and
+ * built there with `npm run build`, so nothing is built into the checkout. Argument handling is tested in-process
+ * (cli.test.ts); this is only whether the built JavaScript runs.
+ */
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { findTemporalCli } from '../../src/temporal/cli-path.js';
+import { freePort } from '../../src/temporal/dev-server.js';
+import { spawnNode } from '../support/cli.js';
+import { repoRoot } from '../support/worker.js';
+
+const pkg = mkdtempSync(path.join(os.tmpdir(), 'dh-built-'));
+const main = path.join(pkg, 'dist', 'cli', 'main.js');
+const built = (args: string[], env: NodeJS.ProcessEnv = {}) => spawnNode([main, ...args], { cwd: pkg, env: { PATH: process.env.PATH, HOME: process.env.HOME, CI: 'true', ...env } }).outcome;
+
+beforeAll(() => {
+  for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'bin', 'config', 'harnesses', 'docker']) cpSync(path.join(repoRoot, entry), path.join(pkg, entry), { recursive: true });
+  symlinkSync(path.join(repoRoot, 'node_modules'), path.join(pkg, 'node_modules'));
+  execFileSync('npm', ['run', 'build'], { cwd: pkg, stdio: 'pipe' });
+  execFileSync(process.execPath, ['docker/bundle-workflows.mjs'], { cwd: pkg, stdio: 'pipe' });
+  // What runs must be the build, not the sources beside it.
+  rmSync(path.join(pkg, 'src'), { recursive: true });
+}, 300_000);
+
+afterAll(() => rmSync(pkg, { recursive: true, force: true }));
+
+it('--help prints the usage and exits 0', async () => {
+  const result = await built(['--help']);
+  expect(result.stderr).toBe('');
+  expect(result.stdout).toMatch(/^durable-harness — run coding-agent CLIs as durable Temporal workflows/);
+  expect(result.code).toBe(0);
+});
+
+it('an unknown command exits 2 (usage) and says which', async () => {
+  const result = await built(['frobnicate']);
+  expect(result.code).toBe(2);
+  expect(result.stderr).toMatch(/unknown command "frobnicate"/);
+});
+
+it('dev --demo runs the demo agent to success on the workflow code bundled ahead of time', async () => {
+  const [port, uiPort] = [await freePort(), await freePort()];
+  const data = path.join(pkg, 'data');
+  const result = await built(['dev', '--demo', '--port', String(port), '--ui-port', String(uiPort), '--data', data], { TEMPORAL_CLI_PATH: findTemporalCli()!.path });
+  expect(result.stderr).toBe('');
+  expect(result.stdout).toContain(`workflow code: bundled ahead of time (${path.join(pkg, 'dist', 'workflow-bundles', 'plain.js')})`);
+  expect(result.stdout).toMatch(/^succeeded after 2 turn\(s\)/m);
+  expect(result.code).toBe(0);
+  expect(existsSync(path.join(data, 'temporal.db'))).toBe(true);
+}, 120_000);
