@@ -107,7 +107,7 @@ function scaleCatalog(turnSeconds: number, turns: number): unknown {
         name: 'sleep',
         harness: 'sleep',
         systemPrompt: 'Sleep, then answer.',
-        sandbox: { provider: 'local', workspaceScope: 'run', networkPolicy: 'open' },
+        sandbox: { provider: 'local', workspaceScope: 'run', networkPolicy: 'none' },
         guardrails: { maxIterations: turns + 2, maxTokens: 1_000_000_000, maxCostUsd: 1_000_000, maxWallTimeMs: 3_600_000 },
         actions: ['echo'],
       },
