@@ -12,7 +12,6 @@ import { benchHistory, printHistory } from './history.js';
 import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrchestration, quietRuntime } from './orchestration.js';
 import { machineDescription } from './proc.js';
 import { benchScale, printScale, saturation, scaleTable } from './scale.js';
-import { parseSetups, setupLabel } from './setups.js';
 import { benchWorkers, printWorkers, workersLines } from './workers.js';
 
 const usage = `npm run bench -- [PART ...] [OPTIONS]: the project's figures on a local Temporal dev server.
@@ -29,8 +28,7 @@ Parts (default: all but flood):
   flood          output floods (a 600 MB line, 1M tiny lines, 100k junk lines, 500 MB of 1 KB lines): the worker's
                  peak RSS and a neighbour's turn latency ratio, flooded vs quiet (--floods NAME,... to pick some)
 Options: --write-docs (docs/BENCHMARKS.md), --runs N (orchestration iterations, default 15), --turns N
-(orchestration's longer runs, default 10), --levels 10,50, --setups inline,process (where the turn activity runs,
-compared in orchestration and scale), --cli-runs N (default 5), --cpu-prof DIR (scale worker).`;
+(orchestration's longer runs, default 10), --levels 10,50, --cli-runs N (default 5), --cpu-prof DIR (scale worker).`;
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -40,7 +38,6 @@ const { values, positionals } = parseArgs({
     runs: { type: 'string' },
     turns: { type: 'string' },
     levels: { type: 'string' },
-    setups: { type: 'string' },
     'cli-runs': { type: 'string' },
     'cpu-prof': { type: 'string' },
     'worker-runs': { type: 'string' },
@@ -55,7 +52,6 @@ const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers',
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 // `flood` pushes gigabytes through the worker: only when asked for.
 const parts = new Set(positionals.length ? positionals : known.filter((p) => p !== 'flood'));
-const setups = values.setups ? parseSetups(values.setups) : undefined;
 const machine = machineDescription();
 console.log(`machine: ${machine}`);
 /** The machine as each part starts (its load average is the one that matters for that part's figures). */
@@ -81,13 +77,13 @@ try {
     startPart();
     const runs = Number(values.runs ?? process.env.BENCH_RUNS ?? 15);
     const longTurns = Number(values.turns ?? 10);
-    const f = await benchOrchestration({ temporalAddress: server.address, runs, setups });
+    const f = await benchOrchestration({ temporalAddress: server.address, runs });
     printOrchestration(f);
     // The same comparison on longer runs: the run's fixed start and end weigh less per turn.
-    const long = await benchOrchestration({ temporalAddress: server.address, runs, setups, turns: longTurns });
+    const long = await benchOrchestration({ temporalAddress: server.address, runs, turns: longTurns });
     console.log('');
     printOrchestration(long);
-    docs('orchestration', 'Orchestration overhead per turn, beside the floor', `npm run bench -- orchestration --runs ${runs} --turns ${longTurns}${values.setups ? ` --setups ${values.setups}` : ''}`, [
+    docs('orchestration', 'Orchestration overhead per turn, beside the floor', `npm run bench -- orchestration --runs ${runs} --turns ${longTurns}`, [
       `Demo agent, ${f.turnsPerRun} turns per run, ${f.runs} interleaved iterations (every variant once per iteration, rotating order).`,
       'The floor is a workflow whose turn is one regular activity doing the same harness work as one in-process turn.',
       '',
@@ -106,18 +102,17 @@ try {
   if (parts.has('scale')) {
     startPart();
     const levels = (values.levels ?? '10,50,100,200').split(',').map(Number);
-    const rows = await benchScale({ temporalAddress: server.address, serverPid: server.pid, levels, setups, cpuProfileDir: values['cpu-prof'] });
+    const rows = await benchScale({ temporalAddress: server.address, serverPid: server.pid, levels, cpuProfileDir: values['cpu-prof'] });
     printScale(rows, 3, 2);
-    const labels = [...new Map(rows.map((r) => [setupLabel(r.setup), r.setup])).values()];
-    docs('scale', 'Scale: one worker, concurrent runs', `npm run bench -- scale --levels ${levels.join(',')}${values.setups ? ` --setups ${values.setups}` : ''}`, [
-      'Concurrent runs of 3 turns of 2 s each (bench/harness/sleep-harness.sh), one worker process (per setup), levels interleaved',
-      'across setups. Turn overhead: time between two turn results minus the 2 s (turns 2-3); start latency: the start call to the',
+    docs('scale', 'Scale: one worker, concurrent runs', `npm run bench -- scale --levels ${levels.join(',')}`, [
+      'Concurrent runs of 3 turns of 2 s each (bench/harness/sleep-harness.sh), one worker process. Turn overhead: time between',
+      'two turn results minus the 2 s (turns 2-3); start latency: the start call to the',
       'first turn\'s start; CPU ms per turn: CPU time over the level divided by the turns run (start and end of runs included);',
       'worker cores: its CPU over the level\'s wall time; loop delay: the worker main thread\'s event-loop delay.',
       '',
       ...scaleTable(rows),
       '',
-      ...labels.map((s) => `- saturates (${setupLabel(s)}) at: ${saturation(rows, s)}`),
+      `- saturates at: ${saturation(rows)}`,
     ]);
   }
 

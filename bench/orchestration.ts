@@ -8,7 +8,6 @@
  *   - workflow: the project's agentRun workflow on the project's worker (default setup);
  *   - workflow, eager start: the same, started by a client on the worker's NativeConnection with eager start,
  *     as `durable-harness dev --demo` does;
- *   - optionally the workflow on other worker setups (activity placement), to measure a lever.
  * Overhead per turn = median over iterations of (variant − in-process) / turns (paired differences, so slow
  * drifts of a shared machine cancel). Also the history per run and per steady-state turn (events and bytes), and
  * where each workflow run's time went, from its history's server timestamps: start (execution started → first turn
@@ -23,14 +22,12 @@ import { performance } from 'node:perf_hooks';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { NativeConnection, Runtime, DefaultLogger, Worker, bundleWorkflowCode } from '@temporalio/worker';
-import { createPlacedWorker, defaultActivityPlacement, type PlacedWorker } from '../src/activity-worker.js';
 import { createActivities } from '../src/activities/index.js';
 import { loadCatalog } from '../src/catalog/index.js';
 import { startAgentRun } from '../src/client/index.js';
-import { defaultDeps, workflowsPath } from '../src/worker.js';
+import { createWorker, defaultDeps, workflowsPath } from '../src/worker.js';
 import { createFloorActivities } from './floor/activities.js';
 import { InProcessRun } from './in-process.js';
-import { setupLabel, type WorkerSetupChoice } from './setups.js';
 import { turnTimeline } from './turn-timeline.js';
 import { median } from './stats.js';
 
@@ -75,8 +72,6 @@ export interface OrchestrationOptions {
   /** Measured iterations (each runs every variant once); default 15. */
   readonly runs?: number;
   readonly workflowBundlePath?: string;
-  /** Extra worker setups to run the workflow on, besides the default one. */
-  readonly setups?: readonly WorkerSetupChoice[];
   /** Runs of exactly this many turns (the scripted harness) instead of the demo agent's two. */
   readonly turns?: number;
 }
@@ -162,30 +157,13 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
   const bundle = opts.workflowBundlePath ? { codePath: opts.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
   const floorBundle = await bundleWorkflowCode({ workflowsPath: path.join(import.meta.dirname, 'floor', 'workflows.ts'), logger: new DefaultLogger('ERROR') });
 
-  const defaultSetup: WorkerSetupChoice = { placement: defaultActivityPlacement };
-  const setups = [defaultSetup, ...(opts.setups ?? []).filter((s) => setupLabel(s) !== setupLabel(defaultSetup))];
-  const placed: { setup: WorkerSetupChoice; worker: PlacedWorker; taskQueue: string; running: Promise<void> }[] = [];
   const floorQueue = `bench-floor-${tag}`;
   const floorWorker = await Worker.create({ connection: nativeConnection, taskQueue: floorQueue, workflowBundle: { code: floorBundle.code }, activities: createFloorActivities(activities) });
   const floorRunning = floorWorker.run();
+  const taskQueue = `bench-${tag}`;
+  const { worker } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, ledger: deps.ledger, env: process.env, workflowBundle: bundle });
+  const running = worker.run();
   try {
-    for (const [i, setup] of setups.entries()) {
-      const taskQueue = `bench-${i}-${tag}`;
-      const env = process.env;
-      const worker = await createPlacedWorker({
-        connection: nativeConnection,
-        taskQueue,
-        catalog: () => catalog,
-        dataDir,
-        ledger: setup.placement === 'inline' ? deps.ledger : undefined,
-        env,
-        workflowBundle: bundle,
-        placement: setup.placement,
-        eagerTurnSlots: setup.eagerTurnSlots,
-        processConfig: { address: opts.temporalAddress, catalogFile, env },
-      });
-      placed.push({ setup, worker, taskQueue, running: worker.run() });
-    }
     /** A run of the project's workflow: started by `startAgentRun` (plainly or eagerly), or by `start` instead. */
     const agentRunVariant = (name: string, taskQueue: string, eager: boolean): Variant => ({
       name,
@@ -209,9 +187,8 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
           return { turns: result.turns, handle };
         },
       },
-      agentRunVariant(`workflow (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, false),
-      agentRunVariant(`workflow, eager start (${setupLabel(defaultSetup)})`, placed[0]!.taskQueue, true),
-      ...placed.slice(1).map((p) => agentRunVariant(`workflow (${setupLabel(p.setup)})`, p.taskQueue, false)),
+      agentRunVariant('workflow', taskQueue, false),
+      agentRunVariant('workflow, eager start', taskQueue, true),
     ];
 
     // One warm-up of each (worker caches, module loading, SQLite statements), not counted.
@@ -260,14 +237,12 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
           : {}),
       });
     }
-    // Variants 2 and 3 are the default setup started plainly and eagerly.
+    // Variants 2 and 3 are the workflow started plainly and eagerly.
     const eagerSavingPerRunMs = median(times[2]!.map((ms, i) => ms - times[3]![i]!));
     return { scenario: opts.turns ? `${opts.turns}-turn scripted run` : 'demo agent', runs, turnsPerRun: turns, inProcessRunMs: median(times[0]!), variants: result, eagerSavingPerRunMs };
   } finally {
-    await Promise.all(placed.map(async (p) => {
-      await p.worker.shutdown();
-      await p.running.catch(() => undefined);
-    }));
+    worker.shutdown();
+    await running.catch(() => undefined);
     floorWorker.shutdown();
     await floorRunning;
     await nativeConnection.close();

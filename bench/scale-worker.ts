@@ -1,13 +1,13 @@
 /**
  * The worker under test for bench/scale.ts, in its own process so its CPU and memory are its own: the project's
- * worker (createPlacedWorker) on the given task queue. Talks to the bench over IPC: it reports `ready` with its
+ * worker (createWorker) on the given task queue. Talks to the bench over IPC: it reports `ready` with its
  * pids, answers `stats` with the main thread's event-loop delay since the last `stats`, and stops on `stop` or
  * when the bench goes away.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { createPlacedWorker, type ActivityPlacement } from '../src/activity-worker.js';
 import { loadCatalog } from '../src/catalog/index.js';
+import { createWorker } from '../src/worker.js';
 
 /** Sent by the bench as the first message. */
 export interface ScaleWorkerConfig {
@@ -16,8 +16,6 @@ export interface ScaleWorkerConfig {
   readonly catalogFile: string;
   readonly dataDir: string;
   readonly bundlePath: string;
-  readonly placement: ActivityPlacement;
-  readonly eagerTurnSlots?: number;
 }
 
 /** Event-loop delay of the worker's main thread, ms. */
@@ -28,7 +26,7 @@ export interface LoopDelay {
 }
 
 export type ScaleWorkerMessage =
-  | { type: 'ready'; pid: number; activityPid?: number }
+  | { type: 'ready'; pid: number }
   | { type: 'stats'; loop: LoopDelay }
   | { type: 'failed'; message: string };
 
@@ -38,33 +36,30 @@ async function main(config: ScaleWorkerConfig): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const connection = await NativeConnection.connect({ address: config.address });
   const catalog = loadCatalog(config.catalogFile);
-  const placed = await createPlacedWorker({
+  const { worker, deps } = await createWorker({
     connection,
     taskQueue: config.taskQueue,
     catalog: () => catalog,
     dataDir: config.dataDir,
     workflowBundle: { codePath: config.bundlePath },
-    placement: config.placement,
-    eagerTurnSlots: config.eagerTurnSlots,
-    processConfig: { address: config.address, catalogFile: config.catalogFile },
   });
   const loop = monitorEventLoopDelay({ resolution: 5 });
   loop.enable();
-  const running = placed.run();
+  const running = worker.run();
   process.on('message', (message: { type: string }) => {
     if (message.type === 'stats') {
       send({ type: 'stats', loop: { p50: loop.percentile(50) / 1e6, p99: loop.percentile(99) / 1e6, max: loop.max / 1e6 } });
       loop.reset();
     }
-    if (message.type === 'stop') void placed.shutdown();
+    if (message.type === 'stop' && worker.getState() === 'RUNNING') worker.shutdown();
   });
-  process.once('disconnect', () => void placed.shutdown());
-  send({ type: 'ready', pid: process.pid, activityPid: placed.activityProcess?.pid });
+  process.once('disconnect', () => worker.getState() === 'RUNNING' && worker.shutdown());
+  send({ type: 'ready', pid: process.pid });
   try {
     await running;
   } finally {
     loop.disable();
-    await placed.deps.ledger.close();
+    await deps.ledger.close();
     await connection.close();
   }
 }

@@ -6,9 +6,9 @@
  *     the workflow task, local activities, dispatch, spawn, exit); p50/p99
  *   - start latency: the client's start call to the first turn's activity start; p50/p99
  *   - worker CPU (all threads, in cores), its main thread's share of one core, its event-loop delay p99,
- *     peak RSS; the activity-worker process's and the Temporal server's CPU; the machine's busy share
+ *     peak RSS; the Temporal server's CPU; the machine's busy share
  * Every level is bounded in time (`levelTimeoutMs`); a level that does not finish terminates its runs and ends
- * the curve. Run alone: `npx tsx bench/scale.ts [--levels 10,50,100,200] [--setups inline,process]
+ * the curve. Run alone: `npx tsx bench/scale.ts [--levels 10,50,100,200]
  * [--turn-seconds 2] [--turns 3] [--cpu-prof DIR]` (starts its own dev server).
  */
 import { fork, type ChildProcess } from 'node:child_process';
@@ -20,12 +20,10 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
-import { defaultActivityPlacement } from '../src/activity-worker.js';
 import { startAgentRun, type AgentRunHandle } from '../src/client/index.js';
 import { workflowsPath } from '../src/worker.js';
 import { cpuSeconds, rssMb } from './proc.js';
 import type { LoopDelay, ScaleWorkerConfig, ScaleWorkerMessage } from './scale-worker.js';
-import { parseSetups, setupLabel, type WorkerSetupChoice } from './setups.js';
 import { percentile } from './stats.js';
 import { turnTimeline } from './turn-timeline.js';
 
@@ -36,8 +34,6 @@ export interface ScaleOptions {
   readonly levels?: readonly number[];
   readonly turnSeconds?: number;
   readonly turns?: number;
-  /** Worker setups to compare; each level runs them one after the other (interleaved). Default: the project's defaults. */
-  readonly setups?: readonly WorkerSetupChoice[];
   /** Upper bound of one level's wall time; default 120 s + 0.5 s per run. */
   readonly levelTimeoutMs?: number;
   readonly workflowBundlePath?: string;
@@ -52,7 +48,6 @@ export interface Quantiles {
 
 export interface ScaleRow {
   readonly runs: number;
-  readonly setup: WorkerSetupChoice;
   readonly completed: number;
   /** The level hit its time bound; its figures cover the runs that finished. */
   readonly timedOut: boolean;
@@ -68,16 +63,14 @@ export interface ScaleRow {
   readonly workerCores: number;
   /**
    * CPU milliseconds per turn (all turns of the level, start and end of the runs included): the worker process
-   * (all threads), its main thread, the activity process, the Temporal server, the harness processes. CPU time
+   * (all threads), its main thread, the Temporal server, the harness processes. CPU time
    * suffers far less than latency from other load on a shared machine.
    */
-  readonly cpuMsPerTurn: { worker: number; main: number; activity?: number; server?: number; harness: number };
+  readonly cpuMsPerTurn: { worker: number; main: number; server?: number; harness: number };
   /** The worker's main thread: share of one core it was busy. */
   readonly mainThreadBusy: number;
   readonly loop: LoopDelay;
   readonly workerPeakRssMb: number;
-  /** Peak RSS of the activity-worker process (placement `process`). */
-  readonly activityPeakRssMb?: number;
   readonly serverCores?: number;
   /** Share of all the machine's CPU time that was busy during the level. */
   readonly machineBusy: number;
@@ -135,13 +128,11 @@ async function turnTimes(handle: AgentRunHandle, taskQueue: string): Promise<{ f
 interface WorkerUnderTest {
   readonly child: ChildProcess;
   readonly pid: number;
-  readonly activityPid?: number;
   stats(): Promise<LoopDelay>;
   stop(): Promise<void>;
 }
 
 async function startWorkerProcess(config: ScaleWorkerConfig, cpuProfileDir?: string): Promise<WorkerUnderTest> {
-  // --cpu-prof reaches the activity-worker process too: it inherits the worker's Node flags.
   const execArgv = ['--import', tsxImport, ...(cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [])];
   const child = fork(path.join(import.meta.dirname, 'scale-worker.ts'), [], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let exitCode: number | string | undefined;
@@ -161,11 +152,10 @@ async function startWorkerProcess(config: ScaleWorkerConfig, cpuProfileDir?: str
     });
   const ready = next('ready', 60_000);
   child.send(config);
-  const { pid, activityPid } = await ready;
+  const { pid } = await ready;
   return {
     child,
     pid,
-    activityPid,
     async stats() {
       const reply = next('stats', 10_000);
       child.send({ type: 'stats' });
@@ -181,34 +171,30 @@ async function startWorkerProcess(config: ScaleWorkerConfig, cpuProfileDir?: str
   };
 }
 
-/** CPU seconds so far of the worker (all threads, main thread), the activity process, the server, and the harness processes. */
-function cpuNow(pids: { worker: number; activity?: number; server?: number }) {
+/** CPU seconds so far of the worker (all threads, main thread), the server, and the harness processes. */
+function cpuNow(pids: { worker: number; server?: number }) {
   const of = (pid: number | undefined, tid?: number, children = false) => (pid ? cpuSeconds(pid, tid, children) ?? 0 : 0);
   return {
     worker: of(pids.worker),
     main: of(pids.worker, pids.worker),
-    activity: of(pids.activity),
     server: of(pids.server),
-    // Harness processes are children of whichever process spawned them; the activity process is the worker's child.
-    harness: of(pids.worker, undefined, true) + of(pids.activity, undefined, true),
+    // Harness processes are the worker's children.
+    harness: of(pids.worker, undefined, true),
   };
 }
 
 async function runLevel(
   client: Client,
   worker: WorkerUnderTest,
-  opts: { runs: number; turnSeconds: number; taskQueue: string; timeoutMs: number; serverPid?: number; setup: WorkerSetupChoice },
+  opts: { runs: number; turnSeconds: number; taskQueue: string; timeoutMs: number; serverPid?: number },
 ): Promise<ScaleRow> {
   const { runs, turnSeconds } = opts;
   await worker.stats(); // resets the loop-delay histogram
-  const pids = { worker: worker.pid, activity: worker.activityPid, server: opts.serverPid };
+  const pids = { worker: worker.pid, server: opts.serverPid };
   const cpu0 = cpuNow(pids);
   const machine0 = machineTicks();
-  const peak = { worker: 0, activity: 0 };
-  const sampler = setInterval(() => {
-    peak.worker = Math.max(peak.worker, rssMb(pids.worker) ?? 0);
-    if (pids.activity) peak.activity = Math.max(peak.activity, rssMb(pids.activity) ?? 0);
-  }, 250);
+  let peakRss = 0;
+  const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMb(pids.worker) ?? 0)), 250);
   const t0 = Date.now();
   const prefix = `scale-${runs}-${t0.toString(36)}`;
   const started = await Promise.all(
@@ -260,7 +246,6 @@ async function runLevel(
   }
   return {
     runs,
-    setup: opts.setup,
     completed: done.length,
     timedOut,
     wallS,
@@ -274,24 +259,21 @@ async function runLevel(
       worker: perTurn(cpu1.worker - cpu0.worker),
       main: perTurn(cpu1.main - cpu0.main),
       harness: perTurn(cpu1.harness - cpu0.harness),
-      ...(pids.activity ? { activity: perTurn(cpu1.activity - cpu0.activity) } : {}),
       ...(pids.server ? { server: perTurn(cpu1.server - cpu0.server) } : {}),
     },
     mainThreadBusy: (cpu1.main - cpu0.main) / wallS,
     loop,
-    workerPeakRssMb: peak.worker,
-    ...(pids.activity ? { activityPeakRssMb: peak.activity } : {}),
+    workerPeakRssMb: peakRss,
     ...(pids.server ? { serverCores: (cpu1.server - cpu0.server) / wallS } : {}),
     machineBusy: (machine1.busy - machine0.busy) / (machine1.total - machine0.total),
   };
 }
 
-/** Runs the curve for each worker setup, interleaved level by level; see the file comment. */
+/** Runs the curve; see the file comment. */
 export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
   const levels = opts.levels ?? [10, 50, 100, 200];
   const turns = opts.turns ?? 3;
   const turnSeconds = opts.turnSeconds ?? 2;
-  const setups = opts.setups ?? [{ placement: defaultActivityPlacement }];
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-scale-'));
   const catalogFile = path.join(dataDir, 'catalog.json');
   writeFileSync(catalogFile, JSON.stringify(scaleCatalog(turnSeconds, turns)));
@@ -302,31 +284,20 @@ export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
   }
   const connection = await Connection.connect({ address: opts.temporalAddress });
   const client = new Client({ connection });
-  const workers: { setup: WorkerSetupChoice; worker: WorkerUnderTest; taskQueue: string; done: boolean }[] = [];
+  const taskQueue = `scale-${path.basename(dataDir)}`;
+  const worker = await startWorkerProcess({ address: opts.temporalAddress, taskQueue, catalogFile, dataDir: path.join(dataDir, 'worker'), bundlePath }, opts.cpuProfileDir);
   const rows: ScaleRow[] = [];
   try {
-    for (const [i, setup] of setups.entries()) {
-      // One worker process per setup, each with its own task queue and data directory.
-      const taskQueue = `scale-${i}-${path.basename(dataDir)}`;
-      const workerDir = path.join(dataDir, `worker-${i}`);
-      const worker = await startWorkerProcess(
-        { address: opts.temporalAddress, taskQueue, catalogFile, dataDir: workerDir, bundlePath, placement: setup.placement, eagerTurnSlots: setup.eagerTurnSlots },
-        opts.cpuProfileDir,
-      );
-      workers.push({ setup, worker, taskQueue, done: false });
-      // A small warm-up level (module loading, SQLite statements, the workflow cache), not reported.
-      await runLevel(client, worker, { runs: 2, turnSeconds, taskQueue, timeoutMs: 60_000, setup });
-    }
+    // A small warm-up level (module loading, SQLite statements, the workflow cache), not reported.
+    await runLevel(client, worker, { runs: 2, turnSeconds, taskQueue, timeoutMs: 60_000 });
     for (const runs of levels) {
-      for (const w of workers.filter((x) => !x.done)) {
-        const row = await runLevel(client, w.worker, { runs, turnSeconds, taskQueue: w.taskQueue, timeoutMs: opts.levelTimeoutMs ?? 120_000 + runs * 500, serverPid: opts.serverPid, setup: w.setup });
-        rows.push(row);
-        w.done = row.timedOut; // a level that did not finish ends this setup's curve
-        await new Promise((r) => setTimeout(r, 1000)); // let the last turns' processes and ledger writes settle
-      }
+      const row = await runLevel(client, worker, { runs, turnSeconds, taskQueue, timeoutMs: opts.levelTimeoutMs ?? 120_000 + runs * 500, serverPid: opts.serverPid });
+      rows.push(row);
+      if (row.timedOut) break; // a level that did not finish ends the curve
+      await new Promise((r) => setTimeout(r, 1000)); // let the last turns' processes and ledger writes settle
     }
   } finally {
-    await Promise.all(workers.map((w) => w.worker.stop()));
+    await worker.stop();
     await connection.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
@@ -334,8 +305,7 @@ export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
 }
 
 /** Where the curve saturates: the first level with p99 turn overhead ≥ 1 s (or that timed out), and what was busiest. */
-export function saturation(all: readonly ScaleRow[], setup: WorkerSetupChoice, turnSeconds = 2): string {
-  const rows = all.filter((r) => setupLabel(r.setup) === setupLabel(setup));
+export function saturation(rows: readonly ScaleRow[], turnSeconds = 2): string {
   const hit = rows.find((r) => r.timedOut || r.turnOverheadMs.p99 >= 1000);
   if (!hit) return `not within ${rows.map((r) => r.runs).join('/')} runs (p99 turn overhead stayed under 1 s)`;
   const busiest =
@@ -365,15 +335,15 @@ const fmt = (x: number) => (Number.isFinite(x) ? String(Math.round(x)) : '–');
 export function scaleTable(rows: readonly ScaleRow[]): string[] {
   const ms = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
   const lines = [
-    '| runs | activities | done | turn overhead p50 / p99 (ms) | of which dispatch wait p50 / p99 (turns offered for eager dispatch) | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / activity proc / server / harness | worker cores | loop delay p99 / max (ms) | RSS worker / activity proc (MB) | machine busy |',
-    '| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| runs | done | turn overhead p50 / p99 (ms) | of which dispatch wait p50 / p99 (turns offered for eager dispatch) | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / server / harness | worker cores | loop delay p99 / max (ms) | worker RSS (MB) | machine busy |',
+    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of rows) {
     const c = r.cpuMsPerTurn;
     lines.push(
-      `| ${r.runs} | ${setupLabel(r.setup)} | ${r.completed}${r.timedOut ? ' (timed out)' : ''} | ${fmt(r.turnOverheadMs.p50)} / ${fmt(r.turnOverheadMs.p99)} | ${fmt(r.dispatchMs.p50)} / ${fmt(r.dispatchMs.p99)} (${r.offeredHere} of ${r.turns}) | ${fmt(r.startLatencyMs.p50)} / ${fmt(r.startLatencyMs.p99)} | ` +
-        `${ms(c.worker)} (${ms(c.main)}) / ${ms(c.activity)} / ${ms(c.server)} / ${ms(c.harness)} | ${r.workerCores.toFixed(2)} | ${fmt(r.loop.p99)} / ${fmt(r.loop.max)} | ` +
-        `${Math.round(r.workerPeakRssMb)} / ${r.activityPeakRssMb !== undefined ? Math.round(r.activityPeakRssMb) : '–'} | ${pct(r.machineBusy)} |`,
+      `| ${r.runs} | ${r.completed}${r.timedOut ? ' (timed out)' : ''} | ${fmt(r.turnOverheadMs.p50)} / ${fmt(r.turnOverheadMs.p99)} | ${fmt(r.dispatchMs.p50)} / ${fmt(r.dispatchMs.p99)} (${r.offeredHere} of ${r.turns}) | ${fmt(r.startLatencyMs.p50)} / ${fmt(r.startLatencyMs.p99)} | ` +
+        `${ms(c.worker)} (${ms(c.main)}) / ${ms(c.server)} / ${ms(c.harness)} | ${r.workerCores.toFixed(2)} | ${fmt(r.loop.p99)} / ${fmt(r.loop.max)} | ` +
+        `${Math.round(r.workerPeakRssMb)} | ${pct(r.machineBusy)} |`,
     );
   }
   return lines;
@@ -382,14 +352,13 @@ export function scaleTable(rows: readonly ScaleRow[]): string[] {
 export function printScale(rows: readonly ScaleRow[], turns: number, turnSeconds: number): void {
   console.log(`\nscale: one worker, concurrent runs of ${turns} turns of ${turnSeconds} s (shell harness):`);
   for (const line of scaleTable(rows)) console.log(`  ${line}`);
-  const setups = [...new Map(rows.map((r) => [setupLabel(r.setup), r.setup])).values()];
-  for (const setup of setups) console.log(`  saturates (${setupLabel(setup)}) at: ${saturation(rows, setup, turnSeconds)}`);
+  console.log(`  saturates at: ${saturation(rows, turnSeconds)}`);
 }
 
 const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);
 if (isMain) {
   const { values } = parseArgs({
-    options: { levels: { type: 'string' }, setups: { type: 'string' }, 'turn-seconds': { type: 'string' }, turns: { type: 'string' }, 'cpu-prof': { type: 'string' } },
+    options: { levels: { type: 'string' }, 'turn-seconds': { type: 'string' }, turns: { type: 'string' }, 'cpu-prof': { type: 'string' } },
   });
   const { findTemporalCli, temporalCliInstallHint } = await import('../src/temporal/cli-path.js');
   const { startDevServer } = await import('../src/temporal/dev-server.js');
@@ -398,12 +367,11 @@ if (isMain) {
   if (!temporal) throw new Error(`bench/scale.ts needs the Temporal CLI. ${temporalCliInstallHint}`);
   quietRuntime();
   const levels = (values.levels ?? '10,50,100,200').split(',').map(Number);
-  const setups = parseSetups(values.setups ?? defaultActivityPlacement);
   const turns = Number(values.turns ?? 3);
   const turnSeconds = Number(values['turn-seconds'] ?? 2);
   const server = await startDevServer({ cliPath: temporal.path, dbFile: path.join(mkdtempSync(path.join(os.tmpdir(), 'dh-scale-db-')), 'temporal.db') });
   try {
-    printScale(await benchScale({ temporalAddress: server.address, serverPid: server.pid, levels, turns, turnSeconds, setups, cpuProfileDir: values['cpu-prof'] }), turns, turnSeconds);
+    printScale(await benchScale({ temporalAddress: server.address, serverPid: server.pid, levels, turns, turnSeconds, cpuProfileDir: values['cpu-prof'] }), turns, turnSeconds);
   } finally {
     await server.stop();
   }

@@ -73,15 +73,10 @@ export interface WorkerSetup {
   /** How long a stopping worker lets in-flight activities finish before cancelling them (default 5 s). */
   readonly shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
   /**
-   * What this worker polls: `all` (default) — workflows, local and regular activities; `workflows` — workflows
-   * and their local activities only, the regular ones (the turn) left to an activity worker elsewhere
-   * (src/activity-worker.ts); `activities` — regular activities only, no workflow code.
+   * What this worker polls: `all` (default) — workflows and activities; `activities` — activities only, no workflow
+   * code (a host that keeps serving the turns of the runs whose workspace it holds while their workflows run elsewhere).
    */
-  readonly role?: WorkerRole;
-  /** At most this many regular activities (turns) at once on this worker; default the SDK's 100. */
-  readonly maxConcurrentTurns?: number;
-  /** Concurrent polls for turns; each holds one of the slots above while it waits. Default the SDK's (≤ 10). */
-  readonly turnPollers?: number;
+  readonly role?: 'all' | 'activities';
   /**
    * This worker's host id; it also polls `<taskQueue>@<hostId>`, where the runs whose local workspace it holds
    * send their turns. Default DURABLE_HARNESS_HOST_ID, else the hostname and a hash of the data dir (stable across
@@ -115,7 +110,7 @@ export interface WorkerSetup {
 export class HarnessWorker {
   constructor(
     readonly main: Worker,
-    /** Polls the host queue; none for role `workflows` (an activity worker with the same host id does). */
+    /** Polls the host queue (none with host affinity off). */
     readonly host: Worker | undefined,
     /** This host's queue (`<queue>@<host id>`); undefined with host affinity off. */
     readonly hostQueue: string | undefined,
@@ -152,9 +147,6 @@ export class HarnessWorker {
     return this.main.getState();
   }
 }
-
-/** See `WorkerSetup.role`. */
-export type WorkerRole = 'all' | 'workflows' | 'activities';
 
 /** Raised when the task queue is already served by a worker with another catalog. */
 export class CatalogMismatchError extends Error {
@@ -296,7 +288,7 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   const affinity = setup.hostAffinity ?? (setup.env ?? process.env).DURABLE_HARNESS_HOST_AFFINITY?.trim().toLowerCase() !== 'off';
   const hostQueue = affinity ? hostQueueName(taskQueue, setup.hostId ?? hostIdFrom(setup.env ?? process.env, setup.dataDir)) : undefined;
   const deps: ActivityDeps = { ...defaultDeps(setup), ...(hostQueue ? { hostQueue } : {}) };
-  const role = setup.role ?? 'all';
+  const activitiesOnly = setup.role === 'activities';
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
   // After the ledger (and, under `dev`, Temporal's database) exists: older data dirs had 0644 files and 0755 dirs.
   protectDataDir(setup.dataDir, workspaceRootsOf(setup.dataDir, deps.sandboxes));
@@ -308,21 +300,17 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
     connection: setup.connection,
     namespace,
     identity: workerIdentity(hash, setup.identity),
-    ...(setup.maxConcurrentTurns !== undefined ? { maxConcurrentActivityTaskExecutions: setup.maxConcurrentTurns } : {}),
-    // (SDK 1.24 ignores maxConcurrentActivityTaskPolls; the poller behaviour is what counts.)
-    ...(setup.turnPollers !== undefined ? { activityTaskPollerBehavior: { type: 'simple-maximum', maximum: setup.turnPollers } as const } : {}),
     maxHeartbeatThrottleInterval: heartbeatThrottle,
     defaultHeartbeatThrottleInterval: heartbeatThrottle,
     shutdownGraceTime: setup.shutdownGraceTime ?? '5s',
   } satisfies Omit<WorkerOptions, 'taskQueue'>;
-  const main = await Worker.create({ ...options, taskQueue, enableNonLocalActivities: role !== 'workflows', plugins: plugins(role !== 'activities') });
-  // Activities only: the turns (and the end) of runs whose workspace this host holds. A workflows-only worker
-  // leaves them to its activity worker, which has the same data dir and so the same host id.
-  const host = role === 'workflows' || !hostQueue ? undefined : await Worker.create({ ...options, taskQueue: hostQueue, plugins: plugins(false) });
+  const main = await Worker.create({ ...options, taskQueue, plugins: plugins(!activitiesOnly) });
+  // Activities only: the turns (and the end) of runs whose workspace this host holds.
+  const host = hostQueue ? await Worker.create({ ...options, taskQueue: hostQueue, plugins: plugins(false) }) : undefined;
   // Runs Temporal terminated or timed out are closed in the ledger every minute, not only when some worker starts.
   const reconcileMs = setup.reconcileIntervalMs ?? defaultReconcileIntervalMs;
   const client = new Client({ connection: setup.connection, namespace, dataConverter });
   const background = () =>
-    role === 'activities' || reconcileMs <= 0 ? () => undefined : reconcilePeriodically(deps.ledger, client, reconcileMs, (line) => Runtime.instance().logger.info(line));
+    activitiesOnly || reconcileMs <= 0 ? () => undefined : reconcilePeriodically(deps.ledger, client, reconcileMs, (line) => Runtime.instance().logger.info(line));
   return { worker: new HarnessWorker(main, host, hostQueue, background), deps };
 }

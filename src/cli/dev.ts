@@ -18,12 +18,11 @@ import {
 } from '../codec/index.js';
 import { describeLedger } from '../ledger/index.js';
 import { decisionModeFromEnvironment, operatorsFromEnvironment, type DecisionMode } from '../operators/index.js';
-import { observabilityFromEnvironment, startTracing, type ObservabilityConfig, type WorkerTracing } from '../observability/index.js';
-import { activityPlacementFromEnv, createPlacedWorker } from '../activity-worker.js';
+import { observabilityFromEnvironment, startTracing, type WorkerTracing } from '../observability/index.js';
 import { loadCatalog, watchCatalogFile, type Catalog } from '../catalog/index.js';
 import { createAgentClient, startAgentRun } from '../client/index.js';
 import { ensureSearchAttributes } from '../temporal/search-attributes.js';
-import { reapClosedRunContainers } from '../worker.js';
+import { createWorker, reapClosedRunContainers } from '../worker.js';
 import { reconcileClosedRuns } from '../temporal/reconcile-runs.js';
 import { prebuiltWorkflowBundle } from '../workflow-bundle.js';
 import { roundUsd } from '../contracts/money.js';
@@ -88,7 +87,7 @@ async function connectNative(address: string): Promise<NativeConnection> {
   }
 }
 
-type Telemetry = { runtime: ReturnType<typeof installRuntime>; tracing?: WorkerTracing; config: ObservabilityConfig };
+type Telemetry = { runtime: ReturnType<typeof installRuntime>; tracing?: WorkerTracing };
 
 /**
  * The SDK runtime (operator log; Prometheus/OTLP metrics when configured) and tracing when configured. First thing:
@@ -98,24 +97,22 @@ function startTelemetry(): Telemetry {
   const config = observabilityFromEnvironment();
   const runtime = installRuntime(config.metrics);
   if (config.metrics && 'prometheus' in config.metrics) out(`Prometheus metrics at http://${config.metrics.prometheus.bindAddress}/metrics`);
-  if (!config.tracing) return { runtime, config };
+  if (!config.tracing) return { runtime };
   out(`tracing to ${config.tracing.url} as ${config.tracing.serviceName}`);
-  return { runtime, config, tracing: startTracing(config.tracing) };
+  return { runtime, tracing: startTracing(config.tracing) };
 }
 
 /** Worker, client and search attributes on one server; `close` undoes all of it, quietly. */
 async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string; decisions: DecisionMode; telemetry: Telemetry }) {
   // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
   const dataConverter = dataConverterFromEnvironment();
-  const { runtime, tracing, config } = options.telemetry;
+  const { runtime, tracing } = options.telemetry;
   const native = await connectNative(address);
   const connection = await Connection.connect({ address, connectTimeout: 5000 });
   const client = createAgentClient(connection, { namespace: s.namespace, dataConverter });
   runtime.setClient(client);
   await ensureSearchAttributes(connection, s.namespace);
-  // DURABLE_HARNESS_ACTIVITY_WORKER=process runs turns in a child process (src/activity-worker.ts) with the same
-  // catalog file, ledger, payload keys and telemetry, logging like this one.
-  const placed = await createPlacedWorker({
+  const { worker, deps } = await createWorker({
     connection: native,
     namespace: s.namespace,
     taskQueue: s.taskQueue,
@@ -124,37 +121,31 @@ async function serve(s: Settings, address: string, options: { shutdownGraceTime?
     shutdownGraceTime: options.shutdownGraceTime,
     decisions: options.decisions,
     tracing,
-    placement: activityPlacementFromEnv(),
-    processConfig: { address, catalogFile: s.catalogFile, observability: config, log: 'operator' },
   });
-  if (placed.activityProcess) {
-    const metrics = placed.activityProcess.metrics ? `; its metrics at ${placed.activityProcess.metrics}` : '';
-    out(`turns run in an activity worker process (pid ${placed.activityProcess.pid})${metrics}`);
-  }
-  const removed = await reapClosedRunContainers(placed.deps, client);
+  const removed = await reapClosedRunContainers(deps, client);
   if (removed.length) out(`removed ${removed.length} sandbox container(s) of closed runs: ${removed.join(', ')}`);
-  const reconciled = await reconcileClosedRuns(placed.deps.ledger, client, out);
+  const reconciled = await reconcileClosedRuns(deps.ledger, client, out);
   if (reconciled.length) out(`closed ${reconciled.length} run(s) Temporal terminated or timed out in the ledger: ${reconciled.map((r) => `${r.workflowId} (${r.status})`).join(', ')}`);
   out(`ledger: ${describeLedger(process.env, s.dataDir)}`);
   // The worker image bundles the workflow code at build time (docker/worker.Dockerfile); a checkout bundles at start.
   const bundle = prebuiltWorkflowBundle(dataConverter, tracing !== undefined);
   out(`workflow code: ${bundle && 'codePath' in bundle ? `bundled ahead of time (${bundle.codePath})` : 'bundled at start'}`);
-  const operators = placed.deps.operators?.().operators ?? [];
+  const operators = deps.operators?.().operators ?? [];
   out(
     options.decisions === 'signed'
       ? `operator decisions: signed (${operators.length ? `operators ${operators.map((o) => `${o.name} [${o.roles.join(', ')}]`).join('; ')}` : 'NO operators configured: set DURABLE_HARNESS_OPERATORS_FILE, or nobody can approve, reply, retry or cancel'})`
       : 'operator decisions: NOT authenticated (trusted-network): whoever reaches Temporal decides; set DURABLE_HARNESS_DECISIONS=signed to require operator signatures',
   );
-  out(placed.worker.hostQueue ? `host queue: ${placed.worker.hostQueue} (runs with a local workspace on this worker come back here; docs/multi-host.md)` : 'host affinity: off (DURABLE_HARNESS_HOST_AFFINITY)');
-  const running = placed.run();
+  out(worker.hostQueue ? `host queue: ${worker.hostQueue} (runs with a local workspace on this worker come back here; docs/multi-host.md)` : 'host affinity: off (DURABLE_HARNESS_HOST_AFFINITY)');
+  const running = worker.run();
   return {
     client,
-    worker: placed.worker,
+    worker,
     running,
     /** A client on the worker's own connection, for eager workflow start (the first task comes back in the start response). */
     eagerClient: createAgentClient(native, { namespace: s.namespace, dataConverter }),
     async close() {
-      await placed.shutdown();
+      if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.catch(() => undefined);
       await connection.close().catch(() => undefined);
       await native.close().catch(() => undefined);

@@ -75,27 +75,24 @@ describe('durable-harness worker', () => {
   });
 });
 
-describe('durable-harness worker with DURABLE_HARNESS_ACTIVITY_WORKER=process', () => {
-  it('is not refused by its own activity process, starts beside a worker with the same catalog, refuses another catalog, and SIGTERM leaves no process', async () => {
+describe('durable-harness worker beside others on one task queue', () => {
+  it('starts beside a worker with the same catalog, refuses another catalog, and SIGTERM leaves no process', async () => {
     const address = inject('temporalAddress');
-    const queue = `placed-${Date.now().toString(36)}`;
-    const common = ['--address', address, '--task-queue', queue, '--data', path.join(dir, 'placed-data')];
-    const env = { ...process.env, DURABLE_HARNESS_ACTIVITY_WORKER: 'process' };
+    const queue = `shared-${Date.now().toString(36)}`;
+    const common = ['--address', address, '--task-queue', queue, '--data', path.join(dir, 'shared-data')];
     const a = catalogFile('placed-a');
     const b = catalogFile('placed-b', { agents: [{ name: 'extra', harness: 'scripted' }] });
-    const first = start(['worker', '--catalog', a, ...common], { env });
+    const first = start(['worker', '--catalog', a, ...common]);
     await expect.poll(() => first.stdoutSoFar(), { timeout: 60_000 }).toMatch(/worker polling task queue/);
-    expect(first.stdoutSoFar()).toMatch(/^turns run in an activity worker process \(pid \d+\)$/m);
-    const same = start(['worker', '--catalog', a, ...common], { env });
+    const same = start(['worker', '--catalog', a, ...common]);
     await expect.poll(() => same.stdoutSoFar(), { timeout: 60_000 }).toMatch(/worker polling task queue/);
 
-    const other = await start(['worker', '--catalog', b, ...common], { env }).outcome;
+    const other = await start(['worker', '--catalog', b, ...common]).outcome;
     expect(other.code).toBe(2);
-    expect(other.stderr).toMatch(new RegExp(`task queue "${queue}" is already served by a worker with another catalog \\(.*durable-harness-activities/\\d+@\\S+ catalog:[0-9a-f]{12}`));
+    expect(other.stderr).toMatch(new RegExp(`task queue "${queue}" is already served by a worker with another catalog \\(.*durable-harness/\\d+@\\S+ catalog:[0-9a-f]{12}`));
 
     for (const p of [same, first]) {
       const tree = processTree(p.pid!);
-      expect(tree.length).toBeGreaterThan(1); // the activity worker runs as its child
       p.kill('SIGTERM');
       const end = await p.outcome;
       expect(end.code).toBe(0);
