@@ -75,33 +75,6 @@ describe('durable-harness worker', () => {
   });
 });
 
-describe('durable-harness worker beside others on one task queue', () => {
-  it('starts beside a worker with the same catalog, refuses another catalog, and SIGTERM leaves no process', async () => {
-    const address = inject('temporalAddress');
-    const queue = `shared-${Date.now().toString(36)}`;
-    const common = ['--address', address, '--task-queue', queue, '--data', path.join(dir, 'shared-data')];
-    const a = catalogFile('placed-a');
-    const b = catalogFile('placed-b', { agents: [{ name: 'extra', harness: 'scripted' }] });
-    const first = start(['worker', '--catalog', a, ...common]);
-    await expect.poll(() => first.stdoutSoFar(), { timeout: 60_000 }).toMatch(/worker polling task queue/);
-    const same = start(['worker', '--catalog', a, ...common]);
-    await expect.poll(() => same.stdoutSoFar(), { timeout: 60_000 }).toMatch(/worker polling task queue/);
-
-    const other = await start(['worker', '--catalog', b, ...common]).outcome;
-    expect(other.code).toBe(2);
-    expect(other.stderr).toMatch(new RegExp(`task queue "${queue}" is already served by a worker with another catalog \\(.*durable-harness/\\d+@\\S+ catalog:[0-9a-f]{12}`));
-
-    for (const p of [same, first]) {
-      const tree = processTree(p.pid!);
-      p.kill('SIGTERM');
-      const end = await p.outcome;
-      expect(end.code).toBe(0);
-      await waitUntilGone(tree, 5000);
-      expect(`${end.stdout}${end.stderr}`).not.toMatch(noise);
-    }
-  });
-});
-
 describe('durable-harness dev', () => {
   it('logs one line per run start and end and a short line per failed attempt; SIGTERM then SIGINT stop it and its Temporal server', async () => {
     const [port, uiPort] = [await freePort(), await freePort()];
