@@ -44,12 +44,8 @@ export const claudeCodeDriverClass = 'ClaudeCode';
 export const claudeCodeCapabilities: Capabilities = {
   sessionResume: true,
   sessionFork: true,
-  // `--json-schema` exists but is not wired: the envelope goes through the feedback loop.
-  structuredOutput: false,
-  usageReporting: true,
   // Two-way mode `--permission-prompt-tool stdio` (test/e2e/permissions-live.test.ts proves it on the real binary).
   permissionHooks: true,
-  modelSelection: true,
   systemPrompt: true,
 };
 

@@ -48,12 +48,8 @@ export const codexDriverClass = 'Codex';
 export const codexCapabilities: Capabilities = {
   sessionResume: true,
   sessionFork: true,
-  // `--output-schema` exists but is not wired: the envelope goes through the feedback loop.
-  structuredOutput: false,
-  usageReporting: true,
   // `exec` never asks; the two-way mode `codex app-server` does (test/e2e/permissions-live.test.ts).
   permissionHooks: true,
-  modelSelection: true,
   systemPrompt: true,
 };
 

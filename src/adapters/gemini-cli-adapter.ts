@@ -43,11 +43,8 @@ export const geminiCliDriverClass = 'GeminiCli';
 /** What Gemini CLI really gives in headless stream-json mode. */
 export const geminiCliCapabilities: Capabilities = {
   sessionResume: true,
-  structuredOutput: false,
-  usageReporting: true,
   // Headless mode cannot ask; the two-way ACP mode does (test/e2e/permissions-live.test.ts).
   permissionHooks: true,
-  modelSelection: true,
   systemPrompt: true,
 };
 

@@ -45,11 +45,8 @@ export const openCodeDriverClass = 'OpenCode';
 export const openCodeCapabilities: Capabilities = {
   sessionResume: true,
   sessionFork: true,
-  structuredOutput: false,
-  usageReporting: true,
   // `run` cannot ask; the two-way mode `opencode acp` does (test/e2e/permissions-live.test.ts).
   permissionHooks: true,
-  modelSelection: true,
   systemPrompt: true,
 };
 

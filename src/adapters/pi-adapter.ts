@@ -36,11 +36,8 @@ export const piDriverClass = 'Pi';
 export const piCapabilities: Capabilities = {
   sessionResume: true,
   sessionFork: true,
-  structuredOutput: false,
-  usageReporting: true,
   // Print mode cannot ask; RPC mode with the gate extension does (test/e2e/permissions-live.test.ts).
   permissionHooks: true,
-  modelSelection: true,
   systemPrompt: true,
 };
 

@@ -31,10 +31,7 @@ export const stdioJsonDriverClass = 'StdioJson';
 /** What the protocol gives every harness; a catalog entry may override individual flags. */
 export const stdioJsonCapabilities: Capabilities = {
   sessionResume: true,
-  structuredOutput: false,
-  usageReporting: true,
   permissionHooks: true,
-  modelSelection: true,
   systemPrompt: true,
 };
 
