@@ -34,7 +34,7 @@ import { AcpClient, type AcpHost, type StoredCall } from './acp-client.js';
 import { lineStateFor } from './cli-adapter.js';
 import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
 import { harnessHome, homePath, readHomeBytes, readHomePrefix, type HarnessHome } from './harness-home.js';
-import { below, driverHome, numberSetting, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting, type DriverHome } from './kit.js';
+import { below, cliCapabilities, driverHome, numberSetting, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting, type DriverHome } from './kit.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
 import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
@@ -42,13 +42,8 @@ import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, U
 export const openCodeDriverClass = 'OpenCode';
 
 /** What `opencode run --format json` really gives. */
-export const openCodeCapabilities: Capabilities = {
-  sessionResume: true,
-  sessionFork: true,
-  // `run` cannot ask; the two-way mode `opencode acp` does (test/e2e/permissions-live.test.ts).
-  permissionHooks: true,
-  systemPrompt: true,
-};
+// Permission hooks: `run` cannot ask; the two-way mode `opencode acp` does (test/e2e/permissions-live.test.ts).
+export const openCodeCapabilities: Capabilities = cliCapabilities({ sessionFork: true });
 
 /** Provider id the adapter defines in `opencode.json` when a base URL is configured. */
 export const openCodeProviderId = 'durable';

@@ -24,7 +24,7 @@
 import { z } from 'zod';
 import { lineStateFor } from './cli-adapter.js';
 import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
-import { below, driverHome, parseJsonLine, resumeFailedOnExit, stringSetting } from './kit.js';
+import { below, cliCapabilities, driverHome, parseJsonLine, resumeFailedOnExit, stringSetting } from './kit.js';
 import { answerPiRequest, mapPiRpcLine, piGateExtension, piRpcStdin } from './pi-rpc.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
 import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent } from './types.js';
@@ -33,13 +33,8 @@ import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, T
 export const piDriverClass = 'Pi';
 
 /** What `pi -p --mode json` really gives. */
-export const piCapabilities: Capabilities = {
-  sessionResume: true,
-  sessionFork: true,
-  // Print mode cannot ask; RPC mode with the gate extension does (test/e2e/permissions-live.test.ts).
-  permissionHooks: true,
-  systemPrompt: true,
-};
+// Permission hooks: print mode cannot ask; RPC mode with the gate extension does (test/e2e/permissions-live.test.ts).
+export const piCapabilities: Capabilities = cliCapabilities({ sessionFork: true });
 
 /** Provider id the adapter defines in models.json when a base URL is configured. */
 export const piProviderId = 'durable';
