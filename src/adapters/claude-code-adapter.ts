@@ -35,14 +35,10 @@ import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper, Mapp
 import { cliCapabilities, driverHome, jsonLines, numberSetting, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { addUsage, noUsage, subtractUsage, totalTokens, usageKnown, usageOf } from '../contracts/usage.js';
 import type { PermissionRequest } from '../permissions/types.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
+import type { HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const claudeCodeDriverClass = 'ClaudeCode';
-
-/** What Claude Code really gives in `-p --output-format stream-json` mode, as this adapter drives it. */
-// Permission hooks: two-way mode `--permission-prompt-tool stdio` (test/e2e/permissions-live.test.ts proves it on the real binary).
-export const claudeCodeCapabilities: Capabilities = cliCapabilities({ sessionFork: true });
 
 /** Environment that keeps Claude Code quiet and offline apart from the model API. */
 export const claudeQuietEnv: Readonly<Record<string, string>> = {
@@ -407,7 +403,8 @@ function claudeMapper(turn: DriverTurn, io: LineIo): LineMapper {
 export const claudeCode: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: claudeCodeDriverClass,
-  capabilities: claudeCodeCapabilities,
+  // Permission hooks: two-way mode `--permission-prompt-tool stdio` (test/e2e/permissions-live.test.ts proves it on the real binary).
+  capabilities: cliCapabilities({ sessionFork: true }),
   vendor: { api: 'anthropic-messages', baseUrl: { env: 'ANTHROPIC_BASE_URL' }, apiKey: { env: 'ANTHROPIC_API_KEY' } },
   mcp: { flag: '--mcp-config' },
   permissions,

@@ -39,14 +39,10 @@ import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } fro
 import { harnessHome, homePath, listHomeDir, readHomeFile, type HarnessHome } from './harness-home.js';
 import { below, cliCapabilities, driverHome, jsonLines, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { noUsage, subtractUsage, usageFromJson, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
+import type { HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const codexDriverClass = 'Codex';
-
-/** What `codex exec --json` really gives, as this adapter drives it. */
-// Permission hooks: `exec` never asks; the two-way mode `codex app-server` does (test/e2e/permissions-live.test.ts).
-export const codexCapabilities: Capabilities = cliCapabilities({ sessionFork: true });
 
 const sandboxModes = { strict: 'read-only', auto: 'workspace-write', dangerous: 'danger-full-access' } as const satisfies Record<PermissionPosture, string>;
 
@@ -379,7 +375,8 @@ function appServerMapper(turn: DriverTurn, io: LineIo): LineMapper {
 export const codex: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: codexDriverClass,
-  capabilities: codexCapabilities,
+  // Permission hooks: `exec` never asks; the two-way mode `codex app-server` does (test/e2e/permissions-live.test.ts).
+  capabilities: cliCapabilities({ sessionFork: true }),
   vendor: { api: 'openai-responses', baseUrl: { config: 'config.toml:model_providers.durable.base_url' }, apiKey: { env: 'OPENAI_API_KEY' } },
   mcp: { config: 'config.toml:mcp_servers' },
   permissions,

@@ -35,14 +35,10 @@ import { harnessHome, homeFileSize, homePath, listHomeDir, readHomePrefix, readH
 import { below, cliCapabilities, driverHome, jsonLines, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { maxReadBytes } from '../sandbox/workspace-fs.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent, Usage } from './types.js';
+import type { HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const geminiCliDriverClass = 'GeminiCli';
-
-/** What Gemini CLI really gives in headless stream-json mode. */
-// Permission hooks: headless mode cannot ask; the two-way ACP mode does (test/e2e/permissions-live.test.ts). No fork.
-export const geminiCliCapabilities: Capabilities = cliCapabilities();
 
 /** The base that replaces Gemini's own system prompt; the runtime's prompt follows it. */
 export const geminiBaseSystemPrompt = [
@@ -440,7 +436,8 @@ function acpMapper(turn: DriverTurn, io: LineIo): LineMapper {
 export const geminiCli: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: geminiCliDriverClass,
-  capabilities: geminiCliCapabilities,
+  // Permission hooks: headless mode cannot ask; the two-way ACP mode does (test/e2e/permissions-live.test.ts). No fork.
+  capabilities: cliCapabilities(),
   vendor: { api: 'gemini', baseUrl: { env: 'GOOGLE_GEMINI_BASE_URL' }, apiKey: { env: 'GEMINI_API_KEY' } },
   mcp: { config: '.gemini/settings.json:mcpServers' },
   permissions,

@@ -36,14 +36,10 @@ import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } fro
 import { harnessHome, homePath, readHomeBytes, readHomePrefix, type HarnessHome } from './harness-home.js';
 import { below, cliCapabilities, driverHome, numberSetting, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting, type DriverHome } from './kit.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
+import type { HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const openCodeDriverClass = 'OpenCode';
-
-/** What `opencode run --format json` really gives. */
-// Permission hooks: `run` cannot ask; the two-way mode `opencode acp` does (test/e2e/permissions-live.test.ts).
-export const openCodeCapabilities: Capabilities = cliCapabilities({ sessionFork: true });
 
 /** Provider id the adapter defines in `opencode.json` when a base URL is configured. */
 export const openCodeProviderId = 'durable';
@@ -389,7 +385,8 @@ function acpMapper(turn: DriverTurn, io: LineIo): LineMapper {
 export const openCode: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: openCodeDriverClass,
-  capabilities: openCodeCapabilities,
+  // Permission hooks: `run` cannot ask; the two-way mode `opencode acp` does (test/e2e/permissions-live.test.ts).
+  capabilities: cliCapabilities({ sessionFork: true }),
   vendor: { api: 'any', baseUrl: { config: 'opencode.json:provider.durable.options.baseURL' }, apiKey: { env: 'OPENAI_API_KEY' } },
   mcp: { config: 'opencode.json:mcp' },
   permissions: permissionReport,

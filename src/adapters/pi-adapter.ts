@@ -27,14 +27,10 @@ import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } fro
 import { below, cliCapabilities, driverHome, parseJsonLine, resumeFailedOnExit, stringSetting } from './kit.js';
 import { answerPiRequest, mapPiRpcLine, piGateExtension, piRpcStdin } from './pi-rpc.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent } from './types.js';
+import type { HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const piDriverClass = 'Pi';
-
-/** What `pi -p --mode json` really gives. */
-// Permission hooks: print mode cannot ask; RPC mode with the gate extension does (test/e2e/permissions-live.test.ts).
-export const piCapabilities: Capabilities = cliCapabilities({ sessionFork: true });
 
 /** Provider id the adapter defines in models.json when a base URL is configured. */
 export const piProviderId = 'durable';
@@ -210,7 +206,8 @@ function piMapper(turn: DriverTurn, io: LineIo): LineMapper {
 export const pi: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: piDriverClass,
-  capabilities: piCapabilities,
+  // Permission hooks: print mode cannot ask; RPC mode with the gate extension does (test/e2e/permissions-live.test.ts).
+  capabilities: cliCapabilities({ sessionFork: true }),
   vendor: { api: 'any', baseUrl: { config: 'agent/models.json:providers.durable.baseUrl' }, apiKey: { config: 'agent/models.json:providers.durable.apiKey' } },
   // Pi has no MCP client of its own.
   mcp: undefined,
