@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -20,6 +21,7 @@ const unit = [
   'test/multihost/affinity-unit.test.ts',
   'test/observability/config.test.ts',
   'test/operators/decision.test.ts',
+  'test/package/out-of-tree-driver.test.ts',
   'test/permissions/{gate,policy}.test.ts',
   'test/sandbox/line-queue.test.ts',
   'test/workflows/{approvals-state,decide,payload-bounds,turn-spend-unit}.test.ts',
@@ -35,6 +37,8 @@ const bundle = 'test/support/bundle-setup.ts';
 const server = 'test/support/global-setup.ts';
 
 export default defineConfig({
+  // An out-of-tree driver imports `durable-harness/adapters`; in the tests that entry is its source, not dist/ (unbuilt).
+  resolve: { alias: [{ find: /^durable-harness\/adapters$/, replacement: fileURLToPath(new URL('./src/adapters/index.ts', import.meta.url)) }] },
   test: {
     testTimeout: 60_000,
     hookTimeout: 120_000,

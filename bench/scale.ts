@@ -90,7 +90,7 @@ function scaleCatalog(turnSeconds: number, turns: number): unknown {
         active: true,
         vendor: 'bench',
         model: 'sleep-1',
-        capabilities: { sessionResume: true, usageReporting: true, systemPrompt: false },
+        capabilities: { sessionResume: true, systemPrompt: false },
         prices: { input: 1, output: 1 },
         turnTimeoutMs: 120_000,
       },

@@ -32,26 +32,13 @@
  */
 import { z } from 'zod';
 import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper, Mapped } from './driver.js';
-import { driverHome, numberSetting, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
+import { cliCapabilities, driverHome, jsonLines, numberSetting, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { addUsage, noUsage, subtractUsage, totalTokens, usageKnown, usageOf } from '../contracts/usage.js';
 import type { PermissionRequest } from '../permissions/types.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
+import type { HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const claudeCodeDriverClass = 'ClaudeCode';
-
-/** What Claude Code really gives in `-p --output-format stream-json` mode, as this adapter drives it. */
-export const claudeCodeCapabilities: Capabilities = {
-  sessionResume: true,
-  sessionFork: true,
-  // `--json-schema` exists but is not wired: the envelope goes through the feedback loop.
-  structuredOutput: false,
-  usageReporting: true,
-  // Two-way mode `--permission-prompt-tool stdio` (test/e2e/permissions-live.test.ts proves it on the real binary).
-  permissionHooks: true,
-  modelSelection: true,
-  systemPrompt: true,
-};
 
 /** Environment that keeps Claude Code quiet and offline apart from the model API. */
 export const claudeQuietEnv: Readonly<Record<string, string>> = {
@@ -368,45 +355,38 @@ function claudeMapper(turn: DriverTurn, io: LineIo): LineMapper {
     return events;
   };
 
+  const system = (value: z.infer<typeof claudeLine>, line: string): Mapped => {
+    const subtype = 'subtype' in value ? value.subtype : undefined;
+    if (subtype === 'init') {
+      const v = value as z.infer<typeof initLine>;
+      scratch.sessionId = v.session_id;
+      scratch.model = v.model ?? undefined;
+      return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
+    }
+    if (subtype === 'status') {
+      // A model call is requested: a call still open was cut (a retry or a fallback follows).
+      if ((value as z.infer<typeof statusLine>).status !== 'requesting') return undefined;
+      const cut = cutCall(scratch);
+      scratch.requesting = true;
+      return cut;
+    }
+    if (subtype === 'api_retry') {
+      const v = value as z.infer<typeof retryLine>;
+      return { type: 'activity', description: `claude retries the model API (attempt ${v.attempt ?? '?'} of ${v.max_retries ?? '?'}): ${v.error_status ?? ''} ${v.error ?? ''}`.trim() };
+    }
+    return { type: 'unknown', raw: line };
+  };
+
   return {
-    line: (line) => {
-      const parsed = claudeLine.safeParse(parseJsonLine(line));
-      if (!parsed.success) return { type: 'unknown', raw: line };
-      const value = parsed.data;
-      if (value.type === 'system' && value.subtype === 'init') {
-        const v = value as z.infer<typeof initLine>;
-        scratch.sessionId = v.session_id;
-        scratch.model = v.model ?? undefined;
-        return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
-      }
-      if (value.type === 'system' && value.subtype === 'status') {
-        // A model call is requested: a call still open was cut (a retry or a fallback follows).
-        if ((value as z.infer<typeof statusLine>).status !== 'requesting') return undefined;
-        const cut = cutCall(scratch);
-        scratch.requesting = true;
-        return cut;
-      }
-      if (value.type === 'system' && value.subtype === 'api_retry') {
-        const v = value as z.infer<typeof retryLine>;
-        return { type: 'activity', description: `claude retries the model API (attempt ${v.attempt ?? '?'} of ${v.max_retries ?? '?'}): ${v.error_status ?? ''} ${v.error ?? ''}`.trim() };
-      }
-      switch (value.type) {
-        case 'stream_event':
-          return streamEvent(value as z.infer<typeof streamEventLine>);
-        case 'assistant':
-          return assistant(value as z.infer<typeof assistantLine>);
-        case 'user':
-          return { type: 'activity', description: 'tool result' };
-        case 'result':
-          return result(value as z.infer<typeof resultLine>);
-        case 'control_request':
-          return controlRequest(value as z.infer<typeof controlRequestLine>);
-        case 'control_response':
-          return undefined; // the answer to our `initialize`
-        default:
-          return { type: 'unknown', raw: line };
-      }
-    },
+    line: jsonLines(claudeLine, {
+      system,
+      stream_event: (value) => streamEvent(value as z.infer<typeof streamEventLine>),
+      assistant: (value) => assistant(value as z.infer<typeof assistantLine>),
+      user: () => ({ type: 'activity', description: 'tool result' }),
+      result: (value) => result(value as z.infer<typeof resultLine>),
+      control_request: (value) => controlRequest(value as z.infer<typeof controlRequestLine>),
+      control_response: () => undefined, // the answer to our `initialize`
+    }),
     answer: (request, answer) => {
       const response = answer.allow ? { behavior: 'allow', updatedInput: answer.editedInput ?? request.input } : { behavior: 'deny', message: answer.message ?? 'Denied.' };
       io.send(JSON.stringify({ type: 'control_response', response: { subtype: 'success', request_id: request.id, response } }));
@@ -423,7 +403,8 @@ function claudeMapper(turn: DriverTurn, io: LineIo): LineMapper {
 export const claudeCode: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: claudeCodeDriverClass,
-  capabilities: claudeCodeCapabilities,
+  // Permission hooks: two-way mode `--permission-prompt-tool stdio` (test/e2e/permissions-live.test.ts proves it on the real binary).
+  capabilities: cliCapabilities({ sessionFork: true }),
   vendor: { api: 'anthropic-messages', baseUrl: { env: 'ANTHROPIC_BASE_URL' }, apiKey: { env: 'ANTHROPIC_API_KEY' } },
   mcp: { flag: '--mcp-config' },
   permissions,

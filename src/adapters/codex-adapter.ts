@@ -37,25 +37,12 @@ import { lineStateFor } from './cli-adapter.js';
 import { CodexAppServer, type TokenBreakdown, type TwoWayHost } from './codex-app-server.js';
 import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
 import { harnessHome, homePath, listHomeDir, readHomeFile, type HarnessHome } from './harness-home.js';
-import { below, driverHome, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
+import { below, cliCapabilities, driverHome, jsonLines, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { noUsage, subtractUsage, usageFromJson, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
+import type { HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const codexDriverClass = 'Codex';
-
-/** What `codex exec --json` really gives, as this adapter drives it. */
-export const codexCapabilities: Capabilities = {
-  sessionResume: true,
-  sessionFork: true,
-  // `--output-schema` exists but is not wired: the envelope goes through the feedback loop.
-  structuredOutput: false,
-  usageReporting: true,
-  // `exec` never asks; the two-way mode `codex app-server` does (test/e2e/permissions-live.test.ts).
-  permissionHooks: true,
-  modelSelection: true,
-  systemPrompt: true,
-};
 
 const sandboxModes = { strict: 'read-only', auto: 'workspace-write', dangerous: 'danger-full-access' } as const satisfies Record<PermissionPosture, string>;
 
@@ -330,41 +317,30 @@ async function execMapper(turn: DriverTurn): Promise<LineMapper> {
   };
 
   return {
-    line: (line) => {
-      const parsed = codexLine.safeParse(parseJsonLine(line));
-      if (!parsed.success) return { type: 'unknown', raw: line };
-      const value = parsed.data;
-      switch (value.type) {
-        case 'thread.started': {
-          const v = value as z.infer<typeof threadStarted>;
-          scratch.threadId = v.thread_id;
-          // Codex does not say which model answered (it is only in its rollout file): no model here, no guess.
-          return { type: 'session', sessionId: v.thread_id };
-        }
-        case 'turn.started':
-          scratch.toolRunning = false;
-          return undefined;
-        case 'item.started':
-        case 'item.updated':
-        case 'item.completed':
-          return item(value as z.infer<typeof itemLine>);
-        case 'turn.completed':
-          return completed(value as z.infer<typeof turnCompleted>);
-        case 'turn.failed': {
-          const v = value as z.infer<typeof turnFailed>;
-          // The call that failed is over: nothing is in flight.
-          scratch.toolRunning = true;
-          return unreported().then((events): HarnessEvent[] => [...events, { type: 'session-error', code: 'vendor-error', message: `Codex ended the turn with an error: ${v.error?.message ?? 'no message'}` }]);
-        }
-        case 'error': {
-          // A top-level error precedes turn.failed; keep it as progress, the terminal comes with turn.failed.
-          const v = value as z.infer<typeof errorLine>;
-          return { type: 'activity', description: `codex error: ${v.message ?? ''}` };
-        }
-        default:
-          return { type: 'unknown', raw: line };
-      }
-    },
+    line: jsonLines(codexLine, {
+      'thread.started': (value) => {
+        const v = value as z.infer<typeof threadStarted>;
+        scratch.threadId = v.thread_id;
+        // Codex does not say which model answered (it is only in its rollout file): no model here, no guess.
+        return { type: 'session', sessionId: v.thread_id };
+      },
+      'turn.started': () => {
+        scratch.toolRunning = false;
+        return undefined;
+      },
+      'item.started': (value) => item(value as z.infer<typeof itemLine>),
+      'item.updated': (value) => item(value as z.infer<typeof itemLine>),
+      'item.completed': (value) => item(value as z.infer<typeof itemLine>),
+      'turn.completed': (value) => completed(value as z.infer<typeof turnCompleted>),
+      'turn.failed': (value) => {
+        const v = value as z.infer<typeof turnFailed>;
+        // The call that failed is over: nothing is in flight.
+        scratch.toolRunning = true;
+        return unreported().then((events): HarnessEvent[] => [...events, { type: 'session-error', code: 'vendor-error', message: `Codex ended the turn with an error: ${v.error?.message ?? 'no message'}` }]);
+      },
+      // A top-level error precedes turn.failed; keep it as progress, the terminal comes with turn.failed.
+      error: (value) => ({ type: 'activity', description: `codex error: ${(value as z.infer<typeof errorLine>).message ?? ''}` }),
+    }),
     exit: (code, stderrTail) => resumeFailedOnExit(names, unknownThread, turn, code, stderrTail),
     unreported,
   };
@@ -399,7 +375,8 @@ function appServerMapper(turn: DriverTurn, io: LineIo): LineMapper {
 export const codex: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: codexDriverClass,
-  capabilities: codexCapabilities,
+  // Permission hooks: `exec` never asks; the two-way mode `codex app-server` does (test/e2e/permissions-live.test.ts).
+  capabilities: cliCapabilities({ sessionFork: true }),
   vendor: { api: 'openai-responses', baseUrl: { config: 'config.toml:model_providers.durable.base_url' }, apiKey: { env: 'OPENAI_API_KEY' } },
   mcp: { config: 'config.toml:mcp_servers' },
   permissions,

@@ -35,16 +35,24 @@ export interface TurnResult {
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
-/** Folds a turn's events (in order) into a `TurnResult`. */
-export function foldTurn(events: Iterable<HarnessEvent>): TurnResult {
+/** A fold in progress: `add` each event in order, then `result`. */
+function turnFold(): { add(event: HarnessEvent): void; result(): TurnResult } {
   const result: Mutable<TurnResult> = { usage: noUsage, usageEvents: 0, unknownUsageEvents: 0, recoveredEvents: 0, resumed: false, activities: [], eventCount: 0 };
   const activities: string[] = [];
-  for (const event of events) {
-    result.eventCount += 1;
-    applyEvent(result, activities, event);
-  }
-  result.activities = activities.slice(-keptActivities);
-  return result;
+  return {
+    add: (event) => {
+      result.eventCount += 1;
+      applyEvent(result, activities, event);
+    },
+    result: () => ({ ...result, activities: activities.slice(-keptActivities) }),
+  };
+}
+
+/** Folds a turn's events (in order) into a `TurnResult`. */
+export function foldTurn(events: Iterable<HarnessEvent>): TurnResult {
+  const fold = turnFold();
+  for (const event of events) fold.add(event);
+  return fold.result();
 }
 
 function applyEvent(result: Mutable<TurnResult>, activities: string[], event: HarnessEvent): void {
@@ -89,13 +97,10 @@ export async function collectTurn(
   stream: AsyncIterable<HarnessEvent>,
   onEvent?: (event: HarnessEvent) => void | Promise<void>,
 ): Promise<TurnResult> {
-  const result: Mutable<TurnResult> = { usage: noUsage, usageEvents: 0, unknownUsageEvents: 0, recoveredEvents: 0, resumed: false, activities: [], eventCount: 0 };
-  const activities: string[] = [];
+  const fold = turnFold();
   for await (const event of stream) {
     await onEvent?.(event);
-    result.eventCount += 1;
-    applyEvent(result, activities, event);
+    fold.add(event);
   }
-  result.activities = activities.slice(-keptActivities);
-  return result;
+  return fold.result();
 }

@@ -32,24 +32,13 @@ import { AcpClient, type AcpHost, type PromptResult, type StoredCall } from './a
 import { lineStateFor } from './cli-adapter.js';
 import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
 import { harnessHome, homeFileSize, homePath, listHomeDir, readHomePrefix, readHomeRange, renameHomeEntry, type HarnessHome } from './harness-home.js';
-import { below, driverHome, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
+import { below, cliCapabilities, driverHome, jsonLines, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { maxReadBytes } from '../sandbox/workspace-fs.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent, Usage } from './types.js';
+import type { HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const geminiCliDriverClass = 'GeminiCli';
-
-/** What Gemini CLI really gives in headless stream-json mode. */
-export const geminiCliCapabilities: Capabilities = {
-  sessionResume: true,
-  structuredOutput: false,
-  usageReporting: true,
-  // Headless mode cannot ask; the two-way ACP mode does (test/e2e/permissions-live.test.ts).
-  permissionHooks: true,
-  modelSelection: true,
-  systemPrompt: true,
-};
 
 /** The base that replaces Gemini's own system prompt; the runtime's prompt follows it. */
 export const geminiBaseSystemPrompt = [
@@ -357,51 +346,42 @@ function streamMapper(turn: DriverTurn): LineMapper {
     return events;
   };
   return {
-    line: (line) => {
-      const parsed = geminiLine.safeParse(parseJsonLine(line));
-      if (!parsed.success) return { type: 'unknown', raw: line };
-      const value = parsed.data;
-      switch (value.type) {
-        case 'init': {
-          const v = value as z.infer<typeof initLine>;
-          scratch.sessionId = v.session_id;
-          scratch.startedAt ??= Date.now();
-          return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
-        }
-        case 'message': {
-          const v = value as z.infer<typeof messageLine>;
-          if (v.role !== 'assistant' || !v.content) return undefined;
+    line: jsonLines(geminiLine, {
+      init: (value) => {
+        const v = value as z.infer<typeof initLine>;
+        scratch.sessionId = v.session_id;
+        scratch.startedAt ??= Date.now();
+        return { type: 'session', sessionId: v.session_id, model: v.model ?? undefined };
+      },
+      message: (value) => {
+        const v = value as z.infer<typeof messageLine>;
+        if (v.role !== 'assistant' || !v.content) return undefined;
+        scratch.answered = true;
+        scratch.text = (scratch.text ?? '') + v.content;
+        return { type: 'text', text: v.content };
+      },
+      tool_use: (value) => {
+        const v = value as z.infer<typeof toolUseLine>;
+        scratch.text = undefined;
+        scratch.answered = true;
+        scratch.toolRunning = true;
+        return { type: 'activity', description: `${v.tool_name} ${JSON.stringify(v.parameters ?? {})}` };
+      },
+      tool_result: (value) => {
+        scratch.toolRunning = false;
+        return { type: 'activity', description: `tool result: ${(value as z.infer<typeof toolResultLine>).status ?? 'unknown'}` };
+      },
+      error: (value) => {
+        const v = value as z.infer<typeof warningLine>;
+        // Loop detection stops the turn mid-call: that call never reaches the stats.
+        if (/loop detected/i.test(v.message ?? '')) {
           scratch.answered = true;
-          scratch.text = (scratch.text ?? '') + v.content;
-          return { type: 'text', text: v.content };
+          scratch.loop = true;
         }
-        case 'tool_use': {
-          const v = value as z.infer<typeof toolUseLine>;
-          scratch.text = undefined;
-          scratch.answered = true;
-          scratch.toolRunning = true;
-          return { type: 'activity', description: `${v.tool_name} ${JSON.stringify(v.parameters ?? {})}` };
-        }
-        case 'tool_result': {
-          const v = value as z.infer<typeof toolResultLine>;
-          scratch.toolRunning = false;
-          return { type: 'activity', description: `tool result: ${v.status ?? 'unknown'}` };
-        }
-        case 'error': {
-          const v = value as z.infer<typeof warningLine>;
-          // Loop detection stops the turn mid-call: that call never reaches the stats.
-          if (/loop detected/i.test(v.message ?? '')) {
-            scratch.answered = true;
-            scratch.loop = true;
-          }
-          return { type: 'activity', description: `gemini ${v.severity ?? 'error'}: ${v.message ?? ''}` };
-        }
-        case 'result':
-          return result(value as z.infer<typeof resultLine>);
-        default:
-          return { type: 'unknown', raw: line };
-      }
-    },
+        return { type: 'activity', description: `gemini ${v.severity ?? 'error'}: ${v.message ?? ''}` };
+      },
+      result: (value) => result(value as z.infer<typeof resultLine>),
+    }),
     exit: (code, stderrTail) => geminiExit(turn, code, stderrTail),
     /**
      * A turn cut off before its `result` (killed, cancelled, timed out, crashed) has no stats: its finished calls are in
@@ -456,7 +436,8 @@ function acpMapper(turn: DriverTurn, io: LineIo): LineMapper {
 export const geminiCli: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: geminiCliDriverClass,
-  capabilities: geminiCliCapabilities,
+  // Permission hooks: headless mode cannot ask; the two-way ACP mode does (test/e2e/permissions-live.test.ts). No fork.
+  capabilities: cliCapabilities(),
   vendor: { api: 'gemini', baseUrl: { env: 'GOOGLE_GEMINI_BASE_URL' }, apiKey: { env: 'GEMINI_API_KEY' } },
   mcp: { config: '.gemini/settings.json:mcpServers' },
   permissions,

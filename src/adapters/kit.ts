@@ -1,7 +1,16 @@
-/** Small helpers every driver uses: its home below the workspace, catalog settings, JSON lines, session errors. */
+/** Small helpers every driver uses: capabilities, its home below the workspace, catalog settings, JSON lines, session errors. */
 import path from 'node:path';
-import type { DriverTurn } from './driver.js';
-import type { SessionErrorCode, TerminalEvent } from './types.js';
+import type { z } from 'zod';
+import type { DriverTurn, Mapped } from './driver.js';
+import type { Capabilities, SessionErrorCode, TerminalEvent } from './types.js';
+
+/**
+ * The capabilities of a CLI that resumes its sessions natively, takes a system prompt and has a two-way mode that
+ * asks before a tool runs (each of the five built-in CLIs); `extra` adds or overrides (`sessionFork`).
+ */
+export function cliCapabilities(extra: Partial<Capabilities> = {}): Capabilities {
+  return { sessionResume: true, permissionHooks: true, systemPrompt: true, ...extra };
+}
 
 /** A driver's home: `.home/<dir>` below the workspace — `rel` for the sandbox's files, `path` as the harness sees it. */
 export interface DriverHome {
@@ -40,6 +49,23 @@ export function parseJsonLine(line: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** What a line handler gets: the validated line, and the raw text (for an `unknown` event). */
+export type LineHandler<T> = (value: T, line: string) => Mapped | Promise<Mapped>;
+
+/**
+ * A `LineMapper.line` for a CLI that prints one JSON object per line, each with a `type`: the line is validated by
+ * `schema` (a union ending in a catch-all `{ type: string }`, so a new line type never breaks a run) and handed to
+ * the handler for its type. A line that is not JSON, fails the schema, or has a type without a handler becomes an
+ * `unknown` event; a handler that returns `undefined` means "nothing to report".
+ */
+export function jsonLines<T extends { readonly type: string }>(schema: z.ZodType<T>, handlers: Readonly<Record<string, LineHandler<T>>>): (line: string) => Mapped | Promise<Mapped> {
+  return (line) => {
+    const parsed = schema.safeParse(parseJsonLine(line));
+    if (!parsed.success || !Object.hasOwn(handlers, parsed.data.type)) return { type: 'unknown', raw: line };
+    return handlers[parsed.data.type]!(parsed.data, line);
+  };
 }
 
 /** A `session-error` terminal event. */

@@ -34,24 +34,12 @@ import { AcpClient, type AcpHost, type StoredCall } from './acp-client.js';
 import { lineStateFor } from './cli-adapter.js';
 import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
 import { harnessHome, homePath, readHomeBytes, readHomePrefix, type HarnessHome } from './harness-home.js';
-import { below, driverHome, numberSetting, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting, type DriverHome } from './kit.js';
+import { below, cliCapabilities, driverHome, numberSetting, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting, type DriverHome } from './kit.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
+import type { HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const openCodeDriverClass = 'OpenCode';
-
-/** What `opencode run --format json` really gives. */
-export const openCodeCapabilities: Capabilities = {
-  sessionResume: true,
-  sessionFork: true,
-  structuredOutput: false,
-  usageReporting: true,
-  // `run` cannot ask; the two-way mode `opencode acp` does (test/e2e/permissions-live.test.ts).
-  permissionHooks: true,
-  modelSelection: true,
-  systemPrompt: true,
-};
 
 /** Provider id the adapter defines in `opencode.json` when a base URL is configured. */
 export const openCodeProviderId = 'durable';
@@ -397,7 +385,8 @@ function acpMapper(turn: DriverTurn, io: LineIo): LineMapper {
 export const openCode: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: openCodeDriverClass,
-  capabilities: openCodeCapabilities,
+  // Permission hooks: `run` cannot ask; the two-way mode `opencode acp` does (test/e2e/permissions-live.test.ts).
+  capabilities: cliCapabilities({ sessionFork: true }),
   vendor: { api: 'any', baseUrl: { config: 'opencode.json:provider.durable.options.baseURL' }, apiKey: { env: 'OPENAI_API_KEY' } },
   mcp: { config: 'opencode.json:mcp' },
   permissions: permissionReport,

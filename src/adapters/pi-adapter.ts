@@ -24,25 +24,13 @@
 import { z } from 'zod';
 import { lineStateFor } from './cli-adapter.js';
 import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
-import { below, driverHome, parseJsonLine, resumeFailedOnExit, stringSetting } from './kit.js';
+import { below, cliCapabilities, driverHome, parseJsonLine, resumeFailedOnExit, stringSetting } from './kit.js';
 import { answerPiRequest, mapPiRpcLine, piGateExtension, piRpcStdin } from './pi-rpc.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
-import type { Capabilities, HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent } from './types.js';
+import type { HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
 export const piDriverClass = 'Pi';
-
-/** What `pi -p --mode json` really gives. */
-export const piCapabilities: Capabilities = {
-  sessionResume: true,
-  sessionFork: true,
-  structuredOutput: false,
-  usageReporting: true,
-  // Print mode cannot ask; RPC mode with the gate extension does (test/e2e/permissions-live.test.ts).
-  permissionHooks: true,
-  modelSelection: true,
-  systemPrompt: true,
-};
 
 /** Provider id the adapter defines in models.json when a base URL is configured. */
 export const piProviderId = 'durable';
@@ -218,7 +206,8 @@ function piMapper(turn: DriverTurn, io: LineIo): LineMapper {
 export const pi: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: piDriverClass,
-  capabilities: piCapabilities,
+  // Permission hooks: print mode cannot ask; RPC mode with the gate extension does (test/e2e/permissions-live.test.ts).
+  capabilities: cliCapabilities({ sessionFork: true }),
   vendor: { api: 'any', baseUrl: { config: 'agent/models.json:providers.durable.baseUrl' }, apiKey: { config: 'agent/models.json:providers.durable.apiKey' } },
   // Pi has no MCP client of its own.
   mcp: undefined,

@@ -6,7 +6,7 @@
 import type { z } from 'zod';
 import type { DriverTurn, HarnessDriver, LineMapper, Mapped } from './driver.js';
 import { longLineBytes } from './engine.js';
-import { parseJsonLine } from './kit.js';
+import { cliCapabilities, parseJsonLine } from './kit.js';
 import {
   activityLine,
   completeLine,
@@ -29,14 +29,7 @@ import type { Capabilities, HarnessEvent, SessionErrorCode } from './types.js';
 export const stdioJsonDriverClass = 'StdioJson';
 
 /** What the protocol gives every harness; a catalog entry may override individual flags. */
-export const stdioJsonCapabilities: Capabilities = {
-  sessionResume: true,
-  structuredOutput: false,
-  usageReporting: true,
-  permissionHooks: true,
-  modelSelection: true,
-  systemPrompt: true,
-};
+export const stdioJsonCapabilities: Capabilities = cliCapabilities();
 
 
 const commandTools = /^(bash|shell|sh|exec|run|command|terminal)/i;

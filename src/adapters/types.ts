@@ -4,7 +4,10 @@ import type { Usage } from '../contracts/usage.js';
 
 export type { PermissionPosture, PermissionReport, Usage };
 
-/** What an adapter ACTUALLY implements; the runtime emulates what is missing. */
+/**
+ * What an adapter ACTUALLY implements; the runtime emulates what is missing. Only flags the runtime decides on are
+ * here (`structuredOutput`, `usageReporting` and `modelSelection` were never read and were removed).
+ */
 export interface Capabilities {
   /** Can continue a session natively; if false the workflow replays the conversation each turn. */
   readonly sessionResume: boolean;
@@ -14,14 +17,8 @@ export interface Capabilities {
    * Absent = false: a retry resumes the session as the failed attempt left it.
    */
   readonly sessionFork?: boolean;
-  /** Has a structured-output mode for the envelope; if false the feedback loop does the work. */
-  readonly structuredOutput: boolean;
-  /** Reports token usage; if false the cost guardrail is blind. */
-  readonly usageReporting: boolean;
   /** Can ask before a tool runs (a two-way mode proven against the real binary); if false `strict` is refused or flagged. */
   readonly permissionHooks: boolean;
-  /** Honours a model choice; if false the configured model is advisory. */
-  readonly modelSelection: boolean;
   /** Accepts a system prompt; if false the contract rides in the turn input. */
   readonly systemPrompt: boolean;
 }

@@ -8,7 +8,7 @@ import { createBuiltinRegistry } from '../actions/builtin.js';
 import type { ActionRegistry } from '../actions/registry.js';
 import type { EnvelopeRules } from '../envelope/parse.js';
 import { actionParametersJsonSchema, buildContractPrompt, joinSystemPrompt, type ContractAction } from './contract-prompt.js';
-import { catalogSchema, type AgentConfig, type Catalog, type HarnessConfig } from './schema.js';
+import { catalogSchema, removedCapabilities, type AgentConfig, type Catalog, type HarnessConfig } from './schema.js';
 
 /** A catalog that failed to load; `problems` lists every problem as `path: what is wrong`. */
 export class CatalogError extends Error {
@@ -51,9 +51,15 @@ function formatPath(segments: readonly PropertyKey[]): string {
   return out || '(root)';
 }
 
+/** What to say about a capability flag that was removed, when `key` under `at` is one. */
+function removedCapability(at: readonly PropertyKey[], key: string): string | undefined {
+  const reason = at.at(-1) === 'capabilities' && Object.hasOwn(removedCapabilities, key) ? removedCapabilities[key] : undefined;
+  return reason === undefined ? undefined : `the capability "${key}" was removed (nothing ever read it: ${reason}); delete it from the catalog`;
+}
+
 function describeIssue(issue: z.core.$ZodIssue): string[] {
   if (issue.code === 'unrecognized_keys') {
-    return issue.keys.map((k) => `${formatPath([...issue.path, k])}: unknown field`);
+    return issue.keys.map((k) => `${formatPath([...issue.path, k])}: ${removedCapability(issue.path, k) ?? 'unknown field'}`);
   }
   const message = issue.message.replace(/^Invalid input: /, '').replace(/received undefined$/, 'but it is missing');
   return [`${formatPath(issue.path)}: ${message}`];

@@ -8,12 +8,19 @@ const name = z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'use lowercase letters, 
 export const capabilitiesSchema = z.strictObject({
   sessionResume: z.boolean().optional(),
   sessionFork: z.boolean().optional(),
-  structuredOutput: z.boolean().optional(),
-  usageReporting: z.boolean().optional(),
   permissionHooks: z.boolean().optional(),
-  modelSelection: z.boolean().optional(),
   systemPrompt: z.boolean().optional(),
 });
+
+/**
+ * Capability flags catalogs could once set, which nothing ever read: a catalog that still sets one is told so
+ * (instead of "unknown field"), with what replaced it.
+ */
+export const removedCapabilities: Readonly<Record<string, string>> = {
+  structuredOutput: 'the envelope is always parsed from the final text, with the malformed-envelope feedback loop',
+  usageReporting: 'usage is whatever the harness reports; a turn without usage is cost-blind by itself',
+  modelSelection: 'every driver passes `model` to its CLI',
+};
 
 /** USD per million tokens. */
 export const pricesSchema = z.strictObject({

@@ -12,10 +12,7 @@ import { defaultHostLossTimeoutMs, defaultMaxSubAgentDepth, type FrozenSpec, typ
 
 const noCapabilities: Capabilities = {
   sessionResume: false,
-  structuredOutput: false,
-  usageReporting: false,
   permissionHooks: false,
-  modelSelection: false,
   systemPrompt: false,
 };
 

@@ -235,6 +235,6 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
     expect(findDriver(defaultAdapterRegistry(), 'ClaudeCode')).toBe(claudeCode);
     expect(claudeBaseUrl('http://h:1/v1/')).toBe('http://h:1');
     expect(claudeBaseUrl('http://h:1')).toBe('http://h:1');
-    expect(driverSession(claudeCode).capabilities).toMatchObject({ sessionResume: true, sessionFork: true, structuredOutput: false, usageReporting: true });
+    expect(driverSession(claudeCode).capabilities).toEqual({ sessionResume: true, sessionFork: true, permissionHooks: true, systemPrompt: true });
   });
 });

@@ -32,7 +32,7 @@ const terminals = (list: HarnessEvent[]) => list.filter((e) => e.type === 'turn-
 const echo: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: 'Echo',
-  capabilities: { sessionResume: false, structuredOutput: false, usageReporting: false, permissionHooks: false, modelSelection: false, systemPrompt: false },
+  capabilities: { sessionResume: false, permissionHooks: false, systemPrompt: false },
   vendor: { api: 'any', baseUrl: { env: 'ECHO_BASE_URL' }, apiKey: { env: 'ECHO_KEY' } },
   mcp: undefined,
   permissions: (posture) => ({ posture, enforced: false, note: 'Echo translates nothing.' }),

@@ -59,6 +59,17 @@ describe('parseCatalog', () => {
     expect(() => parseCatalog(bad, 'mem.yaml')).toThrow(/^invalid catalog mem\.yaml:\n {2}- /);
   });
 
+  it('names a capability flag that was removed and says to delete it, instead of calling it unknown', () => {
+    const old = { ...minimal, harnesses: [{ ...minimal.harnesses[0], capabilities: { sessionResume: true, structuredOutput: false, usageReporting: true, modelSelection: true, sessionForks: true } }] };
+    const problems = problemsOf(() => parseCatalog(old, 'mem.yaml'));
+    for (const key of ['structuredOutput', 'usageReporting', 'modelSelection']) {
+      expect(problems).toContainEqual(expect.stringMatching(new RegExp(`^harnesses\\[0\\]\\.capabilities\\.${key}: the capability "${key}" was removed \\(nothing ever read it: .+\\); delete it from the catalog$`)));
+    }
+    // A misspelt flag is still just unknown.
+    expect(problems).toContain('harnesses[0].capabilities.sessionForks: unknown field');
+    expect(problems).toHaveLength(4);
+  });
+
   it('caps actions per envelope at 100 by default, as set, and never above what history can carry', () => {
     expect(parseCatalog(minimal, 'mem').agents[0]?.maxActionsPerEnvelope).toBe(100);
     const set = parseCatalog({ ...minimal, agents: [{ ...minimal.agents[0], maxActionsPerEnvelope: 7 }, minimal.agents[1]] }, 'mem');

@@ -50,7 +50,7 @@ const clis: CancelCli[] = [
       apiKeyEnv: profiles[name].keyEnv,
       executable: profiles[name].executable,
       settings: { apiKeyEnv: profiles[name].keyEnv },
-      // See gemini-opencode-pi-workflow.test.ts: stops OpenCode's background plugin install from the npm registry.
+      // See support/cli-table.ts: stops OpenCode's background plugin install from the npm registry.
       env: name === 'opencode' ? { npm_config_offline: 'true' } : {},
     },
     vendor: profiles[name].vendor,
