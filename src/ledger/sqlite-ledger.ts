@@ -403,6 +403,16 @@ export class SqliteLedger implements Ledger {
     return (this.stmts.latestRunId.get(workflowId) as string | undefined) ?? runId ?? '';
   }
 
+  /** Runs one write statement; whether it changed a row (an insert that met its key already did not). */
+  private changed(statement: Database.Statement, params: Record<string, unknown>): boolean {
+    return this.write(() => statement.run(params).changes > 0);
+  }
+
+  /** A row's workflow id and the run it belongs to (see `runOf`), as statement parameters. */
+  private keysOf(row: { workflowId: string; runId?: string | undefined }): { workflowId: string; runId: string } {
+    return { workflowId: row.workflowId, runId: this.runOf(row.workflowId, row.runId) };
+  }
+
   async health(): Promise<LedgerHealth> {
     const location = this.file;
     if (this.closed) return { ok: false, location, problem: 'the ledger is closed' };
@@ -428,20 +438,18 @@ export class SqliteLedger implements Ledger {
   }
 
   async startRun(run: RunRecord): Promise<{ created: boolean }> {
-    const info = this.write(() =>
-      this.stmts.insertRun.run({
-        workflowId: run.workflowId,
-        runId: run.runId,
-        agent: run.agent,
-        harness: run.harness,
-        tenantId: run.tenantId,
-        userId: run.userId,
-        task: run.task,
-        parentWorkflowId: run.parentWorkflowId ?? null,
-        at: now(),
-      }),
-    );
-    return { created: info.changes > 0 };
+    const created = this.changed(this.stmts.insertRun, {
+      workflowId: run.workflowId,
+      runId: run.runId,
+      agent: run.agent,
+      harness: run.harness,
+      tenantId: run.tenantId,
+      userId: run.userId,
+      task: run.task,
+      parentWorkflowId: run.parentWorkflowId ?? null,
+      at: now(),
+    });
+    return { created };
   }
 
   async finishRun(workflowId: string, status: RunStatus, result: unknown, runId?: string): Promise<void> {
@@ -531,41 +539,35 @@ export class SqliteLedger implements Ledger {
 
   async recordUsage(row: UsageRecord): Promise<{ inserted: boolean }> {
     const u = row.usage;
-    const info = this.write(() =>
-      this.stmts.insertCall.run({
-        workflowId: row.workflowId,
-        runId: this.runOf(row.workflowId, row.runId),
-        attemptId: row.attemptId,
-        turn: row.turn,
-        call: row.call,
-        ...usageColumns(u),
-        priceUsd: row.priceUsd ?? null,
-        harnessCostUsd: row.harnessCostUsd ?? null,
-        at: now(),
-      }),
-    );
-    return { inserted: info.changes > 0 };
+    const inserted = this.changed(this.stmts.insertCall, {
+      ...this.keysOf(row),
+      attemptId: row.attemptId,
+      turn: row.turn,
+      call: row.call,
+      ...usageColumns(u),
+      priceUsd: row.priceUsd ?? null,
+      harnessCostUsd: row.harnessCostUsd ?? null,
+      at: now(),
+    });
+    return { inserted };
   }
 
   async finishAttempt(finish: AttemptFinish): Promise<{ updated: boolean }> {
-    const info = this.write(() =>
-      this.stmts.finishAttempt.run({
-        workflowId: finish.workflowId,
-        runId: this.runOf(finish.workflowId, finish.runId),
-        attemptId: finish.attemptId,
-        status: finish.status,
-        outputUsed: finish.outputUsed ? 1 : 0,
-        output: finish.output,
-        error: finish.error ?? null,
-        reportedModel: finish.reportedModel ?? null,
-        externalSessionId: finish.externalSessionId ?? null,
-        resumed: finish.resumed ? 1 : 0,
-        durationMs: Math.round(finish.durationMs),
-        usageMissing: finish.usageMissing ? 1 : 0,
-        at: now(),
-      }),
-    );
-    return { updated: info.changes > 0 };
+    const updated = this.changed(this.stmts.finishAttempt, {
+      ...this.keysOf(finish),
+      attemptId: finish.attemptId,
+      status: finish.status,
+      outputUsed: finish.outputUsed ? 1 : 0,
+      output: finish.output,
+      error: finish.error ?? null,
+      reportedModel: finish.reportedModel ?? null,
+      externalSessionId: finish.externalSessionId ?? null,
+      resumed: finish.resumed ? 1 : 0,
+      durationMs: Math.round(finish.durationMs),
+      usageMissing: finish.usageMissing ? 1 : 0,
+      at: now(),
+    });
+    return { updated };
   }
 
   /** Attempts and their calls, folded into prompt-run views. */
@@ -583,18 +585,15 @@ export class SqliteLedger implements Ledger {
   }
 
   async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
-    const info = this.write(() =>
-      this.stmts.insertStep.run({
-        workflowId: step.workflowId,
-        runId: this.runOf(step.workflowId, step.runId),
-        seq: step.seq,
-        turn: step.turn,
-        type: step.type,
-        payload: toJson(step.payload),
-        at: now(),
-      }),
-    );
-    return { inserted: info.changes > 0 };
+    const inserted = this.changed(this.stmts.insertStep, {
+      ...this.keysOf(step),
+      seq: step.seq,
+      turn: step.turn,
+      type: step.type,
+      payload: toJson(step.payload),
+      at: now(),
+    });
+    return { inserted };
   }
 
   async getStep(workflowId: string, seq: number, runId?: string): Promise<RunStepRecord | undefined> {
