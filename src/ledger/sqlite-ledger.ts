@@ -8,8 +8,10 @@ import {
   approvalColumns,
   approvalFromRow,
   decisionColumns,
+  DEFAULT_EVENT_PAGE,
   eventFromRow,
   operatorDecisionFromRow,
+  pageSize,
   promptRunsFromRows,
   runFromRow,
   stepFromRow,
@@ -120,10 +122,6 @@ const MIGRATIONS: readonly string[] = [
 
 /** Schema version this code writes. */
 export const LEDGER_SCHEMA_VERSION = MIGRATIONS.length;
-
-/** Default and maximum page size for readEvents. */
-const DEFAULT_EVENT_PAGE = 100;
-const MAX_EVENT_PAGE = 1000;
 
 function now(): string {
   return new Date().toISOString();
@@ -580,8 +578,7 @@ export class SqliteLedger implements Ledger {
   }
 
   async runTotals(workflowId: string, runId?: string, options: { turn?: number } = {}): Promise<RunTotals> {
-    const rows = this.promptRuns(workflowId, this.runOf(workflowId, runId)).filter((r) => options.turn === undefined || r.turn === options.turn);
-    return totalsOf(rows);
+    return totalsOf(this.promptRuns(workflowId, this.runOf(workflowId, runId)), options.turn);
   }
 
   async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
@@ -625,7 +622,7 @@ export class SqliteLedger implements Ledger {
   }
 
   async readEvents(workflowId: string, afterCursor: number, limit = DEFAULT_EVENT_PAGE): Promise<LedgerEvent[]> {
-    const page = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(limit)));
+    const page = pageSize(limit);
     return (this.stmts.readEvents.all(workflowId, afterCursor, page) as Row[]).map(eventFromRow);
   }
 
@@ -652,7 +649,7 @@ export class SqliteLedger implements Ledger {
   }
 
   async listApprovals(filter: { workflowId?: string; runId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
-    const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
+    const limit = pageSize(filter.limit);
     const runId = filter.workflowId !== undefined ? this.runOf(filter.workflowId, filter.runId) : null;
     const rows = this.stmts.listApprovals.all({ workflowId: filter.workflowId ?? null, runId, status: filter.status ?? null, limit }) as Row[];
     return rows.map(approvalFromRow);
