@@ -107,6 +107,7 @@ export function runsAndAccountingTables(t: SqlTypes): string {
   `;
 }
 
+/** The runs (schema 1; SQLite's schema 4 rebuilds it keyed by run). */
 export function runsTable(t: SqlTypes, key: TableKey = {}): string {
   return `
   CREATE TABLE ${key.name ?? 'runs'} (
@@ -162,6 +163,7 @@ const OWNED_TABLES = {
   },
 } as const;
 
+/** One of the tables a run owns, keyed as `key` says. */
 export function ownedTable(t: SqlTypes, table: keyof typeof OWNED_TABLES, key: TableKey = {}): string {
   const { unique, columns } = OWNED_TABLES[table];
   const owner = key.byRun ? 'workflow_id, run_id' : 'workflow_id';
