@@ -207,27 +207,25 @@ export function allowedActionsOf(
   });
 }
 
-/** The agent's full system prompt: its own prompt followed by the envelope contract. */
-export function agentSystemPrompt(
-  catalog: Catalog,
-  agentName: string,
-  registry: ActionRegistry = createBuiltinRegistry(),
-): string {
+/** The agent with this name and the actions it may ask for (the two halves of its envelope contract). */
+function agentAndActions(catalog: Catalog, agentName: string, registry: ActionRegistry): { agent: AgentConfig; actions: ContractAction[] } {
   const agent = findAgent(catalog, agentName);
+  return { agent, actions: allowedActionsOf(catalog, agent, registry) };
+}
+
+/** The agent's full system prompt: its own prompt followed by the envelope contract. */
+export function agentSystemPrompt(catalog: Catalog, agentName: string, registry: ActionRegistry = createBuiltinRegistry()): string {
+  const { agent, actions } = agentAndActions(catalog, agentName, registry);
   const subAgents = agent.subAgents.map((name) => ({ name, description: findAgent(catalog, name).description }));
-  const contract = buildContractPrompt({ agent, actions: allowedActionsOf(catalog, agent, registry), subAgents, maxActionsPerEnvelope: agent.maxActionsPerEnvelope });
+  const contract = buildContractPrompt({ agent, actions, subAgents, maxActionsPerEnvelope: agent.maxActionsPerEnvelope });
   return joinSystemPrompt(agent.systemPrompt, contract);
 }
 
 /** Envelope rules for the agent, with JSON Schema parameters so they can travel in workflow state. */
-export function envelopeRulesFor(
-  catalog: Catalog,
-  agentName: string,
-  registry: ActionRegistry = createBuiltinRegistry(),
-): EnvelopeRules {
-  const agent = findAgent(catalog, agentName);
+export function envelopeRulesFor(catalog: Catalog, agentName: string, registry: ActionRegistry = createBuiltinRegistry()): EnvelopeRules {
+  const { agent, actions } = agentAndActions(catalog, agentName, registry);
   const allowedActions: Record<string, { parameters: Record<string, unknown> }> = {};
-  for (const action of allowedActionsOf(catalog, agent, registry)) {
+  for (const action of actions) {
     allowedActions[action.name] = { parameters: actionParametersJsonSchema(action.parameters) };
   }
   return { allowedActions, allowedSubAgents: [...agent.subAgents], maxActions: agent.maxActionsPerEnvelope };

@@ -115,37 +115,19 @@ Telemetry (off unless set; dev and worker): see docs/observability.md
 Exit codes:
 ${exitCodeTable.map(([code, what]) => `  ${String(code).padStart(3)}  ${what}`).join('\n')}`;
 
+/** parseArgs options of one type, by name. */
+function optionsOf<const N extends string, const T extends 'string' | 'boolean'>(type: T, names: readonly N[]): Record<N, { type: T }> {
+  return Object.fromEntries(names.map((name) => [name, { type }])) as Record<N, { type: T }>;
+}
+
 const options = {
-  address: { type: 'string' },
-  namespace: { type: 'string' },
-  'task-queue': { type: 'string' },
-  catalog: { type: 'string' },
-  data: { type: 'string' },
-  demo: { type: 'boolean' },
-  exit: { type: 'boolean' },
-  port: { type: 'string' },
-  'ui-port': { type: 'string' },
-  detach: { type: 'boolean' },
-  wait: { type: 'boolean' },
-  json: { type: 'boolean' },
-  id: { type: 'string' },
-  tenant: { type: 'string' },
-  user: { type: 'string' },
-  agent: { type: 'string' },
-  status: { type: 'string' },
-  reason: { type: 'string' },
-  file: { type: 'string' },
-  edit: { type: 'string' },
-  scope: { type: 'string' },
-  by: { type: 'string' },
-  limit: { type: 'string' },
-  'codec-port': { type: 'string' },
+  ...optionsOf('string', [
+    'address', 'namespace', 'task-queue', 'catalog', 'data', 'port', 'ui-port', 'id',
+    'tenant', 'user', 'agent', 'status', 'reason', 'file', 'edit', 'scope',
+    'by', 'limit', 'codec-port', 'key', 'name', 'out', 'ttl',
+  ]),
+  ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode']),
   'cors-origin': { type: 'string', multiple: true },
-  'allow-encode': { type: 'boolean' },
-  key: { type: 'string' },
-  name: { type: 'string' },
-  out: { type: 'string' },
-  ttl: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 

@@ -3,8 +3,9 @@ import { combinedCost } from '../contracts/cost.js';
 import { addUsage, noUsage } from '../contracts/usage.js';
 import type { PromptRunRecord, RunTotals } from './types.js';
 
-/** Run (or turn) totals from prompt-run views: every call of every attempt, used or not. */
-export function totalsOf(rows: readonly PromptRunRecord[]): RunTotals {
+/** Run (or, given `turn`, that turn's) totals from prompt-run views: every call of every attempt, used or not. */
+export function totalsOf(runRows: readonly PromptRunRecord[], turn?: number): RunTotals {
+  const rows = turn === undefined ? runRows : runRows.filter((r) => r.turn === turn);
   const unused = rows.filter((r) => !r.outputUsed);
   return {
     usage: rows.reduce((sum, r) => addUsage(sum, r.usage), noUsage),

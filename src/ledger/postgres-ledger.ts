@@ -15,8 +15,10 @@ import {
   approvalColumns,
   approvalFromRow,
   decisionColumns,
+  DEFAULT_EVENT_PAGE,
   eventFromRow,
   operatorDecisionFromRow,
+  pageSize,
   promptRunsFromRows,
   runFromRow,
   stepFromRow,
@@ -49,9 +51,6 @@ import {
   type UsageRecord,
   type WorkspaceHolder,
 } from './types.js';
-
-const DEFAULT_EVENT_PAGE = 100;
-const MAX_EVENT_PAGE = 1000;
 
 /**
  * SQL for "the run a row belongs to", given the workflow id as `$w` and the run id (or NULL) as `$r`: that run if
@@ -423,8 +422,7 @@ export class PostgresLedger implements Ledger {
   }
 
   async runTotals(workflowId: string, runId?: string, options: { turn?: number } = {}): Promise<RunTotals> {
-    const rows = (await this.promptRuns(workflowId, runId)).filter((r) => options.turn === undefined || r.turn === options.turn);
-    return totalsOf(rows);
+    return totalsOf(await this.promptRuns(workflowId, runId), options.turn);
   }
 
   async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
@@ -481,7 +479,7 @@ export class PostgresLedger implements Ledger {
   }
 
   async readEvents(workflowId: string, afterCursor: number, limit = DEFAULT_EVENT_PAGE): Promise<LedgerEvent[]> {
-    const page = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(limit)));
+    const page = pageSize(limit);
     const { rows } = await this.query(`SELECT * FROM events WHERE workflow_id = $1 AND cursor > $2 ORDER BY cursor LIMIT $3`, [workflowId, afterCursor, page]);
     return rows.map(eventFromRow);
   }
@@ -531,7 +529,7 @@ export class PostgresLedger implements Ledger {
   }
 
   async listApprovals(filter: { workflowId?: string; runId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
-    const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
+    const limit = pageSize(filter.limit);
     const { rows } = await this.query(
       `SELECT * FROM approvals WHERE ($1::text IS NULL OR (workflow_id = $1 AND run_id = ${runOf('$1', '$2')})) AND ($3::text IS NULL OR status = $3)
        ORDER BY id LIMIT $4`,

@@ -4,6 +4,16 @@
  * Append new migrations; never edit an applied one.
  */
 import type pg from 'pg';
+import {
+  attemptTables,
+  blobsTable,
+  harnessStateTable,
+  operatorDecisionsTable,
+  ownedTable,
+  POSTGRES_TYPES as P,
+  runsAndAccountingTables,
+  workspaceClaimsTable,
+} from './schema.js';
 
 export interface Migration {
   readonly version: number;
@@ -15,82 +25,9 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
     name: 'runs, accounting, steps and events',
-    sql: `
-      CREATE TABLE vendors (
-        id TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        updated_at TIMESTAMPTZ NOT NULL
-      );
-      CREATE TABLE models (
-        id TEXT PRIMARY KEY,
-        vendor_id TEXT NOT NULL REFERENCES vendors(id),
-        name TEXT NOT NULL,
-        updated_at TIMESTAMPTZ NOT NULL
-      );
-      CREATE TABLE prompts (
-        id TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        text TEXT NOT NULL,
-        updated_at TIMESTAMPTZ NOT NULL
-      );
-      CREATE TABLE runs (
-        workflow_id TEXT PRIMARY KEY,
-        run_id TEXT NOT NULL,
-        agent TEXT NOT NULL,
-        harness TEXT NOT NULL,
-        tenant_id TEXT NOT NULL,
-        user_id TEXT NOT NULL,
-        task TEXT NOT NULL,
-        parent_workflow_id TEXT,
-        status TEXT NOT NULL,
-        result_json TEXT,
-        external_session_id TEXT,
-        started_at TIMESTAMPTZ NOT NULL,
-        finished_at TIMESTAMPTZ
-      );
-      CREATE INDEX runs_parent ON runs (parent_workflow_id);
+    // The PostgreSQL ledger also finds a tenant's runs by start time.
+    sql: `${runsAndAccountingTables(P)}
       CREATE INDEX runs_tenant ON runs (tenant_id, started_at);
-      CREATE TABLE prompt_runs (
-        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        workflow_id TEXT NOT NULL,
-        turn INTEGER NOT NULL,
-        prompt_id TEXT NOT NULL REFERENCES prompts(id),
-        model_id TEXT NOT NULL REFERENCES models(id),
-        vendor_id TEXT NOT NULL REFERENCES vendors(id),
-        reported_model TEXT,
-        input_tokens BIGINT NOT NULL,
-        output_tokens BIGINT NOT NULL,
-        cache_read_tokens BIGINT NOT NULL,
-        cache_write_tokens BIGINT NOT NULL,
-        cost_usd DOUBLE PRECISION NOT NULL,
-        cost_source TEXT NOT NULL CHECK (cost_source IN ('harness', 'price-table', 'unknown')),
-        external_session_id TEXT,
-        resumed BOOLEAN NOT NULL,
-        duration_ms BIGINT NOT NULL,
-        input TEXT NOT NULL,
-        output TEXT NOT NULL,
-        created_at TIMESTAMPTZ NOT NULL,
-        UNIQUE (workflow_id, turn)
-      );
-      CREATE TABLE run_steps (
-        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        workflow_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        turn INTEGER NOT NULL,
-        type TEXT NOT NULL,
-        payload_json TEXT NOT NULL,
-        created_at TIMESTAMPTZ NOT NULL,
-        UNIQUE (workflow_id, seq)
-      );
-      CREATE TABLE events (
-        cursor BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        workflow_id TEXT NOT NULL,
-        turn INTEGER NOT NULL,
-        type TEXT NOT NULL,
-        data_json TEXT NOT NULL,
-        at TIMESTAMPTZ NOT NULL
-      );
-      CREATE INDEX events_by_run ON events (workflow_id, cursor);
     `,
   },
   {
@@ -98,43 +35,14 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     name: 'permission requests and decisions',
     // Times are TIMESTAMPTZ (read back as ISO UTC, millisecond precision); the JSON columns stay TEXT like the
     // other *_json columns, so a record reads back exactly as written, as in SQLite.
-    sql: `
-      CREATE TABLE approvals (
-        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        workflow_id TEXT NOT NULL,
-        request_id TEXT NOT NULL,
-        turn INTEGER NOT NULL,
-        tool TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        title TEXT NOT NULL,
-        input_json TEXT NOT NULL,
-        command TEXT,
-        paths_json TEXT,
-        status TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied', 'expired')),
-        requested_at TIMESTAMPTZ NOT NULL,
-        expires_at TIMESTAMPTZ,
-        decided_by TEXT,
-        decided_at TIMESTAMPTZ,
-        edited_input_json TEXT,
-        scope TEXT CHECK (scope IS NULL OR scope IN ('once', 'session')),
-        message TEXT,
-        UNIQUE (workflow_id, request_id)
-      );
+    sql: `${ownedTable(P, 'approvals')}
       CREATE INDEX approvals_by_status ON approvals (status, id);
     `,
   },
   {
     version: 3,
     name: 'content-addressed blobs (claim-checked texts, frozen specs)',
-    sql: `
-      CREATE TABLE blobs (
-        hash TEXT PRIMARY KEY,
-        kind TEXT NOT NULL CHECK (kind IN ('text', 'spec')),
-        bytes INTEGER NOT NULL,
-        content TEXT NOT NULL,
-        created_at TIMESTAMPTZ NOT NULL
-      );
-    `,
+    sql: blobsTable(P),
   },
   {
     version: 4,
@@ -150,49 +58,7 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX runs_latest ON runs (workflow_id, seq);
       CREATE INDEX runs_open ON runs (seq) WHERE finished_at IS NULL;
 
-      CREATE TABLE attempts (
-        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        workflow_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        turn INTEGER NOT NULL,
-        attempt INTEGER NOT NULL,
-        attempt_id TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'cancelled', 'resume-failed', 'budget-exhausted', 'lost')),
-        output_used BOOLEAN NOT NULL DEFAULT false,
-        priced BOOLEAN NOT NULL,
-        usage_missing BOOLEAN NOT NULL DEFAULT false,
-        prompt_id TEXT NOT NULL REFERENCES prompts(id),
-        model_id TEXT NOT NULL REFERENCES models(id),
-        vendor_id TEXT NOT NULL REFERENCES vendors(id),
-        reported_model TEXT,
-        external_session_id TEXT,
-        resumed BOOLEAN NOT NULL DEFAULT false,
-        duration_ms BIGINT NOT NULL DEFAULT 0,
-        input TEXT NOT NULL,
-        output TEXT NOT NULL DEFAULT '',
-        error TEXT,
-        started_at TIMESTAMPTZ NOT NULL,
-        finished_at TIMESTAMPTZ,
-        UNIQUE (workflow_id, run_id, attempt_id)
-      );
-      CREATE INDEX attempts_by_turn ON attempts (workflow_id, run_id, turn);
-      CREATE TABLE model_calls (
-        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        workflow_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        attempt_id TEXT NOT NULL,
-        turn INTEGER NOT NULL,
-        call INTEGER NOT NULL,
-        input_tokens BIGINT,
-        output_tokens BIGINT,
-        cache_read_tokens BIGINT,
-        cache_write_tokens BIGINT,
-        reasoning_tokens BIGINT,
-        price_usd DOUBLE PRECISION,
-        harness_cost_usd DOUBLE PRECISION,
-        at TIMESTAMPTZ NOT NULL,
-        UNIQUE (workflow_id, run_id, attempt_id, call)
-      );
+      ${attemptTables(P)}
       INSERT INTO attempts (workflow_id, run_id, turn, attempt, attempt_id, status, output_used, priced, prompt_id, model_id,
           vendor_id, reported_model, external_session_id, resumed, duration_ms, input, output, started_at, finished_at)
         SELECT p.workflow_id, COALESCE(r.run_id, ''), p.turn, 1, 'v1:' || p.turn, 'succeeded', true, p.cost_source = 'price-table',
@@ -224,48 +90,17 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
   {
     version: 5,
     name: "adapters' state between turns (codex's usage totals), out of the harness's reach",
-    sql: `
-      CREATE TABLE harness_state (
-        workflow_id TEXT NOT NULL,
-        key TEXT NOT NULL,
-        value JSONB NOT NULL,
-        updated_at TIMESTAMPTZ NOT NULL,
-        PRIMARY KEY (workflow_id, key)
-      );
-    `,
+    sql: harnessStateTable(P),
   },
   {
     version: 6,
     name: 'operator decisions as accepted (who, verified or not, and the claim), a signature\'s nonce once only',
-    sql: `
-      CREATE TABLE operator_decisions (
-        id BIGSERIAL PRIMARY KEY,
-        nonce TEXT NOT NULL UNIQUE,
-        workflow_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        action TEXT NOT NULL,
-        request_id TEXT,
-        principal TEXT NOT NULL,
-        key_id TEXT,
-        authenticated BOOLEAN NOT NULL,
-        claim JSONB,
-        at TIMESTAMPTZ NOT NULL
-      );
-      CREATE INDEX operator_decisions_by_run ON operator_decisions (workflow_id, run_id, id);
-    `,
+    sql: operatorDecisionsTable(P, 'BIGSERIAL PRIMARY KEY'),
   },
   {
     version: 7,
     name: 'shared workspaces claimed by one open run at a time (agent and agent-user scopes)',
-    sql: `
-      CREATE TABLE workspace_claims (
-        key TEXT PRIMARY KEY,
-        workflow_id TEXT NOT NULL,
-        run_id TEXT NOT NULL,
-        claimed_at TIMESTAMPTZ NOT NULL
-      );
-      CREATE INDEX workspace_claims_by_workflow ON workspace_claims (workflow_id);
-    `,
+    sql: workspaceClaimsTable(P),
   },
 ];
 

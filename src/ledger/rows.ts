@@ -21,6 +21,15 @@ import type {
   RunView,
 } from './types.js';
 
+/** Default and maximum page size for readEvents (the maximum also bounds listApprovals). */
+export const DEFAULT_EVENT_PAGE = 100;
+const MAX_EVENT_PAGE = 1000;
+
+/** A requested page size as both ledgers take it: a whole number from 1 to the maximum (the default). */
+export function pageSize(limit: number = MAX_EVENT_PAGE): number {
+  return Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(limit)));
+}
+
 /** A row as either driver returns it. */
 export type Row = Record<string, unknown>;
 

@@ -8,8 +8,10 @@ import {
   approvalColumns,
   approvalFromRow,
   decisionColumns,
+  DEFAULT_EVENT_PAGE,
   eventFromRow,
   operatorDecisionFromRow,
+  pageSize,
   promptRunsFromRows,
   runFromRow,
   stepFromRow,
@@ -17,6 +19,17 @@ import {
   usageColumns,
   type Row,
 } from './rows.js';
+import {
+  attemptTables,
+  blobsTable,
+  harnessStateTable,
+  operatorDecisionsTable,
+  ownedTable,
+  runsAndAccountingTables,
+  runsTable,
+  SQLITE_TYPES as T,
+  workspaceClaimsTable,
+} from './schema.js';
 import {
   LedgerFaultError,
   UnresolvedAccountingError,
@@ -45,187 +58,24 @@ import {
 
 /** Ordered migrations; migration N brings the schema to version N (stored in PRAGMA user_version). */
 const MIGRATIONS: readonly string[] = [
-  `
-  CREATE TABLE vendors (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-  );
-  CREATE TABLE models (
-    id TEXT PRIMARY KEY,
-    vendor_id TEXT NOT NULL REFERENCES vendors(id),
-    name TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-  );
-  CREATE TABLE prompts (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    text TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-  );
-  CREATE TABLE runs (
-    workflow_id TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    harness TEXT NOT NULL,
-    tenant_id TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    task TEXT NOT NULL,
-    parent_workflow_id TEXT,
-    status TEXT NOT NULL,
-    result_json TEXT,
-    external_session_id TEXT,
-    started_at TEXT NOT NULL,
-    finished_at TEXT
-  );
-  CREATE INDEX runs_parent ON runs(parent_workflow_id);
-  CREATE TABLE prompt_runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    workflow_id TEXT NOT NULL,
-    turn INTEGER NOT NULL,
-    prompt_id TEXT NOT NULL REFERENCES prompts(id),
-    model_id TEXT NOT NULL REFERENCES models(id),
-    vendor_id TEXT NOT NULL REFERENCES vendors(id),
-    reported_model TEXT,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    cache_read_tokens INTEGER NOT NULL,
-    cache_write_tokens INTEGER NOT NULL,
-    cost_usd REAL NOT NULL,
-    cost_source TEXT NOT NULL CHECK (cost_source IN ('harness', 'price-table', 'unknown')),
-    external_session_id TEXT,
-    resumed INTEGER NOT NULL,
-    duration_ms INTEGER NOT NULL,
-    input TEXT NOT NULL,
-    output TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    UNIQUE (workflow_id, turn)
-  );
-  CREATE TABLE run_steps (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    workflow_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    turn INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    payload_json TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    UNIQUE (workflow_id, seq)
-  );
-  CREATE TABLE events (
-    cursor INTEGER PRIMARY KEY AUTOINCREMENT,
-    workflow_id TEXT NOT NULL,
-    turn INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    data_json TEXT NOT NULL,
-    at TEXT NOT NULL
-  );
-  CREATE INDEX events_by_run ON events(workflow_id, cursor);
-  `,
+  runsAndAccountingTables(T),
   // 2: permission requests and decisions (issue 12).
-  `
-  CREATE TABLE approvals (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    workflow_id TEXT NOT NULL,
-    request_id TEXT NOT NULL,
-    turn INTEGER NOT NULL,
-    tool TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    title TEXT NOT NULL,
-    input_json TEXT NOT NULL,
-    command TEXT,
-    paths_json TEXT,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied', 'expired')),
-    requested_at TEXT NOT NULL,
-    expires_at TEXT,
-    decided_by TEXT,
-    decided_at TEXT,
-    edited_input_json TEXT,
-    scope TEXT CHECK (scope IS NULL OR scope IN ('once', 'session')),
-    message TEXT,
-    UNIQUE (workflow_id, request_id)
-  );
+  `${ownedTable(T, 'approvals')}
   CREATE INDEX approvals_by_status ON approvals(status, id);
   `,
   // 3: content-addressed blobs (claim-checked texts, frozen specs; issue 9).
-  `
-  CREATE TABLE blobs (
-    hash TEXT PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('text', 'spec')),
-    bytes INTEGER NOT NULL,
-    content TEXT NOT NULL,
-    created_at TEXT NOT NULL
-  );
-  `,
+  blobsTable(T),
   // 4: rows keyed by (workflow_id, run_id) so a reused workflow id never mixes two runs; one prompt run per turn
   // ATTEMPT and one row per model call (nullable counts: unknown is not zero). Older prompt runs become
   // attempt "v1:<turn>" with one call carrying their totals.
-  `
-  CREATE TABLE runs_v2 (
-    workflow_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    harness TEXT NOT NULL,
-    tenant_id TEXT NOT NULL,
-    user_id TEXT NOT NULL,
-    task TEXT NOT NULL,
-    parent_workflow_id TEXT,
-    status TEXT NOT NULL,
-    result_json TEXT,
-    external_session_id TEXT,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    PRIMARY KEY (workflow_id, run_id)
-  );
+  `${runsTable(T, { name: 'runs_v2', byRun: true })}
   INSERT INTO runs_v2 SELECT workflow_id, run_id, agent, harness, tenant_id, user_id, task, parent_workflow_id, status,
     result_json, external_session_id, started_at, finished_at FROM runs;
   DROP TABLE runs;
   ALTER TABLE runs_v2 RENAME TO runs;
   CREATE INDEX runs_parent ON runs(parent_workflow_id);
   CREATE INDEX runs_open ON runs(status) WHERE finished_at IS NULL;
-
-  CREATE TABLE attempts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    workflow_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    turn INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    attempt_id TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'cancelled', 'resume-failed', 'budget-exhausted', 'lost')),
-    output_used INTEGER NOT NULL DEFAULT 0,
-    priced INTEGER NOT NULL,
-    usage_missing INTEGER NOT NULL DEFAULT 0,
-    prompt_id TEXT NOT NULL REFERENCES prompts(id),
-    model_id TEXT NOT NULL REFERENCES models(id),
-    vendor_id TEXT NOT NULL REFERENCES vendors(id),
-    reported_model TEXT,
-    external_session_id TEXT,
-    resumed INTEGER NOT NULL DEFAULT 0,
-    duration_ms INTEGER NOT NULL DEFAULT 0,
-    input TEXT NOT NULL,
-    output TEXT NOT NULL DEFAULT '',
-    error TEXT,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    UNIQUE (workflow_id, run_id, attempt_id)
-  );
-  CREATE INDEX attempts_by_turn ON attempts(workflow_id, run_id, turn);
-  CREATE TABLE model_calls (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    workflow_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    attempt_id TEXT NOT NULL,
-    turn INTEGER NOT NULL,
-    call INTEGER NOT NULL,
-    input_tokens INTEGER,
-    output_tokens INTEGER,
-    cache_read_tokens INTEGER,
-    cache_write_tokens INTEGER,
-    reasoning_tokens INTEGER,
-    price_usd REAL,
-    harness_cost_usd REAL,
-    at TEXT NOT NULL,
-    UNIQUE (workflow_id, run_id, attempt_id, call)
-  );
+  ${attemptTables(T)}
   INSERT INTO attempts (workflow_id, run_id, turn, attempt, attempt_id, status, output_used, priced, prompt_id, model_id,
       vendor_id, reported_model, external_session_id, resumed, duration_ms, input, output, started_at, finished_at)
     SELECT p.workflow_id, COALESCE(r.run_id, ''), p.turn, 1, 'v1:' || p.turn, 'succeeded', 1,
@@ -240,17 +90,7 @@ const MIGRATIONS: readonly string[] = [
     FROM prompt_runs p LEFT JOIN runs r ON r.workflow_id = p.workflow_id;
   DROP TABLE prompt_runs;
 
-  CREATE TABLE run_steps_v2 (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    workflow_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    turn INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    payload_json TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    UNIQUE (workflow_id, run_id, seq)
-  );
+  ${ownedTable(T, 'run_steps', { name: 'run_steps_v2', byRun: true })}
   INSERT INTO run_steps_v2 (workflow_id, run_id, seq, turn, type, payload_json, created_at)
     SELECT s.workflow_id, COALESCE(r.run_id, ''), s.seq, s.turn, s.type, s.payload_json, s.created_at
     FROM run_steps s LEFT JOIN runs r ON r.workflow_id = s.workflow_id;
@@ -261,28 +101,7 @@ const MIGRATIONS: readonly string[] = [
   UPDATE events SET run_id = COALESCE((SELECT r.run_id FROM runs r WHERE r.workflow_id = events.workflow_id), '');
 
   -- Approvals too: a decision of one run must never answer another run's request with the same id.
-  CREATE TABLE approvals_v4 (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    workflow_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    request_id TEXT NOT NULL,
-    turn INTEGER NOT NULL,
-    tool TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    title TEXT NOT NULL,
-    input_json TEXT NOT NULL,
-    command TEXT,
-    paths_json TEXT,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'allowed', 'denied', 'expired')),
-    requested_at TEXT NOT NULL,
-    expires_at TEXT,
-    decided_by TEXT,
-    decided_at TEXT,
-    edited_input_json TEXT,
-    scope TEXT CHECK (scope IS NULL OR scope IN ('once', 'session')),
-    message TEXT,
-    UNIQUE (workflow_id, run_id, request_id)
-  );
+  ${ownedTable(T, 'approvals', { name: 'approvals_v4', byRun: true })}
   INSERT INTO approvals_v4 (id, workflow_id, run_id, request_id, turn, tool, kind, title, input_json, command, paths_json,
       status, requested_at, expires_at, decided_by, decided_at, edited_input_json, scope, message)
     SELECT a.id, a.workflow_id, COALESCE((SELECT r.run_id FROM runs r WHERE r.workflow_id = a.workflow_id ORDER BY r.rowid DESC LIMIT 1), ''),
@@ -294,50 +113,15 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX approvals_by_status ON approvals(status, id);
   `,
   // 5: adapters' state between turns (codex's usage totals), out of the harness's reach.
-  `
-  CREATE TABLE harness_state (
-    workflow_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value_json TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (workflow_id, key)
-  );
-  `,
+  harnessStateTable(T),
   // 6: operator decisions as accepted (who, verified or not, and the claim), a signature's nonce once only.
-  `
-  CREATE TABLE operator_decisions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    nonce TEXT NOT NULL UNIQUE,
-    workflow_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    action TEXT NOT NULL,
-    request_id TEXT,
-    principal TEXT NOT NULL,
-    key_id TEXT,
-    authenticated INTEGER NOT NULL,
-    claim_json TEXT,
-    at TEXT NOT NULL
-  );
-  CREATE INDEX operator_decisions_by_run ON operator_decisions(workflow_id, run_id, id);
-  `,
+  operatorDecisionsTable(T),
   // 7: shared workspaces claimed by one open run at a time (agent and agent-user scopes).
-  `
-  CREATE TABLE workspace_claims (
-    key TEXT PRIMARY KEY,
-    workflow_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    claimed_at TEXT NOT NULL
-  );
-  CREATE INDEX workspace_claims_by_workflow ON workspace_claims(workflow_id);
-  `,
+  workspaceClaimsTable(T),
 ];
 
 /** Schema version this code writes. */
 export const LEDGER_SCHEMA_VERSION = MIGRATIONS.length;
-
-/** Default and maximum page size for readEvents. */
-const DEFAULT_EVENT_PAGE = 100;
-const MAX_EVENT_PAGE = 1000;
 
 function now(): string {
   return new Date().toISOString();
@@ -617,6 +401,16 @@ export class SqliteLedger implements Ledger {
     return (this.stmts.latestRunId.get(workflowId) as string | undefined) ?? runId ?? '';
   }
 
+  /** Runs one write statement; whether it changed a row (an insert that met its key already did not). */
+  private changed(statement: Database.Statement, params: Record<string, unknown>): boolean {
+    return this.write(() => statement.run(params).changes > 0);
+  }
+
+  /** A row's workflow id and the run it belongs to (see `runOf`), as statement parameters. */
+  private keysOf(row: { workflowId: string; runId?: string | undefined }): { workflowId: string; runId: string } {
+    return { workflowId: row.workflowId, runId: this.runOf(row.workflowId, row.runId) };
+  }
+
   async health(): Promise<LedgerHealth> {
     const location = this.file;
     if (this.closed) return { ok: false, location, problem: 'the ledger is closed' };
@@ -642,20 +436,18 @@ export class SqliteLedger implements Ledger {
   }
 
   async startRun(run: RunRecord): Promise<{ created: boolean }> {
-    const info = this.write(() =>
-      this.stmts.insertRun.run({
-        workflowId: run.workflowId,
-        runId: run.runId,
-        agent: run.agent,
-        harness: run.harness,
-        tenantId: run.tenantId,
-        userId: run.userId,
-        task: run.task,
-        parentWorkflowId: run.parentWorkflowId ?? null,
-        at: now(),
-      }),
-    );
-    return { created: info.changes > 0 };
+    const created = this.changed(this.stmts.insertRun, {
+      workflowId: run.workflowId,
+      runId: run.runId,
+      agent: run.agent,
+      harness: run.harness,
+      tenantId: run.tenantId,
+      userId: run.userId,
+      task: run.task,
+      parentWorkflowId: run.parentWorkflowId ?? null,
+      at: now(),
+    });
+    return { created };
   }
 
   async finishRun(workflowId: string, status: RunStatus, result: unknown, runId?: string): Promise<void> {
@@ -745,41 +537,35 @@ export class SqliteLedger implements Ledger {
 
   async recordUsage(row: UsageRecord): Promise<{ inserted: boolean }> {
     const u = row.usage;
-    const info = this.write(() =>
-      this.stmts.insertCall.run({
-        workflowId: row.workflowId,
-        runId: this.runOf(row.workflowId, row.runId),
-        attemptId: row.attemptId,
-        turn: row.turn,
-        call: row.call,
-        ...usageColumns(u),
-        priceUsd: row.priceUsd ?? null,
-        harnessCostUsd: row.harnessCostUsd ?? null,
-        at: now(),
-      }),
-    );
-    return { inserted: info.changes > 0 };
+    const inserted = this.changed(this.stmts.insertCall, {
+      ...this.keysOf(row),
+      attemptId: row.attemptId,
+      turn: row.turn,
+      call: row.call,
+      ...usageColumns(u),
+      priceUsd: row.priceUsd ?? null,
+      harnessCostUsd: row.harnessCostUsd ?? null,
+      at: now(),
+    });
+    return { inserted };
   }
 
   async finishAttempt(finish: AttemptFinish): Promise<{ updated: boolean }> {
-    const info = this.write(() =>
-      this.stmts.finishAttempt.run({
-        workflowId: finish.workflowId,
-        runId: this.runOf(finish.workflowId, finish.runId),
-        attemptId: finish.attemptId,
-        status: finish.status,
-        outputUsed: finish.outputUsed ? 1 : 0,
-        output: finish.output,
-        error: finish.error ?? null,
-        reportedModel: finish.reportedModel ?? null,
-        externalSessionId: finish.externalSessionId ?? null,
-        resumed: finish.resumed ? 1 : 0,
-        durationMs: Math.round(finish.durationMs),
-        usageMissing: finish.usageMissing ? 1 : 0,
-        at: now(),
-      }),
-    );
-    return { updated: info.changes > 0 };
+    const updated = this.changed(this.stmts.finishAttempt, {
+      ...this.keysOf(finish),
+      attemptId: finish.attemptId,
+      status: finish.status,
+      outputUsed: finish.outputUsed ? 1 : 0,
+      output: finish.output,
+      error: finish.error ?? null,
+      reportedModel: finish.reportedModel ?? null,
+      externalSessionId: finish.externalSessionId ?? null,
+      resumed: finish.resumed ? 1 : 0,
+      durationMs: Math.round(finish.durationMs),
+      usageMissing: finish.usageMissing ? 1 : 0,
+      at: now(),
+    });
+    return { updated };
   }
 
   /** Attempts and their calls, folded into prompt-run views. */
@@ -792,23 +578,19 @@ export class SqliteLedger implements Ledger {
   }
 
   async runTotals(workflowId: string, runId?: string, options: { turn?: number } = {}): Promise<RunTotals> {
-    const rows = this.promptRuns(workflowId, this.runOf(workflowId, runId)).filter((r) => options.turn === undefined || r.turn === options.turn);
-    return totalsOf(rows);
+    return totalsOf(this.promptRuns(workflowId, this.runOf(workflowId, runId)), options.turn);
   }
 
   async recordStep(step: RunStepRecord): Promise<{ inserted: boolean }> {
-    const info = this.write(() =>
-      this.stmts.insertStep.run({
-        workflowId: step.workflowId,
-        runId: this.runOf(step.workflowId, step.runId),
-        seq: step.seq,
-        turn: step.turn,
-        type: step.type,
-        payload: toJson(step.payload),
-        at: now(),
-      }),
-    );
-    return { inserted: info.changes > 0 };
+    const inserted = this.changed(this.stmts.insertStep, {
+      ...this.keysOf(step),
+      seq: step.seq,
+      turn: step.turn,
+      type: step.type,
+      payload: toJson(step.payload),
+      at: now(),
+    });
+    return { inserted };
   }
 
   async getStep(workflowId: string, seq: number, runId?: string): Promise<RunStepRecord | undefined> {
@@ -840,7 +622,7 @@ export class SqliteLedger implements Ledger {
   }
 
   async readEvents(workflowId: string, afterCursor: number, limit = DEFAULT_EVENT_PAGE): Promise<LedgerEvent[]> {
-    const page = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(limit)));
+    const page = pageSize(limit);
     return (this.stmts.readEvents.all(workflowId, afterCursor, page) as Row[]).map(eventFromRow);
   }
 
@@ -867,7 +649,7 @@ export class SqliteLedger implements Ledger {
   }
 
   async listApprovals(filter: { workflowId?: string; runId?: string; status?: ApprovalStatus; limit?: number } = {}): Promise<ApprovalRecord[]> {
-    const limit = Math.max(1, Math.min(MAX_EVENT_PAGE, Math.floor(filter.limit ?? MAX_EVENT_PAGE)));
+    const limit = pageSize(filter.limit);
     const runId = filter.workflowId !== undefined ? this.runOf(filter.workflowId, filter.runId) : null;
     const rows = this.stmts.listApprovals.all({ workflowId: filter.workflowId ?? null, runId, status: filter.status ?? null, limit }) as Row[];
     return rows.map(approvalFromRow);

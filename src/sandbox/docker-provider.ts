@@ -155,13 +155,9 @@ export class DockerSandboxProvider implements SandboxProvider {
    */
   readonly hostBound = true;
   private readonly client: DockerClient;
-  private readonly root: string;
-  private readonly containerWorkspace: string;
-
   /** The host directory holding all workspaces (`DURABLE_HARNESS_WORKSPACES`). */
-  get workspaceRoot(): string {
-    return this.root;
-  }
+  readonly workspaceRoot: string;
+  private readonly containerWorkspace: string;
   private readonly user: string;
   private readonly keepAliveUser: string;
   /** The deployment whose containers this provider creates, reattaches and reaps. */
@@ -171,7 +167,7 @@ export class DockerSandboxProvider implements SandboxProvider {
 
   constructor(private readonly options: DockerSandboxProviderOptions) {
     this.client = new DockerClient(options.docker ?? dockerFromEnvironment());
-    this.root = path.resolve(options.workspaceRoot);
+    this.workspaceRoot = path.resolve(options.workspaceRoot);
     this.containerWorkspace = options.containerWorkspace ?? defaults.containerWorkspace;
     this.user = options.user ?? defaults.user;
     this.keepAliveUser = options.keepAliveUser ?? defaults.keepAliveUser;
@@ -209,7 +205,7 @@ export class DockerSandboxProvider implements SandboxProvider {
   async start(request: SandboxStartRequest): Promise<SandboxRef> {
     const networkMode = await this.networkModeFor(request.spec.networkPolicy);
     const limits = limitsOf(request.spec.options);
-    const hostDir = workspaceDirFor(this.root, request.spec.workspaceScope, request);
+    const hostDir = workspaceDirFor(this.workspaceRoot, request.spec.workspaceScope, request);
     this.prepareWorkspace(hostDir);
     const name = containerNameFor(safeSegment(request.workflowId, 'workflow id'), this.deployment);
     const ref: SandboxRef = { provider: this.name, workspacePath: this.containerWorkspace, hostWorkspacePath: hostDir, id: name };
@@ -311,10 +307,10 @@ export class DockerSandboxProvider implements SandboxProvider {
    * is chowned or chmodded by path, and nothing below the workspace is changed on an existing workspace.
    */
   private prepareWorkspace(hostDir: string): void {
-    mkdirSync(this.root, { recursive: true });
-    mkdirWorkspaceSync(this.root, path.relative(this.root, hostDir));
+    mkdirSync(this.workspaceRoot, { recursive: true });
+    mkdirWorkspaceSync(this.workspaceRoot, path.relative(this.workspaceRoot, hostDir));
     // Traverse-only above the workspace: a local sandbox user on the same worker lists no one's workspace.
-    protectWorkspacePath(this.root, hostDir);
+    protectWorkspacePath(this.workspaceRoot, hostDir);
     const [uid, gid] = this.user.split(':').map((part) => Number(part));
     try {
       if (uid === undefined || !Number.isInteger(uid)) throw new Error('named user');
@@ -393,12 +389,12 @@ export class DockerSandboxProvider implements SandboxProvider {
   /** Refs are data and may be stale or forged: only our provider's, only our naming, only under our root. */
   private checkRef(ref: SandboxRef): string {
     const container = this.checkContainerName(ref);
-    const rel = path.relative(this.root, path.resolve(ref.hostWorkspacePath));
+    const rel = path.relative(this.workspaceRoot, path.resolve(ref.hostWorkspacePath));
     if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
       // Permanent: retrying on this worker cannot help (issue 18 saw runs retry this into awaiting_operator).
       const where = ref.hostQueue ? `it belongs to the worker on host queue "${ref.hostQueue}"` : 'it was started by a worker with another workspace root';
       throw new WorkspaceMissingError(
-        `Sandbox workspace ${ref.hostWorkspacePath} is not inside the workspace root ${this.root} of this worker (${where}). ` +
+        `Sandbox workspace ${ref.hostWorkspacePath} is not inside the workspace root ${this.workspaceRoot} of this worker (${where}). ` +
           'Workers whose runs are not pinned (DURABLE_HARNESS_HOST_AFFINITY=off) must share one workspace root: the same DURABLE_HARNESS_WORKSPACES path on one filesystem.',
       );
     }

@@ -182,6 +182,21 @@ function splitLast(rel, what) {
   return { parts, dirParts: parts.slice(0, -1), name: parts[parts.length - 1] };
 }
 
+/**
+ * Runs `fn` on directory `dir` once it is checked to be inside the workspace; its failures are named after
+ * `parts` (as a `kind`), and `dir` is closed after, whatever happens.
+ */
+function inDir(ws, dir, parts, kind, fn) {
+  try {
+    checkInside(ws, dir, parts);
+    return fn();
+  } catch (error) {
+    throw failure(error, parts, kind);
+  } finally {
+    close(dir);
+  }
+}
+
 /** `{ type, size }` of the entry (a link is reported as `symlink`, not followed); `undefined` if absent. */
 export function statAt(ws, rel) {
   const parts = pathParts(rel);
@@ -248,8 +263,7 @@ export function writeAt(ws, rel, data, options = {}) {
   const dir = walkDir(ws, dirParts, options.createParents === true);
   let fd;
   let created = false;
-  try {
-    checkInside(ws, dir, parts);
+  inDir(ws, dir, parts, 'file', () => {
     try {
       fd = fs.openSync(at(dir, name), WRITE_FLAGS | C.O_CREAT | C.O_EXCL, options.mode ?? 0o644);
       created = true;
@@ -257,11 +271,7 @@ export function writeAt(ws, rel, data, options = {}) {
       if (error?.code !== 'EEXIST') throw error;
       fd = fs.openSync(at(dir, name), WRITE_FLAGS);
     }
-  } catch (error) {
-    throw failure(error, parts, 'file');
-  } finally {
-    close(dir);
-  }
+  });
   try {
     const st = fs.fstatSync(fd);
     // Type first, truncate after: a FIFO or device is refused before anything happens to it.
@@ -283,17 +293,12 @@ export function writeAt(ws, rel, data, options = {}) {
 export function listAt(ws, rel) {
   const parts = pathParts(rel);
   const dir = walkDir(ws, parts, false);
-  try {
-    checkInside(ws, dir, parts);
-    return fs
+  return inDir(ws, dir, parts, 'dir', () =>
+    fs
       .readdirSync(at(dir), { withFileTypes: true })
       .map((entry) => ({ name: entry.name, type: typeOf(entry) }))
-      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  } catch (error) {
-    throw failure(error, parts, 'dir');
-  } finally {
-    close(dir);
-  }
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+  );
 }
 
 /** Creates a directory; `recursive` creates missing parents and accepts an existing directory. */
@@ -305,8 +310,7 @@ export function mkdirAt(ws, rel, options = {}) {
   }
   const { dirParts, name } = splitLast(rel, 'directory');
   const dir = walkDir(ws, dirParts, false);
-  try {
-    checkInside(ws, dir, parts);
+  inDir(ws, dir, parts, 'dir', () => {
     fs.mkdirSync(at(dir, name), { mode: 0o755 });
     const fd = fs.openSync(at(dir, name), DIR_FLAGS);
     try {
@@ -314,11 +318,7 @@ export function mkdirAt(ws, rel, options = {}) {
     } finally {
       close(fd);
     }
-  } catch (error) {
-    throw failure(error, parts, 'dir');
-  } finally {
-    close(dir);
-  }
+  });
 }
 
 /**
@@ -331,14 +331,7 @@ export function renameAt(ws, rel, newName) {
     throw new WorkspaceFsError('PathEscape', `${JSON.stringify(String(newName))} is not a plain name; a rename stays in its directory.`);
   }
   const dir = walkDir(ws, dirParts, false);
-  try {
-    checkInside(ws, dir, parts);
-    fs.renameSync(at(dir, name), at(dir, newName));
-  } catch (error) {
-    throw failure(error, parts, 'any');
-  } finally {
-    close(dir);
-  }
+  inDir(ws, dir, parts, 'any', () => fs.renameSync(at(dir, name), at(dir, newName)));
 }
 
 /** Runs one request against the workspace at `root`; the shape `serve()` speaks. */

@@ -84,20 +84,17 @@ export class LocalSandboxProvider implements SandboxProvider {
   readonly name = 'local';
   /** Workspaces are directories on this worker's disk: runs are pinned to this worker (docs/multi-host.md). */
   readonly hostBound = true;
-  private readonly root: string;
+  /** The directory holding all workspaces (the worker keeps it traverse-only: src/sandbox/data-dir.ts). */
+  readonly workspaceRoot: string;
   private readonly runtimeDir: string;
   private readonly tools: ContainmentTools;
   /** Uids of workspaces under `sandbox.options.userRange`, kept in the runtime directory. */
   private readonly uids: ScopeUids;
 
-  /** The directory holding all workspaces (the worker keeps it traverse-only: src/sandbox/data-dir.ts). */
-  get workspaceRoot(): string {
-    return this.root;
-  }
 
   constructor(private readonly options: LocalSandboxProviderOptions) {
-    this.root = path.resolve(options.root);
-    this.runtimeDir = path.resolve(options.runtimeDir ?? path.join(path.dirname(this.root), 'runtime', 'local'));
+    this.workspaceRoot = path.resolve(options.root);
+    this.runtimeDir = path.resolve(options.runtimeDir ?? path.join(path.dirname(this.workspaceRoot), 'runtime', 'local'));
     this.tools = options.tools ?? defaultTools;
     this.uids = new ScopeUids(this.runtimeDir);
   }
@@ -138,7 +135,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   async start(request: SandboxStartRequest): Promise<SandboxRef> {
     if (this.enforces(request.spec.networkPolicy) === 'refused') throw new SandboxIsolationUnavailable(this.refusalOf(request.spec.networkPolicy));
     checkSharedUid(request.spec.workspaceScope, request.spec.options);
-    const dir = workspaceDirFor(this.root, request.spec.workspaceScope, request);
+    const dir = workspaceDirFor(this.workspaceRoot, request.spec.workspaceScope, request);
     const isolation = { ...(await this.isolationFor(request.spec.options, dir)), ...(request.spec.networkPolicy === 'none' ? { network: 'loopback' as const } : {}) };
     checkIsolation(isolation, this.tools);
     this.createWorkspace(dir, isolation);
@@ -194,7 +191,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private async isolationFor(options: Readonly<Record<string, unknown>> | undefined, dir: string): Promise<LocalIsolation> {
     const range = parseUidRange(options);
     if (!range) return parseLocalIsolation(options);
-    const uid = await this.uids.uidFor(path.relative(this.root, dir), range);
+    const uid = await this.uids.uidFor(path.relative(this.workspaceRoot, dir), range);
     return parseLocalIsolation({ ...options, userRange: undefined, user: `${uid}:${uid}` });
   }
 
@@ -210,9 +207,9 @@ export class LocalSandboxProvider implements SandboxProvider {
    * itself is private (0700) to the worker, or with a `user` to that user.
    */
   private createWorkspace(dir: string, isolation: LocalIsolation): void {
-    mkdirSync(this.root, { recursive: true });
-    mkdirWorkspaceSync(this.root, path.relative(this.root, dir));
-    protectWorkspacePath(this.root, dir);
+    mkdirSync(this.workspaceRoot, { recursive: true });
+    mkdirWorkspaceSync(this.workspaceRoot, path.relative(this.workspaceRoot, dir));
+    protectWorkspacePath(this.workspaceRoot, dir);
     if (isolation.user) {
       chownDirectoryNoFollow(dir, isolation.user.uid, isolation.user.gid, 0o700);
       checkReachable(dir, isolation, this.tools);
@@ -232,7 +229,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (!isDirectory) {
       const where = ref.hostQueue ? ` It was created by the worker on host queue "${ref.hostQueue}".` : '';
       throw new WorkspaceMissingError(
-        `The run's workspace ${ref.hostWorkspacePath} does not exist on this worker (root ${this.root}).${where} ` +
+        `The run's workspace ${ref.hostWorkspacePath} does not exist on this worker (root ${this.workspaceRoot}).${where} ` +
           'It was removed, or the run is on another host than its workspace; a turn never runs in a fresh empty directory instead. ' +
           'Restore the workspace or give the run a new one (sandbox.onHostLoss: reprovision).',
       );
@@ -244,10 +241,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (ref.provider !== this.name) {
       throw new Error(`Sandbox ref belongs to provider "${ref.provider}", not "${this.name}"; attach it with that provider.`);
     }
-    const rel = path.relative(this.root, path.resolve(ref.hostWorkspacePath));
+    const rel = path.relative(this.workspaceRoot, path.resolve(ref.hostWorkspacePath));
     if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
       const where = ref.hostQueue ? ` (it belongs to the worker on host queue "${ref.hostQueue}")` : '';
-      throw new WorkspaceMissingError(`Sandbox workspace ${ref.hostWorkspacePath} is not inside the local root ${this.root} of this worker${where}.`);
+      throw new WorkspaceMissingError(`Sandbox workspace ${ref.hostWorkspacePath} is not inside the local root ${this.workspaceRoot} of this worker${where}.`);
     }
   }
 }

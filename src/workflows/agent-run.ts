@@ -71,6 +71,7 @@ import { roundUsd } from '../contracts/money.js';
 import { CANCEL_REQUEST_GRACE_MS, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import { installApprovalHandlers } from './approval-handlers.js';
+import type { OperatorAction } from '../operators/index.js';
 import { decisionModeOf, decisionRequest, takeDecision } from './operator-decisions.js';
 import { detailsText, turnStartToCloseMs } from './approvals.js';
 import type { RunState } from './state.js';
@@ -166,6 +167,13 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const trusted = () => decisionModeOf(state) === 'trusted-network';
   const reasonRefusal = (reason: unknown): string | undefined =>
     typeof reason === 'string' && reason.length > operatorInputLimits.maxInlineBytes ? `the reason is ${reason.length} characters, over the limit of ${operatorInputLimits.maxInlineBytes}` : undefined;
+  /** The decision an update's argument carries, once authorized (a refusal fails the update). */
+  const decide = (action: OperatorAction, arg: unknown) => takeDecision(decisionHost, action, decisionRequest(action, [arg]));
+  /** A validator's check of the reason an update carries. */
+  const checkReason = (action: OperatorAction, arg: unknown) => {
+    const refusal = reasonRefusal(decisionRequest(action, [arg]).reason);
+    if (refusal) throw new Error(refusal);
+  };
   const cancel = (reason?: string) => {
     if (inbox.interruption) return 'the run is already stopping';
     inbox.interruption = { kind: 'cancel', reason: reason || 'cancelled by signal' };
@@ -182,16 +190,14 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   setHandler(
     cancelUpdate,
     async (arg) => {
-      const request = decisionRequest('cancel', [arg]);
-      const taken = await takeDecision(decisionHost, 'cancel', request);
-      return cancel(`${request.reason || 'cancelled'}${taken ? ` (by ${taken.principal})` : ''}`);
+      const taken = await decide('cancel', arg);
+      return cancel(`${taken.reason || 'cancelled'}${taken ? ` (by ${taken.principal})` : ''}`);
     },
     {
       description: 'Cancel the run: {"reason": "…"?} — signed by `durable-harness cancel RUN` where decisions must be signed.',
       validator: (arg) => {
         if (inbox.interruption) throw new Error('the run is already stopping');
-        const refusal = reasonRefusal(decisionRequest('cancel', [arg]).reason);
-        if (refusal) throw new Error(refusal);
+        checkReason('cancel', arg);
       },
     },
   );
@@ -223,7 +229,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   setHandler(
     retryTurnUpdate,
     async (arg) => {
-      await takeDecision(decisionHost, 'retry', decisionRequest('retry', [arg]));
+      await decide('retry', arg);
       stillAwaiting('retry');
       return retryTurn();
     },
@@ -246,17 +252,15 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   setHandler(
     abandonUpdate,
     async (arg) => {
-      const request = decisionRequest('abandon', [arg]);
-      await takeDecision(decisionHost, 'abandon', request);
+      const taken = await decide('abandon', arg);
       stillAwaiting('abandon');
-      return abandon(request.reason);
+      return abandon(taken.reason);
     },
     {
       description: 'End an awaiting_operator run as failed: {"reason": "…"?} — signed by `durable-harness abandon RUN` where decisions must be signed.',
       validator: (arg) => {
         awaitingOperator('abandon');
-        const refusal = reasonRefusal(decisionRequest('abandon', [arg]).reason);
-        if (refusal) throw new Error(refusal);
+        checkReason('abandon', arg);
       },
     },
   );
@@ -280,11 +284,10 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   setHandler(
     replyUpdate,
     async (arg) => {
-      const request = decisionRequest('reply', [arg]);
-      await takeDecision(decisionHost, 'reply', request);
-      const refusal = replyRefusal(request.text);
+      const taken = await decide('reply', arg);
+      const refusal = replyRefusal(taken.text);
       if (refusal) throw ApplicationFailure.create({ type: 'RunStateChanged', message: refusal, nonRetryable: true });
-      return acceptReply(request.text!);
+      return acceptReply(taken.text!);
     },
     {
       description: 'Answer the run\'s question: {"text": "…"} — signed by `durable-harness reply RUN TEXT` where decisions must be signed.',
