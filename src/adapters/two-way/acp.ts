@@ -21,6 +21,7 @@ import { noUsage } from '../../contracts/usage.js';
 import type { DriverTurn, SessionIo, TwoWaySession, WireAnswer } from '../driver.js';
 import { sessionError } from '../kit.js';
 import type { HarnessEvent, TerminalEvent, Usage } from '../types.js';
+import { errorText, methodNotFound } from './json-rpc.js';
 import { messageStreams } from './streams.js';
 
 /** The prompt's result as the agent sent it (responses are not validated by the SDK: this is). */
@@ -115,7 +116,7 @@ class AcpTurn {
         await acp.request('initialize', { protocolVersion: 1, clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false } });
       } catch (error) {
         if (!(error instanceof RequestError)) return this.cutOff();
-        return sessionError('protocol-error', `${label} refused ACP initialize: ${errorText(error)}`);
+        return sessionError('protocol-error', `${label} refused ACP initialize: ${acpErrorText(error)}`);
       }
       const { resumeSessionId, workspacePath: cwd } = this.turn;
       const fork = resumeSessionId !== undefined && this.agent.forks && this.turn.fork;
@@ -130,8 +131,8 @@ class AcpTurn {
       } catch (error) {
         if (error instanceof z.ZodError) return sessionError('protocol-error', `${label} answered ${fork ? 'session/fork' : 'session/new'} without a session id`);
         if (!(error instanceof RequestError)) return this.cutOff();
-        if (resumeSessionId !== undefined) return this.agent.resumeFailed(this.turn, errorText(error));
-        return sessionError('protocol-error', `${label} could not start an ACP session: ${errorText(error)}`);
+        if (resumeSessionId !== undefined) return this.agent.resumeFailed(this.turn, acpErrorText(error));
+        return sessionError('protocol-error', `${label} could not start an ACP session: ${acpErrorText(error)}`);
       }
       const sessionId = this.sessionId;
       this.io.emit({ type: 'session', sessionId, resumed: resumeSessionId !== undefined });
@@ -146,7 +147,7 @@ class AcpTurn {
           raw = await acp.request('session/prompt', { sessionId, prompt: [{ type: 'text', text }] });
         } catch (error) {
           if (!(error instanceof RequestError)) return this.cutOff();
-          return sessionError('vendor-error', `${label} failed the prompt: ${errorText(error)}`);
+          return sessionError('vendor-error', `${label} failed the prompt: ${acpErrorText(error)}`);
         }
         this.idle = true;
         const result = promptResult.safeParse(raw ?? {});
@@ -272,9 +273,6 @@ function refuse(method: string): never {
   throw new RequestError(methodNotFound, `durable-harness offers no ${method} (clientCapabilities)`);
 }
 
-/** JSON-RPC's "Method not found". */
-const methodNotFound = -32601;
-
 /** The option the answer picks; without a matching one, "cancelled" is the protocol's safe answer: the tool does not run. */
 function chosen(params: RequestPermissionRequest, wire: WireAnswer): RequestPermissionResponse['outcome'] {
   const option =
@@ -315,10 +313,7 @@ export function acpPermissionRequest(requestId: string, call: ToolCallUpdate, kn
   };
 }
 
-/** The text of an agent's error answer, its `data.details` included. */
-function errorText(error: unknown): string {
+function acpErrorText(error: unknown): string {
   if (!(error instanceof RequestError)) return error instanceof Error ? error.message : String(error);
-  const data = error.data as { details?: unknown } | string | undefined;
-  const details = typeof data === 'string' ? data : typeof data?.details === 'string' ? data.details : undefined;
-  return [error.message || `error ${error.code}`, details].filter(Boolean).join(': ');
+  return errorText(error);
 }
