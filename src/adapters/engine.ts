@@ -345,7 +345,10 @@ async function* twoWayTurn(t: Turn, session: TwoWaySession): AsyncGenerator<Harn
   }
   const io: SessionIo = {
     lines: lines(),
-    send: (line) => proc.write(`${line}\n`),
+    // Nothing reaches a stopped turn's process: an answer written now could let a tool run while it is killed.
+    send: (line) => {
+      if (!draining) proc.write(`${line}\n`);
+    },
     emit: (event) => {
       if (isTerminal(event) || event.type === 'permission-request') return;
       if (draining && event.type !== 'usage' && event.type !== 'session') return;
