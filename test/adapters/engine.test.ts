@@ -59,6 +59,14 @@ const silentGate: PermissionGate = { interactive: true, decide: () => new Promis
 
 const request: PermissionRequest = { id: 'r1', tool: 'bash', kind: 'command', input: { command: 'touch x' }, title: 'touch x', command: 'touch x', options: { edit: 'emulated', denyMessage: false } };
 
+/** Runs one turn with the silent gate and cancels it after 100 ms. */
+async function cancelledAfter100ms(adapter: ReturnType<typeof driverSession>, executor: FakeExecutor): Promise<HarnessEvent[]> {
+  await adapter.start(config(executor));
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(), 100);
+  return events(adapter.runTurn({ prompt: 'x', turn: 1, gate: silentGate, signal: controller.signal }));
+}
+
 describe('the turn engine, two-way', () => {
   it('a stopped conversation writes nothing more to its process: the answer to a permission request never arrives', async () => {
     const executor = new FakeExecutor([{ hang: true }]);
@@ -71,10 +79,7 @@ describe('the turn engine, two-way', () => {
         return undefined;
       }),
     );
-    await adapter.start(config(executor));
-    const controller = new AbortController();
-    setTimeout(() => controller.abort(), 100);
-    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1, gate: silentGate, signal: controller.signal }));
+    const list = await cancelledAfter100ms(adapter, executor);
     expect(executor.processes[0]!.written).toEqual(['HELLO\n']);
     expect(list.map((e) => e.type)).toEqual(['permission-request', 'session-error']);
     expect(list.at(-1)).toMatchObject({ code: 'cancelled' });
@@ -90,10 +95,7 @@ describe('the turn engine, two-way', () => {
         return undefined;
       }),
     );
-    await adapter.start(config(executor));
-    const controller = new AbortController();
-    setTimeout(() => controller.abort(), 100);
-    const list = await events(adapter.runTurn({ prompt: 'x', turn: 1, gate: silentGate, signal: controller.signal }));
+    const list = await cancelledAfter100ms(adapter, executor);
     expect(list).toEqual([expect.objectContaining({ type: 'usage', usage: expect.objectContaining({ input: 5, output: 6 }) }), expect.objectContaining({ type: 'session-error', code: 'cancelled' })]);
   });
 });

@@ -3,6 +3,7 @@
  * message, each message written as one stdin line.
  */
 import type { SessionIo } from '../driver.js';
+import { parseJsonLine } from '../kit.js';
 
 /** Both directions of one process's JSON-RPC traffic, as the ACP SDK's `Stream` has them. */
 export interface MessageStreams<Message> {
@@ -58,10 +59,6 @@ export function messageStreams<Message>(io: Pick<SessionIo, 'lines' | 'send' | '
 }
 
 function parseObject(line: string): Record<string, unknown> | undefined {
-  try {
-    const value: unknown = JSON.parse(line);
-    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-  } catch {
-    return undefined;
-  }
+  const value = parseJsonLine(line);
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
