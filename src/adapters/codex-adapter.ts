@@ -29,13 +29,12 @@
  * Model: codex does not print it in the JSONL (only in its rollout file), so no model is reported.
  * No cost is reported.
  *
- * Two-way mode (when the turn's permission gate can deny or ask): `codex app-server`, see codex-app-server.ts.
+ * Two-way mode (when the turn's permission gate can deny or ask): `codex app-server`, see two-way/codex-app-server.ts.
  * There usage comes per model call (`thread/tokenUsage/updated` → `last`), and the thread's model is reported.
  */
 import { z } from 'zod';
-import { lineStateFor } from './cli-adapter.js';
-import { CodexAppServer, type TokenBreakdown, type TwoWayHost } from './codex-app-server.js';
-import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
+import { codexAppServerSession, type TokenBreakdown } from './two-way/codex-app-server.js';
+import type { DriverCommand, DriverTurn, HarnessDriver, LineMapper } from './driver.js';
 import { harnessHome, homePath, listHomeDir, readHomeFile, type HarnessHome } from './harness-home.js';
 import { below, cliCapabilities, driverHome, jsonLines, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { noUsage, subtractUsage, usageFromJson, usageOf } from '../contracts/usage.js';
@@ -207,7 +206,7 @@ function permissions(posture: PermissionPosture): PermissionReport {
 
 function command(turn: DriverTurn): DriverCommand {
   const env = { CODEX_HOME: driverHome(turn, 'codex').path };
-  if (turn.twoWay) return { argv: [turn.executable, ...turn.baseArgs, 'app-server'], env, stdin: appServerTurn(turn).stdin, keepStdinOpen: true };
+  if (turn.twoWay) return { argv: [turn.executable, ...turn.baseArgs, 'app-server'], env, keepStdinOpen: true };
   const resume = turn.resumeSessionId;
   const options = ['--json', '--skip-git-repo-check', '-c', `sandbox_mode=${tomlString(sandboxModes[turn.posture])}`, '-c', 'approval_policy="never"'];
   if (turn.model) options.push('-m', turn.model);
@@ -217,19 +216,6 @@ function command(turn: DriverTurn): DriverCommand {
   // `--` keeps a prompt that starts with "-" from being read as a flag.
   const argv = resume ? [...head, turn.fork ? 'fork' : 'resume', ...options, '--', resume, turn.prompt] : [...head, ...options, '--', turn.prompt];
   return { argv, env };
-}
-
-/** The app-server conversation of a two-way turn, and its first stdin line. */
-function appServerTurn(turn: DriverTurn): { server: CodexAppServer; stdin: string } {
-  const server = new CodexAppServer();
-  const stdin = server.begin({
-    prompt: turn.prompt,
-    cwd: turn.workspacePath,
-    ...(turn.resumeSessionId ? { threadId: turn.resumeSessionId, fork: turn.fork } : {}),
-    ...(turn.model ? { model: turn.model } : {}),
-    ...(turn.systemPrompt !== undefined ? { developerInstructions: turn.systemPrompt } : {}),
-  });
-  return { server, stdin };
 }
 
 /** The thread totals of the run's state, and how this turn's share of a running total is measured and remembered. */
@@ -270,7 +256,7 @@ async function execMapper(turn: DriverTurn): Promise<LineMapper> {
    * A turn that failed, crashed or was killed printed no usage: the thread's rollout file has the running total
    * after each model call. Reports what this turn added to it, and a call of unknown usage when the turn was cut off
    * while codex was calling the model (not running a tool): that call's tokens are in no record. The two-way mode
-   * counts per call instead (codex-app-server.ts), never from the thread's total: that would count its calls twice.
+   * counts per call instead (two-way/codex-app-server.ts), never from the thread's total: that would count its calls twice.
    */
   const unreported = async (): Promise<HarnessEvent[]> => {
     if (scratch.counted || !scratch.threadId) return [];
@@ -346,30 +332,20 @@ async function execMapper(turn: DriverTurn): Promise<LineMapper> {
   };
 }
 
-/** Transition: the app-server state machine of codex-app-server.ts over a `LineState`. */
-function appServerMapper(turn: DriverTurn, io: LineIo): LineMapper {
-  const { server } = appServerTurn(turn);
-  const state = lineStateFor(turn, io);
-  const host: TwoWayHost = {
-    resumeFailed: (_state, detail) => resumeFailed(names, turn, detail),
-    takeFollowUp: () => io.followUp(),
-    rolloutCalls: (threadId) => rollout(turn, threadId)?.calls ?? [],
-    usage: (b: TokenBreakdown) =>
-      codexUsage({
-        input_tokens: b.inputTokens,
-        cached_input_tokens: b.cachedInputTokens,
-        cache_write_input_tokens: b.cacheWriteInputTokens,
-        output_tokens: b.outputTokens,
-        reasoning_output_tokens: b.reasoningOutputTokens,
-      }),
-  };
-  return {
-    line: (line) => server.map(line, state, host),
-    answer: (request, answer) => server.answer(request, answer, state),
-    exit: (code, stderrTail) => resumeFailedOnExit(names, unknownThread, turn, code, stderrTail),
-    unreported: () => server.unreported(state, host),
-  };
-}
+/** The two-way mode: `codex app-server`, its usage per call (and, for a cut-off turn, from the rollout). */
+const appServer = codexAppServerSession({
+  resumeFailed: (turn, reason) => resumeFailed(names, turn, { reason }),
+  rolloutCalls: (turn, threadId) => rollout(turn, threadId)?.calls ?? [],
+  usage: (b: TokenBreakdown) =>
+    codexUsage({
+      input_tokens: b.inputTokens,
+      cached_input_tokens: b.cachedInputTokens,
+      cache_write_input_tokens: b.cacheWriteInputTokens,
+      output_tokens: b.outputTokens,
+      reasoning_output_tokens: b.reasoningOutputTokens,
+    }),
+  exit: (turn, code, stderrTail) => resumeFailedOnExit(names, unknownThread, turn, code, stderrTail),
+});
 
 /** The Codex CLI driver (`codex exec --json`; two-way: `codex app-server`). */
 export const codex: HarnessDriver = {
@@ -386,7 +362,7 @@ export const codex: HarnessDriver = {
     await home.writeFile(below(driverHome(turn, 'codex'), 'config.toml').rel, codexConfigToml({ baseUrl, envKey, model: turn.model }), { createParents: true, mode: 0o600 });
   },
   command,
-  session: (turn) => ({ kind: 'one-way', start: (t, io) => (turn.twoWay ? appServerMapper(t, io) : execMapper(t)) }),
+  session: (turn) => (turn.twoWay ? appServer : { kind: 'one-way', start: (t) => execMapper(t) }),
 };
 
 /** Where the run's state keeps codex's last running usage total per thread. */

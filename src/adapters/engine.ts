@@ -345,7 +345,10 @@ async function* twoWayTurn(t: Turn, session: TwoWaySession): AsyncGenerator<Harn
   }
   const io: SessionIo = {
     lines: lines(),
-    send: (line) => proc.write(`${line}\n`),
+    // Nothing reaches a stopped turn's process: an answer written now could let a tool run while it is killed.
+    send: (line) => {
+      if (!draining) proc.write(`${line}\n`);
+    },
     emit: (event) => {
       if (isTerminal(event) || event.type === 'permission-request') return;
       if (draining && event.type !== 'usage' && event.type !== 'session') return;
@@ -375,20 +378,23 @@ async function* twoWayTurn(t: Turn, session: TwoWaySession): AsyncGenerator<Harn
     (error: unknown) => queue.end(sessionError('protocol-error', `${t.driver.driverClass}: the session failed: ${(error as Error).message}`)),
   );
   let terminal: TerminalEvent | undefined;
+  // The read in flight when a stop wins is kept: the event it takes belongs to the drain, not to nobody.
+  let pending = queue.next();
   for (;;) {
-    const next = await stop.latch.race(queue.next());
+    const next = await stop.latch.race(pending);
     if (stopped in next || stop.reason) break;
     if (next.done) {
       terminal = next.value;
       break;
     }
     yield track(next.value, t);
+    pending = queue.next();
   }
   if (stop.reason) {
     const end = await killed(t, stop.reason);
     // The session reads what the killed process still wrote (bounded), and books what it knows was spent.
     const timeUp = delay(stopDrainMs).then(() => undefined);
-    for (let next = await Promise.race([queue.next(), timeUp]); next && !next.done; next = await Promise.race([queue.next(), timeUp])) {
+    for (let next = await Promise.race([pending, timeUp]); next && !next.done; next = await Promise.race([queue.next(), timeUp])) {
       const event = next.value;
       if (event.type === 'usage' || event.type === 'session') {
         const tracked = track(event, t);

@@ -21,20 +21,19 @@
  * a minimal base plus the runtime's prompt.
  *
  * Two-way mode (when the turn's permission gate can deny or ask): `gemini --acp --approval-mode default`, the
- * Agent Client Protocol (acp-client.ts). Gemini asks before shell commands and edits (not reads). The prompt's
+ * Agent Client Protocol (two-way/acp.ts). Gemini asks before shell commands and edits (not reads). The prompt's
  * `_meta.quota.token_count` leaves out thinking tokens and has no cache split, so the turn's usage is read from
  * gemini's own chat file (one `gemini` message per model call with `tokens` {input, output, cached, thoughts,
  * tool} and `model`), the quota only as a fallback. `session/load` works, except that 0.61.0 overwrites the session's
  * chat file when it is loaded in the same minute it was written (see `keepChatFiles`).
  */
 import { z } from 'zod';
-import { AcpClient, type AcpHost, type PromptResult, type StoredCall } from './acp-client.js';
-import { lineStateFor } from './cli-adapter.js';
-import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
+import type { DriverCommand, DriverTurn, HarnessDriver, LineMapper } from './driver.js';
 import { harnessHome, homeFileSize, homePath, listHomeDir, readHomePrefix, readHomeRange, renameHomeEntry, type HarnessHome } from './harness-home.js';
 import { below, cliCapabilities, driverHome, jsonLines, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting } from './kit.js';
 import { maxReadBytes } from '../sandbox/workspace-fs.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
+import { acpSession, type AcpAgent, type PromptResult, type StoredCall } from './two-way/acp.js';
 import type { HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
@@ -319,7 +318,7 @@ function command(turn: DriverTurn): DriverCommand {
   if (apiKeyEnv && turn.env[apiKeyEnv] !== undefined) env.GEMINI_API_KEY = turn.env[apiKeyEnv];
   if (!turn.twoWay) return { argv, stdin: turn.prompt, env };
   // The first ACP line does not depend on the turn: the conversation itself starts in the session's mapper.
-  return { argv, stdin: new AcpClient().begin({ prompt: turn.prompt, cwd: turn.workspacePath }), env, keepStdinOpen: true };
+  return { argv, env, keepStdinOpen: true };
 }
 
 /** One headless stream-json turn. */
@@ -407,30 +406,19 @@ function geminiExit(turn: DriverTurn, code: number | null, stderrTail: string): 
   return undefined;
 }
 
-/** Transition: the ACP state machine of acp-client.ts over a `LineState`. */
-function acpMapper(turn: DriverTurn, io: LineIo): LineMapper {
-  const acp = new AcpClient();
-  acp.begin({ prompt: turn.prompt, cwd: turn.workspacePath, ...(turn.resumeSessionId ? { sessionId: turn.resumeSessionId } : {}) });
-  const state = lineStateFor(turn, io);
-  const host: AcpHost = {
-    label: names.label,
-    resumeFailed: (_state, detail) => resumeFailed(names, turn, detail),
-    takeFollowUp: () => io.followUp(),
-    storedCalls: (sessionId, since) => chatCalls(turn, sessionId, since),
-    resultUsage: (result, sessionId) => {
-      const fallback = geminiPromptUsage(result, sessionId);
-      if (fallback.length === 0) return fallback;
-      return [{ type: 'activity', description: "Gemini CLI usage from its ACP quota (thinking tokens unknown): its session's chat file was not readable" }, ...fallback];
-    },
-  };
-  return {
-    line: (line) => acp.map(line, state, host),
-    answer: (request, answer) => acp.answer(request, answer, state),
-    exit: (code, stderrTail) => geminiExit(turn, code, stderrTail),
-    unreported: () => acp.unreported(state, host),
-    callOpen: () => acp.callOpen(state),
-  };
-}
+/** The two-way mode: gemini `--acp`, its usage per call from its chat file. */
+const geminiAcp: AcpAgent = {
+  label: names.label,
+  forks: false,
+  resumeFailed: (turn, reason) => resumeFailed(names, turn, { reason }),
+  storedCalls: chatCalls,
+  resultUsage: (result, sessionId) => {
+    const fallback = geminiPromptUsage(result, sessionId);
+    if (fallback.length === 0) return fallback;
+    return [{ type: 'activity', description: "Gemini CLI usage from its ACP quota (thinking tokens unknown): its session's chat file was not readable" }, ...fallback];
+  },
+  exit: geminiExit,
+};
 
 /** The Gemini CLI driver (`gemini -p`; two-way: `gemini --acp`). */
 export const geminiCli: HarnessDriver = {
@@ -460,5 +448,5 @@ export const geminiCli: HarnessDriver = {
     if (turn.twoWay && turn.resumeSessionId && hostHome) keepChatFiles(hostHome, turn.resumeSessionId);
   },
   command,
-  session: (turn) => ({ kind: 'one-way', start: (t, io) => (turn.twoWay ? acpMapper(t, io) : streamMapper(t)) }),
+  session: (turn) => (turn.twoWay ? acpSession(geminiAcp) : { kind: 'one-way', start: (t) => streamMapper(t) }),
 };

@@ -24,3 +24,4 @@ export { codex, codexDriverClass } from './codex-adapter.js';
 export { geminiCli, geminiCliDriverClass } from './gemini-cli-adapter.js';
 export { openCode, openCodeDriverClass } from './opencode-adapter.js';
 export { pi, piDriverClass } from './pi-adapter.js';
+export * as twoWay from './two-way/index.js';

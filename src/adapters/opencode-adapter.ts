@@ -19,7 +19,7 @@
  * retried attempt never feeds its prompt twice (`settings.forkSessions: false` resumes in place).
  *
  * Two-way mode (when the turn's permission gate can deny or ask): `opencode acp`, the Agent Client Protocol
- * (acp-client.ts), with `permission` set to "ask" for edit, bash, webfetch and external directories. A denial
+ * (two-way/acp.ts), with `permission` set to "ask" for edit, bash, webfetch and external directories. A denial
  * ends OpenCode's prompt, so the model hears about it in a follow-up prompt. The prompt's ACP `usage` covers
  * only its LAST model call (measured: three calls of 100/200/300 input reported 300), so the turn's usage is
  * read from OpenCode's own session store (`<home>/data/opencode/opencode.db`, table `message`: one row per
@@ -30,12 +30,11 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
-import { AcpClient, type AcpHost, type StoredCall } from './acp-client.js';
-import { lineStateFor } from './cli-adapter.js';
-import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
+import type { DriverCommand, DriverTurn, HarnessDriver, LineMapper } from './driver.js';
 import { harnessHome, homePath, readHomeBytes, readHomePrefix, type HarnessHome } from './harness-home.js';
 import { below, cliCapabilities, driverHome, numberSetting, parseJsonLine, resumeFailed, resumeFailedOnExit, stringSetting, type DriverHome } from './kit.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
+import { acpSession, type AcpAgent, type StoredCall } from './two-way/acp.js';
 import type { HarnessEvent, PermissionPosture, PermissionReport, Usage } from './types.js';
 
 /** The driver class name catalogs use for this adapter. */
@@ -255,7 +254,7 @@ function command(turn: DriverTurn): DriverCommand {
   // OpenCode retries a failing API for ever: the turn is capped unless the catalog says otherwise.
   const timeoutMs = numberSetting(turn, 'maxTurnMs') ?? openCodeDefaultMaxTurnMs;
   if (turn.twoWay) {
-    return { argv: [turn.executable, ...turn.baseArgs, 'acp'], env: environment(home), stdin: new AcpClient().begin({ prompt: turn.prompt, cwd: turn.workspacePath }), keepStdinOpen: true, timeoutMs };
+    return { argv: [turn.executable, ...turn.baseArgs, 'acp'], env: environment(home), keepStdinOpen: true, timeoutMs };
   }
   const argv = [turn.executable, ...turn.baseArgs, 'run', '--format', 'json'];
   const model = modelArg(turn);
@@ -352,34 +351,23 @@ function runMapper(turn: DriverTurn): LineMapper {
   };
 }
 
-/** Transition: the ACP state machine of acp-client.ts over a `LineState`. */
-function acpMapper(turn: DriverTurn, io: LineIo): LineMapper {
-  const acp = new AcpClient();
-  acp.begin({ prompt: turn.prompt, cwd: turn.workspacePath, ...(turn.resumeSessionId ? { sessionId: turn.resumeSessionId, fork: turn.fork } : {}) });
-  const state = lineStateFor(turn, io);
-  const host: AcpHost = {
-    label: names.label,
-    resumeFailed: (_state, detail) => resumeFailed(names, turn, detail),
-    takeFollowUp: () => io.followUp(),
-    storedCalls: (sessionId, since) => storedCalls(turn, sessionId, since),
-    resultUsage: (result) => {
-      const u = result.usage;
-      if (!u) return [];
-      // The store could not be read: the ACP figure undercounts multi-call prompts, and says so.
-      return [
-        { type: 'activity', description: 'OpenCode usage from its ACP result (last model call only): its session store was not readable' },
-        { type: 'usage', usage: usageOf({ input: u.inputTokens, output: u.outputTokens, cacheRead: u.cachedReadTokens, cacheWrite: u.cachedWriteTokens }) },
-      ];
-    },
-  };
-  return {
-    line: (line) => acp.map(line, state, host),
-    answer: (request, answer) => acp.answer(request, answer, state),
-    exit: (code, stderrTail) => resumeFailedOnExit(names, unknownSession, turn, code, stderrTail),
-    unreported: () => acp.unreported(state, host),
-    callOpen: () => acp.callOpen(state),
-  };
-}
+/** The two-way mode: `opencode acp`, its usage per call from its session store. */
+const openCodeAcp: AcpAgent = {
+  label: names.label,
+  forks: true,
+  resumeFailed: (turn, reason) => resumeFailed(names, turn, { reason }),
+  storedCalls,
+  resultUsage: (result) => {
+    const u = result.usage;
+    if (!u) return [];
+    // The store could not be read: the ACP figure undercounts multi-call prompts, and says so.
+    return [
+      { type: 'activity', description: 'OpenCode usage from its ACP result (last model call only): its session store was not readable' },
+      { type: 'usage', usage: usageOf({ input: u.inputTokens, output: u.outputTokens, cacheRead: u.cachedReadTokens, cacheWrite: u.cachedWriteTokens }) },
+    ];
+  },
+  exit: (turn, code, stderrTail) => resumeFailedOnExit(names, unknownSession, turn, code, stderrTail),
+};
 
 /** The OpenCode driver (`opencode run`; two-way: `opencode acp`). */
 export const openCode: HarnessDriver = {
@@ -396,5 +384,5 @@ export const openCode: HarnessDriver = {
     await fs.writeFile(below(home, 'opencode.json').rel, `${JSON.stringify(configOf(turn, home), null, 2)}\n`, { createParents: true, mode: 0o600 });
   },
   command,
-  session: (turn) => ({ kind: 'one-way', start: (t, io) => (turn.twoWay ? acpMapper(t, io) : runMapper(t)) }),
+  session: (turn) => (turn.twoWay ? acpSession(openCodeAcp) : { kind: 'one-way', start: (t) => runMapper(t) }),
 };

@@ -19,13 +19,12 @@
  * retried attempt never feeds its prompt twice (`settings.forkSessions: false` uses `--session ID`, in place).
  *
  * Two-way mode (when the turn's permission gate can deny or ask): `pi --mode rpc` with a gate extension that asks
- * before every tool call (pi-rpc.ts); the session id comes from `get_state`, the rest of the output is the same.
+ * before every tool call (two-way/pi-rpc.ts); the session id comes from `get_state`, the rest of the output is the same.
  */
 import { z } from 'zod';
-import { lineStateFor } from './cli-adapter.js';
-import type { DriverCommand, DriverTurn, HarnessDriver, LineIo, LineMapper } from './driver.js';
+import type { DriverCommand, DriverTurn, HarnessDriver, LineMapper } from './driver.js';
 import { below, cliCapabilities, driverHome, parseJsonLine, resumeFailedOnExit, stringSetting } from './kit.js';
-import { answerPiRequest, mapPiRpcLine, piGateExtension, piRpcStdin } from './pi-rpc.js';
+import { piGateExtension, piRpcSession } from './two-way/pi-rpc.js';
 import { noUsage, usageOf } from '../contracts/usage.js';
 import type { HarnessEvent, PermissionPosture, PermissionReport, TerminalEvent } from './types.js';
 
@@ -120,14 +119,13 @@ function command(turn: DriverTurn): DriverCommand {
   const env: Record<string, string> = { HOME: home.path, PI_CODING_AGENT_DIR: agentDir.path, PI_OFFLINE: '1', PI_TELEMETRY: '0' };
   if (!turn.twoWay) return { argv, stdin: turn.prompt, env };
   argv.push('-e', below(home, 'durable-harness-gate.js').path);
-  return { argv, stdin: piRpcStdin(turn.prompt), env, keepStdinOpen: true };
+  return { argv, env, keepStdinOpen: true };
 }
 
 /** One turn of pi's JSON events (print mode, and RPC mode's agent events). */
-function piMapper(turn: DriverTurn, io: LineIo): LineMapper {
+function piMapper(turn: DriverTurn): LineMapper {
   const scratch: Scratch = {};
   const withCost = reportsCost(turn);
-  const state = turn.twoWay ? lineStateFor(turn, io) : undefined;
   const messageEnd = (m: z.infer<typeof message>): HarnessEvent[] => {
     if (m.role !== 'assistant') return [];
     scratch.last = m;
@@ -150,13 +148,6 @@ function piMapper(turn: DriverTurn, io: LineIo): LineMapper {
   };
   return {
     line: (line) => {
-      if (state) {
-        const rpc = mapPiRpcLine(parseJsonLine(line), state);
-        if (rpc !== 'agent-event') {
-          if (!Array.isArray(rpc) && rpc.type === 'session') scratch.sessionId = rpc.sessionId;
-          return rpc;
-        }
-      }
       const parsed = piLine.safeParse(parseJsonLine(line));
       if (!parsed.success) return { type: 'unknown', raw: line };
       const value = parsed.data;
@@ -195,12 +186,14 @@ function piMapper(turn: DriverTurn, io: LineIo): LineMapper {
           return { type: 'unknown', raw: line };
       }
     },
-    ...(state ? { answer: (request, answer) => answerPiRequest(request, answer, state) } : {}),
     exit: (code, stderrTail) => resumeFailedOnExit(names, unknownSession, turn, code, stderrTail),
     /** A turn cut off during a model call (before its `message_end`): spent, and pi will never say how much. */
     unreported: () => (scratch.calling ? [{ type: 'usage', usage: noUsage }] : []),
   };
 }
+
+/** The two-way mode: `pi --mode rpc`, its agent events mapped as in `--mode json`. */
+const piTwoWay = piRpcSession({ agentEvents: piMapper, exit: (turn, code, stderrTail) => resumeFailedOnExit(names, unknownSession, turn, code, stderrTail) });
 
 /** The Pi driver (`pi -p --mode json`; two-way: `pi --mode rpc` with the gate extension). */
 export const pi: HarnessDriver = {
@@ -237,5 +230,5 @@ export const pi: HarnessDriver = {
     if (turn.twoWay) await write(below(home, 'durable-harness-gate.js').rel, piGateExtension);
   },
   command,
-  session: () => ({ kind: 'one-way', start: piMapper }),
+  session: (turn) => (turn.twoWay ? piTwoWay : { kind: 'one-way', start: (t) => piMapper(t) }),
 };

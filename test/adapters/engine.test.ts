@@ -3,7 +3,8 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { HarnessDriver } from '../../src/adapters/driver.js';
+import type { HarnessDriver, TwoWaySession } from '../../src/adapters/driver.js';
+import type { PermissionGate, PermissionRequest } from '../../src/permissions/types.js';
 import { stdioJson } from '../../src/adapters/stdio-json-adapter.js';
 import type { HarnessEvent } from '../../src/adapters/index.js';
 import type { SandboxExecutor } from '../../src/sandbox/index.js';
@@ -47,6 +48,57 @@ const echo: HarnessDriver = {
     }),
   }),
 };
+
+/** A two-way driver whose conversation the test writes. */
+function twoWayDriver(run: TwoWaySession['run']): HarnessDriver {
+  return { ...echo, driverClass: 'TwoWay', capabilities: { ...echo.capabilities, permissionHooks: true }, command: (turn) => ({ argv: [turn.executable], keepStdinOpen: true }), session: () => ({ kind: 'two-way', run }) };
+}
+
+/** An interactive gate that never decides: the turn waits until it is stopped. */
+const silentGate: PermissionGate = { interactive: true, decide: () => new Promise<never>(() => undefined) };
+
+const request: PermissionRequest = { id: 'r1', tool: 'bash', kind: 'command', input: { command: 'touch x' }, title: 'touch x', command: 'touch x', options: { edit: 'emulated', denyMessage: false } };
+
+/** Runs one turn with the silent gate and cancels it after 100 ms. */
+async function cancelledAfter100ms(adapter: ReturnType<typeof driverSession>, executor: FakeExecutor): Promise<HarnessEvent[]> {
+  await adapter.start(config(executor));
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(), 100);
+  return events(adapter.runTurn({ prompt: 'x', turn: 1, gate: silentGate, signal: controller.signal }));
+}
+
+describe('the turn engine, two-way', () => {
+  it('a stopped conversation writes nothing more to its process: the answer to a permission request never arrives', async () => {
+    const executor = new FakeExecutor([{ hang: true }]);
+    const adapter = driverSession(
+      twoWayDriver(async (_turn, io) => {
+        io.send('HELLO');
+        const answer = await io.gate(request);
+        io.send(answer.allow ? 'ALLOW' : 'DENY');
+        for await (const _line of io.lines) void _line;
+        return undefined;
+      }),
+    );
+    const list = await cancelledAfter100ms(adapter, executor);
+    expect(executor.processes[0]!.written).toEqual(['HELLO\n']);
+    expect(list.map((e) => e.type)).toEqual(['permission-request', 'session-error']);
+    expect(list.at(-1)).toMatchObject({ code: 'cancelled' });
+  });
+
+  it('usage a conversation reports while its stopped process is being killed still counts', async () => {
+    const executor = new FakeExecutor([{ hang: true }]);
+    const adapter = driverSession(
+      twoWayDriver(async (_turn, io) => {
+        // What a session books when it learns of the stop: the call it was making, of unknown usage.
+        io.signal.addEventListener('abort', () => io.emit({ type: 'usage', usage: { input: 5, output: 6 } }));
+        for await (const _line of io.lines) void _line;
+        return undefined;
+      }),
+    );
+    const list = await cancelledAfter100ms(adapter, executor);
+    expect(list).toEqual([expect.objectContaining({ type: 'usage', usage: expect.objectContaining({ input: 5, output: 6 }) }), expect.objectContaining({ type: 'session-error', code: 'cancelled' })]);
+  });
+});
 
 describe('the turn engine', () => {
   it('ends a hanging turn at the timeout with exactly one timeout error and kills the process', async () => {

@@ -3,6 +3,10 @@
  * behaves like the real CLI did: it prints its recorded lines, but before each line it waits until the adapter
  * has written what the real CLI had received by then. So an adapter that never answers a permission request
  * stalls here exactly as it would against the binary.
+ *
+ * Request ids are the client library's business (the ACP SDK numbers from 0, the recording's client from 1): a
+ * recorded response is given the id of the adapter's request it answers, matched by method and order, and
+ * `byMethodOrder` names our requests the same way on both sides before they are compared.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -90,7 +94,7 @@ export class ReplayProcess implements ExecProcess {
       const needed = writes.filter((w) => w.after <= i).length;
       while (this.written.length < needed && !this.done) await new Promise<void>((resolve) => (this.wake = resolve));
       if (this.done) return;
-      this.queue.push(`${lines[i]}\n`);
+      this.queue.push(`${this.answering(lines[i]!)}\n`);
       await new Promise((resolve) => setImmediate(resolve));
     }
     // Like the real servers: they exit once their stdin is closed; a process that ended by itself (no terminal
@@ -100,6 +104,18 @@ export class ReplayProcess implements ExecProcess {
     clearTimeout(idle);
     const code = this.fixture.meta.exitCode;
     this.finish(code === null ? { code: null, signal: 'SIGTERM' } : { code, signal: null });
+  }
+
+  /** A recorded response with the id of the adapter's request it answers (the same method, the same occurrence). */
+  private answering(line: string): string {
+    const message = jsonObject(line);
+    if (!message || 'method' in message || message.id === undefined || message.id === null) return line;
+    const recorded = requests(this.fixture.writes.map((w) => w.line));
+    const asked = recorded.find((r) => r.id === message.id);
+    if (!asked) return line;
+    const ours = requests(this.written).find((r) => r.method === asked.method && r.occurrence === asked.occurrence);
+    if (!ours || ours.id === message.id) return line;
+    return JSON.stringify({ ...message, id: ours.id });
   }
 
   private finish(exit: { code: number | null; signal: string | null }): void {
@@ -123,5 +139,47 @@ export class ReplayExecutor implements SandboxExecutor {
     const proc = new ReplayProcess(fixture, request);
     this.processes.push(proc);
     return proc;
+  }
+}
+
+interface SentRequest {
+  readonly id: unknown;
+  readonly method: string;
+  /** 0 for the first request of its method, 1 for the second… */
+  readonly occurrence: number;
+}
+
+/** The JSON-RPC requests among stdin lines, in order. */
+function requests(lines: readonly string[]): SentRequest[] {
+  const seen = new Map<string, number>();
+  const out: SentRequest[] = [];
+  for (const line of lines) {
+    const message = jsonObject(line);
+    if (!message || typeof message.method !== 'string' || message.id === undefined || message.id === null) continue;
+    const occurrence = seen.get(message.method) ?? 0;
+    seen.set(message.method, occurrence + 1);
+    out.push({ id: message.id, method: message.method, occurrence });
+  }
+  return out;
+}
+
+/** Stdin lines with our JSON-RPC request ids named by method and order (`"session/new#0"`), for comparing. */
+export function byMethodOrder(lines: readonly string[]): string[] {
+  const seen = new Map<string, number>();
+  return lines.map((line) => {
+    const message = jsonObject(line);
+    if (!message || typeof message.method !== 'string' || message.id === undefined || message.id === null) return line;
+    const occurrence = seen.get(message.method) ?? 0;
+    seen.set(message.method, occurrence + 1);
+    return JSON.stringify({ ...message, id: `${message.method}#${occurrence}` });
+  });
+}
+
+function jsonObject(line: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(line);
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
   }
 }

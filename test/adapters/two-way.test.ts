@@ -14,7 +14,7 @@ import type { PermissionAnswer } from '../../src/permissions/types.js';
 import { addUsage, noUsage } from '../../src/contracts/usage.js';
 import { cliNames, type CliName } from '../e2e/fake-vendor/tool-calls.js';
 import { cliProfiles, missingSessionIds, ScriptedGate } from '../e2e/support/two-way.js';
-import { ReplayExecutor, twoWayFixture, type TwoWayFixture } from './two-way-replay.js';
+import { byMethodOrder, ReplayExecutor, twoWayFixture, type TwoWayFixture } from './two-way-replay.js';
 
 const systemPrompt = 'End every turn with one JSON object: the next-step envelope.';
 
@@ -57,7 +57,9 @@ async function replay(cli: CliName, name: string, resumeSessionId?: string): Pro
   await adapter.end();
   // Paths the adapter writes come from its own config (this workspace) or echo the CLI's lines (the recorded one).
   const normal = (line: string) => line.replaceAll(fixture.meta.workspace, '$WORKSPACE').replaceAll(workspace, '$WORKSPACE');
-  return { events, gate, written: executor.processes[0]!.written.map(normal), expectedWrites: fixture.writes.map((w) => normal(w.line)), fixture, adapter, executor };
+  const written = byMethodOrder(executor.processes[0]!.written).map(normal);
+  const expectedWrites = byMethodOrder(fixture.writes.map((w) => w.line)).map(normal);
+  return { events, gate, written, expectedWrites, fixture, adapter, executor };
 }
 
 function promptOf(name: string): string {
