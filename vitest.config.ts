@@ -10,6 +10,7 @@ import { defineConfig } from 'vitest/config';
 const unit = [
   'test/activities/approvals-broker.test.ts',
   'test/adapters/{claude-code,codex,gemini-cli,opencode,pi,stdio-json}-adapter.test.ts',
+  'test/adapters/{engine,two-way}.test.ts',
   'test/catalog/{contract-prompt,load}.test.ts',
   'test/cli/{escape,units}.test.ts',
   'test/codec/{aes-gcm-codec,codec-auth}.test.ts',

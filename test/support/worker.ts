@@ -2,6 +2,7 @@
  * A real worker on the shared test Temporal server, with its own task queue, data dir and ledger.
  * Workflows come from the bundle built once in global setup.
  */
+import { createHash } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -74,7 +75,9 @@ export async function startTestWorker(options: TestWorkerOptions): Promise<TestW
   quietRuntime();
   const address = inject('temporalAddress');
   const dataDir = options.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'dh-run-'));
-  const taskQueue = options.taskQueue ?? `test-${path.basename(dataDir)}`;
+  // The whole path decides the queue: two files whose data dirs share a last name (`…/<pid>/claude`) would otherwise
+  // poll one queue at once, and each worker would run the other's turns against its own catalog.
+  const taskQueue = options.taskQueue ?? `test-${path.basename(dataDir)}-${createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 8)}`;
   const parse = (raw: unknown) => parseCatalog(raw, 'test catalog', { baseDir: options.catalogDir ?? path.join(repoRoot, 'config'), registry: options.actions });
   const catalog = parse(options.catalog);
   let current = catalog;
