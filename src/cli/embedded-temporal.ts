@@ -66,16 +66,19 @@ export async function startEmbeddedTemporal(options: {
     return { address, uiUrl: `http://127.0.0.1:${options.uiPort}`, stop: async () => undefined };
   }
   const dbFile = path.join(options.dataDir, 'temporal.db');
+  // The server's own log (its errors at shutdown, say) is not the operator's terminal: it goes beside its database.
+  const logFile = path.join(options.dataDir, 'temporal.log');
   const cli = findCli() ?? installTemporalCli(options.log);
   if (!cli) options.log('no Temporal CLI found; trying the SDK download of the dev server');
   let server: DevServer;
   try {
-    server = await startDevServer({ cliPath: cli?.path, port: options.port, ui: true, uiPort: options.uiPort, dbFile, namespace: options.namespace, uiCodecEndpoint: options.uiCodecEndpoint });
+    server = await startDevServer({ cliPath: cli?.path, port: options.port, ui: true, uiPort: options.uiPort, dbFile, logFile, namespace: options.namespace, uiCodecEndpoint: options.uiCodecEndpoint });
   } catch (e) {
+    if (cli && e instanceof Error) e.message += ` (the server's log: ${logFile})`;
     if (cli) throw e;
     throw new Error(`no Temporal CLI on this machine and the SDK could not download one (${(e as Error).message.split('\n')[0]}). ${temporalCliInstallHint}`);
   }
-  options.log(`Temporal dev server at ${server.address} (${cli ? `${cli.source}: ${cli.path}` : 'downloaded by the SDK'}; state in ${dbFile})`);
+  options.log(`Temporal dev server at ${server.address} (${cli ? `${cli.source}: ${cli.path}` : 'downloaded by the SDK'}; state in ${dbFile}, log in ${logFile})`);
   options.log(`Temporal Web UI at ${server.uiUrl}`);
   return server;
 }

@@ -2,7 +2,7 @@
  * The embedded Temporal dev server (`dev`, the tests, the benches): `@temporalio/testing`'s `createLocal` on the
  * installed Temporal CLI, started through a tiny wrapper so it dies with the process that started it.
  */
-import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, chmodSync, closeSync, constants, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -87,6 +87,12 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     extraArgs.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
   }
   if (options.ui) extraArgs.push('--ui-ip', ip, ...(options.uiCodecEndpoint ? ['--ui-codec-endpoint', options.uiCodecEndpoint] : []));
+  if (options.logFile) {
+    // The server's log names runs and queues: as private as its database (the shell's `>>` would create it 0644).
+    mkdirSync(path.dirname(options.logFile), { recursive: true });
+    closeSync(openSync(options.logFile, 'a', 0o600));
+    chmodSync(options.logFile, 0o600);
+  }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-temporal-'));
   try {
     const start = () => TestWorkflowEnvironment.createLocal({
