@@ -55,9 +55,6 @@ export interface ScaleRow {
   readonly turnOverheadMs: Quantiles;
   /** A turn's wait from scheduled to picked up by a worker (0 with eager activity dispatch). */
   readonly dispatchMs: Quantiles;
-  /** Turns scheduled on the workflow's own queue (offered for eager dispatch after an idle-host turn), of all turns. */
-  readonly offeredHere: number;
-  readonly turns: number;
   readonly startLatencyMs: Quantiles;
   /** Worker process CPU over the level, in cores (all its threads). */
   readonly workerCores: number;
@@ -118,10 +115,10 @@ function machineTicks(): { busy: number; total: number } {
   return { busy: total - idle, total };
 }
 
-/** Turn results, the first turn's start, each turn's wait from scheduled to started, and the turns offered on the workflow's own queue, from one run's history. */
-async function turnTimes(handle: AgentRunHandle, taskQueue: string): Promise<{ firstStartMs: number; completedMs: number[]; dispatchMs: number[]; offeredHere: number }> {
+/** Turn results, the first turn's start, each turn's wait from scheduled to started, from one run's history. */
+async function turnTimes(handle: AgentRunHandle): Promise<{ firstStartMs: number; completedMs: number[]; dispatchMs: number[] }> {
   const t = turnTimeline((await handle.handle.fetchHistory()).events ?? []);
-  return { firstStartMs: t.startedMs[0] ?? Number.NaN, completedMs: t.completedMs, dispatchMs: t.dispatchMs, offeredHere: t.queues.filter((q) => q === taskQueue).length };
+  return { firstStartMs: t.startedMs[0] ?? Number.NaN, completedMs: t.completedMs, dispatchMs: t.dispatchMs };
 }
 
 /** The worker process under test. */
@@ -231,16 +228,14 @@ async function runLevel(
   const dispatches: number[] = [];
   const startLatencies: number[] = [];
   let turnsDone = 0;
-  let offeredHere = 0;
   const perTurn = (cpuS: number) => (cpuS * 1000) / Math.max(1, turnsDone);
   const done = started.filter((_, i) => finished.has(i));
   for (let i = 0; i < done.length; i += 20) {
-    const batch = await Promise.all(done.slice(i, i + 20).map(async ({ run, at }) => ({ at, times: await turnTimes(run, opts.taskQueue) })));
+    const batch = await Promise.all(done.slice(i, i + 20).map(async ({ run, at }) => ({ at, times: await turnTimes(run) })));
     for (const { at, times } of batch) {
       startLatencies.push(times.firstStartMs - at);
       turnsDone += times.completedMs.length;
       dispatches.push(...times.dispatchMs);
-      offeredHere += times.offeredHere;
       for (let t = 1; t < times.completedMs.length; t++) overheads.push(times.completedMs[t]! - times.completedMs[t - 1]! - turnSeconds * 1000);
     }
   }
@@ -251,8 +246,6 @@ async function runLevel(
     wallS,
     turnOverheadMs: { p50: percentile(overheads, 50), p99: percentile(overheads, 99) },
     dispatchMs: { p50: percentile(dispatches, 50), p99: percentile(dispatches, 99) },
-    offeredHere,
-    turns: dispatches.length,
     startLatencyMs: { p50: percentile(startLatencies, 50), p99: percentile(startLatencies, 99) },
     workerCores: (cpu1.worker - cpu0.worker) / wallS,
     cpuMsPerTurn: {
@@ -335,13 +328,13 @@ const fmt = (x: number) => (Number.isFinite(x) ? String(Math.round(x)) : '–');
 export function scaleTable(rows: readonly ScaleRow[]): string[] {
   const ms = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
   const lines = [
-    '| runs | done | turn overhead p50 / p99 (ms) | of which dispatch wait p50 / p99 (turns offered for eager dispatch) | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / server / harness | worker cores | loop delay p99 / max (ms) | worker RSS (MB) | machine busy |',
+    '| runs | done | turn overhead p50 / p99 (ms) | of which dispatch wait p50 / p99 | start latency p50 / p99 (ms) | CPU ms per turn: worker (main thread) / server / harness | worker cores | loop delay p99 / max (ms) | worker RSS (MB) | machine busy |',
     '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const r of rows) {
     const c = r.cpuMsPerTurn;
     lines.push(
-      `| ${r.runs} | ${r.completed}${r.timedOut ? ' (timed out)' : ''} | ${fmt(r.turnOverheadMs.p50)} / ${fmt(r.turnOverheadMs.p99)} | ${fmt(r.dispatchMs.p50)} / ${fmt(r.dispatchMs.p99)} (${r.offeredHere} of ${r.turns}) | ${fmt(r.startLatencyMs.p50)} / ${fmt(r.startLatencyMs.p99)} | ` +
+      `| ${r.runs} | ${r.completed}${r.timedOut ? ' (timed out)' : ''} | ${fmt(r.turnOverheadMs.p50)} / ${fmt(r.turnOverheadMs.p99)} | ${fmt(r.dispatchMs.p50)} / ${fmt(r.dispatchMs.p99)} | ${fmt(r.startLatencyMs.p50)} / ${fmt(r.startLatencyMs.p99)} | ` +
         `${ms(c.worker)} (${ms(c.main)}) / ${ms(c.server)} / ${ms(c.harness)} | ${r.workerCores.toFixed(2)} | ${fmt(r.loop.p99)} / ${fmt(r.loop.max)} | ` +
         `${Math.round(r.workerPeakRssMb)} | ${pct(r.machineBusy)} |`,
     );

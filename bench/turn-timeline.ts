@@ -14,8 +14,6 @@ export interface TurnTimeline {
   /** The history's first and last events. */
   readonly firstMs: number;
   readonly lastMs: number;
-  /** Per turn activity scheduled, in order: the task queue it was scheduled on. */
-  readonly queues: string[];
   /** Per turn activity started / completed, in order. */
   readonly startedMs: number[];
   readonly completedMs: number[];
@@ -26,14 +24,11 @@ export interface TurnTimeline {
 /** The turns (activities of type `turnActivity`) of one history. */
 export function turnTimeline(events: readonly HistoryEvent[], turnActivity = 'runTurn'): TurnTimeline {
   const scheduled = new Map<string, number>();
-  const timeline = { firstMs: events[0] ? timestampMs(events[0].eventTime) : 0, lastMs: events.at(-1) ? timestampMs(events.at(-1)!.eventTime) : 0, queues: [] as string[], startedMs: [] as number[], completedMs: [] as number[], dispatchMs: [] as number[] };
+  const timeline = { firstMs: events[0] ? timestampMs(events[0].eventTime) : 0, lastMs: events.at(-1) ? timestampMs(events.at(-1)!.eventTime) : 0, startedMs: [] as number[], completedMs: [] as number[], dispatchMs: [] as number[] };
   for (const e of events) {
     const at = timestampMs(e.eventTime);
     const s = e.activityTaskScheduledEventAttributes;
-    if (s?.activityType?.name === turnActivity) {
-      scheduled.set(String(e.eventId), at);
-      timeline.queues.push(s.taskQueue?.name ?? '');
-    }
+    if (s?.activityType?.name === turnActivity) scheduled.set(String(e.eventId), at);
     const started = e.activityTaskStartedEventAttributes;
     if (started && scheduled.has(String(started.scheduledEventId))) {
       timeline.startedMs.push(at);
