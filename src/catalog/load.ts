@@ -8,6 +8,7 @@ import { createBuiltinRegistry } from '../actions/builtin.js';
 import type { ActionRegistry } from '../actions/registry.js';
 import type { EnvelopeRules } from '../envelope/parse.js';
 import { actionParametersJsonSchema, buildContractPrompt, joinSystemPrompt, type ContractAction } from './contract-prompt.js';
+import type { NetworkPolicy } from '../contracts/network.js';
 import { catalogSchema, removedCapabilities, type AgentConfig, type Catalog, type HarnessConfig } from './schema.js';
 
 /** A catalog that failed to load; `problems` lists every problem as `path: what is wrong`. */
@@ -27,6 +28,17 @@ export class CatalogError extends Error {
 export class UnknownAgentError extends Error {
   override readonly name = 'UnknownAgentError';
   readonly code = 'UnknownAgent' as const;
+}
+
+/** The drivers of real CLIs: their agents default to network policy `vendor` (the model API only, through the gateway). */
+const cliDrivers = new Set(['ClaudeCode', 'Codex', 'GeminiCli', 'OpenCode', 'Pi']);
+
+/**
+ * The agent's network policy: the catalog's, or the default: `vendor` for a real CLI, `open` for a stdio-JSON harness
+ * (the author's own program, whose network needs the runtime cannot know: its catalog should say).
+ */
+export function networkPolicyOf(agent: Pick<AgentConfig, 'sandbox'>, harness: Pick<HarnessConfig, 'driverClass'>): NetworkPolicy {
+  return agent.sandbox.networkPolicy ?? (cliDrivers.has(harness.driverClass) ? 'vendor' : 'open');
 }
 
 /** A harness name that is not in the catalog. */
@@ -101,6 +113,13 @@ function crossCheck(catalog: Catalog, registry: ActionRegistry): string[] {
         );
       }
     });
+    const { networkPolicy, allowlist } = agent.sandbox;
+    if (allowlist !== undefined && networkPolicy !== 'allowlist') {
+      problems.push(`agents[${i}].sandbox.allowlist: only policy "allowlist" reaches it (networkPolicy is ${JSON.stringify(networkPolicy ?? 'the default')}); set networkPolicy: allowlist or delete the allowlist`);
+    }
+    if (networkPolicy === 'allowlist' && !allowlist?.length) {
+      problems.push(`agents[${i}].sandbox.allowlist: policy "allowlist" needs at least one destination ({ host, port, methods? }); with none, use networkPolicy: vendor`);
+    }
     agent.subAgents.forEach((sub, j) => {
       if (sub === agent.name) problems.push(`agents[${i}].subAgents[${j}]: an agent cannot be its own sub-agent`);
       else if (!agentNames.includes(sub)) {

@@ -62,11 +62,33 @@ export const guardrailsSchema = z.strictObject({
   maxSubAgentDepth: z.number().int().nonnegative().default(3),
 });
 
+/** One allowlisted destination (contracts/network.ts `AllowRule`). */
+export const allowRuleSchema = z.strictObject({
+  host: z.string().min(1).max(253).regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'a host name or an IP address, without scheme, port or path'),
+  port: z.number().int().min(1).max(65535),
+  /** HTTP methods allowed on plain HTTP (e.g. ["GET", "HEAD"]); a rule with methods allows no tunnel (CONNECT). */
+  methods: z.array(z.string().regex(/^[A-Z]+$/, 'an HTTP method in capitals, e.g. GET')).min(1).optional(),
+});
+
 export const sandboxSchema = z.strictObject({
   provider: z.string().default('local'),
   /** `parent`: a sub-agent works in its parent run's workspace (and sandbox). */
   workspaceScope: z.enum(['run', 'agent', 'agent-user', 'parent']).default('run'),
-  networkPolicy: z.enum(['none', 'open', 'mcp-only']).default('open'),
+  /**
+   * What the sandbox may reach (docs/network.md): `none`, `vendor` (the model API only, through the run's egress
+   * gateway), `allowlist` (the vendor plus `allowlist`), `open` (unconfined: development only). Default: `vendor`
+   * for the five CLI drivers, `open` for a stdio-JSON harness (the author's own program; set it).
+   */
+  networkPolicy: z
+    .enum(['none', 'vendor', 'allowlist', 'open'], {
+      error: (issue) =>
+        issue.input === 'mcp-only'
+          ? '"mcp-only" was removed: nothing ever enforced it. Use "vendor" (the model API only, through the egress gateway) or "allowlist" with sandbox.allowlist'
+          : `use "none", "vendor", "allowlist" or "open" (got ${JSON.stringify(issue.input)})`,
+    })
+    .optional(),
+  /** Destinations besides the vendor under policy `allowlist`: host, port, and for plain HTTP the methods allowed. */
+  allowlist: z.array(allowRuleSchema).optional(),
   options: z.record(z.string(), z.unknown()).optional(),
   /**
    * Shared workspaces (`agent`, `agent-user`): one run at a time works in one. `wait` (default): a second run's turn
@@ -99,7 +121,7 @@ export const agentSchema = z.strictObject({
   description: z.string().default(''),
   harness: name,
   systemPrompt: z.string().default(''),
-  sandbox: sandboxSchema.default({ provider: 'local', workspaceScope: 'run', networkPolicy: 'open' }),
+  sandbox: sandboxSchema.default({ provider: 'local', workspaceScope: 'run' }),
   /**
    * The permission posture (`strict` | `auto` | `dangerous`), or a policy block
    * `{ posture, allow, deny, ask, approvalTimeoutMs, advisory }` (src/permissions/policy.ts, docs/permissions.md).

@@ -12,6 +12,7 @@ import {
   findAgent,
   findHarness,
   loadCatalog,
+  networkPolicyOf,
   parseCatalog,
   UnknownAgentError,
   UnknownHarnessError,
@@ -68,6 +69,28 @@ describe('parseCatalog', () => {
     // A misspelt flag is still just unknown.
     expect(problems).toContain('harnesses[0].capabilities.sessionForks: unknown field');
     expect(problems).toHaveLength(4);
+  });
+
+  it('network policies: the old "mcp-only" is named as removed, an allowlist must go with policy allowlist, and the default follows the driver', () => {
+    const withSandbox = (sandbox: Record<string, unknown>) => ({ ...minimal, agents: [{ ...minimal.agents[0], sandbox }, minimal.agents[1]] });
+    expect(problemsOf(() => parseCatalog(withSandbox({ networkPolicy: 'mcp-only' }), 'mem.yaml'))).toEqual([
+      expect.stringMatching(/^agents\[0\]\.sandbox\.networkPolicy: "mcp-only" was removed: nothing ever enforced it\. Use "vendor" .*"allowlist" with sandbox\.allowlist$/),
+    ]);
+    expect(problemsOf(() => parseCatalog(withSandbox({ networkPolicy: 'closed' }), 'mem.yaml'))).toEqual([expect.stringMatching(/networkPolicy: use "none", "vendor", "allowlist" or "open" \(got "closed"\)/)]);
+    expect(problemsOf(() => parseCatalog(withSandbox({ networkPolicy: 'vendor', allowlist: [{ host: 'registry.npmjs.org', port: 443 }] }), 'mem.yaml'))).toEqual([
+      expect.stringMatching(/^agents\[0\]\.sandbox\.allowlist: only policy "allowlist" reaches it \(networkPolicy is "vendor"\)/),
+    ]);
+    expect(problemsOf(() => parseCatalog(withSandbox({ networkPolicy: 'allowlist' }), 'mem.yaml'))).toEqual([expect.stringMatching(/policy "allowlist" needs at least one destination.*use networkPolicy: vendor/)]);
+    expect(problemsOf(() => parseCatalog(withSandbox({ networkPolicy: 'allowlist', allowlist: [{ host: 'https://registry.npmjs.org/', port: 443, methods: ['get'] }] }), 'mem.yaml'))).toEqual([
+      expect.stringMatching(/allowlist\[0\]\.host: a host name or an IP address, without scheme, port or path/),
+      expect.stringMatching(/allowlist\[0\]\.methods\[0\]: an HTTP method in capitals/),
+    ]);
+    const ok = parseCatalog(withSandbox({ networkPolicy: 'allowlist', allowlist: [{ host: 'registry.npmjs.org', port: 443 }, { host: '10.0.0.5', port: 80, methods: ['GET', 'HEAD'] }] }), 'mem');
+    expect(ok.agents[0]?.sandbox.allowlist).toHaveLength(2);
+    const agent = { sandbox: { provider: 'local', workspaceScope: 'run' as const } };
+    expect(['ClaudeCode', 'Codex', 'GeminiCli', 'OpenCode', 'Pi'].map((driverClass) => networkPolicyOf(agent, { driverClass }))).toEqual(Array(5).fill('vendor'));
+    expect(networkPolicyOf(agent, { driverClass: 'StdioJson' })).toBe('open');
+    expect(networkPolicyOf({ sandbox: { ...agent.sandbox, networkPolicy: 'none' } }, { driverClass: 'ClaudeCode' })).toBe('none');
   });
 
   it('caps actions per envelope at 100 by default, as set, and never above what history can carry', () => {
