@@ -11,6 +11,7 @@ import pg from 'pg';
 import { unresolvedAccounting } from './accounting.js';
 import { migrate, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
 import { totalsOf } from './cost.js';
+import { modelCallColumns, modelCallFromRow, networkColumns, networkFromRow, networkPage, summaryFromRows, SUMMARY_SQL } from './network-rows.js';
 import {
   approvalColumns,
   approvalFromRow,
@@ -40,6 +41,12 @@ import {
   type Ledger,
   type LedgerEvent,
   type LedgerHealth,
+  type ModelCallEntry,
+  type ModelCallRow,
+  type NetworkEntry,
+  type NetworkListOptions,
+  type NetworkRow,
+  type NetworkSummary,
   type NewApproval,
   type PromptRunRecord,
   type RunRecord,
@@ -575,6 +582,73 @@ export class PostgresLedger implements Ledger {
   async listDecisions(workflowId: string, runId?: string): Promise<DecisionView[]> {
     const { rows } = await this.query(`SELECT * FROM operator_decisions WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} ORDER BY id`, [workflowId, runId ?? null]);
     return rows.map(operatorDecisionFromRow);
+  }
+
+  /**
+   * Inserts a batch in one statement: the rows travel as one JSON parameter (no limit on placeholders), each row's
+   * run resolved as `runOf` does, and an `id` already stored is skipped.
+   */
+  async recordNetwork(rows: readonly NetworkRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.write(() =>
+      this.query(
+        `INSERT INTO network_requests (id, workflow_id, run_id, turn, attempt_id, at_ms, kind, method, destination, path, status,
+           bytes_in, bytes_out, decision, rule, duration_ms, suppressed)
+         SELECT x."id", x."workflowId", ${runOf('x."workflowId"', 'x."runId"')}, x."turn", x."attemptId", x."at", x."kind", x."method",
+           x."destination", x."path", x."status", x."bytesIn", x."bytesOut", x."decision", x."rule", x."durationMs", x."suppressed"
+         FROM jsonb_to_recordset($1::jsonb) AS x("id" text, "workflowId" text, "runId" text, "turn" integer, "attemptId" text,
+           "at" bigint, "kind" text, "method" text, "destination" text, "path" text, "status" integer, "bytesIn" bigint,
+           "bytesOut" bigint, "decision" text, "rule" text, "durationMs" bigint, "suppressed" bigint)
+         ON CONFLICT (id) DO NOTHING`,
+        [JSON.stringify(rows.map(networkColumns))],
+      ),
+    );
+  }
+
+  async recordModelCalls(rows: readonly ModelCallRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.write(() =>
+      this.query(
+        `INSERT INTO metered_calls (id, workflow_id, run_id, turn, attempt_id, at_ms, api, model, input_tokens, output_tokens,
+           cache_read_tokens, cache_write_tokens, reasoning_tokens, status, streamed, duration_ms, first_byte_ms)
+         SELECT x."id", x."workflowId", ${runOf('x."workflowId"', 'x."runId"')}, x."turn", x."attemptId", x."at", x."api", x."model",
+           x."input", x."output", x."cacheRead", x."cacheWrite", x."reasoning", x."status", x."streamed", x."durationMs", x."firstByteMs"
+         FROM jsonb_to_recordset($1::jsonb) AS x("id" text, "workflowId" text, "runId" text, "turn" integer, "attemptId" text,
+           "at" bigint, "api" text, "model" text, "input" bigint, "output" bigint, "cacheRead" bigint, "cacheWrite" bigint,
+           "reasoning" bigint, "status" integer, "streamed" boolean, "durationMs" bigint, "firstByteMs" bigint)
+         ON CONFLICT (id) DO NOTHING`,
+        [JSON.stringify(rows.map(modelCallColumns))],
+      ),
+    );
+  }
+
+  async listNetwork(workflowId: string, options: NetworkListOptions = {}): Promise<NetworkEntry[]> {
+    const { rows } = await this.query(
+      `SELECT * FROM network_requests WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} AND seq > $3
+         AND ($4::boolean IS NOT TRUE OR decision = 'refused')
+       ORDER BY seq LIMIT $5`,
+      [workflowId, options.runId ?? null, options.afterSeq ?? 0, options.refusedOnly === true, networkPage(options.limit)],
+    );
+    return rows.map(networkFromRow);
+  }
+
+  async listModelCalls(workflowId: string, options: { runId?: string; attemptId?: string; turn?: number } = {}): Promise<ModelCallEntry[]> {
+    const { rows } = await this.query(
+      `SELECT * FROM metered_calls WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')}
+         AND ($3::text IS NULL OR attempt_id = $3) AND ($4::integer IS NULL OR turn = $4)
+       ORDER BY seq`,
+      [workflowId, options.runId ?? null, options.attemptId ?? null, options.turn ?? null],
+    );
+    return rows.map(modelCallFromRow);
+  }
+
+  async networkSummary(workflowId: string, runId?: string): Promise<NetworkSummary> {
+    const run = await this.resolveRun(workflowId, runId);
+    const sql = (text: string) => text.replaceAll('$w', '$1').replaceAll('$r', '$2');
+    const [requests, last, calls, models] = await Promise.all(
+      [SUMMARY_SQL.requests, SUMMARY_SQL.lastRefused, SUMMARY_SQL.calls, SUMMARY_SQL.models].map((text) => this.query(sql(text), [workflowId, run])),
+    );
+    return summaryFromRows(requests!.rows[0]!, last!.rows[0], calls!.rows[0]!, models!.rows);
   }
 
   /** Closes the pool; calling it again does nothing. */

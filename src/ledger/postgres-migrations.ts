@@ -7,6 +7,7 @@ import type pg from 'pg';
 import {
   attemptTables,
   blobsTable,
+  gatewayTables,
   harnessStateTable,
   operatorDecisionsTable,
   ownedTable,
@@ -101,6 +102,11 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     version: 7,
     name: 'shared workspaces claimed by one open run at a time (agent and agent-user scopes)',
     sql: workspaceClaimsTable(P),
+  },
+  {
+    version: 8,
+    name: "the egress gateway's rows: every request from a sandbox, every model call it metered",
+    sql: gatewayTables(P),
   },
 ];
 

@@ -280,3 +280,57 @@ export function workspaceClaimsTable(t: SqlTypes): string {
   );
   CREATE INDEX workspace_claims_by_workflow ON workspace_claims (workflow_id);`;
 }
+
+/**
+ * Schema 8: the egress gateway's rows (issue 21): every request a sandbox made through it (`network_requests`), and
+ * every model call it metered on the wire (`metered_calls`; apart from `model_calls`, which holds what the harness
+ * reported). `id` is the gateway's own (its instance and a counter), unique, so a retried batch inserts nothing twice;
+ * `seq` is the arrival order and the cursor. No column holds a query string, a header or a key: the records never
+ * carry them. Counts NULL where the vendor did not say (unknown is not zero).
+ */
+export function gatewayTables(t: SqlTypes): string {
+  return `
+  CREATE TABLE network_requests (
+    seq ${t.serial},
+    id TEXT NOT NULL UNIQUE,
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    attempt_id TEXT,
+    at_ms ${t.count} NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('model', 'connect', 'http')),
+    method TEXT NOT NULL,
+    destination TEXT NOT NULL,
+    path TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    bytes_in ${t.count} NOT NULL,
+    bytes_out ${t.count} NOT NULL,
+    decision TEXT NOT NULL CHECK (decision IN ('allowed', 'refused')),
+    rule TEXT NOT NULL,
+    duration_ms ${t.count} NOT NULL,
+    suppressed ${t.count} NOT NULL DEFAULT 0
+  );
+  CREATE INDEX network_requests_by_run ON network_requests (workflow_id, run_id, seq);
+  CREATE INDEX network_requests_refused ON network_requests (workflow_id, run_id, seq) WHERE decision = 'refused';
+  CREATE TABLE metered_calls (
+    seq ${t.serial},
+    id TEXT NOT NULL UNIQUE,
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    attempt_id TEXT,
+    at_ms ${t.count} NOT NULL,
+    api TEXT NOT NULL,
+    model TEXT,
+    input_tokens ${t.count},
+    output_tokens ${t.count},
+    cache_read_tokens ${t.count},
+    cache_write_tokens ${t.count},
+    reasoning_tokens ${t.count},
+    status INTEGER NOT NULL,
+    streamed ${t.flag} NOT NULL,
+    duration_ms ${t.count} NOT NULL,
+    first_byte_ms ${t.count}
+  );
+  CREATE INDEX metered_calls_by_run ON metered_calls (workflow_id, run_id, seq);`;
+}

@@ -4,6 +4,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { unresolvedAccounting } from './accounting.js';
 import { totalsOf } from './cost.js';
+import { modelCallColumns, modelCallFromRow, networkColumns, networkFromRow, networkPage, summaryFromRows, SUMMARY_SQL } from './network-rows.js';
 import {
   approvalColumns,
   approvalFromRow,
@@ -22,6 +23,7 @@ import {
 import {
   attemptTables,
   blobsTable,
+  gatewayTables,
   harnessStateTable,
   operatorDecisionsTable,
   ownedTable,
@@ -45,6 +47,12 @@ import {
   type Ledger,
   type LedgerEvent,
   type LedgerHealth,
+  type ModelCallEntry,
+  type ModelCallRow,
+  type NetworkEntry,
+  type NetworkListOptions,
+  type NetworkRow,
+  type NetworkSummary,
   type NewApproval,
   type PromptRunRecord,
   type RunRecord,
@@ -118,6 +126,8 @@ const MIGRATIONS: readonly string[] = [
   operatorDecisionsTable(T),
   // 7: shared workspaces claimed by one open run at a time (agent and agent-user scopes).
   workspaceClaimsTable(T),
+  // 8: the egress gateway's rows: every request from a sandbox, every model call it metered (issue 21).
+  gatewayTables(T),
 ];
 
 /** Schema version this code writes. */
@@ -259,6 +269,34 @@ function prepareStatements(db: Database.Database) {
        ON CONFLICT(nonce) DO NOTHING`,
     ),
     listDecisions: db.prepare(`SELECT * FROM operator_decisions WHERE workflow_id = ? AND run_id = ? ORDER BY id`),
+    insertNetwork: db.prepare(
+      `INSERT INTO network_requests (id, workflow_id, run_id, turn, attempt_id, at_ms, kind, method, destination, path, status,
+         bytes_in, bytes_out, decision, rule, duration_ms, suppressed)
+       VALUES (@id, @workflowId, @runId, @turn, @attemptId, @at, @kind, @method, @destination, @path, @status,
+         @bytesIn, @bytesOut, @decision, @rule, @durationMs, @suppressed)
+       ON CONFLICT(id) DO NOTHING`,
+    ),
+    insertMeteredCall: db.prepare(
+      `INSERT INTO metered_calls (id, workflow_id, run_id, turn, attempt_id, at_ms, api, model, input_tokens, output_tokens,
+         cache_read_tokens, cache_write_tokens, reasoning_tokens, status, streamed, duration_ms, first_byte_ms)
+       VALUES (@id, @workflowId, @runId, @turn, @attemptId, @at, @api, @model, @input, @output,
+         @cacheRead, @cacheWrite, @reasoning, @status, @streamed, @durationMs, @firstByteMs)
+       ON CONFLICT(id) DO NOTHING`,
+    ),
+    listNetwork: db.prepare(
+      `SELECT * FROM network_requests WHERE workflow_id = @workflowId AND run_id = @runId AND seq > @afterSeq
+         AND (@refusedOnly = 0 OR decision = 'refused')
+       ORDER BY seq LIMIT @limit`,
+    ),
+    listMeteredCalls: db.prepare(
+      `SELECT * FROM metered_calls WHERE workflow_id = @workflowId AND run_id = @runId
+         AND (@attemptId IS NULL OR attempt_id = @attemptId) AND (@turn IS NULL OR turn = @turn)
+       ORDER BY seq`,
+    ),
+    summaryRequests: db.prepare(SUMMARY_SQL.requests),
+    summaryLastRefused: db.prepare(SUMMARY_SQL.lastRefused),
+    summaryCalls: db.prepare(SUMMARY_SQL.calls),
+    summaryModels: db.prepare(SUMMARY_SQL.models),
     expireApprovals: db.prepare(
       `UPDATE approvals SET status = 'expired', decided_by = @reason, decided_at = @at
        WHERE workflow_id = @workflowId AND run_id = @runId AND status = 'pending' AND (@turn IS NULL OR turn = @turn)`,
@@ -687,6 +725,60 @@ export class SqliteLedger implements Ledger {
 
   async listDecisions(workflowId: string, runId?: string): Promise<DecisionView[]> {
     return (this.stmts.listDecisions.all(workflowId, this.runOf(workflowId, runId)) as Row[]).map(operatorDecisionFromRow);
+  }
+
+  async recordNetwork(rows: readonly NetworkRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    this.write(() =>
+      this.db.transaction(() => {
+        for (const row of rows) this.stmts.insertNetwork.run({ ...networkColumns(row), ...this.keysOf(row) });
+      })(),
+    );
+  }
+
+  async recordModelCalls(rows: readonly ModelCallRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    this.write(() =>
+      this.db.transaction(() => {
+        for (const row of rows) {
+          const columns = modelCallColumns(row);
+          this.stmts.insertMeteredCall.run({ ...columns, ...this.keysOf(row), streamed: columns.streamed ? 1 : 0 });
+        }
+      })(),
+    );
+  }
+
+  async listNetwork(workflowId: string, options: NetworkListOptions = {}): Promise<NetworkEntry[]> {
+    const rows = this.stmts.listNetwork.all({
+      workflowId,
+      runId: this.runOf(workflowId, options.runId),
+      afterSeq: options.afterSeq ?? 0,
+      refusedOnly: options.refusedOnly ? 1 : 0,
+      limit: networkPage(options.limit),
+    }) as Row[];
+    return rows.map(networkFromRow);
+  }
+
+  async listModelCalls(workflowId: string, options: { runId?: string; attemptId?: string; turn?: number } = {}): Promise<ModelCallEntry[]> {
+    const rows = this.stmts.listMeteredCalls.all({
+      workflowId,
+      runId: this.runOf(workflowId, options.runId),
+      attemptId: options.attemptId ?? null,
+      turn: options.turn ?? null,
+    }) as Row[];
+    return rows.map(modelCallFromRow);
+  }
+
+  async networkSummary(workflowId: string, runId?: string): Promise<NetworkSummary> {
+    const keys = { w: workflowId, r: this.runOf(workflowId, runId) };
+    return this.db.transaction(() =>
+      summaryFromRows(
+        this.stmts.summaryRequests.get(keys) as Row,
+        this.stmts.summaryLastRefused.get(keys) as Row | undefined,
+        this.stmts.summaryCalls.get(keys) as Row,
+        this.stmts.summaryModels.all(keys) as Row[],
+      ),
+    )();
   }
 
   /** Closes the database; calling it again does nothing. */

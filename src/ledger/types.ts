@@ -12,6 +12,7 @@
  * every attempt, failed ones included: that is what the run spent.
  */
 import type { CostSource, CostView } from '../contracts/cost.js';
+import type { ModelCall, NetworkRecord } from '../contracts/network.js';
 import type { Usage } from '../contracts/usage.js';
 
 export type { CostSource, CostView };
@@ -301,7 +302,7 @@ export class LedgerFaultError extends Error {
   }
 }
 
-export interface Ledger extends ApprovalLedger {
+export interface Ledger extends ApprovalLedger, NetworkLedger {
   /** Upserts vendors, models and prompts so prompt runs can reference them. */
   syncCatalog(entries: CatalogEntries): Promise<void>;
   /** Creates the run row for (workflowId, runId), or leaves an existing one as it is. */
@@ -369,6 +370,82 @@ export interface Ledger extends ApprovalLedger {
   listDecisions(workflowId: string, runId?: string): Promise<DecisionView[]>;
   health(): Promise<LedgerHealth>;
   close(): Promise<void>;
+}
+
+/**
+ * One request through a run's egress gateway, as the turn activity writes it. `id` is the gateway's (its instance and a
+ * counter), unique across the ledger: a retried batch inserts nothing twice.
+ */
+export interface NetworkRow {
+  readonly id: string;
+  readonly workflowId: string;
+  /** The run; omitted (or unknown to the ledger) = the latest run with this workflow id. */
+  readonly runId?: string;
+  readonly turn: number;
+  readonly attemptId?: string;
+  readonly record: NetworkRecord;
+}
+
+/** A stored request row: its run resolved, and `seq`, its place in arrival order (the paging cursor). */
+export interface NetworkEntry extends NetworkRow {
+  readonly runId: string;
+  readonly seq: number;
+}
+
+/** One model call the gateway metered; idempotent by `id` like `NetworkRow`. */
+export interface ModelCallRow {
+  readonly id: string;
+  readonly workflowId: string;
+  readonly runId?: string;
+  readonly turn: number;
+  readonly attemptId?: string;
+  readonly call: ModelCall;
+}
+
+/** A stored metered call, its run resolved, in arrival order. */
+export interface ModelCallEntry extends ModelCallRow {
+  readonly runId: string;
+  readonly seq: number;
+}
+
+export interface NetworkListOptions {
+  /** Omitted (or unknown) = the latest run of the workflow id. */
+  readonly runId?: string;
+  /** Rows after this `seq` (exclusive). */
+  readonly afterSeq?: number;
+  /** Page size: default 100, at most 1000. */
+  readonly limit?: number;
+  /** Only the refused requests. */
+  readonly refusedOnly?: boolean;
+}
+
+/** What a run's gateway saw, for `status` (one indexed query per table, over the run's rows only). */
+export interface NetworkSummary {
+  /** Requests recorded one by one. */
+  readonly requests: number;
+  /** Of those, refused. */
+  readonly refused: number;
+  /** Refused requests not recorded one by one (the gateway's rate cap); counted in no row but this. */
+  readonly suppressed: number;
+  readonly modelCalls: number;
+  /** The metered calls' usage, summed as `addUsage` does (a field is unknown only when no call knew it). */
+  readonly usage: Usage;
+  /** The distinct models the vendor said served the calls, sorted. */
+  readonly models: string[];
+  readonly lastRefused?: { readonly method: string; readonly destination: string; readonly rule: string; readonly at: number };
+}
+
+/** The ledger's rows of the egress gateway (issue 21). */
+export interface NetworkLedger {
+  /** Inserts the rows not yet stored (by `id`); a retried batch changes nothing. */
+  recordNetwork(rows: readonly NetworkRow[]): Promise<void>;
+  /** Inserts the metered calls not yet stored (by `id`). */
+  recordModelCalls(rows: readonly ModelCallRow[]): Promise<void>;
+  /** The run's requests in arrival order, a page at a time (`afterSeq` = the last row's `seq`). */
+  listNetwork(workflowId: string, options?: NetworkListOptions): Promise<NetworkEntry[]>;
+  /** The run's metered calls in arrival order; `attemptId` or `turn` narrow them. */
+  listModelCalls(workflowId: string, options?: { runId?: string; attemptId?: string; turn?: number }): Promise<ModelCallEntry[]>;
+  networkSummary(workflowId: string, runId?: string): Promise<NetworkSummary>;
 }
 
 /** The run that works in a shared workspace (`Ledger.claimWorkspace`). */

@@ -3,12 +3,16 @@
  * describeLedgerContract with a factory for a fresh, empty ledger.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { ModelCall, NetworkRecord } from '../../src/contracts/network.js';
+import { addUsage, noUsage } from '../../src/contracts/usage.js';
 import {
   UnresolvedAccountingError,
   type AttemptFinish,
   type AttemptStart,
   type CatalogEntries,
   type Ledger,
+  type ModelCallRow,
+  type NetworkRow,
   type RunRecord,
   type UsageRecord,
 } from '../../src/ledger/index.js';
@@ -52,6 +56,50 @@ export function attemptFinish(overrides: Partial<AttemptFinish> = {}): AttemptFi
     resumed: false,
     durationMs: 1500,
     ...overrides,
+  };
+}
+
+/** A request through the gateway: allowed to the vendor unless `overrides` say otherwise. */
+export function networkRow(id: string, overrides: Partial<Omit<NetworkRow, 'record'>> = {}, record: Partial<NetworkRecord> = {}): NetworkRow {
+  return {
+    id,
+    workflowId: 'wf-1',
+    runId: 'r-1',
+    turn: 1,
+    attemptId: 'x:1:1',
+    ...overrides,
+    record: {
+      at: 1_700_000_000_000,
+      kind: 'model',
+      method: 'POST',
+      destination: 'api.anthropic.com:443',
+      path: '/v1/messages',
+      status: 200,
+      bytesIn: 1200,
+      bytesOut: 34_000,
+      decision: 'allowed',
+      rule: 'vendor',
+      durationMs: 900,
+      ...record,
+    },
+  };
+}
+
+/** A refused CONNECT, as the gateway records one. */
+export function refusedRow(id: string, destination: string, overrides: Partial<Omit<NetworkRow, 'record'>> = {}, record: Partial<NetworkRecord> = {}): NetworkRow {
+  return networkRow(id, overrides, { kind: 'connect', method: 'CONNECT', destination, path: '', status: 403, bytesIn: 0, bytesOut: 0, decision: 'refused', rule: 'refused:not-allowlisted', durationMs: 1, ...record });
+}
+
+/** A metered model call. */
+export function meteredCall(id: string, overrides: Partial<Omit<ModelCallRow, 'call'>> = {}, call: Partial<ModelCall> = {}): ModelCallRow {
+  return {
+    id,
+    workflowId: 'wf-1',
+    runId: 'r-1',
+    turn: 1,
+    attemptId: 'x:1:1',
+    ...overrides,
+    call: { at: 1_700_000_000_100, api: 'anthropic-messages', model: 'claude-sonnet-4-5', usage: { input: 100, output: 20, cacheRead: 5 }, status: 200, streamed: true, durationMs: 900, firstByteMs: 120, ...call },
   };
 }
 
@@ -430,6 +478,99 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
       expect(await ledger.claimWorkspace('ws', winner)).toEqual(loser);
       expect(await ledger.releaseWorkspacesOf(loser.workflowId)).toBe(1);
       expect(await ledger.claimWorkspace('ws', winner)).toEqual(winner);
+    });
+
+    it('gateway rows: a retried batch inserts nothing twice, and every field reads back as written', async () => {
+      const rows = [networkRow('gw1:1'), refusedRow('gw1:2', 'evil.example:443', {}, { suppressed: 4 }), networkRow('gw1:3', { attemptId: undefined })];
+      await ledger.recordNetwork(rows);
+      await ledger.recordNetwork(rows); // the activity's retry of the same batch
+      await ledger.recordNetwork([rows[1]!, networkRow('gw1:4', {}, { path: '/v1/messages/count_tokens' })]); // overlapping batch
+      await ledger.recordNetwork([]);
+      const listed = await ledger.listNetwork('wf-1');
+      expect(listed.map((r) => r.id)).toEqual(['gw1:1', 'gw1:2', 'gw1:3', 'gw1:4']);
+      expect(listed[1]).toEqual({ ...rows[1], runId: 'r-1', seq: listed[1]!.seq });
+      expect(listed[2]).not.toHaveProperty('attemptId');
+      expect(listed[0]!.record).not.toHaveProperty('suppressed'); // absent = 0, as the gateway writes it
+
+      const calls = [meteredCall('gw1:c1'), meteredCall('gw1:c2', { turn: 2, attemptId: 'x:2:1' }, { model: undefined, usage: { input: 7 }, streamed: false, firstByteMs: undefined })];
+      await ledger.recordModelCalls(calls);
+      await ledger.recordModelCalls(calls);
+      const stored = await ledger.listModelCalls('wf-1');
+      expect(stored.map((c) => ({ ...c, seq: 0 }))).toEqual(calls.map((c) => ({ ...c, runId: 'r-1', seq: 0 })));
+      expect((await ledger.listModelCalls('wf-1', { turn: 2 })).map((c) => c.id)).toEqual(['gw1:c2']);
+      expect((await ledger.listModelCalls('wf-1', { attemptId: 'x:1:1' })).map((c) => c.id)).toEqual(['gw1:c1']);
+    });
+
+    it('gateway rows page by seq in arrival order; refusedOnly keeps only the refused; the limit is 1 to 1000', async () => {
+      const rows = Array.from({ length: 25 }, (_, i) => (i % 5 === 4 ? refusedRow(`gw:${i}`, `host${i}.example:443`) : networkRow(`gw:${i}`)));
+      await ledger.recordNetwork(rows.slice(0, 10));
+      await ledger.recordNetwork(rows.slice(10));
+      const seen: string[] = [];
+      let after = 0;
+      for (let page = 0; page < 10; page++) {
+        const got = await ledger.listNetwork('wf-1', { afterSeq: after, limit: 7 });
+        if (got.length === 0) break;
+        expect(got.length).toBeLessThanOrEqual(7);
+        seen.push(...got.map((r) => r.id));
+        after = got.at(-1)!.seq;
+      }
+      expect(seen).toEqual(rows.map((r) => r.id));
+      const refused = await ledger.listNetwork('wf-1', { refusedOnly: true });
+      expect(refused.map((r) => r.record.destination)).toEqual(['host4.example:443', 'host9.example:443', 'host14.example:443', 'host19.example:443', 'host24.example:443']);
+      expect((await ledger.listNetwork('wf-1', { refusedOnly: true, afterSeq: refused[1]!.seq, limit: 2 })).map((r) => r.id)).toEqual(['gw:14', 'gw:19']);
+      expect(await ledger.listNetwork('wf-1', { limit: 0 })).toHaveLength(1);
+      expect(await ledger.listNetwork('wf-1')).toHaveLength(25);
+    });
+
+    it('the network summary sums exactly what the rows hold', async () => {
+      expect(await ledger.networkSummary('wf-1')).toEqual({ requests: 0, refused: 0, suppressed: 0, modelCalls: 0, usage: {}, models: [] });
+      await ledger.recordNetwork([
+        networkRow('a'),
+        refusedRow('b', 'first.example:443', {}, { at: 10 }),
+        networkRow('c', {}, { kind: 'http', method: 'GET', destination: 'pypi.org:80', path: '/simple/', rule: 'allowlist:pypi.org:80' }),
+        refusedRow('d', 'evil.example:443', {}, { at: 20, suppressed: 3 }),
+      ]);
+      const calls = [
+        meteredCall('m1', {}, { usage: { input: 1000, output: 200 } }),
+        meteredCall('m2', {}, { model: 'claude-haiku-4-5', usage: { input: 10, cacheWrite: 4 } }),
+        meteredCall('m3', {}, { usage: { output: 1 } }),
+        meteredCall('m4', {}, { model: undefined, usage: {} }),
+      ];
+      await ledger.recordModelCalls(calls);
+      const summary = await ledger.networkSummary('wf-1');
+      const listed = await ledger.listNetwork('wf-1');
+      expect(summary).toEqual({
+        requests: listed.length,
+        refused: listed.filter((r) => r.record.decision === 'refused').length,
+        suppressed: listed.reduce((n, r) => n + (r.record.suppressed ?? 0), 0),
+        modelCalls: calls.length,
+        usage: (await ledger.listModelCalls('wf-1')).reduce((u, c) => addUsage(u, c.call.usage), noUsage),
+        models: ['claude-haiku-4-5', 'claude-sonnet-4-5'],
+        lastRefused: { method: 'CONNECT', destination: 'evil.example:443', rule: 'refused:not-allowlisted', at: 20 },
+      });
+      expect(summary.usage).toEqual({ input: 1010, output: 201, cacheWrite: 4 }); // cache reads and reasoning: no call said
+    });
+
+    it("gateway rows belong to one run: another workflow id's or another run's rows never mix in", async () => {
+      await ledger.startRun({ ...run, workflowId: 'wf-other', runId: 'r-x' });
+      await ledger.recordNetwork([networkRow('r1:1'), refusedRow('r1:2', 'one.example:443')]);
+      await ledger.recordNetwork([networkRow('x:1', { workflowId: 'wf-other', runId: 'r-x' }), refusedRow('x:2', 'other.example:443', { workflowId: 'wf-other', runId: 'r-x' })]);
+      await ledger.recordModelCalls([meteredCall('r1:c'), meteredCall('x:c', { workflowId: 'wf-other', runId: 'r-x' }, { model: 'gpt-5' })]);
+      // The same workflow id again (a reused id): its rows are its own, and the latest run is what an omitted run id means.
+      await ledger.finishRun('wf-1', 'succeeded', {});
+      await ledger.startRun({ ...run, runId: 'r-2' });
+      await ledger.recordNetwork([refusedRow('r2:1', 'two.example:443', { runId: undefined })]);
+      await ledger.recordModelCalls([meteredCall('r2:c', { runId: 'r-2' }, { usage: { input: 1 }, model: 'claude-opus-4-1' })]);
+
+      expect((await ledger.listNetwork('wf-1', { runId: 'r-1' })).map((r) => r.id)).toEqual(['r1:1', 'r1:2']);
+      expect((await ledger.listNetwork('wf-1')).map((r) => [r.id, r.runId])).toEqual([['r2:1', 'r-2']]);
+      expect((await ledger.listNetwork('wf-other')).map((r) => r.id)).toEqual(['x:1', 'x:2']);
+      expect((await ledger.listModelCalls('wf-1', { runId: 'r-1' })).map((c) => c.id)).toEqual(['r1:c']);
+      expect((await ledger.listModelCalls('wf-1')).map((c) => c.id)).toEqual(['r2:c']);
+      expect(await ledger.networkSummary('wf-1', 'r-1')).toMatchObject({ requests: 2, refused: 1, modelCalls: 1, models: ['claude-sonnet-4-5'], lastRefused: { destination: 'one.example:443' } });
+      expect(await ledger.networkSummary('wf-1')).toMatchObject({ requests: 1, refused: 1, modelCalls: 1, usage: { input: 1 }, models: ['claude-opus-4-1'], lastRefused: { destination: 'two.example:443' } });
+      expect(await ledger.networkSummary('wf-other')).toMatchObject({ requests: 2, refused: 1, modelCalls: 1, models: ['gpt-5'], lastRefused: { destination: 'other.example:443' } });
+      expect(await ledger.networkSummary('wf-none')).toEqual({ requests: 0, refused: 0, suppressed: 0, modelCalls: 0, usage: {}, models: [] });
     });
 
     it('reports itself healthy', async () => {

@@ -20,7 +20,7 @@ import {
 } from '../../src/ledger/index.js';
 import { startTestPostgres, type TestPostgres } from '../support/postgres.js';
 import { approvalLedgerSuite } from './approval-ledger-suite.js';
-import { attemptStart, catalog, describeLedgerContract, run } from './ledger-contract.js';
+import { attemptStart, catalog, describeLedgerContract, meteredCall, networkRow, run } from './ledger-contract.js';
 
 let pg: TestPostgres;
 
@@ -104,6 +104,29 @@ describe('PostgresLedger on its own', () => {
       await ledger.startRun({ ...run, workflowId: 'old', runId: 'r-new' });
       expect(await ledger.getApproval('old', 't1-abc')).toBeUndefined();
       expect(await ledger.listPromptRuns('old')).toEqual([]);
+    } finally {
+      await ledger.close();
+      await drop();
+    }
+  });
+
+  it('migrates a version-7 database (before the gateway): its runs stay, and it takes gateway rows', async () => {
+    const { url, drop } = await pg.freshSchema('v7');
+    const pool = new pgDriver.Pool({ connectionString: url, max: 1 });
+    try {
+      await migrate(pool, POSTGRES_MIGRATIONS.slice(0, 7));
+      await pool.query(`INSERT INTO runs (workflow_id, run_id, agent, harness, tenant_id, user_id, task, status, started_at)
+        VALUES ('old', 'r-old', 'demo', 'demo', 't', 'u', 'task', 'running', now())`);
+    } finally {
+      await pool.end();
+    }
+    const ledger = await PostgresLedger.connect({ connectionString: url });
+    try {
+      expect(await ledger.schemaVersion()).toBe(POSTGRES_SCHEMA_VERSION);
+      await ledger.recordNetwork([networkRow('gw:1', { workflowId: 'old', runId: undefined })]);
+      await ledger.recordModelCalls([meteredCall('gw:c1', { workflowId: 'old', runId: undefined })]);
+      expect((await ledger.listNetwork('old')).map((r) => [r.id, r.runId])).toEqual([['gw:1', 'r-old']]);
+      expect(await ledger.networkSummary('old')).toMatchObject({ requests: 1, modelCalls: 1, models: ['claude-sonnet-4-5'] });
     } finally {
       await ledger.close();
       await drop();

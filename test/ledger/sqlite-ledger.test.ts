@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LEDGER_SCHEMA_VERSION, LedgerFaultError, SqliteLedger } from '../../src/ledger/index.js';
 import { approvalLedgerSuite } from './approval-ledger-suite.js';
-import { attemptFinish, attemptStart, catalog, describeLedgerContract, run, usageRow } from './ledger-contract.js';
+import { attemptFinish, attemptStart, catalog, describeLedgerContract, networkRow, run, usageRow } from './ledger-contract.js';
 
 async function tempFile(): Promise<{ dir: string; file: string }> {
   const dir = await mkdtemp(path.join(tmpdir(), 'dh-ledger-'));
@@ -171,5 +171,20 @@ describe('SqliteLedger: the file', () => {
     await ledger.startRun({ ...run, workflowId: 'old', runId: 'r-new' });
     expect(await ledger.getApproval('old', 't1-abc')).toBeUndefined();
     expect(await ledger.listApprovals({ workflowId: 'old', status: 'allowed' })).toEqual([]);
+  });
+
+  it('migrates a version-7 file (before the gateway): its runs stay, and it takes gateway rows', async () => {
+    await ledger.close();
+    // A version-7 file is today's schema without the gateway's tables.
+    const raw = new Database(file);
+    raw.exec('DROP TABLE network_requests; DROP TABLE metered_calls;');
+    raw.pragma('user_version = 7');
+    raw.close();
+    ledger = SqliteLedger.open(file);
+    expect(ledger.schemaVersion).toBe(LEDGER_SCHEMA_VERSION);
+    expect(await ledger.getRun('wf-1')).toMatchObject({ runId: 'r-1', task: run.task });
+    await ledger.recordNetwork([networkRow('gw:1')]);
+    expect((await ledger.listNetwork('wf-1')).map((r) => [r.id, r.runId])).toEqual([['gw:1', 'r-1']]);
+    expect(await ledger.networkSummary('wf-1')).toMatchObject({ requests: 1, refused: 0 });
   });
 });
