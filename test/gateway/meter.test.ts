@@ -64,7 +64,8 @@ afterEach(async () => {
   gw = vendor = undefined;
 });
 
-function vendorFor(api: Exclude<VendorApi, 'any'> | 'any'): Promise<FakeVendor> {
+/** A fake vendor speaking all four protocols, each on its own path. */
+function vendorFor(): Promise<FakeVendor> {
   return startFakeVendor({
     handlers: { '/v1/messages': anthropicMessages, '/v1/responses': openaiResponses, [openaiChatPrefix]: openaiChat, [geminiPrefix]: gemini },
   });
@@ -80,7 +81,7 @@ function keyHeader(api: VendorApi, placeholder: string): Record<string, string> 
 describe('the gateway meters each vendor protocol to the token', () => {
   for (const c of cases) {
     it(`${c.api}, ${c.streamed ? 'streamed' : 'one JSON body'}`, async () => {
-      vendor = await vendorFor(c.api);
+      vendor = await vendorFor();
       const openai = c.api === 'openai-responses' || c.api === 'openai-chat';
       gw = await startGateway({ vendor: { api: c.api, upstream: openai ? `${vendor.url}/v1` : vendor.url, key: 'sk-real' } });
       for (const usage of usages) {
@@ -101,7 +102,7 @@ describe('the gateway meters each vendor protocol to the token', () => {
   }
 
   it('`any` tells the four protocols apart by the response shape', async () => {
-    vendor = await vendorFor('any');
+    vendor = await vendorFor();
     gw = await startGateway({ vendor: { api: 'any', upstream: vendor.url, key: 'sk-real' } });
     const auth = { authorization: `Bearer ${gw.gateway.placeholder}` };
     for (const c of cases) {
