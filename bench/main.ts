@@ -8,6 +8,7 @@ import { benchClis, clisTable, printClis } from './clis.js';
 import { writeSection } from './docs.js';
 import { benchDocker, printDocker } from './docker.js';
 import { benchFlood, floodTable, printFlood } from './flood.js';
+import { benchGateway, gatewayLines, printGateway } from './gateway.js';
 import { benchHistory, printHistory } from './history.js';
 import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrchestration, quietRuntime } from './orchestration.js';
 import { machineDescription } from './proc.js';
@@ -27,6 +28,8 @@ Parts (default: all but flood):
                  overhead p50/p99, worker RSS per concurrent run (--worker-runs N, default 16)
   flood          output floods (a 600 MB line, 1M tiny lines, 100k junk lines, 500 MB of 1 KB lines): the worker's
                  peak RSS and a neighbour's turn latency ratio, flooded vs quiet (--floods NAME,... to pick some)
+  gateway        a model call through the egress gateway (forwarder pipe + gateway) beside a direct one: p50/p99
+                 latency and time to first streamed byte, added latency, gateway CPU per call (--gateway-calls N, default 200)
 Options: --write-docs (docs/BENCHMARKS.md), --runs N (orchestration iterations, default 15), --turns N
 (orchestration's longer runs, default 10), --levels 10,50, --cli-runs N (default 5), --cpu-prof DIR (scale worker).`;
 
@@ -42,13 +45,14 @@ const { values, positionals } = parseArgs({
     'cpu-prof': { type: 'string' },
     'worker-runs': { type: 'string' },
     floods: { type: 'string' },
+    'gateway-calls': { type: 'string' },
   },
 });
 if (values.help) {
   console.log(usage);
   process.exit(0);
 }
-const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood'];
+const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 // `flood` pushes gigabytes through the worker: only when asked for.
 const parts = new Set(positionals.length ? positionals : known.filter((p) => p !== 'flood'));
@@ -151,6 +155,13 @@ try {
     const figures = await benchWorkers({ temporalAddress: server.address, runs });
     printWorkers(figures);
     docs('workers', 'Many workers: 1, 2 and 4 worker processes', `npm run bench -- workers --worker-runs ${runs}`, workersLines(figures));
+  }
+  if (parts.has('gateway')) {
+    startPart();
+    const calls = Number(values['gateway-calls'] ?? 200);
+    const figures = await benchGateway({ calls });
+    printGateway(figures);
+    docs('gateway', 'The egress gateway: added latency per model call', `npm run bench -- gateway --gateway-calls ${calls}`, gatewayLines(figures).slice(1));
   }
   if (parts.has('flood')) {
     startPart();
