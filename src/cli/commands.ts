@@ -51,6 +51,7 @@ import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTabl
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
 import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
+import { hasNetworkRows, networkLines, networkPage } from './network.js';
 import { noWorkerMessage, silentWorker } from './silence.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
 import { openLedgerIfPresent, resolveSettings, type Settings } from './settings.js';
@@ -75,6 +76,9 @@ Usage:
                                       4 MiB, over 16 Ki characters it travels by reference through the ledger)
   durable-harness approvals [RUN_ID] [--json]
                                       permission requests waiting for an operator (of every open run, or of one)
+  durable-harness network RUN_ID [--refused] [--json] [--limit 100] [--after SEQ]
+                                      the run's requests through its egress gateway, from the ledger (--refused:
+                                      only the refused; --after: the page after that SEQ), and what it metered
   durable-harness approve RUN_ID REQUEST [--edit JSON] [--scope once|session] [--by NAME]
                                       allow it (--edit: fields replacing the tool input's, e.g. '{"command":"ls"}')
   durable-harness deny RUN_ID REQUEST [--reason TEXT] [--by NAME]
@@ -124,9 +128,9 @@ const options = {
   ...optionsOf('string', [
     'address', 'namespace', 'task-queue', 'catalog', 'data', 'port', 'ui-port', 'id',
     'tenant', 'user', 'agent', 'status', 'reason', 'file', 'edit', 'scope',
-    'by', 'limit', 'codec-port', 'key', 'name', 'out', 'ttl',
+    'by', 'limit', 'codec-port', 'key', 'name', 'out', 'ttl', 'after',
   ]),
-  ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode']),
+  ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode', 'refused']),
   'cors-origin': { type: 'string', multiple: true },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -599,6 +603,10 @@ export async function main(argv: string[]): Promise<ExitCode> {
         return ExitCodes.succeeded;
       });
     }
+    case 'network': {
+      const [id] = need(rest, 1, 'RUN_ID: durable-harness network RUN_ID');
+      return networkCommand(flags, id!);
+    }
     case 'approve':
     case 'deny': {
       const [id, request] = need(rest, 2, `RUN_ID and REQUEST: durable-harness ${command} RUN_ID REQUEST`);
@@ -619,6 +627,40 @@ export async function main(argv: string[]): Promise<ExitCode> {
     }
     default:
       throw usageError(`unknown command "${command}"`);
+  }
+}
+
+/** A whole number flag of at least `min` (`--limit`, `--after`), or its default. */
+function wholeFlag(flags: Flags, name: 'limit' | 'after', fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const text = flags[name];
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!/^\d+$/.test(text.trim()) || value < min || value > max) throw usageError(`--${name} must be a whole number from ${min} to ${max}, got "${text}"`);
+  return value;
+}
+
+/** `network RUN`: the run's gateway rows from the ledger on this machine; no Temporal server needed. */
+async function networkCommand(flags: Flags, id: string): Promise<ExitCode> {
+  const limit = wholeFlag(flags, 'limit', 100, 1, 1000);
+  const afterSeq = wholeFlag(flags, 'after', 0, 0);
+  const s = resolveSettings(flags);
+  const ledger = openLedgerIfPresent(s);
+  if (!ledger) {
+    throw new CliError(`no ledger here to read run ${id}'s network from (no DATABASE_URL, no ${path.join(s.dataDir, 'ledger.sqlite')}). Run the command where the workers' ledger is (--data DIR or DATABASE_URL)`, ExitCodes.usage);
+  }
+  try {
+    const page = await networkPage(ledger, id, { afterSeq, limit, refusedOnly: flags.refused === true });
+    if (!hasNetworkRows(page.summary) && !(await ledger.getRun(id))) {
+      throw new CliError(`the ledger here (${describeLedger(process.env, s.dataDir)}) holds no run ${id}. Check the id (durable-harness list), or point --data or DATABASE_URL at the workers' ledger`, ExitCodes.usage);
+    }
+    if (flags.json) out(JSON.stringify(page, null, 2));
+    else {
+      const next = (after: number) => commandLine(flags)('network', id, ...(flags.refused ? ['--refused'] : []), ...(flags.limit ? ['--limit', String(limit)] : []), ...(flags.data ? ['--data', flags.data] : []), '--after', String(after));
+      for (const line of networkLines(page, next, flags.refused === true)) out(line);
+    }
+    return ExitCodes.succeeded;
+  } finally {
+    await ledger.close();
   }
 }
 

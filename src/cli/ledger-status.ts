@@ -5,14 +5,17 @@
  */
 import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow/index.js';
 import type { AgentRunHandle } from '../client/index.js';
-import type { Ledger, RunTotals } from '../ledger/types.js';
+import type { Ledger, NetworkSummary, RunTotals } from '../ledger/types.js';
 import { totalTokens } from '../contracts/usage.js';
+import { hasNetworkRows, networkSummaryText } from './network.js';
 
 export interface LedgerStatus {
   /** Totals from the ledger, when this command can read it. */
   readonly totals?: RunTotals;
   /** Why the ledger cannot take writes (from this command's view, or a worker's heartbeat); absent when fine. */
   readonly problem?: string;
+  /** What the run's egress gateway recorded, when it recorded anything (`durable-harness network RUN` lists it). */
+  readonly network?: NetworkSummary;
 }
 
 /** The ledger problem a worker's in-flight turn reports in its heartbeat, if any. */
@@ -37,8 +40,13 @@ export async function ledgerStatus(run: AgentRunHandle, ledger: Ledger | undefin
   if (!ledger) return fromWorker ? { problem: fromWorker } : {};
   const health = await ledger.health();
   const totals = await ledger.runTotals(run.workflowId).catch(() => undefined);
+  const network = await ledger.networkSummary(run.workflowId).catch(() => undefined);
   const problem = health.ok ? fromWorker : health.problem;
-  return { ...(totals && totals.attempts > 0 ? { totals } : {}), ...(problem ? { problem } : {}) };
+  return {
+    ...(totals && totals.attempts > 0 ? { totals } : {}),
+    ...(network && hasNetworkRows(network) ? { network } : {}),
+    ...(problem ? { problem } : {}),
+  };
 }
 
 /** `ledger: 5 attempts (2 unused) · 5,030 tok · $0.0036 price table · harness says $0.0050 — MISMATCH`. */
@@ -51,6 +59,7 @@ export function ledgerStatusLines(status: LedgerStatus): string[] {
     const harness = t.harnessCostUsd !== undefined && t.costSource !== 'harness' ? ` · harness says $${t.harnessCostUsd.toFixed(4)}${t.costMismatch ? ' — MISMATCH' : ''}` : '';
     lines.push(`ledger: ${attempts} · ${totalTokens(t.usage).toLocaleString('en-US')} tok · ${cost}${harness}`);
   }
+  if (status.network) lines.push(`network: ${networkSummaryText(status.network)}`);
   if (status.problem) lines.push(`ledger NOT WRITABLE: ${status.problem}`);
   return lines;
 }
