@@ -330,8 +330,33 @@ describe('bounds', () => {
       s.write('POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ');
     });
     expect(Date.now() - t0).toBeLessThan(3_000);
-    expect(answer).toMatch(/^(HTTP\/1\.1 408|$)/);
+    expect(answer).toMatch(/^HTTP\/1\.1 408/);
+    expect(g.records.map((r) => r.rule)).toEqual(['refused:timeout']);
     expect(vendor.requests).toHaveLength(0);
+  });
+
+  it('drops a connection that sends nothing, and one that drips its body past the request timeout', async () => {
+    const g = await started({ vendor: { api: 'anthropic-messages', upstream: vendor.url, key: realKey }, limits: { headersTimeoutMs: 300, requestTimeoutMs: 600 } });
+    const t0 = Date.now();
+    const silent = raw(g.gateway.socketPath, '', 5_000);
+    const dripped = new Promise<string>((resolve) => {
+      const s = net.connect(g.gateway.socketPath);
+      let got = '';
+      let drips = 0;
+      const drip = setInterval(() => (drips++ < 50 && !s.destroyed ? s.write('x') : clearInterval(drip)), 100);
+      s.on('data', (c: Buffer) => void (got += c.toString()));
+      s.on('error', () => undefined);
+      s.on('close', () => {
+        clearInterval(drip);
+        resolve(got);
+      });
+      s.write(`POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${g.gateway.placeholder}\r\nContent-Length: 1000\r\n\r\n`);
+    });
+    const [a, b] = await Promise.all([silent, dripped]);
+    expect(Date.now() - t0).toBeLessThan(4_000);
+    expect(a).toMatch(/^HTTP\/1\.1 408/);
+    expect(b).toBe(''); // its request was already on its way to the vendor: the connection is cut, not answered
+    expect(g.records.filter((r) => r.rule === 'refused:timeout')).toHaveLength(2);
   });
 
   it('streams the answer back as it comes and holds the vendor back when the sandbox does not read', async () => {
