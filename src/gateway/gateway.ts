@@ -229,17 +229,32 @@ export async function openGateway(options: GatewayOptions): Promise<Gateway> {
         (answer) => {
           const meter = f.meter?.(header(answer.headers['content-type']), header(answer.headers['content-encoding']));
           res.writeHead(answer.statusCode, endToEnd(answer.headers));
-          const tap = new Transform({
-            transform(chunk: Buffer, _encoding, callback) {
-              firstByte ??= f.since();
-              bytesIn += chunk.length;
-              meter?.write(chunk);
-              callback(null, chunk);
-            },
-          });
-          pipeline(answer.body, tap, res, () => {
+          // Hand-piped rather than through a Transform: one listener per chunk on the hot path, and the vendor is
+          // paused whenever the sandbox's side is full (backpressure), resumed on drain.
+          const source = answer.body;
+          let finished = false;
+          const finish = () => {
+            if (finished) return;
+            finished = true;
             firstByte ??= f.since();
             f.done(answer.statusCode, bytesIn, bytesOut, firstByte, meter?.finish());
+          };
+          source.on('data', (chunk: Buffer) => {
+            firstByte ??= f.since();
+            bytesIn += chunk.length;
+            meter?.write(chunk);
+            if (!res.write(chunk)) source.pause();
+          });
+          res.on('drain', () => source.resume());
+          source.on('end', () => res.end(finish));
+          source.on('error', () => {
+            res.destroy();
+            finish();
+          });
+          res.on('close', () => {
+            if (res.writableFinished) return;
+            source.destroy();
+            finish();
           });
         },
         () => {
