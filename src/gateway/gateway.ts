@@ -348,6 +348,10 @@ export async function openGateway(options: GatewayOptions): Promise<Gateway> {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
   });
+  server.on('drop', () => {
+    // Over the connection cap: node closed it on arrival. A row now and then, a count otherwise (like the rate).
+    recorder.overRate({ at: Date.now(), kind: 'http', method: '', destination: '', path: '', status: 0, bytesIn: 0, bytesOut: 0, decision: 'refused', rule: 'refused:connections', durationMs: 0 });
+  });
   server.on('connect', onConnect);
   server.on('clientError', (error: NodeJS.ErrnoException, socket: net.Socket) => {
     const code = error.code ?? '';

@@ -295,6 +295,7 @@ describe('bounds', () => {
         s.write('GET /v1/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
       });
       expect(served).toMatch(/^HTTP\/1\.1 401/);
+      expect(g.records.map((r) => r.rule)).toEqual(['refused:connections', 'refused:no-credential']);
     } finally {
       for (const s of held) s.destroy();
     }
