@@ -262,6 +262,14 @@ describe('requests a well-behaved client cannot send', () => {
     expect(vendor.requests).toHaveLength(0);
     expect(g.records.map((r) => [r.rule, r.status])).toEqual([['refused:malformed', 400]]);
   });
+
+  it('refuses a request head over 16 KiB with 431', async () => {
+    const g = await anthropic();
+    const answer = await raw(g.gateway.socketPath, `POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: ${g.gateway.placeholder}\r\nx-pad: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(answer).toMatch(/^HTTP\/1\.1 431/);
+    expect(vendor.requests).toHaveLength(0);
+    expect(g.records.map((r) => [r.rule, r.status])).toEqual([['refused:malformed', 431]]);
+  });
 });
 
 describe('bounds', () => {
