@@ -158,6 +158,17 @@ export class DockerClient {
     }
   }
 
+  /** The container's output so far (stdout and stderr, as the engine frames them): for a readiness line. */
+  async logs(nameOrId: string): Promise<string> {
+    try {
+      const out = (await this.docker.getContainer(nameOrId).logs({ stdout: true, stderr: true, follow: false })) as unknown as Buffer;
+      return Buffer.isBuffer(out) ? out.toString('latin1') : String(out);
+    } catch (error) {
+      if (isNotFound(error)) throw new SandboxContainerGone(nameOrId, engineMessage(error), { cause: error });
+      return this.fail(error);
+    }
+  }
+
   /** Whether the engine has a network by this name (`none` and `host` always exist). */
   async hasNetwork(name: string): Promise<boolean> {
     try {

@@ -6,13 +6,15 @@
  * of the workspace only to create it and hand it to that user, through descriptors that never follow a link.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type Dockerode from 'dockerode';
 import { DockerClient, dockerFromEnvironment } from './docker-client.js';
 import { SandboxContainerGone, SandboxPolicyRefused } from './docker-errors.js';
 import { DockerExecutor } from './docker-executor.js';
 import { DockerFsHelper, DockerWorkspaceFs } from './docker-fs.js';
+import { containerGatewayDir, forwarderArgv, gatewayPort, gatewaySocketFor, gatewaySocketName } from './forwarder.js';
+import { usesGateway } from '../contracts/network.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
 import { chmodDirectoryNoFollow, chownDirectoryNoFollow, mkdirWorkspaceSync } from './workspace-fs.js';
 import { protectWorkspacePath } from './data-dir.js';
@@ -34,6 +36,12 @@ export const dockerLabels = {
 export function defaultDeployment(namespace = 'default', taskQueue = 'durable-harness'): string {
   return `${namespace}/${taskQueue}`;
 }
+
+/** How long a container's gateway forwarder may take to listen. */
+const forwarderReadyMs = 15_000;
+
+/** How many times the forwarder said it listens (logs accumulate over restarts). */
+const readyLines = (logs: string): number => logs.match(/ready\n/g)?.length ?? 0;
 
 /** How long start() waits for a container another caller is creating. */
 const reattachWaitMs = 10_000;
@@ -77,6 +85,11 @@ export interface DockerSandboxProviderOptions {
    * (`host` shares the worker's network, including its loopback services: for development only).
    */
   readonly openNetworkMode?: string;
+  /**
+   * Where the runs' gateway sockets live on this host (default `<dirname(workspaceRoot)>/runtime/gateway`): a run
+   * with policy `vendor` or `allowlist` gets its directory here, bind-mounted read-only into its container.
+   */
+  readonly gatewayRoot?: string;
   /** Main process of the container: anything that sleeps for ever. */
   readonly keepAliveCommand?: readonly string[];
   /** PATH inside the container. */
@@ -162,6 +175,8 @@ export class DockerSandboxProvider implements SandboxProvider {
   private readonly keepAliveUser: string;
   /** The deployment whose containers this provider creates, reattaches and reaps. */
   readonly deployment: string;
+  /** The host directory of the runs' gateway sockets. */
+  readonly gatewayRoot: string;
   /** One file helper per container, shared by the handles of this worker. */
   private readonly fsHelpers = new Map<string, DockerFsHelper>();
 
@@ -172,6 +187,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     this.user = options.user ?? defaults.user;
     this.keepAliveUser = options.keepAliveUser ?? defaults.keepAliveUser;
     this.deployment = options.deployment ?? defaultDeployment();
+    this.gatewayRoot = path.resolve(options.gatewayRoot ?? path.join(path.dirname(this.workspaceRoot), 'runtime', 'gateway'));
     for (const [what, user] of [['user', this.user], ['keep-alive user', this.keepAliveUser]] as const) {
       if (/^0*(?::|$)|^root(?::|$)/.test(user)) {
         throw new Error(`Docker sandbox ${what} ${JSON.stringify(user)} is root; use a non-root uid:gid such as 1000:1000.`);
@@ -183,20 +199,20 @@ export class DockerSandboxProvider implements SandboxProvider {
   }
 
   /**
-   * `none`: enforced (`NetworkMode: 'none'`, loopback only). `open`: enforced (normal networking; start()
-   * refuses if the engine lacks the network). `mcp-only`: refused — a container cannot be limited to MCP
-   * servers without a filtering proxy, which this provider does not have.
+   * `none`: enforced (`NetworkMode: 'none'`, loopback only). `vendor` and `allowlist`: enforced — loopback only too,
+   * where the forwarder (the container's main process) leads to the run's egress gateway and nowhere else. `open`:
+   * enforced (normal networking; start() refuses if the engine lacks the network).
    */
   enforces(policy: NetworkPolicy): 'enforced' | 'advisory' | 'refused' {
     switch (policy) {
       case 'none':
+      case 'vendor':
+      case 'allowlist':
       case 'open':
         return 'enforced';
-      case 'mcp-only':
-        return 'refused';
       default: {
         const never: never = policy;
-        throw new Error(`Unknown network policy ${JSON.stringify(never)}; use none, open or mcp-only.`);
+        throw new Error(`Unknown network policy ${JSON.stringify(never)}; use none, vendor, allowlist or open.`);
       }
     }
   }
@@ -208,7 +224,8 @@ export class DockerSandboxProvider implements SandboxProvider {
     const hostDir = workspaceDirFor(this.workspaceRoot, request.spec.workspaceScope, request);
     this.prepareWorkspace(hostDir);
     const name = containerNameFor(safeSegment(request.workflowId, 'workflow id'), this.deployment);
-    const ref: SandboxRef = { provider: this.name, workspacePath: this.containerWorkspace, hostWorkspacePath: hostDir, id: name };
+    const gateway = usesGateway(request.spec.networkPolicy) ? this.prepareGatewayDir(request.workflowId) : undefined;
+    const ref: SandboxRef = { provider: this.name, workspacePath: this.containerWorkspace, hostWorkspacePath: hostDir, id: name, ...(gateway ? { gateway } : {}) };
 
     // A concurrent create holds the name before the container can be inspected: retry for a few seconds.
     const deadline = Date.now() + reattachWaitMs;
@@ -216,17 +233,17 @@ export class DockerSandboxProvider implements SandboxProvider {
       const existing = await this.client.inspect(name);
       if (existing) {
         this.checkOwner(existing, request.workflowId);
-        if (!existing.State.Running) await this.client.start(name);
+        if (!existing.State.Running) await this.startContainer(name, ref);
         return ref;
       }
-      const created = await this.client.create(this.createOptions(name, request, hostDir, networkMode, limits));
+      const created = await this.client.create(this.createOptions(name, request, hostDir, networkMode, limits, gateway));
       // 409: another worker (or a concurrent retry) created it first: reattach to theirs.
       if (created === 'conflict') {
         await new Promise((resolve) => setTimeout(resolve, 50));
         continue;
       }
       try {
-        await this.client.start(name);
+        await this.startContainer(name, ref);
       } catch (error) {
         // A start failure (bad mount, bad image config) leaves a dead container that would be reattached.
         await this.client.remove(name);
@@ -242,7 +259,7 @@ export class DockerSandboxProvider implements SandboxProvider {
     const container = this.checkRef(ref);
     const state = await this.client.inspect(container);
     if (!state) throw new SandboxContainerGone(container, 'no such container');
-    if (!state.State.Running) await this.client.start(container);
+    if (!state.State.Running) await this.startContainer(container, ref);
     const executor = new DockerExecutor({
       client: this.client,
       container,
@@ -284,12 +301,46 @@ export class DockerSandboxProvider implements SandboxProvider {
   }
 
   refusalOf(policy: NetworkPolicy): string {
-    return `Network policy ${JSON.stringify(policy)} cannot be enforced by the Docker sandbox (no filtering proxy); use "none" or "open".`;
+    return `Network policy ${JSON.stringify(policy)} cannot be enforced by the Docker sandbox; use "none", "vendor", "allowlist" or "open".`;
+  }
+
+  /**
+   * Starts the container; with a gateway, returns once its forwarder listens (it prints `ready`), so a turn's first
+   * model call never finds the door shut. A forwarder that cannot start (no node in the image) is named.
+   */
+  private async startContainer(name: string, ref: SandboxRef): Promise<void> {
+    const before = ref.gateway ? readyLines(await this.client.logs(name)) : 0;
+    await this.client.start(name);
+    if (!ref.gateway) return;
+    const deadline = Date.now() + forwarderReadyMs;
+    for (;;) {
+      const logs = await this.client.logs(name);
+      if (readyLines(logs) > before) return;
+      const state = await this.client.inspect(name);
+      if (!state?.State.Running || Date.now() > deadline) {
+        const tail = logs.replace(/[^\x20-\x7e\n]/g, '').trim().slice(-300);
+        throw new SandboxPolicyRefused(
+          `The gateway forwarder in container ${name} did not start (${state?.State.Running ? `not ready after ${forwarderReadyMs} ms` : `the container exited ${state?.State.ExitCode ?? ''}`}` +
+            `${tail ? `: ${tail}` : ''}). The image needs node on PATH for the gateway forwarder (policies vendor and allowlist); use an image with node, or policy none.`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  /** The run's gateway directory (0755, the worker's; the root above it traverse-only) and what the ref says of it. */
+  private prepareGatewayDir(workflowId: string): { socket: string; port: number } {
+    const socket = gatewaySocketFor(this.gatewayRoot, workflowId);
+    mkdirSync(this.gatewayRoot, { recursive: true, mode: 0o711 });
+    chmodSync(this.gatewayRoot, 0o711);
+    mkdirSync(path.dirname(socket), { recursive: true, mode: 0o755 });
+    chmodSync(path.dirname(socket), 0o755);
+    return { socket, port: gatewayPort };
   }
 
   private async networkModeFor(policy: NetworkPolicy): Promise<string> {
     if (this.enforces(policy) === 'refused') throw new SandboxPolicyRefused(this.refusalOf(policy));
-    if (policy === 'none') return 'none';
+    if (policy === 'none' || usesGateway(policy)) return 'none';
     const mode = this.options.openNetworkMode ?? 'bridge';
     if (!(await this.client.hasNetwork(mode))) {
       // Docker would silently fall back to loopback only: "open" would be a lie, so refuse.
@@ -333,12 +384,14 @@ export class DockerSandboxProvider implements SandboxProvider {
     hostDir: string,
     networkMode: string,
     limits: DockerSandboxLimits,
+    gateway: { socket: string } | undefined,
   ): Dockerode.ContainerCreateOptions {
     const readonlyRootfs = limits.readonlyRootfs ?? true;
     return {
       name,
       Image: limits.image ?? this.options.image,
-      Cmd: [...(this.options.keepAliveCommand ?? defaults.keepAlive)],
+      // Behind a gateway the keep-alive process IS the forwarder: the sandbox's one door, out of the harness's reach.
+      Cmd: gateway ? forwarderArgv('node', path.posix.join(containerGatewayDir, gatewaySocketName)) : [...(this.options.keepAliveCommand ?? defaults.keepAlive)],
       // The keep-alive process (and the init) run as another user than every exec; see defaults.keepAliveUser.
       User: this.keepAliveUser,
       WorkingDir: this.containerWorkspace,
@@ -357,6 +410,8 @@ export class DockerSandboxProvider implements SandboxProvider {
         Binds: [
           `${hostDir}:${this.containerWorkspace}:rw`,
           ...(this.options.readOnlyMounts ?? []).map((m) => `${path.resolve(m.host)}:${m.container}:ro`),
+          // The directory, not the socket: a worker that restarts listens on a new socket the container still sees.
+          ...(gateway ? [`${path.dirname(gateway.socket)}:${containerGatewayDir}:ro`] : []),
         ],
         NetworkMode: networkMode,
         CapDrop: ['ALL'],

@@ -26,6 +26,7 @@
 import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { forwarderScript, gatewayPort, listeningPattern } from './forwarder.js';
 
 /** How descendants of a turn are contained. */
 export type LocalContainment = 'pid-namespace' | 'process-group';
@@ -35,8 +36,13 @@ export interface LocalIsolation {
   readonly containment: LocalContainment;
   /** Run processes as this unprivileged uid:gid (the worker must be root). */
   readonly user?: { readonly uid: number; readonly gid: number };
-  /** `loopback`: a network namespace of its own with only `lo` (policy `none`). Absent: the host's network. */
-  readonly network?: 'loopback';
+  /**
+   * `loopback`: a network namespace of its own with only `lo` (policy `none`). `gateway`: the same, with the
+   * forwarder to the run's egress gateway on `lo` (policies `vendor`, `allowlist`). Absent: the host's network.
+   */
+  readonly network?: 'loopback' | 'gateway';
+  /** With `gateway`: the run's gateway socket on the host. */
+  readonly gatewaySocket?: string;
 }
 
 /** Stable code of `SandboxIsolationUnavailable`. */
@@ -68,10 +74,15 @@ export function parseLocalIsolation(options: Readonly<Record<string, unknown>> |
     throw new SandboxIsolationUnavailable(`Invalid sandbox option containment=${JSON.stringify(containment)}: use "pid-namespace" (default) or "process-group".`);
   }
   const network = options?.network;
-  if (network !== undefined && network !== 'loopback') {
+  if (network !== undefined && network !== 'loopback' && network !== 'gateway') {
     throw new SandboxIsolationUnavailable(`Invalid sandbox setting network=${JSON.stringify(network)}: the network comes from sandbox.networkPolicy ("none" is a loopback-only namespace).`);
   }
-  const withNetwork = (isolation: LocalIsolation): LocalIsolation => (network ? { ...isolation, network } : isolation);
+  const gatewaySocket = options?.gatewaySocket;
+  if (network === 'gateway' && (typeof gatewaySocket !== 'string' || !path.isAbsolute(gatewaySocket))) {
+    throw new SandboxIsolationUnavailable(`Invalid sandbox setting gatewaySocket=${JSON.stringify(gatewaySocket)}: network "gateway" needs the absolute path of the run's gateway socket.`);
+  }
+  const withNetwork = (isolation: LocalIsolation): LocalIsolation =>
+    network === 'gateway' ? { ...isolation, network, gatewaySocket: gatewaySocket as string } : network ? { ...isolation, network } : isolation;
   const user = options?.user;
   if (user === undefined) return withNetwork({ containment });
   const match = typeof user === 'string' ? /^(\d+):(\d+)$/.exec(user) : null;
@@ -88,6 +99,7 @@ export function isolationSettings(isolation: LocalIsolation): Record<string, str
     containment: isolation.containment,
     ...(isolation.user ? { user: `${isolation.user.uid}:${isolation.user.gid}` } : {}),
     ...(isolation.network ? { network: isolation.network } : {}),
+    ...(isolation.gatewaySocket ? { gatewaySocket: isolation.gatewaySocket } : {}),
   };
 }
 
@@ -126,14 +138,30 @@ function loopbackUp(): string[] {
  */
 const namespaceInit = ['/bin/sh', '-c', 'unset PWD; exec 3>&2 2>/dev/null; "$@" 2>&3 3>&-; exit $?', 'durable-harness-init'];
 
+/**
+ * Before the user drop, inside the new network namespace: `lo` up, the forwarder to the run's gateway started in the
+ * background (as the worker's user: a sandbox user cannot signal it; it dies with the turn's PID namespace), and the
+ * process only once the forwarder listens (polled in /proc/net/tcp, which shows this namespace's sockets; bounded).
+ */
+function gatewayUp(socket: string): string[] {
+  const ip = ipPath();
+  if (!ip) return [];
+  const script =
+    '"$0" link set lo up 2>/dev/null; "$1" -e "$2" "$3" "$4" </dev/null >/dev/null 2>&1 & n=0; ' +
+    'while ! grep -q "$5" /proc/net/tcp 2>/dev/null; do n=$((n+1)); ' +
+    'if [ "$n" -gt 1000 ]; then echo "durable-harness: the gateway forwarder did not start" >&2; exit 125; fi; sleep 0.005; done; ' +
+    'shift 5; exec "$@"';
+  return ['/bin/sh', '-c', script, ip, process.execPath, forwarderScript, socket, String(gatewayPort), listeningPattern()];
+}
+
 /** `argv` wrapped so that it runs with `isolation` (the executable must already be an absolute path). */
 export function wrapArgv(isolation: LocalIsolation, argv: readonly string[], tools: ContainmentTools = defaultTools): string[] {
   const drop = isolation.user
     ? [tools.setpriv, '--reuid', String(isolation.user.uid), '--regid', String(isolation.user.gid), '--clear-groups', '--no-new-privs',
        '--inh-caps=-all', '--bounding-set=-all', '--pdeathsig', 'keep', '--']
     : [];
-  const net = isolation.network === 'loopback';
-  const lo = net ? loopbackUp() : [];
+  const net = isolation.network !== undefined;
+  const lo = isolation.network === 'gateway' ? gatewayUp(isolation.gatewaySocket!) : net ? loopbackUp() : [];
   // Without a PID namespace unshare execs in place (no fork), so the process keeps its pid and process group.
   if (isolation.containment === 'process-group') return net ? [tools.unshare, ...unshareFlags(false, true), '--', ...lo, ...drop, ...argv] : [...drop, ...argv];
   // The parent-death signal: when the worker itself dies (SIGKILL, a lost host), unshare dies with it and takes the
@@ -173,7 +201,8 @@ function isolationProblem(isolation: LocalIsolation, tools: ContainmentTools): s
     const why = result.error ? result.error.message : (result.stderr || `exit ${result.status ?? result.signal}`).trim();
     const what = [
       ...(isolation.containment === 'pid-namespace' ? [`a PID namespace per turn (${tools.unshare} --pid)`] : []),
-      ...(isolation.network ? [`a loopback-only network namespace for network policy "none" (${tools.unshare} --net)`] : []),
+      ...(isolation.network === 'loopback' ? [`a loopback-only network namespace for network policy "none" (${tools.unshare} --net)`] : []),
+      ...(isolation.network === 'gateway' ? [`a network namespace whose only way out is the run's egress gateway (${tools.unshare} --net, ip, node)`] : []),
       ...(isolation.user ? [`running as ${isolation.user.uid}:${isolation.user.gid} (${tools.setpriv})`] : []),
     ].join(' and ');
     return (

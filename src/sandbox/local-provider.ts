@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import {
   SandboxIsolationUnavailable,
@@ -19,6 +19,8 @@ import {
   type LocalIsolation,
 } from './local-containment.js';
 import { LocalExecutor } from './local-executor.js';
+import { gatewayPort, gatewaySocketFor } from './forwarder.js';
+import { usesGateway } from '../contracts/network.js';
 import { safeSegment, workspaceDirFor } from './workspace.js';
 import { chmodDirectoryNoFollow, chownDirectoryNoFollow, LocalWorkspaceFs, mkdirWorkspaceSync } from './workspace-fs.js';
 import { protectWorkspacePath } from './data-dir.js';
@@ -38,6 +40,8 @@ export interface LocalSandboxProviderOptions {
   readonly killGraceMs?: number;
   /** util-linux binaries (tests point these elsewhere to see a missing mechanism refused). */
   readonly tools?: ContainmentTools;
+  /** Where the runs' gateway sockets live (default `gateway` beside the runtime directory's `local`). */
+  readonly gatewayRoot?: string;
   /**
    * Whether a harness may share the host's network (policies `open` and `mcp-only`). A deployment with signed
    * decisions says no: on the host's network a harness reaches the worker's loopback services — Temporal, the
@@ -63,6 +67,8 @@ export class WorkspaceMissingError extends Error {
   readonly code = 'WorkspaceMissing' as const;
 }
 
+const isRootWorker = (): boolean => typeof process.geteuid === 'function' && process.geteuid() === 0;
+
 const reachable = new Set<string>();
 
 /** Throws unless the sandbox user can enter and write `dir` (every directory above it must be searchable). */
@@ -87,6 +93,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   /** The directory holding all workspaces (the worker keeps it traverse-only: src/sandbox/data-dir.ts). */
   readonly workspaceRoot: string;
   private readonly runtimeDir: string;
+  /** The directory of the runs' gateway sockets (root-only: the forwarder runs as the worker's user). */
+  readonly gatewayRoot: string;
   private readonly tools: ContainmentTools;
   /** Uids of workspaces under `sandbox.options.userRange`, kept in the runtime directory. */
   private readonly uids: ScopeUids;
@@ -96,34 +104,44 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.workspaceRoot = path.resolve(options.root);
     this.runtimeDir = path.resolve(options.runtimeDir ?? path.join(path.dirname(this.workspaceRoot), 'runtime', 'local'));
     this.tools = options.tools ?? defaultTools;
+    this.gatewayRoot = path.resolve(options.gatewayRoot ?? path.join(path.dirname(this.runtimeDir), 'gateway'));
     this.uids = new ScopeUids(this.runtimeDir);
   }
 
   /**
-   * `none`: enforced — a network namespace per process with only its own loopback. `open`: the host's network,
-   * enforced (it is what the process gets). `mcp-only`: the host's network, advisory (nothing filters it). Both
-   * host-network policies are refused where `hostNetwork` is `refused` (signed decisions).
+   * `none`: enforced — a network namespace per process with only its own loopback. `vendor` and `allowlist`: the
+   * same namespace, whose only way out is the forwarder to the run's egress gateway; it needs a root worker (the
+   * namespace's loopback needs CAP_NET_ADMIN there, and the forwarder must run as a user the harness cannot signal).
+   * `open`: the host's network, enforced (it is what the process gets), refused where `hostNetwork` is `refused`.
    */
   enforces(policy: NetworkPolicy): 'enforced' | 'advisory' | 'refused' {
     switch (policy) {
       case 'none':
         return 'enforced';
+      case 'vendor':
+      case 'allowlist':
+        return isRootWorker() ? 'enforced' : 'refused';
       case 'open':
         return this.options.hostNetwork === 'refused' ? 'refused' : 'enforced';
-      case 'mcp-only':
-        return this.options.hostNetwork === 'refused' ? 'refused' : 'advisory';
       default: {
         const never: never = policy;
-        throw new Error(`Unknown network policy ${JSON.stringify(never)}; use none, open or mcp-only.`);
+        throw new Error(`Unknown network policy ${JSON.stringify(never)}; use none, vendor, allowlist or open.`);
       }
     }
   }
 
   refusalOf(policy: NetworkPolicy): string {
+    if (policy === 'vendor' || policy === 'allowlist') {
+      return (
+        `The local sandbox gives network policy "${policy}" only on a worker running as root (this one runs as uid ${process.geteuid?.()}): ` +
+        "the sandbox's own network namespace needs its loopback brought up, and the forwarder to the run's egress gateway must run as a user the harness cannot signal. " +
+        'Run the worker as root, use the docker provider, or networkPolicy "none".'
+      );
+    }
     return (
       `The local sandbox cannot give network policy "${policy}" where operator decisions are signed: it would share the host's network, ` +
       "where the harness reaches the worker's Temporal server, ledger and codec server and could act on its own run. " +
-      'Use networkPolicy "none" (a loopback-only network namespace), the docker provider for a harness that needs its model API, ' +
+      'Use networkPolicy "none" (a loopback-only network namespace), "vendor" for a harness that needs its model API (through the egress gateway), ' +
       'or DURABLE_HARNESS_DECISIONS=trusted-network on a host where every process is trusted.'
     );
   }
@@ -136,7 +154,14 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (this.enforces(request.spec.networkPolicy) === 'refused') throw new SandboxIsolationUnavailable(this.refusalOf(request.spec.networkPolicy));
     checkSharedUid(request.spec.workspaceScope, request.spec.options);
     const dir = workspaceDirFor(this.workspaceRoot, request.spec.workspaceScope, request);
-    const isolation = { ...(await this.isolationFor(request.spec.options, dir)), ...(request.spec.networkPolicy === 'none' ? { network: 'loopback' as const } : {}) };
+    const gateway = usesGateway(request.spec.networkPolicy) ? this.prepareGatewayDir(request.workflowId) : undefined;
+    const network = request.spec.networkPolicy === 'none' ? { network: 'loopback' as const } : gateway ? { network: 'gateway' as const, gatewaySocket: gateway.socket } : {};
+    const isolation: LocalIsolation = { ...(await this.isolationFor(request.spec.options, dir)), ...network };
+    if (gateway && isolation.containment !== 'pid-namespace') {
+      throw new SandboxIsolationUnavailable(
+        `Network policy "${request.spec.networkPolicy}" needs containment "pid-namespace" on the local sandbox: the forwarder to the run's egress gateway must die with the turn. Drop sandbox.options.containment: process-group, or use networkPolicy "none".`,
+      );
+    }
     checkIsolation(isolation, this.tools);
     this.createWorkspace(dir, isolation);
     return {
@@ -145,7 +170,17 @@ export class LocalSandboxProvider implements SandboxProvider {
       hostWorkspacePath: dir,
       id: safeSegment(request.workflowId, 'workflow id'),
       settings: isolationSettings(isolation),
+      ...(gateway ? { gateway } : {}),
     };
+  }
+
+  /** The run's gateway directory (0700: only the worker and its forwarder, as root, reach the socket). */
+  private prepareGatewayDir(workflowId: string): { socket: string; port: number } {
+    const socket = gatewaySocketFor(this.gatewayRoot, workflowId);
+    mkdirSync(this.gatewayRoot, { recursive: true, mode: 0o700 });
+    chmodSync(this.gatewayRoot, 0o700);
+    mkdirSync(path.dirname(socket), { recursive: true, mode: 0o700 });
+    return { socket, port: gatewayPort };
   }
 
   /**

@@ -4,8 +4,10 @@ import type { LineLimits, OutputLine } from './line-queue.js';
 /** How much a workspace is shared: one per run, one per agent, one per agent and user, or the parent run's. */
 export type WorkspaceScope = 'run' | 'agent' | 'agent-user' | 'parent';
 
-/** Network posture a provider must enforce or refuse: `none` (loopback only), `open`, or advisory `mcp-only`. */
-export type NetworkPolicy = 'none' | 'open' | 'mcp-only';
+import type { NetworkPolicy } from '../contracts/network.js';
+
+/** Network posture a provider must enforce or refuse (contracts/network.ts; docs/network.md). */
+export type { NetworkPolicy };
 
 export interface SandboxSpec {
   readonly provider: string;
@@ -39,6 +41,12 @@ export interface SandboxRef {
    * lives on one worker's disk; every activity that touches the workspace runs there (docs/multi-host.md).
    */
   readonly hostQueue?: string;
+  /**
+   * The run's egress gateway, for policies that go through one (`vendor`, `allowlist`): the Unix socket on the
+   * worker's host where the worker's gateway must listen, and the port the sandbox's forwarder listens on. Absent: no
+   * gateway (and in refs of runs started before it).
+   */
+  readonly gateway?: { readonly socket: string; readonly port: number };
 }
 
 export interface SandboxStartRequest {

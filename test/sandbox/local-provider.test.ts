@@ -89,10 +89,12 @@ describe('LocalSandboxProvider workspaces', () => {
 
   it('says which network policies it really enforces, and refuses the host network under signed decisions', () => {
     expect(provider.enforces('open')).toBe('enforced');
-    expect(provider.enforces('mcp-only')).toBe('advisory');
     expect(provider.enforces('none')).toBe('enforced');
+    // This machine's worker runs as root: the gateway policies' namespace and forwarder are available.
+    expect([provider.enforces('vendor'), provider.enforces('allowlist')]).toEqual(['enforced', 'enforced']);
     const signed = new LocalSandboxProvider({ root, hostNetwork: 'refused' });
-    expect([signed.enforces('none'), signed.enforces('open'), signed.enforces('mcp-only')]).toEqual(['enforced', 'refused', 'refused']);
+    expect([signed.enforces('none'), signed.enforces('open'), signed.enforces('vendor')]).toEqual(['enforced', 'refused', 'enforced']);
+    expect(provider.refusalOf('vendor')).toMatch(/only on a worker running as root.*Run the worker as root, use the docker provider, or networkPolicy "none"/);
     expect(signed.refusalOf('open')).toMatch(/network policy "open" where operator decisions are signed/);
   });
 

@@ -1,0 +1,70 @@
+/**
+ * The sandbox's one door, on the sandbox's side: a tiny forwarder that listens on the sandbox's own
+ * `127.0.0.1:<gatewayPort>` and pipes every connection, byte for byte, to the run's egress gateway on a Unix socket
+ * (src/gateway). The sandbox has no network interface but its loopback, so this is the only way out; what may pass
+ * is the gateway's decision, never the forwarder's. It runs as a user the harness cannot signal: the Docker
+ * container's keep-alive user, or root inside a local sandbox's network namespace (docs/network.md).
+ */
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+
+/** The port the harness's base URL and proxy variables name, inside every sandbox that has a gateway. */
+export const gatewayPort = 18480;
+
+/** Where the run's gateway directory is mounted inside a Docker sandbox (read-only). */
+export const containerGatewayDir = '/run/durable-harness';
+
+/** The socket's file name in the run's gateway directory. */
+export const gatewaySocketName = 'gateway.sock';
+
+/** Connections the forwarder holds at once (the gateway bounds them again, per run). */
+const maxConnections = 256;
+
+/**
+ * The forwarder as a program for `node -e <script> <socket> <port>`: no file in the sandbox. A socket it cannot reach
+ * closes that one client connection; nothing ends the forwarder but a signal. It prints `ready` once it listens.
+ */
+export const forwarderScript = [
+  "const net = require('net');",
+  'const [socket, port] = process.argv.slice(1);',
+  'let open = 0;',
+  'const server = net.createServer((client) => {',
+  `  if (open >= ${maxConnections}) return client.destroy();`,
+  '  open += 1;',
+  '  const door = net.connect(socket);',
+  '  let closed = false;',
+  '  const close = () => { if (!closed) { closed = true; open -= 1; } client.destroy(); door.destroy(); };',
+  "  for (const s of [client, door]) { s.on('error', close); s.on('close', close); }",
+  '  client.pipe(door); door.pipe(client);',
+  '});',
+  "server.on('error', (e) => { console.error('durable-harness forwarder: ' + e.message); process.exit(1); });",
+  "process.on('uncaughtException', (e) => console.error('durable-harness forwarder: ' + e.message));",
+  "server.listen(Number(port), '127.0.0.1', () => console.log('ready'));",
+].join('\n');
+
+/** argv of the forwarder for a node binary, a socket path and the port. */
+export function forwarderArgv(node: string, socket: string, port = gatewayPort): string[] {
+  return [node, '-e', forwarderScript, socket, String(port)];
+}
+
+/** The run's gateway directory under `gatewayRoot` (a hash of the workflow id: short, safe, one per run). */
+export function gatewayDirFor(gatewayRoot: string, workflowId: string): string {
+  return path.join(gatewayRoot, createHash('sha256').update(workflowId).digest('hex').slice(0, 16));
+}
+
+/** The longest path a Unix socket may have on Linux (sun_path is 108 bytes with its NUL). */
+const maxSocketPath = 107;
+
+/** The run's gateway socket on the worker's host; refuses a path the kernel cannot bind. */
+export function gatewaySocketFor(gatewayRoot: string, workflowId: string): string {
+  const socket = path.join(gatewayDirFor(gatewayRoot, workflowId), gatewaySocketName);
+  if (Buffer.byteLength(socket) > maxSocketPath) {
+    throw new Error(`The gateway socket path ${socket} is ${Buffer.byteLength(socket)} bytes, over the ${maxSocketPath} a Unix socket may have; use a shorter data directory (or gatewayRoot).`);
+  }
+  return socket;
+}
+
+/** `/proc/net/tcp`'s form of a listening socket on 127.0.0.1:<port> (how a local sandbox waits for its forwarder). */
+export function listeningPattern(port = gatewayPort): string {
+  return `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')} 00000000:0000 0A`;
+}
