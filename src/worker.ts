@@ -8,6 +8,7 @@ import { dataConverterFromEnvironment } from './codec/index.js';
 import { TurnTelemetryInterceptor, type WorkerTracing } from './observability/index.js';
 import { createBuiltinRegistry, type ActionRegistry } from './actions/index.js';
 import { createActivities, type ActivityDeps } from './activities/index.js';
+import { GatewayRegistry } from './activities/turn/door.js';
 import { defaultAdapterRegistry, type AdapterRegistry } from './adapters/index.js';
 import { catalogHash } from './catalog/hash.js';
 import type { Catalog } from './catalog/schema.js';
@@ -287,7 +288,9 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   if (setup.catalogCheck !== false) await assertSameCatalogOnTaskQueue(setup.connection, namespace, taskQueue, hash);
   const affinity = setup.hostAffinity ?? (setup.env ?? process.env).DURABLE_HARNESS_HOST_AFFINITY?.trim().toLowerCase() !== 'off';
   const hostQueue = affinity ? hostQueueName(taskQueue, setup.hostId ?? hostIdFrom(setup.env ?? process.env, setup.dataDir)) : undefined;
-  const deps: ActivityDeps = { ...defaultDeps(setup), ...(hostQueue ? { hostQueue } : {}) };
+  // One gateway registry for both pollers: a run's turns (host queue) and its end (either) see the same gateways.
+  const gateways = new GatewayRegistry();
+  const deps: ActivityDeps = { ...defaultDeps(setup), gateways, ...(hostQueue ? { hostQueue } : {}) };
   const activitiesOnly = setup.role === 'activities';
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
   // After the ledger (and, under `dev`, Temporal's database) exists: older data dirs had 0644 files and 0755 dirs.
@@ -310,7 +313,13 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   // Runs Temporal terminated or timed out are closed in the ledger every minute, not only when some worker starts.
   const reconcileMs = setup.reconcileIntervalMs ?? defaultReconcileIntervalMs;
   const client = new Client({ connection: setup.connection, namespace, dataConverter });
-  const background = () =>
-    activitiesOnly || reconcileMs <= 0 ? () => undefined : reconcilePeriodically(deps.ledger, client, reconcileMs, (line) => Runtime.instance().logger.info(line));
+  const background = () => {
+    const stop = activitiesOnly || reconcileMs <= 0 ? () => undefined : reconcilePeriodically(deps.ledger, client, reconcileMs, (line) => Runtime.instance().logger.info(line));
+    // A stopped worker leaves no gateway listening: its runs' sandboxes reach nothing until a worker takes them again.
+    return () => {
+      stop();
+      void gateways.closeAll();
+    };
+  };
   return { worker: new HarnessWorker(main, host, hostQueue, background), deps };
 }

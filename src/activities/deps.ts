@@ -17,6 +17,7 @@ import { FailureTypes } from '../contracts/failures.js';
 import { mapped } from './failures.js';
 import { waitForLedger } from './ledger-wait.js';
 import { harnessRedactor, type Redactor } from './redaction.js';
+import { GatewayRegistry } from './turn/door.js';
 
 /** Texts longer than this (characters) travel through workflow history by reference. */
 export const DEFAULT_INLINE_TEXT_LIMIT = 16 * 1024;
@@ -57,10 +58,13 @@ export interface ActivityDeps {
   readonly operators?: () => OperatorDirectory;
   /** Whether operator decisions must be signed (default `signed`; `dev` runs `trusted-network`). */
   readonly decisionMode?: DecisionMode;
+  /** The runs' egress gateways on this worker (default: a registry of this deps' own; the worker closes it at shutdown). */
+  readonly gateways?: GatewayRegistry;
 }
 
 /** The deps with their defaults, and the helpers every activity shares. */
 export interface Deps extends ActivityDeps {
+  readonly gateways: GatewayRegistry;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly blobs: BlobStore;
   readonly inlineTextLimit: number;
@@ -114,6 +118,7 @@ export function withDefaults(deps: ActivityDeps): Deps {
 
   return {
     ...deps,
+    gateways: deps.gateways ?? new GatewayRegistry(),
     env,
     blobs,
     inlineTextLimit,

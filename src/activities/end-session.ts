@@ -28,6 +28,8 @@ export interface EndSessionOutcome {
 export async function endSession(deps: Deps, input: EndSessionInput): Promise<EndSessionOutcome> {
   if (input.onlyOnHost !== undefined && input.onlyOnHost !== deps.hostQueue) return { elsewhere: true };
   const sandbox = input.sandbox;
+  // The run's gateway first: its placeholder is forgotten, nothing in the sandbox reaches the vendor any more.
+  await deps.gateways.closeRun(input.workflowId);
   if (sandbox && input.releaseSandbox) await mapped(() => deps.provider(sandbox.provider).end(sandbox));
   // The next run of a shared workspace may start (workspace-claim.ts); idempotent.
   await waitForLedger(() => deps.ledger.releaseWorkspacesOf(input.workflowId));

@@ -1,13 +1,15 @@
 /** `resolveAgent`: the agent from the catalog, checked against this worker and frozen into the ledger. */
 import { ApplicationFailure } from '@temporalio/activity';
 import { findDriver, UnknownDriverError } from '../adapters/registry.js';
-import { findAgent, findHarness } from '../catalog/index.js';
+import { findAgent, findHarness, networkPolicyOf } from '../catalog/index.js';
 import { resolveCredentials } from '../credentials/index.js';
 import { freezeSpec, policyOf, type FrozenSpec, type RunPolicy } from '../spec/index.js';
 import type { InheritedBudget } from '../workflows/types.js';
 import type { Deps } from './deps.js';
 import { FailureTypes } from '../contracts/failures.js';
 import { permanent } from './failures.js';
+import { upstreamOf } from './turn/door.js';
+import { usesGateway } from '../contracts/network.js';
 import { waitForLedger } from './ledger-wait.js';
 
 export interface ResolveAgentInput {
@@ -45,8 +47,17 @@ function freeze(deps: Deps, agentName: string): FrozenSpec {
     throw ApplicationFailure.nonRetryable(new UnknownDriverError(harness.driverClass, [...deps.adapters.keys()].sort()).message, FailureTypes.UnknownDriver);
   }
   const sandboxProvider = deps.provider(agent.sandbox.provider);
-  if (agent.sandbox.workspaceScope !== 'parent' && sandboxProvider.enforces(agent.sandbox.networkPolicy) === 'refused') {
-    throw ApplicationFailure.nonRetryable(`Agent "${agent.name}": ${sandboxProvider.refusalOf(agent.sandbox.networkPolicy)}`, FailureTypes.SandboxPolicyRefused);
+  const networkPolicy = networkPolicyOf(agent, harness);
+  if (agent.sandbox.workspaceScope !== 'parent' && sandboxProvider.enforces(networkPolicy) === 'refused') {
+    throw ApplicationFailure.nonRetryable(`Agent "${agent.name}": ${sandboxProvider.refusalOf(networkPolicy)}`, FailureTypes.SandboxPolicyRefused);
+  }
+  const driver = findDriver(deps.adapters, harness.driverClass);
+  if (usesGateway(networkPolicy) && harness.apiKeyEnv !== undefined && upstreamOf({ harness }, driver) === undefined) {
+    throw ApplicationFailure.nonRetryable(
+      `Agent "${agent.name}": network policy "${networkPolicy}" sends harness "${harness.name}"'s model calls through the egress gateway, which must know ` +
+        `where its vendor is, and ${harness.driverClass} speaks whichever API its provider does: set baseUrl on harness "${harness.name}" in the catalog.`,
+      FailureTypes.SandboxPolicyRefused,
+    );
   }
   // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
   permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env: deps.env }), FailureTypes.CredentialMissing);

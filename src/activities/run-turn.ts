@@ -14,7 +14,11 @@ import { attemptDeadlineMs } from './approvals.js';
 import type { Deps } from './deps.js';
 import { FailureTypes } from '../contracts/failures.js';
 import { mapped, permanent } from './failures.js';
-import { openAttempt, type TurnRun } from './turn/attempt.js';
+import { findDriver } from '../adapters/registry.js';
+import { totalTokens } from '../contracts/usage.js';
+import { openAttempt, type Attempt, type TurnRun } from './turn/attempt.js';
+import { behindDoor, type MeteredTurn, type RunDoor } from './turn/door.js';
+import { spendOf } from './turn/spend.js';
 import { composeInput, withHistory } from './turn/compose-input.js';
 import { driveHarness } from './turn/drive.js';
 import { turnGate } from './turn/gate.js';
@@ -46,8 +50,17 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
     () => resolveCredentials({ agent: { name: spec.agent.name, credentials: [...spec.agent.credentials] }, harness: spec.harness, store: deps.credentials, env: deps.env, log: ctx.log }),
     FailureTypes.CredentialMissing,
   );
-  const redact = deps.redactorFor(credentials.secrets);
+  // The run's egress gateway, when its sandbox goes through one: the harness gets a placeholder for its key.
+  const driver = findDriver(deps.adapters, spec.harness.driverClass);
+  const door = await mapped(() => deps.gateways.open({ ref: req.sandbox, workflowId: req.workflowId, runId, spec, driver, env: credentials.env, ledger: deps.ledger }));
+  const behind = door && req.sandbox.gateway ? behindDoor(door, req.sandbox.gateway.port, spec, driver, credentials.env) : undefined;
+  const redact = deps.redactorFor(door ? [...credentials.secrets, door.placeholder] : credentials.secrets);
   const attempt = openAttempt(deps, spec, req);
+  if (door) {
+    door.beginTurn({ turn: req.turn, attemptId: attempt.attemptId, budget: req.budget, prices: spec.harness.prices }, attempt.ledgerState);
+    // The heartbeat (the Temporal UI's pending activity) shows what the gateway metered and refused.
+    Object.defineProperty(attempt.progress, 'network', { enumerable: true, get: () => networkLine(door.metered()) });
+  }
   const { progress, events, beat } = attempt;
   const { gate, overCap } = turnGate(deps, spec, req, attempt, redact);
   let handle: SandboxHandle | undefined;
@@ -81,14 +94,16 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
     }
     const prompt = await composeInput(deps, req, attached.fs, redact);
     beat();
-    const drive = (attemptId: string, input: string, resumeSessionId: string | undefined) =>
-      driveHarness({
+    const drive = (attemptId: string, input: string, resumeSessionId: string | undefined) => {
+      door?.setAttempt(attemptId);
+      return driveHarness({
         deps,
         spec,
         req,
         attempt,
         handle: attached,
-        secretEnv: credentials.env,
+        secretEnv: behind?.env ?? credentials.env,
+        ...(door ? { door: { baseUrl: behind?.baseUrl } } : {}),
         gate,
         overCap: () => overCap() !== undefined,
         redact,
@@ -97,6 +112,7 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
         resumeSessionId,
         message: prompt,
       });
+    };
     let resumeFailed: string | undefined;
     let run = await drive(attempt.attemptId, req.replay ? await withHistory(deps, req, prompt) : prompt, req.resumeSessionId);
     if (!attempt.signal.aborted && run.crossing === undefined && run.turn?.error?.code === 'resume-failed' && req.resumeSessionId !== undefined) {
@@ -111,6 +127,31 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
   } catch (err) {
     throw await attempt.failed(err, redact);
   } finally {
+    if (door) await endTurnAtDoor(door, attempt);
     await attempt.close(handle);
   }
+}
+
+/** The heartbeat's network line: model calls the gateway metered this turn, and requests it refused. */
+function networkLine(m: MeteredTurn): string {
+  return `${m.calls} model call${m.calls === 1 ? '' : 's'} metered (${totalTokens(m.usage)} tokens)${m.refused ? `, ${m.refused} request${m.refused === 1 ? '' : 's'} refused` : ''}`;
+}
+
+/**
+ * The turn's end at the gateway: model calls are refused until the next turn, its rows are written, and one event
+ * compares what the wire carried with what the harness reported (a mismatch is flagged, the wire is the bill's truth).
+ */
+async function endTurnAtDoor(door: RunDoor, attempt: Attempt): Promise<void> {
+  const metered = await door.endTurn();
+  const reported = spendOf(attempt.runs, 0).usage;
+  const meteredTokens = totalTokens(metered.usage);
+  const reportedTokens = totalTokens(reported);
+  attempt.events.append('network', {
+    calls: metered.calls,
+    meteredTokens,
+    reportedTokens,
+    models: metered.models,
+    refused: metered.refused,
+    ...(metered.calls > 0 && meteredTokens !== reportedTokens ? { mismatch: `the gateway metered ${meteredTokens} tokens, the harness reported ${reportedTokens}` } : {}),
+  });
 }

@@ -247,7 +247,9 @@ function command(turn: DriverTurn): DriverCommand {
   if (turn.systemPrompt !== undefined) argv.push('--append-system-prompt', turn.systemPrompt);
   if (turn.resumeSessionId) argv.push('--resume', turn.resumeSessionId, ...(turn.fork ? ['--fork-session'] : []));
 
-  const env: Record<string, string> = { ...claudeQuietEnv, CLAUDE_CONFIG_DIR: home.path };
+  // CLAUDE_CODE_SUBPROCESS_ENV_SCRUB: the shell commands claude runs do not inherit its environment (its key, or the
+  // gateway's placeholder for it): defence in depth behind the egress gateway.
+  const env: Record<string, string> = { ...claudeQuietEnv, CLAUDE_CONFIG_DIR: home.path, CLAUDE_CODE_SUBPROCESS_ENV_SCRUB: '1' };
   if (turn.baseUrl) env.ANTHROPIC_BASE_URL = claudeBaseUrl(turn.baseUrl);
   // The key reaches the CLI only as ANTHROPIC_API_KEY; a catalog may name another variable for it.
   const apiKeyEnv = stringSetting(turn, 'apiKeyEnv');

@@ -159,6 +159,10 @@ export function codexConfigToml(options: { baseUrl: string; envKey: string; mode
     'request_max_retries = 0',
     'stream_max_retries = 0',
     '',
+    // The shell commands codex runs get only the core variables (PATH, HOME, ...), never its key: defence in depth.
+    '[shell_environment_policy]',
+    'inherit = "core"',
+    '',
     '[analytics]',
     'enabled = false',
     '',

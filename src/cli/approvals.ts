@@ -92,6 +92,7 @@ export function permissionLines(view: RunStatusView, workflowId: string, command
   if (view.policy && view.policy.decisions !== 'signed' && (view.state === 'running' || view.state === 'awaiting_operator' || view.state === 'waiting_for_reply')) {
     lines.push('decisions: NOT authenticated (trusted-network): whoever reaches Temporal can approve, reply, retry or cancel this run');
   }
+  if (view.policy?.network === 'open') lines.push('network: OPEN (unconfined: development only): the sandbox reaches whatever its host reaches, and its vendor key is in its environment');
   const p = view.policy?.permissions;
   if (p && !p.enforced) lines.push(`permissions: ${p.posture} is ADVISORY, not enforced (${escapeControl(p.note ?? 'the harness cannot ask before a tool runs')})`);
   const pending = view.pendingApprovals ?? [];

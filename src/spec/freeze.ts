@@ -3,7 +3,7 @@ import type { ActionRegistry } from '../actions/registry.js';
 import type { Capabilities } from '../adapters/types.js';
 import type { BlobStore } from '../blobs/store.js';
 import { sha256 } from '../blobs/store.js';
-import { agentSystemPrompt, allowedActionsOf, envelopeRulesFor, findAgent, findHarness } from '../catalog/load.js';
+import { agentSystemPrompt, allowedActionsOf, envelopeRulesFor, findAgent, findHarness, networkPolicyOf } from '../catalog/load.js';
 import { actionParametersJsonSchema } from '../catalog/contract-prompt.js';
 import type { Catalog } from '../catalog/schema.js';
 import { policyIsInteractive } from '../permissions/policy.js';
@@ -40,7 +40,7 @@ export function freezeSpec(catalog: Catalog, agentName: string, registry: Action
       promptId: `agent:${agent.name}`,
       permissions: agent.permissions,
       permissionsEnforced,
-      sandbox: { provider: agent.sandbox.provider, workspaceScope: agent.sandbox.workspaceScope, networkPolicy: agent.sandbox.networkPolicy, ...(agent.sandbox.options ? { options: agent.sandbox.options } : {}), ...(agent.sandbox.concurrentRuns ? { concurrentRuns: agent.sandbox.concurrentRuns } : {}) },
+      sandbox: { provider: agent.sandbox.provider, workspaceScope: agent.sandbox.workspaceScope, networkPolicy: networkPolicyOf(agent, harness), ...(agent.sandbox.allowlist ? { allowlist: agent.sandbox.allowlist.map((r) => ({ ...r })) } : {}), ...(agent.sandbox.options ? { options: agent.sandbox.options } : {}), ...(agent.sandbox.concurrentRuns ? { concurrentRuns: agent.sandbox.concurrentRuns } : {}) },
       guardrails: { ...agent.guardrails },
       credentials: agent.credentials.map((g) => ({ env: g.env, ...(g.from ? { from: g.from } : {}) })),
       subAgents: [...agent.subAgents],
@@ -112,6 +112,7 @@ export function policyOf(spec: FrozenSpec, specHash: string, options: { budget?:
     ...permissionsOf(spec),
     ...(spec.agent.hostLoss ? { hostLoss: spec.agent.hostLoss } : {}),
     ...(options.decisions ? { decisions: options.decisions } : {}),
+    network: spec.agent.sandbox.networkPolicy,
   };
 }
 

@@ -8,6 +8,7 @@ import type { Prices } from '../catalog/schema.js';
 import type { EnvelopeRules } from '../envelope/parse.js';
 import type { PermissionPolicy } from '../permissions/policy.js';
 import type { SandboxSpec } from '../sandbox/types.js';
+import type { AllowRule, NetworkPolicy } from '../contracts/network.js';
 
 /** An allowed action as frozen: the implementation it runs, its settings, cap and parameter JSON Schema. */
 export interface FrozenAction {
@@ -46,7 +47,8 @@ export interface FrozenSpec {
     readonly permissions: PermissionPolicy;
     /** False only when the policy was accepted as advisory on a harness that cannot ask before a tool runs. */
     readonly permissionsEnforced: boolean;
-    readonly sandbox: SandboxSpec;
+    /** The sandbox; `allowlist`: the destinations besides the vendor its egress gateway lets through (policy `allowlist`). */
+    readonly sandbox: SandboxSpec & { readonly allowlist?: readonly AllowRule[] };
     /** Credential grants by name; values are resolved per attempt, never stored. */
     readonly credentials: readonly { readonly env: string; readonly from?: string }[];
     /** What happens when the worker holding a host-bound workspace is gone (absent in specs frozen before it). */
@@ -123,4 +125,6 @@ export interface RunPolicy extends RunLimits {
    * absent in runs resolved before it existed, which take unsigned decisions (`trusted-network`).
    */
   readonly decisions?: 'signed' | 'trusted-network';
+  /** The sandbox's network policy (absent in runs resolved before the egress gateway; they ran as their catalog said). */
+  readonly network?: NetworkPolicy;
 }

@@ -56,7 +56,7 @@ const catalog = scriptedCatalog(book, {
   agents: [
     { name: 'boxed', harness: 'reach', sandbox: { provider: 'local', networkPolicy: 'none' } },
     { name: 'hosted', harness: 'reach', sandbox: { provider: 'local', networkPolicy: 'open' } },
-    { name: 'hosted-mcp', harness: 'reach', sandbox: { provider: 'local', networkPolicy: 'mcp-only' } },
+    { name: 'gated', harness: 'reach', sandbox: { provider: 'local', networkPolicy: 'vendor' } },
   ],
 });
 
@@ -118,16 +118,24 @@ describe('a local harness and the control plane', () => {
     expect(reached.hostInterface).toMatch(/^(ENETUNREACH|EHOSTUNREACH)$/);
   });
 
+  it('signed, policy vendor: its one door is the run’s egress gateway — Temporal, the ledger, the codec server and a host port stay unreachable', { timeout: 120_000 }, async () => {
+    const reached = await probeFrom(signed, 'gated', 'reach-gated');
+    expect(reached.ownLoopback).toBe('connected');
+    for (const target of Object.keys(targets)) expect(reached[target], target).not.toBe('connected');
+    expect(reached.temporal).toBe('ECONNREFUSED');
+    expect(reached.hostInterface).toMatch(/^(ENETUNREACH|EHOSTUNREACH)$/);
+  });
+
   it('on the host’s network (trusted-network, policy open) the same probe connects to all of them', { timeout: 120_000 }, async () => {
     const reached = await probeFrom(trusted, 'hosted', 'reach-open');
     expect(reached).toEqual({ ownLoopback: 'connected', temporal: 'connected', postgres: 'connected', codecServer: 'connected', hostInterface: 'connected' });
   });
 
   it('a signed deployment refuses a local agent on the host’s network before it starts, saying what to use instead', { timeout: 60_000 }, async () => {
-    for (const agent of ['hosted', 'hosted-mcp']) {
+    for (const agent of ['hosted']) {
       const result = await (await signed.start({ agent, task: 'reach:{}', workflowId: testWorkflowId(`reach-refused-${agent}`) })).result();
       expect(result).toMatchObject({ status: 'failed', failureType: 'SandboxPolicyRefused', iterations: 0 });
-      expect(result.reason).toMatch(/where operator decisions are signed.*Temporal server, ledger and codec server.*networkPolicy "none".*docker provider.*trusted-network/);
+      expect(result.reason).toMatch(/where operator decisions are signed.*Temporal server, ledger and codec server.*networkPolicy "none".*"vendor".*egress gateway.*trusted-network/);
     }
   });
 });

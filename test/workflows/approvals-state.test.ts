@@ -85,6 +85,11 @@ describe('what the Temporal UI shows', () => {
     const advisory: RunState = { ...base, policy: { permissions: { posture: 'strict', gated: true, enforced: false, note: 'advisory: harness "x" cannot ask before a tool runs' } } as RunState['policy'] };
     expect(detailsText(advisory)).toContain('permissions: strict **advisory** (not enforced: advisory: harness "x" cannot ask before a tool runs)');
   });
+  it('an open network is flagged as development only; a gateway policy adds nothing', () => {
+    const withNetwork = (network: string): RunState => ({ ...base, policy: { network } as RunState['policy'] });
+    expect(detailsText(withNetwork('open'))).toContain('network: **open** (unconfined: development only');
+    for (const policy of ['none', 'vendor', 'allowlist']) expect(detailsText(withNetwork(policy))).toBe('**running** · turn 2 · scripted');
+  });
 });
 
 describe("the turn activity's start-to-close timeout", () => {

@@ -30,6 +30,8 @@ export interface TurnProgress {
   /** `ok`, or why the turn waits for the ledger (shown by `status` as "ledger NOT WRITABLE"). */
   ledger: string;
   pendingApproval?: string;
+  /** What the run's egress gateway metered and refused this turn (sandboxes behind one). */
+  network?: string;
 }
 
 /** How a harness run's prompt run is closed (the attempt adds how long it took and what the harness reported). */

@@ -57,6 +57,8 @@ export interface DriveOptions {
   readonly resumeSessionId?: string;
   /** The turn's own message, as the ledger keeps it (a replay is rebuilt from these rows, never stored again). */
   readonly message: string;
+  /** The run's egress gateway: the harness's base URL is its sandbox side (`undefined`: no vendor behind it). */
+  readonly door?: { readonly baseUrl: string | undefined };
 }
 
 /**
@@ -98,7 +100,7 @@ export async function driveHarness(options: DriveOptions): Promise<HarnessRun> {
       hostWorkspacePath: req.sandbox.hostWorkspacePath,
       env: { ...spec.harness.env, ...secretEnv },
       resumeSessionId,
-      baseUrl: spec.harness.baseUrl,
+      baseUrl: options.door ? options.door.baseUrl : spec.harness.baseUrl,
       timeoutMs: spec.harness.turnTimeoutMs,
       maxReplyBytes: spec.harness.maxReplyBytes,
       // A catalog that declares `capabilities.sessionFork` asks the driver to fork resumed sessions.

@@ -1,0 +1,310 @@
+/**
+ * The run's door: its egress gateway (src/gateway) as the turn activity uses it. One gateway per run lives in the
+ * worker that holds the run's sandbox, on the Unix socket the sandbox provider made for it (`SandboxRef.gateway`);
+ * it is opened by the run's first turn on this worker (again after a worker restart, with a new placeholder) and
+ * closed by `endSession`. Between turns it refuses every model call: only a running turn spends.
+ *
+ * What it records — every request, every metered model call — goes to the ledger in batches, each row with the
+ * turn and attempt it happened in; a retried write inserts nothing twice (row ids are the gateway's own).
+ */
+import { randomBytes } from 'node:crypto';
+import type { HarnessDriver } from '../../adapters/driver.js';
+import { priceUsage } from '../../contracts/cost.js';
+import type { ModelCall, NetworkRecord, VendorApi } from '../../contracts/network.js';
+import type { TurnBudget } from '../../contracts/run.js';
+import { addUsage, noUsage, totalTokens, type Usage } from '../../contracts/usage.js';
+import { openGateway, type Gateway } from '../../gateway/index.js';
+import type { Ledger, ModelCallRow, NetworkRow } from '../../ledger/types.js';
+import type { SandboxRef } from '../../sandbox/types.js';
+import type { FrozenSpec } from '../../spec/index.js';
+
+/** Where each vendor API is when the catalog names no `baseUrl`. */
+const defaultUpstreams: Partial<Record<VendorApi, string>> = {
+  'anthropic-messages': 'https://api.anthropic.com',
+  'openai-responses': 'https://api.openai.com/v1',
+  'openai-chat': 'https://api.openai.com/v1',
+  gemini: 'https://generativelanguage.googleapis.com',
+};
+
+/** The real vendor a harness's model calls go to, or `undefined` when the runtime cannot know it (API `any`, no baseUrl). */
+export function upstreamOf(spec: { readonly harness: { readonly baseUrl?: string | undefined } }, driver: Pick<HarnessDriver, 'vendor'>): string | undefined {
+  return spec.harness.baseUrl ?? defaultUpstreams[driver.vendor.api];
+}
+
+/** The environment variables that may carry the vendor key into the harness: the catalog's and the driver's. */
+export function keyVariablesOf(spec: Pick<FrozenSpec, 'harness'>, driver: Pick<HarnessDriver, 'vendor'>): string[] {
+  const fromSettings = spec.harness.settings?.apiKeyEnv;
+  return [
+    ...new Set(
+      [spec.harness.apiKeyEnv, typeof fromSettings === 'string' ? fromSettings : undefined, 'env' in driver.vendor.apiKey ? driver.vendor.apiKey.env : undefined].filter(
+        (v): v is string => v !== undefined,
+      ),
+    ),
+  ];
+}
+
+/** What one turn metered on the wire. */
+export interface MeteredTurn {
+  readonly calls: number;
+  readonly usage: Usage;
+  /** Served models, in order of first appearance. */
+  readonly models: readonly string[];
+  readonly refused: number;
+}
+
+interface TurnContext {
+  readonly turn: number;
+  attemptId: string;
+  readonly budget: TurnBudget | undefined;
+  readonly prices: FrozenSpec['harness']['prices'];
+  /** Spend counted against the budget before this turn's calls (earlier attempts of the turn: the budget says). */
+  calls: number;
+  usage: Usage;
+  models: string[];
+  refused: number;
+}
+
+/** Rows held for the ledger at most: a ledger that is down for long loses the oldest (counted in the next row). */
+const maxPendingRows = 5_000;
+
+/** One run's gateway and its bookkeeping. */
+export class RunDoor {
+  private readonly instance = randomBytes(6).toString('hex');
+  private counter = 0;
+  private network: NetworkRow[] = [];
+  private models: ModelCallRow[] = [];
+  private dropped = 0;
+  private current: TurnContext | undefined;
+  private flushing: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  gateway!: Gateway;
+
+  constructor(
+    readonly workflowId: string,
+    readonly runId: string,
+    /** Identifies what the gateway was opened with: another key or upstream reopens it. */
+    readonly fingerprint: string,
+    private readonly ledger: Ledger,
+  ) {}
+
+  /** Told whether the ledger takes the rows (the running turn's progress says "waiting for the ledger"). */
+  private onLedgerFault: (err: Error | undefined) => void = () => undefined;
+
+  /** The placeholder the harness gets instead of its key. */
+  get placeholder(): string {
+    return this.gateway.placeholder;
+  }
+
+  /** The turn that may spend now (its attempt id for the rows), with the run's budget left. */
+  beginTurn(
+    turn: { readonly turn: number; readonly attemptId: string; readonly budget: TurnBudget | undefined; readonly prices: FrozenSpec['harness']['prices'] },
+    onLedgerFault: (err: Error | undefined) => void,
+  ): void {
+    this.current = { ...turn, calls: 0, usage: noUsage, models: [], refused: 0 };
+    this.onLedgerFault = onLedgerFault;
+  }
+
+  /** A fresh session within the same attempt: its rows belong to its own attempt id. */
+  setAttempt(attemptId: string): void {
+    if (this.current) this.current.attemptId = attemptId;
+  }
+
+  /** What this turn metered so far. */
+  metered(): MeteredTurn {
+    const c = this.current;
+    return c ? { calls: c.calls, usage: c.usage, models: [...c.models], refused: c.refused } : { calls: 0, usage: noUsage, models: [], refused: 0 };
+  }
+
+  /** Ends the turn: model calls are refused until the next; every row is written (or given up to the log). */
+  async endTurn(): Promise<MeteredTurn> {
+    const metered = this.metered();
+    this.current = undefined;
+    await this.flush();
+    return metered;
+  }
+
+  /** Before each model call: why it is refused (no turn running, the run's budget spent), or `undefined`. */
+  admit = (): string | undefined => {
+    const c = this.current;
+    if (!c) return 'no turn of this run is running';
+    const tokens = totalTokens(c.usage);
+    if (c.budget?.tokens !== undefined && tokens >= c.budget.tokens) {
+      return `the run's token budget is spent (${tokens.toLocaleString('en-US')} tokens metered this turn, ${c.budget.tokens.toLocaleString('en-US')} were left)`;
+    }
+    const cost = c.prices ? priceUsage(c.prices, c.usage) : undefined;
+    if (c.budget?.costUsd !== undefined && cost !== undefined && cost >= c.budget.costUsd) {
+      return `the run's cost budget is spent ($${cost.toFixed(4)} metered this turn, $${c.budget.costUsd.toFixed(4)} were left)`;
+    }
+    return undefined;
+  };
+
+  onRecord = (record: NetworkRecord): void => {
+    if (record.decision === 'refused' && this.current) this.current.refused += 1;
+    const suppressed = (record.suppressed ?? 0) + this.takeDropped();
+    this.push(this.network, { ...this.base(), record: suppressed > 0 ? { ...record, suppressed } : record });
+  };
+
+  onModelCall = (call: ModelCall): void => {
+    const c = this.current;
+    if (c) {
+      c.calls += 1;
+      c.usage = addUsage(c.usage, call.usage);
+      if (call.model !== undefined && !c.models.includes(call.model)) c.models.push(call.model);
+    }
+    this.push(this.models, { ...this.base(), call });
+  };
+
+  private base() {
+    return { id: `${this.instance}:${++this.counter}`, workflowId: this.workflowId, runId: this.runId, turn: this.current?.turn ?? 0, ...(this.current ? { attemptId: this.current.attemptId } : {}) };
+  }
+
+  private takeDropped(): number {
+    const n = this.dropped;
+    this.dropped = 0;
+    return n;
+  }
+
+  private push<T>(rows: T[], row: T): void {
+    rows.push(row);
+    if (this.network.length + this.models.length > maxPendingRows) {
+      // Only audit rows are given up (model calls are the bill): the count travels in the next record.
+      if (this.network.shift() !== undefined) this.dropped += 1;
+    }
+    this.timer ??= setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, 250).unref();
+  }
+
+  /** Writes what is pending; one write at a time; a failed write keeps its rows for the next. */
+  async flush(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    if (this.network.length === 0 && this.models.length === 0) return;
+    const network = this.network.splice(0);
+    const models = this.models.splice(0);
+    this.flushing = (async () => {
+      try {
+        if (models.length) await this.ledger.recordModelCalls(models);
+        if (network.length) await this.ledger.recordNetwork(network);
+        this.onLedgerFault(undefined);
+      } catch (err) {
+        this.models.unshift(...models);
+        this.network.unshift(...network);
+        this.onLedgerFault(err instanceof Error ? err : new Error(String(err)));
+        this.timer ??= setTimeout(() => {
+          this.timer = undefined;
+          void this.flush();
+        }, 1_000).unref();
+      }
+    })();
+    try {
+      await this.flushing;
+    } finally {
+      this.flushing = undefined;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.current = undefined;
+    await this.gateway.close();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.flush().catch(() => undefined);
+  }
+}
+
+/** What opening a run's door needs. */
+export interface DoorRequest {
+  readonly ref: SandboxRef;
+  readonly workflowId: string;
+  readonly runId: string;
+  readonly spec: FrozenSpec;
+  readonly driver: HarnessDriver;
+  /** The run's resolved credentials (the vendor key among them). */
+  readonly env: Readonly<Record<string, string>>;
+  readonly ledger: Ledger;
+}
+
+/** The worker's gateways, one per run socket. */
+export class GatewayRegistry {
+  private readonly doors = new Map<string, RunDoor>();
+  private readonly opening = new Map<string, Promise<RunDoor>>();
+
+  /** The run's door, opened now if this worker has none on its socket (or one opened for another run or key). */
+  async open(request: DoorRequest): Promise<RunDoor | undefined> {
+    const socket = request.ref.gateway?.socket;
+    if (socket === undefined) return undefined;
+    const pending = this.opening.get(socket);
+    if (pending) await pending.catch(() => undefined);
+    const { spec, driver } = request;
+    const upstream = upstreamOf(spec, driver);
+    const key = keyVariablesOf(spec, driver).map((v) => request.env[v]).find((v) => v !== undefined && v !== '');
+    const fingerprint = JSON.stringify([request.workflowId, request.runId, upstream, driver.vendor.api, key, spec.agent.sandbox.allowlist ?? []]);
+    const existing = this.doors.get(socket);
+    if (existing?.fingerprint === fingerprint) return existing;
+    const open = (async () => {
+      // A sub-agent in its parent's sandbox takes the socket in turn with its parent: the other's gateway closes.
+      if (existing) await existing.close();
+      this.doors.delete(socket);
+      const door = new RunDoor(request.workflowId, request.runId, fingerprint, request.ledger);
+      door.gateway = await openGateway({
+        socketPath: socket,
+        ...(upstream !== undefined ? { vendor: { api: driver.vendor.api, upstream, key } } : {}),
+        allowlist: spec.agent.sandbox.networkPolicy === 'allowlist' ? (spec.agent.sandbox.allowlist ?? []) : [],
+        onRecord: door.onRecord,
+        onModelCall: door.onModelCall,
+        admitModelCall: door.admit,
+      });
+      this.doors.set(socket, door);
+      return door;
+    })();
+    this.opening.set(socket, open);
+    try {
+      return await open;
+    } finally {
+      this.opening.delete(socket);
+    }
+  }
+
+  /** Closes the run's gateway (its placeholder is forgotten): `endSession`, on every exit path. Idempotent. */
+  async closeRun(workflowId: string): Promise<void> {
+    for (const [socket, door] of [...this.doors]) {
+      if (door.workflowId !== workflowId) continue;
+      this.doors.delete(socket);
+      await door.close();
+    }
+  }
+
+  /** Closes every gateway (worker shutdown). */
+  async closeAll(): Promise<void> {
+    const doors = [...this.doors.values()];
+    this.doors.clear();
+    await Promise.all(doors.map((d) => d.close().catch(() => undefined)));
+  }
+}
+
+/**
+ * The harness's environment and base URL behind the door: every variable that may carry the vendor key (and any
+ * other holding the same value) gets the placeholder; the base URL is the sandbox side of the gateway; with an
+ * allowlist, the proxy variables name the gateway (its credential is the placeholder too).
+ */
+export function behindDoor(
+  door: RunDoor,
+  port: number,
+  spec: FrozenSpec,
+  driver: HarnessDriver,
+  env: Readonly<Record<string, string>>,
+): { env: Record<string, string>; baseUrl: string | undefined } {
+  const placeholder = door.placeholder;
+  const keyVars = keyVariablesOf(spec, driver);
+  const key = keyVars.map((v) => env[v]).find((v) => v !== undefined && v !== '');
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) out[name] = key !== undefined && value === key ? placeholder : value;
+  for (const v of keyVars) out[v] = placeholder;
+  if (spec.agent.sandbox.networkPolicy === 'allowlist') {
+    const proxy = `http://dh:${placeholder}@127.0.0.1:${port}`;
+    Object.assign(out, { HTTPS_PROXY: proxy, HTTP_PROXY: proxy, https_proxy: proxy, http_proxy: proxy, NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' });
+  }
+  const upstream = upstreamOf(spec, driver);
+  return { env: out, baseUrl: upstream === undefined ? undefined : door.gateway.sandboxBaseUrl(port) };
+}
