@@ -247,9 +247,10 @@ function command(turn: DriverTurn): DriverCommand {
   if (turn.systemPrompt !== undefined) argv.push('--append-system-prompt', turn.systemPrompt);
   if (turn.resumeSessionId) argv.push('--resume', turn.resumeSessionId, ...(turn.fork ? ['--fork-session'] : []));
 
-  // CLAUDE_CODE_SUBPROCESS_ENV_SCRUB: the shell commands claude runs do not inherit its environment (its key, or the
-  // gateway's placeholder for it): defence in depth behind the egress gateway.
-  const env: Record<string, string> = { ...claudeQuietEnv, CLAUDE_CONFIG_DIR: home.path, CLAUDE_CODE_SUBPROCESS_ENV_SCRUB: '1' };
+  // Not CLAUDE_CODE_SUBPROCESS_ENV_SCRUB: claude 2.x then refuses to start without bubblewrap ("bubblewrap is required
+  // for subprocess env scrubbing"), which a locked-down container cannot run. Behind the egress gateway its shell
+  // commands see the run's placeholder, never the key (docs/network.md).
+  const env: Record<string, string> = { ...claudeQuietEnv, CLAUDE_CONFIG_DIR: home.path };
   if (turn.baseUrl) env.ANTHROPIC_BASE_URL = claudeBaseUrl(turn.baseUrl);
   // The key reaches the CLI only as ANTHROPIC_API_KEY; a catalog may name another variable for it.
   const apiKeyEnv = stringSetting(turn, 'apiKeyEnv');

@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
 import { addUsage, noUsage, type Usage } from '../../src/contracts/usage.js';
 import { DockerSandboxProvider } from '../../src/sandbox/docker-provider.js';
+import { gatewaySocketFor } from '../../src/sandbox/forwarder.js';
 import { requireEngineAndImage, testDocker, testImage } from '../docker/docker-env.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 import type { FakeVendor, RecordedRequest } from './fake-vendor/server.js';
@@ -92,7 +93,9 @@ describe.each(clis)('$name in Docker behind the egress gateway (policy vendor)',
             name: `${cli.name}-agent`,
             harness: cli.name,
             systemPrompt: 'Read the workspace with your own tools; use actions for everything else.',
-            permissions: 'auto',
+            // Codex's own sandbox (bubblewrap) cannot nest in a container without capabilities: there the container is
+            // the sandbox, and `dangerous` turns codex's off ("only the outer sandbox limits it").
+            permissions: cli.name === 'codex' ? 'dangerous' : 'auto',
             sandbox: { provider: 'docker', networkPolicy: 'vendor' },
             credentials: [{ env: cli.keyEnv, from: 'FAKE_VENDOR_KEY' }],
             actions: ['echo'],
@@ -145,14 +148,9 @@ describe.each(clis)('$name in Docker behind the egress gateway (policy vendor)',
     expect(network.filter((r) => r.record.kind === 'model' && r.record.decision === 'allowed').length).toBe(calls.length);
     for (const row of network) expect(JSON.stringify(row)).not.toContain(secret);
 
-    // The run is over: its gateway is closed, its placeholder forgotten.
-    const socket = path.join(dataDir, 'runtime', 'gateway');
-    if (existsSync(socket)) {
-      const { readdirSync } = await import('node:fs');
-      for (const dir of readdirSync(socket)) {
-        const file = path.join(socket, dir, 'gateway.sock');
-        if (existsSync(file)) expect(await answers(file)).toBe(false);
-      }
-    }
+    // The run is over: its gateway is closed, its placeholder forgotten: nothing answers on the run's socket.
+    const socket = gatewaySocketFor(path.join(dataDir, 'runtime', 'gateway'), workflowId);
+    expect(existsSync(path.dirname(socket))).toBe(true);
+    expect(await answers(socket)).toBe(false);
   }, 240_000);
 });
