@@ -8,7 +8,7 @@ import { defineConfig } from 'vitest/config';
  * other file is in the integration tier, which starts one real Temporal dev server for all of them.
  */
 const unit = [
-  'test/activities/approvals-broker.test.ts',
+  'test/activities/{approvals-broker,door}.test.ts',
   'test/adapters/{claude-code,codex,gemini-cli,opencode,pi,stdio-json}-adapter.test.ts',
   'test/adapters/{engine,two-way}.test.ts',
   'test/catalog/{contract-prompt,load}.test.ts',
