@@ -21,6 +21,7 @@ import {
   operatorDecisionFromRow,
   pageSize,
   promptRunsFromRows,
+  withServedModels,
   runFromRow,
   stepFromRow,
   toJson,
@@ -425,7 +426,8 @@ export class PostgresLedger implements Ledger {
   }
 
   async listPromptRuns(workflowId: string, runId?: string): Promise<PromptRunRecord[]> {
-    return this.promptRuns(workflowId, runId);
+    const [runs, calls] = await Promise.all([this.promptRuns(workflowId, runId), this.listModelCalls(workflowId, runId !== undefined ? { runId } : {})]);
+    return withServedModels(runs, calls);
   }
 
   async runTotals(workflowId: string, runId?: string, options: { turn?: number } = {}): Promise<RunTotals> {

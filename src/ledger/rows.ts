@@ -220,3 +220,13 @@ export function operatorDecisionFromRow(r: Row): DecisionView {
     at: r.at instanceof Date ? r.at.toISOString() : String(r.at),
   };
 }
+
+/** Each prompt run with the model its attempt's last metered call was served by (the gateway's rows, by attempt id). */
+export function withServedModels(runs: readonly PromptRunRecord[], calls: readonly { readonly attemptId?: string; readonly call: { readonly model?: string } }[]): PromptRunRecord[] {
+  const served = new Map<string, string>();
+  for (const c of calls) if (c.attemptId !== undefined && c.call.model !== undefined) served.set(c.attemptId, c.call.model);
+  return runs.map((r) => {
+    const model = served.get(r.attemptId);
+    return model === undefined ? r : { ...r, servedModel: model };
+  });
+}

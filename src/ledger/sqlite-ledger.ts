@@ -14,6 +14,7 @@ import {
   operatorDecisionFromRow,
   pageSize,
   promptRunsFromRows,
+  withServedModels,
   runFromRow,
   stepFromRow,
   toJson,
@@ -612,7 +613,8 @@ export class SqliteLedger implements Ledger {
   }
 
   async listPromptRuns(workflowId: string, runId?: string): Promise<PromptRunRecord[]> {
-    return this.promptRuns(workflowId, this.runOf(workflowId, runId));
+    const run = this.runOf(workflowId, runId);
+    return withServedModels(this.promptRuns(workflowId, run), await this.listModelCalls(workflowId, { runId: run }));
   }
 
   async runTotals(workflowId: string, runId?: string, options: { turn?: number } = {}): Promise<RunTotals> {

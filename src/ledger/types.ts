@@ -128,6 +128,11 @@ export interface PromptRunRecord extends CostView {
   readonly modelId: string;
   readonly vendorId: string;
   readonly reportedModel?: string;
+  /**
+   * The model the vendor says served this attempt's last call, as the egress gateway metered it on the wire (absent
+   * without a gateway). Where it differs from `reportedModel`, the wire is right.
+   */
+  readonly servedModel?: string;
   /** Sum of the attempt's calls. */
   readonly usage: Usage;
   /** Usage events recorded (model calls, for harnesses that report per call). */

@@ -144,6 +144,11 @@ describe.each(clis)('$name in Docker behind the egress gateway (policy vendor)',
     const metered = calls.reduce<Usage>((sum, row) => addUsage(sum, row.call.usage), noUsage);
     const billed = vendor.served.reduce<Usage>((sum, s) => addUsage(sum, { input: s.usage.input, output: s.usage.output, cacheRead: s.usage.cacheRead, cacheWrite: s.usage.cacheWrite }), noUsage);
     expect({ input: metered.input, output: metered.output, cacheRead: metered.cacheRead ?? 0 }).toEqual({ input: billed.input, output: billed.output, cacheRead: billed.cacheRead ?? 0 });
+    // The served model, from the wire, attributes each prompt run (codex and OpenCode never name theirs).
+    const promptRuns = await w.ledger.listPromptRuns(workflowId);
+    expect(promptRuns.length).toBe(2);
+    for (const row of promptRuns) expect(row.servedModel, row.attemptId).toBe(calls.filter((c) => c.attemptId === row.attemptId).at(-1)?.call.model);
+    expect(promptRuns.every((row) => typeof row.servedModel === 'string' && row.servedModel.length > 0)).toBe(true);
     const network = await w.ledger.listNetwork(workflowId);
     expect(network.filter((r) => r.record.kind === 'model' && r.record.decision === 'allowed').length).toBe(calls.length);
     for (const row of network) expect(JSON.stringify(row)).not.toContain(secret);
