@@ -43,7 +43,7 @@ export interface LocalSandboxProviderOptions {
   /** Where the runs' gateway sockets live (default `gateway` beside the runtime directory's `local`). */
   readonly gatewayRoot?: string;
   /**
-   * Whether a harness may share the host's network (policies `open` and `mcp-only`). A deployment with signed
+   * Whether a harness may share the host's network (policy `open`). A deployment with signed
    * decisions says no: on the host's network a harness reaches the worker's loopback services — Temporal, the
    * ledger, the codec server — and could act on its own run. Default: allowed.
    */
