@@ -16,6 +16,8 @@ import { FailureTypes } from '../contracts/failures.js';
 import { mapped, permanent } from './failures.js';
 import { findDriver } from '../adapters/registry.js';
 import { totalTokens } from '../contracts/usage.js';
+import { StopAtOnce } from '../adapters/types.js';
+import type { BudgetCrossing } from './turn/accounting.js';
 import { openAttempt, type Attempt, type TurnRun } from './turn/attempt.js';
 import { behindDoor, type MeteredTurn, type RunDoor } from './turn/door.js';
 import { spendOf } from './turn/spend.js';
@@ -57,7 +59,15 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
   const redact = deps.redactorFor(door ? [...credentials.secrets, door.placeholder] : credentials.secrets);
   const attempt = openAttempt(deps, spec, req);
   if (door) {
-    door.beginTurn({ turn: req.turn, attemptId: attempt.attemptId, budget: req.budget, prices: spec.harness.prices }, attempt.ledgerState);
+    const onSpent = (crossing: BudgetCrossing) => {
+      // The gateway saw the budget spent on the wire before the harness said so: the turn stops as it would then.
+      const run = attempt.runs.at(-1);
+      if (!run || run.crossing) return;
+      run.crossing = crossing;
+      attempt.progress.lastEvent = crossing.reason;
+      attempt.stop(new StopAtOnce(crossing.reason));
+    };
+    door.beginTurn({ turn: req.turn, attemptId: attempt.attemptId, budget: req.budget, prices: spec.harness.prices, onSpent }, attempt.ledgerState);
     // The heartbeat (the Temporal UI's pending activity) shows what the gateway metered and refused.
     Object.defineProperty(attempt.progress, 'network', { enumerable: true, get: () => networkLine(door.metered()) });
   }

@@ -17,6 +17,7 @@ import { openGateway, type Gateway } from '../../gateway/index.js';
 import type { Ledger, ModelCallRow, NetworkRow } from '../../ledger/types.js';
 import type { SandboxRef } from '../../sandbox/types.js';
 import type { FrozenSpec } from '../../spec/index.js';
+import type { BudgetCrossing } from './accounting.js';
 
 /** Where each vendor API is when the catalog names no `baseUrl`. */
 const defaultUpstreams: Partial<Record<VendorApi, string>> = {
@@ -62,6 +63,9 @@ interface TurnContext {
   usage: Usage;
   models: string[];
   refused: number;
+  /** Told once when the gateway closes the door on the budget: the turn is over. */
+  readonly onSpent?: (crossing: BudgetCrossing) => void;
+  spentTold?: boolean;
 }
 
 /** Rows held for the ledger at most: a ledger that is down for long loses the oldest (counted in the next row). */
@@ -97,7 +101,13 @@ export class RunDoor {
 
   /** The turn that may spend now (its attempt id for the rows), with the run's budget left. */
   beginTurn(
-    turn: { readonly turn: number; readonly attemptId: string; readonly budget: TurnBudget | undefined; readonly prices: FrozenSpec['harness']['prices'] },
+    turn: {
+      readonly turn: number;
+      readonly attemptId: string;
+      readonly budget: TurnBudget | undefined;
+      readonly prices: FrozenSpec['harness']['prices'];
+      readonly onSpent?: (crossing: BudgetCrossing) => void;
+    },
     onLedgerFault: (err: Error | undefined) => void,
   ): void {
     this.current = { ...turn, calls: 0, usage: noUsage, models: [], refused: 0 };
@@ -127,16 +137,26 @@ export class RunDoor {
   admit = (): string | undefined => {
     const c = this.current;
     if (!c) return 'no turn of this run is running';
+    const crossing = this.crossingOf(c);
+    if (crossing && !c.spentTold) {
+      // A refused model call ends the turn as a spent budget: a CLI told "403" may retry, or go on without its model.
+      c.spentTold = true;
+      c.onSpent?.(crossing);
+    }
+    return crossing?.reason;
+  };
+
+  private crossingOf(c: TurnContext): BudgetCrossing | undefined {
     const tokens = totalTokens(c.usage);
     if (c.budget?.tokens !== undefined && tokens >= c.budget.tokens) {
-      return `the run's token budget is spent (${tokens.toLocaleString('en-US')} tokens metered this turn, ${c.budget.tokens.toLocaleString('en-US')} were left)`;
+      return { guardrail: 'tokens', reason: `the run's token budget is spent (${tokens.toLocaleString('en-US')} tokens metered this turn, ${c.budget.tokens.toLocaleString('en-US')} were left)` };
     }
     const cost = c.prices ? priceUsage(c.prices, c.usage) : undefined;
     if (c.budget?.costUsd !== undefined && cost !== undefined && cost >= c.budget.costUsd) {
-      return `the run's cost budget is spent ($${cost.toFixed(4)} metered this turn, $${c.budget.costUsd.toFixed(4)} were left)`;
+      return { guardrail: 'cost', reason: `the run's cost budget is spent ($${cost.toFixed(4)} metered this turn, $${c.budget.costUsd.toFixed(4)} were left)` };
     }
     return undefined;
-  };
+  }
 
   onRecord = (record: NetworkRecord): void => {
     if (record.decision === 'refused' && this.current) this.current.refused += 1;
