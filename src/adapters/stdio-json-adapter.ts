@@ -232,6 +232,8 @@ export function stdioJsonDriver(overrides: Partial<Capabilities> = {}): HarnessD
     command: (turn) => ({
       argv: [turn.executable, ...turn.baseArgs],
       stdin: turnRequestLine(turn, capabilities),
+      // The vendor's base URL (behind the egress gateway: the sandbox's door), as the record declares.
+      ...(turn.baseUrl ? { env: { DURABLE_HARNESS_BASE_URL: turn.baseUrl } } : {}),
       keepStdinOpen: true,
       // Lines up to 1 MiB; a terminal line (its `type` first) up to twice the reply cap.
       lineLimits: { maxLineBytes: maxStdioJsonLineBytes, maxLongLineBytes: longLineBytes(turn), allowsLongLine: (opening) => terminalOpening.test(opening) },

@@ -355,6 +355,11 @@ export async function openGateway(options: GatewayOptions): Promise<Gateway> {
   server.on('connect', onConnect);
   server.on('clientError', (error: NodeJS.ErrnoException, socket: net.Socket) => {
     const code = error.code ?? '';
+    // The client went away (a killed harness, a closed keep-alive connection): nothing was asked, nothing to record.
+    if (code === 'ECONNRESET' || code === 'EPIPE') {
+      socket.destroy();
+      return;
+    }
     const status = code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
     if (socket.writable && !(socket as net.Socket & { _httpMessage?: unknown })._httpMessage) {
       socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
