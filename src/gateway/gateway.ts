@@ -6,9 +6,10 @@
  * and recorded. Decisions are in decide.ts, limits in bounds.ts, metering in meter.ts. See docs/network.md.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
+import { chmodSync, closeSync, lstatSync, openSync, unlinkSync } from 'node:fs';
 import http, { STATUS_CODES } from 'node:http';
 import net from 'node:net';
+import nodePath from 'node:path';
 import { Transform, pipeline, type Readable } from 'node:stream';
 import { Agent } from 'undici';
 import type { AllowRule, ModelCall, NetworkRecord, VendorApi } from '../contracts/network.js';
@@ -370,11 +371,25 @@ export async function openGateway(options: GatewayOptions): Promise<Gateway> {
   });
 
   removeStaleSocket(options.socketPath);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (error) => reject(new GatewayStartError(`the gateway could not listen on ${options.socketPath}: ${error.message}`)));
-    server.listen(options.socketPath, () => resolve());
-  });
-  chmodSync(options.socketPath, 0o666);
+  // Bound through a descriptor of its directory: a socket's path is capped at 107 bytes (sun_path), a data directory
+  // is not. The descriptor stays open until the server has closed (which unlinks through the same path).
+  let directory: number;
+  try {
+    directory = openSync(nodePath.dirname(options.socketPath), 'r');
+  } catch (error) {
+    throw new GatewayStartError(`the gateway could not open the directory of ${options.socketPath}: ${(error as Error).message}`);
+  }
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (error) => reject(new GatewayStartError(`the gateway could not listen on ${options.socketPath}: ${error.message}`)));
+      server.listen(`/proc/self/fd/${directory}/${nodePath.basename(options.socketPath)}`, () => resolve());
+    });
+    chmodSync(options.socketPath, 0o666);
+  } catch (error) {
+    server.close();
+    closeSync(directory);
+    throw error;
+  }
 
   let closing: Promise<void> | undefined;
   return {
@@ -387,6 +402,7 @@ export async function openGateway(options: GatewayOptions): Promise<Gateway> {
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         for (const socket of sockets) socket.destroy();
         await stopped;
+        closeSync(directory);
         await agent.destroy();
         recorder.flush(Date.now());
         removeStaleSocket(options.socketPath);

@@ -26,7 +26,11 @@ const maxConnections = 256;
  */
 export const forwarderScript = [
   "const net = require('net');",
-  'const [socket, port] = process.argv.slice(1);',
+  "const path = require('path');",
+  'const [socketPath, port] = process.argv.slice(1);',
+  // Connected by its name inside its directory, so a long data directory is no obstacle (sun_path is 107 bytes).
+  'process.chdir(path.dirname(socketPath));',
+  "const socket = './' + path.basename(socketPath);",
   'let open = 0;',
   'const server = net.createServer((client) => {',
   `  if (open >= ${maxConnections}) return client.destroy();`,
@@ -52,16 +56,12 @@ export function gatewayDirFor(gatewayRoot: string, workflowId: string): string {
   return path.join(gatewayRoot, createHash('sha256').update(workflowId).digest('hex').slice(0, 16));
 }
 
-/** The longest path a Unix socket may have on Linux (sun_path is 108 bytes with its NUL). */
-const maxSocketPath = 107;
-
-/** The run's gateway socket on the worker's host; refuses a path the kernel cannot bind. */
+/**
+ * The run's gateway socket on the worker's host. Its length is not capped by the kernel's 107-byte sun_path: the
+ * gateway binds it through a descriptor of its directory, and the forwarder connects from inside that directory.
+ */
 export function gatewaySocketFor(gatewayRoot: string, workflowId: string): string {
-  const socket = path.join(gatewayDirFor(gatewayRoot, workflowId), gatewaySocketName);
-  if (Buffer.byteLength(socket) > maxSocketPath) {
-    throw new Error(`The gateway socket path ${socket} is ${Buffer.byteLength(socket)} bytes, over the ${maxSocketPath} a Unix socket may have; use a shorter data directory (or gatewayRoot).`);
-  }
-  return socket;
+  return path.join(gatewayDirFor(gatewayRoot, workflowId), gatewaySocketName);
 }
 
 /** `/proc/net/tcp`'s form of a listening socket on 127.0.0.1:<port> (how a local sandbox waits for its forwarder). */

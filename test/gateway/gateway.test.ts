@@ -2,7 +2,8 @@
  * The gateway as the sandbox meets it: what gets through to the vendor and the allowlist, what is refused and how it
  * is recorded, the key swap, and the bounds. Clients speak to its Unix socket as the forwarder's clients would.
  */
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -11,6 +12,7 @@ import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayStartError, openGateway } from '../../src/gateway/index.js';
+import { forwarderArgv } from '../../src/sandbox/forwarder.js';
 import { anthropicMessages } from '../e2e/fake-vendor/anthropic-messages.js';
 import { gemini, geminiPrefix } from '../e2e/fake-vendor/gemini.js';
 import { openaiChat, openaiChatPrefix } from '../e2e/fake-vendor/openai-chat.js';
@@ -430,5 +432,41 @@ describe('the socket', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('listens at a path longer than the 107 bytes of sun_path, and the forwarder reaches it there (a long data directory)', async () => {
+    const root = mkdtempSync(path.join(os.tmpdir(), 'dh-gw-'));
+    const dir = path.join(root, 'a-data-directory-as-deep-as-an-operator-makes-it'.repeat(2), 'runtime', 'gateway', '0123456789abcdef');
+    mkdirSync(dir, { recursive: true });
+    const socketPath = path.join(dir, 'gateway.sock');
+    expect(Buffer.byteLength(socketPath)).toBeGreaterThan(107);
+    const g = await openGateway({ socketPath, vendor: { api: 'anthropic-messages', upstream: vendor.url, key: realKey }, onRecord: () => undefined, onModelCall: () => undefined });
+    const port = await new Promise<number>((resolve) => {
+      const probe = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const [node, ...args] = forwarderArgv(process.execPath, socketPath, port);
+    const forwarder = spawn(node!, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        forwarder.stdout.on('data', (d: Buffer) => String(d).includes('ready') && resolve());
+        forwarder.once('exit', (code) => reject(new Error(`the forwarder exited ${code}`)));
+      });
+      const res = await request(`http://127.0.0.1:${port}/v1/messages`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': g.placeholder },
+        body: JSON.stringify({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      expect(res.statusCode).toBe(200);
+      await res.body.text();
+      expect(vendor.requests.at(-1)?.headers['x-api-key']).toBe(realKey);
+    } finally {
+      forwarder.kill('SIGKILL');
+      await g.close();
+    }
+    expect(existsSync(socketPath)).toBe(false);
+    rmSync(root, { recursive: true, force: true });
   });
 });
