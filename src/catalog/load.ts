@@ -30,14 +30,15 @@ export class UnknownAgentError extends Error {
   readonly code = 'UnknownAgent' as const;
 }
 
+/** The drivers of real CLIs: their agents default to network policy `vendor` (the model API only, through the gateway). */
+const cliDrivers = new Set(['ClaudeCode', 'Codex', 'GeminiCli', 'OpenCode', 'Pi']);
+
 /**
- * The agent's network policy: the catalog's, or `open` (flagged in status and the UI). `vendor` is not yet the CLIs'
- * default: behind a gateway the approval-wait recovery tests (a worker SIGKILLed while a request waits,
- * test/e2e/permissions-live.test.ts) fail; until that holds, an agent that wants the door says so. The harness is
- * taken so that default can follow its driver again.
+ * The agent's network policy: the catalog's, or the default: `vendor` for a real CLI, `open` for a stdio-JSON harness
+ * (the author's own program, whose network needs the runtime cannot know: its catalog should say).
  */
-export function networkPolicyOf(agent: Pick<AgentConfig, 'sandbox'>, _harness: Pick<HarnessConfig, 'driverClass'>): NetworkPolicy {
-  return agent.sandbox.networkPolicy ?? 'open';
+export function networkPolicyOf(agent: Pick<AgentConfig, 'sandbox'>, harness: Pick<HarnessConfig, 'driverClass'>): NetworkPolicy {
+  return agent.sandbox.networkPolicy ?? (cliDrivers.has(harness.driverClass) ? 'vendor' : 'open');
 }
 
 /** A harness name that is not in the catalog. */

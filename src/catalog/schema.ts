@@ -76,8 +76,8 @@ export const sandboxSchema = z.strictObject({
   workspaceScope: z.enum(['run', 'agent', 'agent-user', 'parent']).default('run'),
   /**
    * What the sandbox may reach (docs/network.md): `none`, `vendor` (the model API only, through the run's egress
-   * gateway), `allowlist` (the vendor plus `allowlist`), `open` (unconfined: development only). Default: `open`
-   * (flagged); `vendor` becomes the CLIs' default once a worker killed mid-turn keeps its runs' doors.
+   * gateway), `allowlist` (the vendor plus `allowlist`), `open` (unconfined: development only). Default: `vendor`
+   * for the five CLI drivers, `open` for a stdio-JSON harness (the author's own program; set it).
    */
   networkPolicy: z
     .enum(['none', 'vendor', 'allowlist', 'open'], {

@@ -88,7 +88,7 @@ describe('parseCatalog', () => {
     const ok = parseCatalog(withSandbox({ networkPolicy: 'allowlist', allowlist: [{ host: 'registry.npmjs.org', port: 443 }, { host: '10.0.0.5', port: 80, methods: ['GET', 'HEAD'] }] }), 'mem');
     expect(ok.agents[0]?.sandbox.allowlist).toHaveLength(2);
     const agent = { sandbox: { provider: 'local', workspaceScope: 'run' as const } };
-    expect(['ClaudeCode', 'Codex', 'GeminiCli', 'OpenCode', 'Pi'].map((driverClass) => networkPolicyOf(agent, { driverClass }))).toEqual(Array(5).fill('open'));
+    expect(['ClaudeCode', 'Codex', 'GeminiCli', 'OpenCode', 'Pi'].map((driverClass) => networkPolicyOf(agent, { driverClass }))).toEqual(Array(5).fill('vendor'));
     expect(networkPolicyOf(agent, { driverClass: 'StdioJson' })).toBe('open');
     expect(networkPolicyOf({ sandbox: { ...agent.sandbox, networkPolicy: 'none' } }, { driverClass: 'ClaudeCode' })).toBe('none');
   });
