@@ -133,7 +133,9 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
       events.append('resume-failed', { message: resumeFailed });
       run = await drive(`${attempt.attemptId}:fresh`, await withHistory(deps, req, prompt), undefined);
     }
-    return await outcomeOf({ deps, spec, req, attempt, run, redact, resumeFailed, permissionsOverCap: overCap() });
+    const outcome = await outcomeOf({ deps, spec, req, attempt, run, redact, resumeFailed, permissionsOverCap: overCap() });
+    const refused = door?.metered().refused ?? 0;
+    return refused > 0 ? { ...outcome, networkRefused: refused } : outcome;
   } catch (err) {
     throw await attempt.failed(err, redact);
   } finally {

@@ -135,7 +135,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       return (
         `The local sandbox gives network policy "${policy}" only on a worker running as root (this one runs as uid ${process.geteuid?.()}): ` +
         "the sandbox's own network namespace needs its loopback brought up, and the forwarder to the run's egress gateway must run as a user the harness cannot signal. " +
-        'Run the worker as root, use the docker provider, or networkPolicy "none".'
+        'Run the worker as root, use the docker provider, or set networkPolicy "none" (no network) or "open" (the host\'s network: development only) for the agent.'
       );
     }
     return (

@@ -144,6 +144,7 @@ export function applyTurn(state: RunState, result: TurnResult): { state: RunStat
     // The turn's own verdict (one cost authority, in runTurn) counts; a turn without usage on an unpriced harness too.
     costBlind: state.costBlind || result.costBlind === true || (!result.usageReported && !policy.priced),
     externalSessionId: result.externalSessionId ?? (result.resumeFailed ? undefined : state.externalSessionId),
+    ...(result.networkRefused ? { networkRefused: (state.networkRefused ?? 0) + result.networkRefused } : {}),
     lastError: result.permissionRequestsOverCap
       ? permissionsOverCapError(state.iteration, result.permissionRequestsOverCap)
       : result.resumeFailed !== undefined

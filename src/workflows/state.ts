@@ -52,4 +52,6 @@ export interface RunState {
   readonly continuedTimes: number;
   /** Times the run was given a fresh workspace because the host holding it was lost (affinity.ts). */
   readonly hostMoves?: number;
+  /** Requests the run's egress gateway refused so far (absent until one was): the Temporal UI's current details say so. */
+  readonly networkRefused?: number;
 }

@@ -101,6 +101,8 @@ export interface TurnResult {
    * the first `cap` were decided, the `denied` after them were denied at once without asking anyone.
    */
   readonly permissionRequestsOverCap?: { readonly cap: number; readonly denied: number };
+  /** Requests the run's egress gateway refused during the turn (set only when some were). */
+  readonly networkRefused?: number;
   /** The envelope, or what was wrong with the reply. */
   readonly step: { readonly ok: true; readonly view: StepView } | { readonly ok: false; readonly problem: string; readonly tooLarge?: boolean };
 }

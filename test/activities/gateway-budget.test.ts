@@ -75,6 +75,8 @@ describe('the gateway meters what the harness does not report', () => {
     expect(calls.map((c) => c.call.usage)).toEqual(Array(3).fill({ input: 1000, output: 10, cacheRead: 0, cacheWrite: 0 }));
     const refused = await deps.ledger.listNetwork('gw-liar', { refusedOnly: true });
     expect(refused.map((r) => r.record.rule)).toEqual(['refused:budget']);
+    // The workflow learns the count from the turn's result (the Temporal UI's current details show it).
+    expect(result.networkRefused).toBe(1);
     // The vendor saw the real key; what the harness sent as text carried only its placeholder.
     for (const r of vendor.requests) expect(r.headers['x-api-key']).toBe(secret);
     for (const r of vendor.requests) expect(r.rawBody).toMatch(/dh-run-[0-9a-f]+/);

@@ -94,7 +94,7 @@ describe('LocalSandboxProvider workspaces', () => {
     expect([provider.enforces('vendor'), provider.enforces('allowlist')]).toEqual(['enforced', 'enforced']);
     const signed = new LocalSandboxProvider({ root, hostNetwork: 'refused' });
     expect([signed.enforces('none'), signed.enforces('open'), signed.enforces('vendor')]).toEqual(['enforced', 'refused', 'enforced']);
-    expect(provider.refusalOf('vendor')).toMatch(/only on a worker running as root.*Run the worker as root, use the docker provider, or networkPolicy "none"/);
+    expect(provider.refusalOf('vendor')).toMatch(/only on a worker running as root.*Run the worker as root, use the docker provider, or set networkPolicy "none" \(no network\) or "open"/);
     expect(signed.refusalOf('open')).toMatch(/network policy "open" where operator decisions are signed/);
   });
 

@@ -90,6 +90,9 @@ describe('what the Temporal UI shows', () => {
     expect(detailsText(withNetwork('open'))).toContain('network: **open** (unconfined: development only');
     for (const policy of ['none', 'vendor', 'allowlist']) expect(detailsText(withNetwork(policy))).toBe('**running** · turn 2 · scripted');
   });
+  it('requests the gateway refused are counted under the phase line, with the command that lists them', () => {
+    expect(detailsText({ ...base, networkRefused: 3 })).toBe("**running** · turn 2 · scripted\n\nnetwork: **3 requests refused** by the run's egress gateway (`durable-harness network RUN --refused`)");
+  });
 });
 
 describe("the turn activity's start-to-close timeout", () => {

@@ -108,6 +108,14 @@ describe('applyTurn', () => {
     expect(next.replay).toBeUndefined();
   });
 
+  it('adds up the requests the gateway refused, turn by turn; a turn with none leaves the count as it was', () => {
+    const actions = { ok: true as const, view: { step: 'actions' as const, calls: [] } };
+    const first = turn(started(), actions).state;
+    expect(first.networkRefused).toBeUndefined();
+    const second = turn(turn(first, actions, { networkRefused: 2 }).state, actions).state;
+    expect(turn(second, actions, { networkRefused: 1 }).state.networkRefused).toBe(3);
+  });
+
   it('a harness without native resume replays from the second turn on', () => {
     const s = sessionStarted(resolved(initialState(input), { ...policy, sessionResume: false }, 0), sandbox, 'x');
     const after = turn(s, { ok: true, view: { step: 'actions', calls: [] } }).state;
