@@ -9,6 +9,7 @@ import { TurnTelemetryInterceptor, type WorkerTracing } from './observability/in
 import { createBuiltinRegistry, type ActionRegistry } from './actions/index.js';
 import { createActivities, type ActivityDeps } from './activities/index.js';
 import { GatewayRegistry } from './activities/turn/door.js';
+import { ApprovalWakeups } from './permissions/index.js';
 import { defaultAdapterRegistry, type AdapterRegistry } from './adapters/index.js';
 import { catalogHash } from './catalog/hash.js';
 import type { Catalog } from './catalog/schema.js';
@@ -288,9 +289,10 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   if (setup.catalogCheck !== false) await assertSameCatalogOnTaskQueue(setup.connection, namespace, taskQueue, hash);
   const affinity = setup.hostAffinity ?? (setup.env ?? process.env).DURABLE_HARNESS_HOST_AFFINITY?.trim().toLowerCase() !== 'off';
   const hostQueue = affinity ? hostQueueName(taskQueue, setup.hostId ?? hostIdFrom(setup.env ?? process.env, setup.dataDir)) : undefined;
-  // One gateway registry for both pollers: a run's turns (host queue) and its end (either) see the same gateways.
+  // One gateway registry for both pollers: a run's turns (host queue) and its end (either) see the same gateways. One
+  // set of approval wake-ups too: the approve update's activity (the run's queue) wakes the turn (the host queue).
   const gateways = new GatewayRegistry();
-  const deps: ActivityDeps = { ...defaultDeps(setup), gateways, ...(hostQueue ? { hostQueue } : {}) };
+  const deps: ActivityDeps = { ...defaultDeps(setup), gateways, approvalWakeups: new ApprovalWakeups(), ...(hostQueue ? { hostQueue } : {}) };
   const activitiesOnly = setup.role === 'activities';
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
   // After the ledger (and, under `dev`, Temporal's database) exists: older data dirs had 0644 files and 0755 dirs.

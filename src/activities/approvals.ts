@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { SignalDefinition } from '@temporalio/common';
 import type { ApprovalLedger, ApprovalRecord } from '../ledger/types.js';
-import { ApprovalDecisionError, answerOf, decidePendingApproval, type ApprovalBroker, type PendingApproval, type PermissionAnswer } from '../permissions/index.js';
+import { ApprovalDecisionError, answerOf, decidePendingApproval, type ApprovalBroker, type ApprovalWakeups, type PendingApproval, type PermissionAnswer } from '../permissions/index.js';
 import type { ApprovalDecisionResult, ApprovalSettlement, PendingApprovalView } from '../workflows/approvals.js';
 import { clipText } from '../workflows/bounds.js';
 import { approvalRequestedSignal, approvalSettledSignal } from '../workflows/messages.js';
@@ -24,8 +24,11 @@ export interface DecideApprovalInput {
   readonly message?: string;
 }
 
-/** The approve/deny updates' activity: the first decision wins; a refused one is a non-retryable failure with its code. */
-export function approvalActivities(ledger: ApprovalLedger) {
+/**
+ * The approve/deny updates' activity: the first decision wins; a refused one is a non-retryable failure with its code.
+ * A turn on this process that waits for the request is woken at once (`wakeups`); one on another host polls.
+ */
+export function approvalActivities(ledger: ApprovalLedger, wakeups?: ApprovalWakeups) {
   return {
     async decideApproval(input: DecideApprovalInput): Promise<ApprovalDecisionResult> {
       try {
@@ -36,6 +39,7 @@ export function approvalActivities(ledger: ApprovalLedger) {
           ...(input.scope !== undefined ? { scope: input.scope } : {}),
           ...(input.message !== undefined ? { message: input.message } : {}),
         });
+        wakeups?.notify(input.workflowId, input.requestId);
         return {
           requestId: row.requestId,
           status: row.status === 'allowed' ? 'allowed' : 'denied',

@@ -10,7 +10,7 @@ import type { Catalog } from '../catalog/schema.js';
 import type { CredentialStore } from '../credentials/index.js';
 import type { ApprovalRecord, Ledger } from '../ledger/types.js';
 import type { DecisionMode, OperatorDirectory } from '../operators/index.js';
-import type { ApprovalBroker } from '../permissions/index.js';
+import { ApprovalWakeups, type ApprovalBroker } from '../permissions/index.js';
 import type { SandboxProvider } from '../sandbox/types.js';
 import { SpecStore, type FrozenSpec } from '../spec/index.js';
 import { FailureTypes } from '../contracts/failures.js';
@@ -47,6 +47,8 @@ export interface ActivityDeps {
   /** Who answers permission requests the policy leaves open (default: the ledger, polled every `approvalPollMs`). */
   readonly approvals?: ApprovalBroker;
   readonly approvalPollMs?: number;
+  /** Wakes a waiting turn when a decision is written on this process (default: one of this deps' own). */
+  readonly approvalWakeups?: ApprovalWakeups;
   /** Told when a request becomes pending (e.g. to show it on the workflow); errors are logged, never fatal. */
   readonly onPendingApproval?: (record: ApprovalRecord) => Promise<void>;
   /**
@@ -65,6 +67,7 @@ export interface ActivityDeps {
 /** The deps with their defaults, and the helpers every activity shares. */
 export interface Deps extends ActivityDeps {
   readonly gateways: GatewayRegistry;
+  readonly approvalWakeups: ApprovalWakeups;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly blobs: BlobStore;
   readonly inlineTextLimit: number;
@@ -119,6 +122,7 @@ export function withDefaults(deps: ActivityDeps): Deps {
   return {
     ...deps,
     gateways: deps.gateways ?? new GatewayRegistry(),
+    approvalWakeups: deps.approvalWakeups ?? new ApprovalWakeups(),
     env,
     blobs,
     inlineTextLimit,

@@ -30,7 +30,7 @@ export function createActivities(activityDeps: ActivityDeps) {
     turnSpent: (input: TurnSpentInput) => turnSpent(deps, input),
     storeText: (input: { text: string }) => storeText(deps, input),
     endSession: (input: EndSessionInput) => endSession(deps, input),
-    ...approvalActivities(deps.ledger),
+    ...approvalActivities(deps.ledger, deps.approvalWakeups),
     ...decisionActivities({ ledger: deps.ledger, operators: deps.operators, decisionMode: deps.decisionMode }),
   };
 }

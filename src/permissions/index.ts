@@ -6,4 +6,6 @@ export type { PermissionGateOptions } from './gate.js';
 export { answerOf, ledgerApprovalBroker } from './ledger-broker.js';
 export type { LedgerApprovalBrokerOptions } from './ledger-broker.js';
 export { ApprovalDecisionError, decidePendingApproval } from './decide.js';
+export { ApprovalWakeups } from './wakeups.js';
+export type { ApprovalWaiter } from './wakeups.js';
 export type { OperatorDecision } from './decide.js';

@@ -6,11 +6,14 @@
  */
 import type { ApprovalLedger, ApprovalRecord } from '../ledger/types.js';
 import type { ApprovalBroker, PendingApproval, PermissionAnswer } from './types.js';
+import type { ApprovalWakeups } from './wakeups.js';
 
 export interface LedgerApprovalBrokerOptions {
   readonly ledger: ApprovalLedger;
-  /** How often the row is read while waiting (ms). */
+  /** How often the row is read while waiting (ms): how a decision written on another host arrives. */
   readonly pollMs?: number;
+  /** Decisions written on this process wake the wait at once (the approve/deny updates' activity notifies them). */
+  readonly wakeups?: ApprovalWakeups;
   /** Called once when a request becomes pending (not when a retried attempt finds it pending already). */
   readonly onPending?: (record: ApprovalRecord) => void | Promise<void>;
   /** Clock, for tests. */
@@ -39,33 +42,43 @@ export function ledgerApprovalBroker(options: LedgerApprovalBrokerOptions): Appr
   return {
     async ask(request: PendingApproval, signal?: AbortSignal): Promise<PermissionAnswer> {
       const expiresAt = new Date(now() + request.timeoutMs).toISOString();
-      const { record, created } = await ledger.requestApproval({ ...request, expiresAt });
-      if (created) await options.onPending?.(record);
-      let current: ApprovalRecord | undefined = record;
-      for (;;) {
-        if (!current) throw new Error(`approval ${request.requestId} of ${request.workflowId} disappeared from the ledger`);
-        const answer = answerOf(current);
-        if (answer) return answer;
-        const deadline = Date.parse(current.expiresAt ?? expiresAt);
-        if (now() >= deadline) {
-          const within = request.timeoutMs < 1000 ? `${request.timeoutMs} ms` : `${Math.round(request.timeoutMs / 1000)} s`;
-          current = await ledger.decideApproval(
-            request.workflowId,
-            request.requestId,
-            {
-              status: 'denied',
-              decidedBy: 'timeout',
-              message: `Nobody approved this within ${within}, so it was denied. Do not retry it; continue without it or explain in your envelope.`,
-            },
-            record.runId,
-          );
-          continue;
-        }
-        await sleep(Math.min(pollMs, Math.max(1, deadline - now())), signal);
-        current = await ledger.getApproval(request.workflowId, request.requestId, record.runId);
+      // Subscribed before the row is first read: a decision written in between still wakes the wait.
+      const waiter = options.wakeups?.subscribe(request.workflowId, request.requestId);
+      try {
+        return await waitForAnswer(request, expiresAt, (ms) => (waiter ? waiter.wait(ms, signal) : sleep(ms, signal)));
+      } finally {
+        waiter?.close();
       }
     },
   };
+
+  async function waitForAnswer(request: PendingApproval, expiresAt: string, pause: (ms: number) => Promise<void>): Promise<PermissionAnswer> {
+    const { record, created } = await ledger.requestApproval({ ...request, expiresAt });
+    if (created) await options.onPending?.(record);
+    let current: ApprovalRecord | undefined = record;
+    for (;;) {
+      if (!current) throw new Error(`approval ${request.requestId} of ${request.workflowId} disappeared from the ledger`);
+      const answer = answerOf(current);
+      if (answer) return answer;
+      const deadline = Date.parse(current.expiresAt ?? expiresAt);
+      if (now() >= deadline) {
+        const within = request.timeoutMs < 1000 ? `${request.timeoutMs} ms` : `${Math.round(request.timeoutMs / 1000)} s`;
+        current = await ledger.decideApproval(
+          request.workflowId,
+          request.requestId,
+          {
+            status: 'denied',
+            decidedBy: 'timeout',
+            message: `Nobody approved this within ${within}, so it was denied. Do not retry it; continue without it or explain in your envelope.`,
+          },
+          record.runId,
+        );
+        continue;
+      }
+      await pause(Math.min(pollMs, Math.max(1, deadline - now())));
+      current = await ledger.getApproval(request.workflowId, request.requestId, record.runId);
+    }
+  }
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {

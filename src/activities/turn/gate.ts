@@ -31,6 +31,7 @@ export function turnGate(deps: Deps, spec: FrozenSpec, req: TurnRun, attempt: At
         inner: ledgerApprovalBroker({
           ledger: deps.ledger,
           pollMs: deps.approvalPollMs,
+          wakeups: deps.approvalWakeups,
           onPending: (record) => deps.onPendingApproval?.(record).catch((err: unknown) => ctx.log.warn('onPendingApproval failed', { error: String(err) })),
         }),
         ledger: deps.ledger,
