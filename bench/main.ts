@@ -4,6 +4,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { findTemporalCli, temporalCliInstallHint } from '../src/temporal/cli-path.js';
 import { startDevServer } from '../src/temporal/dev-server.js';
+import { approvalsLines, benchApprovals, printApprovals } from './approvals.js';
 import { benchClis, clisTable, printClis } from './clis.js';
 import { writeSection } from './docs.js';
 import { benchDocker, printDocker } from './docker.js';
@@ -30,6 +31,8 @@ Parts (default: all but flood):
                  peak RSS and a neighbour's turn latency ratio, flooded vs quiet (--floods NAME,... to pick some)
   gateway        a model call through the egress gateway (forwarder pipe + gateway) beside a direct one: p50/p99
                  latency and time to first streamed byte, added latency, gateway CPU per call (--gateway-calls N, default 200)
+  approvals      30 permission requests in one turn, each approved as soon as the run lists it: the harness's
+                 request → answer, the approve update's round trip, the update's return → the answer
 Options: --write-docs (docs/BENCHMARKS.md), --runs N (orchestration iterations, default 15), --turns N
 (orchestration's longer runs, default 10), --levels 10,50, --cli-runs N (default 5), --cpu-prof DIR (scale worker).`;
 
@@ -52,7 +55,7 @@ if (values.help) {
   console.log(usage);
   process.exit(0);
 }
-const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway'];
+const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway', 'approvals'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 // `flood` pushes gigabytes through the worker: only when asked for.
 const parts = new Set(positionals.length ? positionals : known.filter((p) => p !== 'flood'));
@@ -162,6 +165,12 @@ try {
     const figures = await benchGateway({ calls });
     printGateway(figures);
     docs('gateway', 'The egress gateway: added latency per model call', `npm run bench -- gateway --gateway-calls ${calls}`, gatewayLines(figures).slice(1));
+  }
+  if (parts.has('approvals')) {
+    startPart();
+    const figures = await benchApprovals({ temporalAddress: server.address });
+    printApprovals(figures);
+    docs('approvals', 'Instant approvals: a permission request to the harness\'s answer', 'npm run bench -- approvals', approvalsLines(figures).slice(1));
   }
   if (parts.has('flood')) {
     startPart();
