@@ -84,10 +84,10 @@ try {
     startPart();
     const runs = Number(values.runs ?? process.env.BENCH_RUNS ?? 15);
     const longTurns = Number(values.turns ?? 10);
-    const f = await benchOrchestration({ temporalAddress: server.address, runs });
+    const f = await benchOrchestration({ temporalAddress: server.address, runs, serverPid: server.pid });
     printOrchestration(f);
     // The same comparison on longer runs: the run's fixed start and end weigh less per turn.
-    const long = await benchOrchestration({ temporalAddress: server.address, runs, turns: longTurns });
+    const long = await benchOrchestration({ temporalAddress: server.address, runs, turns: longTurns, serverPid: server.pid });
     console.log('');
     printOrchestration(long);
     docs('orchestration', 'Orchestration overhead per turn, beside the floor', `npm run bench -- orchestration --runs ${runs} --turns ${longTurns}`, [

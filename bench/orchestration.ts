@@ -5,11 +5,14 @@
  *   - in-process: the same activity code called as plain functions (bench/in-process.ts), no Temporal;
  *   - floor: a minimal workflow whose turn is ONE regular activity doing exactly one in-process turn
  *     (bench/floor/) — the same harness work, so it differs from in-process only by Temporal's cost;
+ *   - bare wrapper: a minimal workflow whose turn is ONE regular activity that spawns the same harness and reads it
+ *     to its end (bench/floor/bare.ts) — a plain Temporal wrapper, the floor of what durable-harness costs;
  *   - workflow: the project's agentRun workflow on the project's worker (default setup);
  *   - workflow, eager start: the same, started by a client on the worker's NativeConnection with eager start,
  *     as `durable-harness dev --demo` does;
  * Overhead per turn = median over iterations of (variant − in-process) / turns (paired differences, so slow
- * drifts of a shared machine cancel). Also the history per run and per steady-state turn (events and bytes), and
+ * drifts of a shared machine cancel); the same against the bare wrapper. CPU per turn of each variant: this process
+ * (the workers and the client), the Temporal server, and the harness processes (children, once waited for). Also the history per run and per steady-state turn (events and bytes), and
  * where each workflow run's time went, from its history's server timestamps: start (execution started → first turn
  * started: first workflow task, start-up local activities, dispatch), between turns (turn completed → next turn
  * started: the workflow task that decides, and the turn's dispatch), end (last turn completed → execution
@@ -27,6 +30,8 @@ import { loadCatalog } from '../src/catalog/index.js';
 import { startAgentRun } from '../src/client/index.js';
 import { createWorker, defaultDeps, workflowsPath } from '../src/worker.js';
 import { createFloorActivities } from './floor/activities.js';
+import { createBareActivities } from './floor/bare.js';
+import { cpuSeconds } from './proc.js';
 import { InProcessRun } from './in-process.js';
 import { turnTimeline } from './turn-timeline.js';
 import { median } from './stats.js';
@@ -40,6 +45,10 @@ export interface OrchestrationVariant {
   readonly overheadPerTurnMs: number;
   /** Median of (this run − the floor run of the same iteration) / turns, ms; 0 for the floor. */
   readonly overFloorPerTurnMs?: number;
+  /** Median of (this run − the bare wrapper's run of the same iteration) / turns, ms. */
+  readonly overBarePerTurnMs?: number;
+  /** Medians of CPU ms per turn: this process (workers + client), the Temporal server, the harness processes. */
+  readonly cpuPerTurnMs?: { readonly process: number; readonly server: number; readonly harness: number };
   /** History of one run: events and encoded bytes per turn, and for one steady-state turn. */
   readonly history?: { eventsPerTurn: number; bytesPerTurn: number; steadyEvents: number; steadyBytes: number };
   /** Eager starts the server granted, of those requested. */
@@ -74,6 +83,8 @@ export interface OrchestrationOptions {
   readonly workflowBundlePath?: string;
   /** Runs of exactly this many turns (the scripted harness) instead of the demo agent's two. */
   readonly turns?: number;
+  /** The Temporal server's pid, for its CPU per turn. */
+  readonly serverPid?: number;
 }
 
 const demoCatalogFile = path.join(import.meta.dirname, '..', 'config', 'default.yaml');
@@ -146,6 +157,9 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-bench-'));
   const { catalogFile, agent, task } = opts.turns ? longScenario(dataDir, opts.turns) : { catalogFile: demoCatalogFile, agent: 'demo', task: 'Look around this workspace and write what you find into NOTES.md.' };
   const catalog = loadCatalog(catalogFile);
+  const harnessName = catalog.agents.find((a) => a.name === agent)?.harness;
+  const harness = catalog.harnesses.find((h) => h.name === harnessName);
+  if (!harness?.executable) throw new Error(`bench: agent ${agent} has no harness with an executable`);
   const deps = defaultDeps({ catalog: () => catalog, dataDir, decisions: 'trusted-network' });
   const activities = createActivities(deps);
   const nativeConnection = await NativeConnection.connect({ address: opts.temporalAddress });
@@ -158,7 +172,7 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
   const floorBundle = await bundleWorkflowCode({ workflowsPath: path.join(import.meta.dirname, 'floor', 'workflows.ts'), logger: new DefaultLogger('ERROR') });
 
   const floorQueue = `bench-floor-${tag}`;
-  const floorWorker = await Worker.create({ connection: nativeConnection, taskQueue: floorQueue, workflowBundle: { code: floorBundle.code }, activities: createFloorActivities(activities) });
+  const floorWorker = await Worker.create({ connection: nativeConnection, taskQueue: floorQueue, workflowBundle: { code: floorBundle.code }, activities: { ...createFloorActivities(activities), ...createBareActivities() } });
   const floorRunning = floorWorker.run();
   const taskQueue = `bench-${tag}`;
   const { worker } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, ledger: deps.ledger, env: process.env, workflowBundle: bundle });
@@ -187,6 +201,17 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
           return { turns: result.turns, handle };
         },
       },
+      {
+        name: 'bare wrapper (spawn the harness, 1 activity/turn)',
+        turnActivity: 'bareTurn',
+        async run(i) {
+          const workspace = path.join(dataDir, 'bare', String(i));
+          const args = { executable: harness.executable, args: harness.args, model: harness.model, workspace, task, maxTurns: Math.max(20, (opts.turns ?? 0) + 1) };
+          const handle = await client.workflow.start('bareRun', { taskQueue: floorQueue, workflowId: `bench-bare-${tag}-${i}`, args: [args] });
+          const result = (await handle.result()) as { turns: number };
+          return { turns: result.turns, handle };
+        },
+      },
       agentRunVariant('workflow', taskQueue, false),
       agentRunVariant('workflow, eager start', taskQueue, true),
     ];
@@ -198,13 +223,21 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
     let turns = 0;
     const lastHandle: (WorkflowHandle | undefined)[] = variants.map(() => undefined);
     const phases = variants.map(() => ({ start: [] as number[], between: [] as number[], end: [] as number[], dispatch: [] as number[] }));
+    const cpu = variants.map(() => ({ process: [] as number[], server: [] as number[], harness: [] as number[] }));
+    const server = () => (opts.serverPid ? (cpuSeconds(opts.serverPid) ?? 0) : 0);
+    const children = () => cpuSeconds(process.pid, undefined, true) ?? 0;
     for (let i = 0; i < runs; i++) {
       // Interleaved, in rotating order, so machine noise and ordering hit every variant alike.
       for (let k = 0; k < variants.length; k++) {
         const j = (i + k) % variants.length;
         const t = performance.now();
+        const before = { process: process.cpuUsage(), server: server(), harness: children() };
         const r = await variants[j]!.run(i);
         times[j]!.push(performance.now() - t);
+        const used = process.cpuUsage(before.process);
+        cpu[j]!.process.push((used.user + used.system) / 1000 / r.turns);
+        cpu[j]!.server.push(((server() - before.server) * 1000) / r.turns);
+        cpu[j]!.harness.push(((children() - before.harness) * 1000) / r.turns);
         if (turns === 0) turns = r.turns;
         if (r.turns !== turns) throw new Error(`${variants[j]!.name} took ${r.turns} turns, another variant ${turns}`);
         if (r.eager) eagerGranted[j]! += 1;
@@ -230,6 +263,8 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
         runMs: median(times[j]!),
         overheadPerTurnMs: perTurn(j, 0),
         ...(j > 1 ? { overFloorPerTurnMs: perTurn(j, 1) } : {}),
+        ...(j > 2 ? { overBarePerTurnMs: perTurn(j, 2) } : {}),
+        cpuPerTurnMs: { process: median(cpu[j]!.process), server: median(cpu[j]!.server), harness: median(cpu[j]!.harness) },
         ...(handle && v.turnActivity ? { history: await historyFigures(handle, v.turnActivity, turns) } : {}),
         ...(v.name.includes('eager') ? { eagerGranted: `${eagerGranted[j]}/${runs}` } : {}),
         ...(v.turnActivity
@@ -237,8 +272,8 @@ export async function benchOrchestration(opts: OrchestrationOptions): Promise<Or
           : {}),
       });
     }
-    // Variants 2 and 3 are the workflow started plainly and eagerly.
-    const eagerSavingPerRunMs = median(times[2]!.map((ms, i) => ms - times[3]![i]!));
+    // Variants 3 and 4 are the workflow started plainly and eagerly.
+    const eagerSavingPerRunMs = median(times[3]!.map((ms, i) => ms - times[4]![i]!));
     return { scenario: opts.turns ? `${opts.turns}-turn scripted run` : 'demo agent', runs, turnsPerRun: turns, inProcessRunMs: median(times[0]!), variants: result, eagerSavingPerRunMs };
   } finally {
     worker.shutdown();
@@ -258,16 +293,29 @@ export const floorTargetMs = 5;
 export function orchestrationTable(f: OrchestrationFigures): string[] {
   const fmt = (x: number | undefined, digits = 1) => (x === undefined ? '–' : x.toFixed(digits));
   const lines = [
-    '| variant | run (ms) | overhead per turn (ms) | over the floor per turn (ms) | history per turn | steady-state turn |',
-    '| --- | ---: | ---: | ---: | ---: | ---: |',
-    `| in-process (baseline) | ${fmt(f.inProcessRunMs)} | 0 | – | – | – |`,
+    '| variant | run (ms) | overhead per turn (ms) | over the floor per turn (ms) | over the bare wrapper per turn (ms) | history per turn | steady-state turn |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    `| in-process (baseline) | ${fmt(f.inProcessRunMs)} | 0 | – | – | – | – |`,
   ];
   for (const v of f.variants) {
     const h = v.history;
     lines.push(
-      `| ${v.name}${v.eagerGranted ? ` (eager granted ${v.eagerGranted})` : ''} | ${fmt(v.runMs)} | ${fmt(v.overheadPerTurnMs)} | ${fmt(v.overFloorPerTurnMs)} | ` +
+      `| ${v.name}${v.eagerGranted ? ` (eager granted ${v.eagerGranted})` : ''} | ${fmt(v.runMs)} | ${fmt(v.overheadPerTurnMs)} | ${fmt(v.overFloorPerTurnMs)} | ${fmt(v.overBarePerTurnMs)} | ` +
         `${h ? `${h.eventsPerTurn.toFixed(1)} events, ${Math.round(h.bytesPerTurn)} B` : '–'} | ${h ? `${h.steadyEvents} events, ${h.steadyBytes} B` : '–'} |`,
     );
+  }
+  const cpu = f.variants.filter((v) => v.cpuPerTurnMs);
+  if (cpu.length > 0) {
+    lines.push(
+      '',
+      'CPU per turn (medians over runs, ms): this process (the workers and the client), the Temporal server, the harness processes.',
+      '',
+      '| variant | process | server | harness | all | × the bare wrapper |',
+      '| --- | ---: | ---: | ---: | ---: | ---: |',
+    );
+    const all = (v: OrchestrationVariant) => v.cpuPerTurnMs!.process + v.cpuPerTurnMs!.server + v.cpuPerTurnMs!.harness;
+    const bare = cpu.find((v) => v.name.startsWith('bare'));
+    for (const v of cpu) lines.push(`| ${v.name} | ${fmt(v.cpuPerTurnMs!.process)} | ${fmt(v.cpuPerTurnMs!.server)} | ${fmt(v.cpuPerTurnMs!.harness)} | ${fmt(all(v))} | ${bare ? fmt(all(v) / all(bare), 2) : '–'} |`);
   }
   const timed = f.variants.filter((v) => v.phases);
   if (timed.length > 0) {
@@ -298,6 +346,8 @@ export function orchestrationVerdict(f: OrchestrationFigures): string[] {
         `difference ${diff.toFixed(2)} ms (target ≤ ${floorTargetMs} ms: ${diff <= floorTargetMs ? 'met' : 'NOT met'})`,
     );
   }
+  const bare = f.variants.find((v) => v.name.startsWith('bare'));
+  if (bare && project) out.push(`over the bare Temporal wrapper around the same harness: ${(project.overBarePerTurnMs ?? Number.NaN).toFixed(1)} ms per turn (issue 22's target: ≤ 10 ms on 10-turn runs, ≤ 15 ms on 2-turn runs)`);
   if (project?.history) {
     const h = project.history;
     out.push(`steady-state turn history: ${h.steadyEvents} events, ${h.steadyBytes} B (target ≤ 8 events, ≤ 2048 B: ${h.steadyEvents <= 8 && h.steadyBytes <= 2048 ? 'met' : 'NOT met'})`);
