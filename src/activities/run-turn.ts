@@ -124,14 +124,14 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
       });
     };
     let resumeFailed: string | undefined;
-    let run = await drive(attempt.attemptId, req.replay ? await withHistory(deps, req, prompt) : prompt, req.resumeSessionId);
+    let run = await drive(attempt.attemptId, req.replay ? await withHistory(deps, req, prompt, spec.agent.replayMaxTokens) : prompt, req.resumeSessionId);
     if (!attempt.signal.aborted && run.crossing === undefined && run.turn?.error?.code === 'resume-failed' && req.resumeSessionId !== undefined) {
       // The harness forgot the session: start fresh in this same attempt, with the conversation replayed. The
       // fresh run is an attempt of its own in the ledger (its calls never collide with the refused one's).
       resumeFailed = clip(redact(run.turn.error.message), MAX_HARNESS_MESSAGE_CHARS);
       await attempt.finish(run, { status: 'resume-failed', outputUsed: false, output: '', error: resumeFailed });
       events.append('resume-failed', { message: resumeFailed });
-      run = await drive(`${attempt.attemptId}:fresh`, await withHistory(deps, req, prompt), undefined);
+      run = await drive(`${attempt.attemptId}:fresh`, await withHistory(deps, req, prompt, spec.agent.replayMaxTokens), undefined);
     }
     const outcome = await outcomeOf({ deps, spec, req, attempt, run, redact, resumeFailed, permissionsOverCap: overCap() });
     const refused = door?.metered().refused ?? 0;

@@ -146,6 +146,12 @@ export const agentSchema = z.strictObject({
   operatorTimeoutMs: z.number().int().positive().default(24 * 3_600_000),
   /** Attempts of one turn before the run waits for an operator. */
   turnAttempts: z.number().int().positive().default(3),
+  /**
+   * For a harness that cannot resume its session: the replayed conversation's size per turn, in tokens (~4
+   * characters each). Over it, the task and the most recent whole turns stay verbatim and the turns between them
+   * become a labelled digest. Default `DEFAULT_REPLAY_MAX_TOKENS` (24,000).
+   */
+  replayMaxTokens: z.number().int().min(1_000).optional(),
 });
 
 export const actionSchema = z.strictObject({

@@ -47,14 +47,60 @@ export function replyPrompt(reply: TextRef): TextRef[] {
 }
 
 /** A fresh session's input when the harness cannot resume: the whole conversation so far, then the new message. */
-export function formatReplay(conversation: readonly ConversationEntry[], next: string): string {
-  const lines = [
-    'This continues an earlier conversation whose session could not be resumed. Here it is, oldest first:',
-    '',
+export function formatReplay(conversation: readonly ConversationEntry[], next: string, maxTokens = DEFAULT_REPLAY_MAX_TOKENS): string {
+  const head = 'This continues an earlier conversation whose session could not be resumed. Here it is, oldest first:';
+  const tail = ['', 'The newest message follows.', '', next];
+  const verbatim = (entries: readonly ConversationEntry[]) => entries.flatMap((e) => [`<${e.role}>`, e.text, `</${e.role}>`]);
+  const full = [head, '', ...verbatim(conversation), ...tail].join('\n');
+  if (replayTokens(full) <= maxTokens) return full;
+
+  // Over the budget: the first turn (the task) and the newest whole turns that fit stay verbatim; the turns between
+  // them become one digest line each (what the turn was given, what it replied), itself held to a quarter of the budget.
+  const turns: ConversationEntry[][] = [];
+  for (let i = 0; i < conversation.length; i += 2) turns.push(conversation.slice(i, i + 2));
+  const first = verbatim(turns[0] ?? []);
+  const digestBudget = Math.floor(maxTokens / 4);
+  let left = maxTokens - digestBudget - replayTokens([head, '', ...first, ...tail].join('\n'));
+  let kept = turns.length;
+  while (kept > 1) {
+    const cost = replayTokens(verbatim(turns[kept - 1]!).join('\n')) + 1;
+    if (cost > left) break;
+    left -= cost;
+    kept -= 1;
+  }
+  const digested = turns.slice(1, kept);
+  const lines = digested.map((turn, i) => `- turn ${i + 2}: given "${gist(turn[0]?.text ?? '')}"; replied ${replyGist(turn[1]?.text ?? '')}`);
+  // The newest digest lines that fit its quarter; the older ones (lines[i] is turn i + 2) are named as omitted.
+  let start = lines.length;
+  for (let used = 0; start > 0 && used + replayTokens(lines[start - 1]!) + 1 <= digestBudget; start -= 1) used += replayTokens(lines[start - 1]!) + 1;
+  const digest = [
+    `Turns 2 to ${kept} (${digested.length} turns) are summarised below, not verbatim, to keep this replay under ${maxTokens} tokens:`,
+    ...(start > 0 ? [`- turns 2 to ${start + 1}: omitted`] : []),
+    ...lines.slice(start),
   ];
-  for (const entry of conversation) lines.push(`<${entry.role}>`, entry.text, `</${entry.role}>`);
-  lines.push('', 'The newest message follows.', '', next);
-  return lines.join('\n');
+  return [head, '', ...first, '', ...digest, '', ...verbatim(turns.slice(kept).flat()), ...tail].join('\n');
+}
+
+/** The replay budget's default, in tokens: well under common context sizes. */
+export const DEFAULT_REPLAY_MAX_TOKENS = 24_000;
+
+/** Tokens as the replay budget counts them: ~4 characters each (deterministic, no tokenizer). */
+export function replayTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+/** A message's opening, on one line. */
+function gist(text: string, chars = 120): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length > chars ? `${line.slice(0, chars)}…` : line;
+}
+
+/** A reply as its envelope's step and action names, when it has one; else its opening. */
+function replyGist(text: string): string {
+  const step = /"step"\s*:\s*"([\w-]+)"/.exec(text)?.[1];
+  if (!step) return `"${gist(text)}"`;
+  const names = [...text.matchAll(/"name"\s*:\s*"([\w.-]+)"/g)].map((m) => m[1]);
+  return names.length > 0 ? `step ${step} (${[...new Set(names)].join(', ')})` : `step ${step}`;
 }
 
 /** What the harness is told when its reply is over the size cap. */

@@ -49,6 +49,7 @@ export function freezeSpec(catalog: Catalog, agentName: string, registry: Action
       operatorTimeoutMs: agent.operatorTimeoutMs,
       turnAttempts: agent.turnAttempts,
       hostLoss: { timeoutMs: agent.sandbox.hostLossTimeoutMs ?? defaultHostLossTimeoutMs, action: agent.sandbox.onHostLoss ?? 'await-operator' },
+      ...(agent.replayMaxTokens !== undefined ? { replayMaxTokens: agent.replayMaxTokens } : {}),
     },
     harness: {
       name: harness.name,

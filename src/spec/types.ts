@@ -53,6 +53,8 @@ export interface FrozenSpec {
     readonly credentials: readonly { readonly env: string; readonly from?: string }[];
     /** What happens when the worker holding a host-bound workspace is gone (absent in specs frozen before it). */
     readonly hostLoss?: HostLossPolicy;
+    /** A non-resuming harness's replay budget per turn, in tokens, when the catalog sets one (else the default). */
+    readonly replayMaxTokens?: number;
   };
   readonly harness: {
     readonly name: string;

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Scripted stdio-JSON harness for tests: replays DIR/NAME.json one step per turn.
 //
-//   node scripted-harness.mjs --scripts DIR [--stateless]
+//   node scripted-harness.mjs --scripts DIR [--stateless] [--input-from-prompt]
 //
 // --stateless: a harness without session resume. It ignores any sessionId, starts a new session every turn and
 // finds its place in the script by counting the earlier replies in the prompt (the runtime replays the
@@ -77,6 +77,8 @@ import { createInterface } from 'node:readline';
 
 const scriptsDir = process.argv[process.argv.indexOf('--scripts') + 1];
 const stateless = process.argv.includes('--stateless');
+// --input-from-prompt: a step's usage line bills its input as the request's size (~4 characters a token), as a model would.
+const inputFromPrompt = process.argv.includes('--input-from-prompt');
 
 // Like the real CLIs, SIGTERM ends the process — also as PID 1 of the local sandbox's PID namespace, where the
 // kernel ignores signals a process installed no handler for (the runtime's stop would wait its kill grace).
@@ -240,7 +242,9 @@ function openSession(dir, request) {
   if (stateless) {
     const name = /script:([A-Za-z0-9_.-]+)/.exec(request.prompt)?.[1];
     if (!name) return { error: 'no script:NAME in the prompt (a stateless harness needs the conversation replayed)' };
-    return { session: { id: randomUUID(), script: name, position: request.prompt.split('</assistant>').length - 1 }, resumed: false };
+    // Turns before this one: the replayed replies, plus the turns a bounded replay summarised instead.
+    const digested = Number(/\((\d+) turns\) are summarised below/.exec(request.prompt)?.[1] ?? 0);
+    return { session: { id: randomUUID(), script: name, position: request.prompt.split('</assistant>').length - 1 + digested }, resumed: false };
   }
   const known = request.sessionId ? readJson(path.join(dir, 'sessions', `${path.basename(request.sessionId)}.json`)) : undefined;
   if (known && request.fork) return { session: { ...known, id: randomUUID(), forkedFrom: known.id }, resumed: true };
@@ -373,7 +377,7 @@ async function main() {
     process.on('SIGTERM', () => undefined);
   }
   if (step.activity) emit({ type: 'activity', description: step.activity });
-  if (step.usage) emit({ type: 'usage', ...step.usage });
+  if (step.usage) emit({ type: 'usage', ...step.usage, ...(inputFromPrompt ? { input: Math.ceil((request.prompt.length + (request.systemPrompt ?? '').length) / 4) } : {}) });
   let served = 0;
   for (const call of step.calls ?? []) {
     if (call.sleepMs) await sleep(call.sleepMs);

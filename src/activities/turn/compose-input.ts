@@ -35,9 +35,9 @@ export async function composeInput(deps: Deps, req: TurnRun, fs: SandboxFs, reda
   }
 }
 
-/** `prompt` for a fresh session: after turn 1, with the run's conversation before this turn replayed. */
-export async function withHistory(deps: Deps, req: TurnRun, prompt: string): Promise<string> {
-  return req.turn > 1 ? formatReplay(await conversationBefore(deps, req.workflowId, req.turn), prompt) : prompt;
+/** `prompt` for a fresh session: after turn 1, with the run's conversation before this turn replayed (within `maxTokens`). */
+export async function withHistory(deps: Deps, req: TurnRun, prompt: string, maxTokens: number | undefined): Promise<string> {
+  return req.turn > 1 ? formatReplay(await conversationBefore(deps, req.workflowId, req.turn), prompt, maxTokens) : prompt;
 }
 
 /**
