@@ -13,7 +13,7 @@ import { benchGateway, gatewayLines, printGateway } from './gateway.js';
 import { benchHistory, printHistory } from './history.js';
 import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrchestration, quietRuntime } from './orchestration.js';
 import { machineDescription } from './proc.js';
-import { benchScale, printScale, saturation, scaleTable } from './scale.js';
+import { benchScale, floorTable, printScale, saturation, scaleTable } from './scale.js';
 import { benchWorkers, printWorkers, workersLines } from './workers.js';
 
 const usage = `npm run bench -- [PART ...] [OPTIONS]: the project's figures on a local Temporal dev server.
@@ -118,6 +118,10 @@ try {
       'worker cores: its CPU over the level\'s wall time; loop delay: the worker main thread\'s event-loop delay.',
       '',
       ...scaleTable(rows),
+      '',
+      'Beside the bare Temporal wrapper around the same harness (bench/floor/bare.ts, its own worker process, each level run just after the project\'s):',
+      '',
+      ...floorTable(rows),
       '',
       `- saturates at: ${saturation(rows)}`,
     ]);

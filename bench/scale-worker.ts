@@ -1,13 +1,14 @@
 /**
  * The worker under test for bench/scale.ts, in its own process so its CPU and memory are its own: the project's
- * worker (createWorker) on the given task queue. Talks to the bench over IPC: it reports `ready` with its
+ * worker (createWorker) on the given task queue, or with `bare` the bare Temporal wrapper (bench/floor/bare.ts). Talks to the bench over IPC: it reports `ready` with its
  * pids, answers `stats` with the main thread's event-loop delay since the last `stats`, and stops on `stop` or
  * when the bench goes away.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { loadCatalog } from '../src/catalog/index.js';
 import { createWorker } from '../src/worker.js';
+import { createBareActivities } from './floor/bare.js';
 
 /** Sent by the bench as the first message. */
 export interface ScaleWorkerConfig {
@@ -16,6 +17,8 @@ export interface ScaleWorkerConfig {
   readonly catalogFile: string;
   readonly dataDir: string;
   readonly bundlePath: string;
+  /** The bare wrapper instead of the project's worker (`bundlePath` then holds bench/floor/workflows.ts). */
+  readonly bare?: boolean;
 }
 
 /** Event-loop delay of the worker's main thread, ms. */
@@ -36,13 +39,9 @@ async function main(config: ScaleWorkerConfig): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const connection = await NativeConnection.connect({ address: config.address });
   const catalog = loadCatalog(config.catalogFile);
-  const { worker, deps } = await createWorker({
-    connection,
-    taskQueue: config.taskQueue,
-    catalog: () => catalog,
-    dataDir: config.dataDir,
-    workflowBundle: { codePath: config.bundlePath },
-  });
+  const { worker, deps } = config.bare
+    ? { worker: await Worker.create({ connection, taskQueue: config.taskQueue, workflowBundle: { codePath: config.bundlePath }, activities: createBareActivities() }), deps: undefined }
+    : await createWorker({ connection, taskQueue: config.taskQueue, catalog: () => catalog, dataDir: config.dataDir, workflowBundle: { codePath: config.bundlePath } });
   const loop = monitorEventLoopDelay({ resolution: 5 });
   loop.enable();
   const running = worker.run();
@@ -59,7 +58,7 @@ async function main(config: ScaleWorkerConfig): Promise<void> {
     await running;
   } finally {
     loop.disable();
-    await deps.ledger.close();
+    await deps?.ledger.close();
     await connection.close();
   }
 }

@@ -18,9 +18,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
-import { startAgentRun, type AgentRunHandle } from '../src/client/index.js';
+import { startAgentRun } from '../src/client/index.js';
 import { workflowsPath } from '../src/worker.js';
 import { cpuSeconds, rssMb } from './proc.js';
 import type { LoopDelay, ScaleWorkerConfig, ScaleWorkerMessage } from './scale-worker.js';
@@ -71,9 +71,18 @@ export interface ScaleRow {
   readonly serverCores?: number;
   /** Share of all the machine's CPU time that was busy during the level. */
   readonly machineBusy: number;
+  /** The same level through the bare Temporal wrapper around the same harness (bench/floor/bare.ts), just after. */
+  readonly bare?: ScaleRow;
 }
 
 const harnessPath = path.join(import.meta.dirname, 'harness', 'sleep-harness.sh');
+
+/** What a bare-wrapper level runs: the same harness, spawned by bench/floor/bare.ts in a workspace under `root`. */
+interface BareHarness {
+  readonly harness: { readonly executable: string; readonly args: readonly string[]; readonly model: string };
+  readonly root: string;
+  readonly maxTurns: number;
+}
 const tsxImport = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 
 function scaleCatalog(turnSeconds: number, turns: number): unknown {
@@ -116,8 +125,8 @@ function machineTicks(): { busy: number; total: number } {
 }
 
 /** Turn results, the first turn's start, each turn's wait from scheduled to started, from one run's history. */
-async function turnTimes(handle: AgentRunHandle): Promise<{ firstStartMs: number; completedMs: number[]; dispatchMs: number[] }> {
-  const t = turnTimeline((await handle.handle.fetchHistory()).events ?? []);
+async function turnTimes(handle: WorkflowHandle, turnActivity: string): Promise<{ firstStartMs: number; completedMs: number[]; dispatchMs: number[] }> {
+  const t = turnTimeline((await handle.fetchHistory()).events ?? [], turnActivity);
   return { firstStartMs: t.startedMs[0] ?? Number.NaN, completedMs: t.completedMs, dispatchMs: t.dispatchMs };
 }
 
@@ -183,7 +192,7 @@ function cpuNow(pids: { worker: number; server?: number }) {
 async function runLevel(
   client: Client,
   worker: WorkerUnderTest,
-  opts: { runs: number; turnSeconds: number; taskQueue: string; timeoutMs: number; serverPid?: number },
+  opts: { runs: number; turnSeconds: number; taskQueue: string; timeoutMs: number; serverPid?: number; bare?: BareHarness },
 ): Promise<ScaleRow> {
   const { runs, turnSeconds } = opts;
   await worker.stats(); // resets the loop-delay histogram
@@ -194,11 +203,17 @@ async function runLevel(
   const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMb(pids.worker) ?? 0)), 250);
   const t0 = Date.now();
   const prefix = `scale-${runs}-${t0.toString(36)}`;
+  const bare = opts.bare;
   const started = await Promise.all(
     Array.from({ length: runs }, async (_, i) => {
       const at = Date.now();
-      const run = await startAgentRun(client, { agent: 'sleep', task: 'sleep', identity: { tenantId: 'bench', userId: 'bench' }, taskQueue: opts.taskQueue, workflowId: `${prefix}-${i}` });
-      return { run, at };
+      const workflowId = `${prefix}${bare ? '-bare' : ''}-${i}`;
+      if (bare) {
+        const handle = await client.workflow.start('bareRun', { taskQueue: opts.taskQueue, workflowId, args: [{ ...bare.harness, workspace: path.join(bare.root, workflowId), task: 'sleep', maxTurns: bare.maxTurns }] });
+        return { run: { handle, result: async () => ({ ...((await handle.result()) as object), status: 'succeeded' as const, reason: undefined }) }, at };
+      }
+      const run = await startAgentRun(client, { agent: 'sleep', task: 'sleep', identity: { tenantId: 'bench', userId: 'bench' }, taskQueue: opts.taskQueue, workflowId });
+      return { run: { handle: run.handle, result: () => run.result() }, at };
     }),
   );
   let timer: NodeJS.Timeout | undefined;
@@ -207,7 +222,7 @@ async function runLevel(
   const all = Promise.all(
     started.map(async ({ run }, i) => {
       const result = await run.result();
-      if (result.status !== 'succeeded') throw new Error(`scale run ${run.workflowId} ended ${result.status}: ${result.reason}`);
+      if (result.status !== 'succeeded') throw new Error(`scale run ${run.handle.workflowId} ended ${result.status}: ${result.reason}`);
       finished.add(i);
     }),
   );
@@ -231,7 +246,7 @@ async function runLevel(
   const perTurn = (cpuS: number) => (cpuS * 1000) / Math.max(1, turnsDone);
   const done = started.filter((_, i) => finished.has(i));
   for (let i = 0; i < done.length; i += 20) {
-    const batch = await Promise.all(done.slice(i, i + 20).map(async ({ run, at }) => ({ at, times: await turnTimes(run) })));
+    const batch = await Promise.all(done.slice(i, i + 20).map(async ({ run, at }) => ({ at, times: await turnTimes(run.handle, bare ? 'bareTurn' : 'runTurn') })));
     for (const { at, times } of batch) {
       startLatencies.push(times.firstStartMs - at);
       turnsDone += times.completedMs.length;
@@ -279,17 +294,29 @@ export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
   const client = new Client({ connection });
   const taskQueue = `scale-${path.basename(dataDir)}`;
   const worker = await startWorkerProcess({ address: opts.temporalAddress, taskQueue, catalogFile, dataDir: path.join(dataDir, 'worker'), bundlePath }, opts.cpuProfileDir);
+  // The floor: the bare wrapper around the same harness, in a worker process of its own on its own queue.
+  const bareBundle = path.join(dataDir, 'bare-bundle.js');
+  writeFileSync(bareBundle, (await bundleWorkflowCode({ workflowsPath: path.join(import.meta.dirname, 'floor', 'workflows.ts'), logger: new DefaultLogger('ERROR') })).code);
+  const bareQueue = `${taskQueue}-bare`;
+  const bareWorker = await startWorkerProcess({ address: opts.temporalAddress, taskQueue: bareQueue, catalogFile, dataDir: path.join(dataDir, 'bare'), bundlePath: bareBundle, bare: true });
+  const bare: BareHarness = { harness: { executable: '/bin/sh', args: [harnessPath, String(turnSeconds), String(turns)], model: 'sleep-1' }, root: path.join(dataDir, 'bare-workspaces'), maxTurns: turns + 2 };
+  const settle = () => new Promise((r) => setTimeout(r, 1000)); // the last turns' processes and ledger writes
   const rows: ScaleRow[] = [];
   try {
-    // A small warm-up level (module loading, SQLite statements, the workflow cache), not reported.
+    // A small warm-up level of each (module loading, SQLite statements, the workflow cache), not reported.
     await runLevel(client, worker, { runs: 2, turnSeconds, taskQueue, timeoutMs: 60_000 });
+    await runLevel(client, bareWorker, { runs: 2, turnSeconds, taskQueue: bareQueue, timeoutMs: 60_000, bare });
     for (const runs of levels) {
-      const row = await runLevel(client, worker, { runs, turnSeconds, taskQueue, timeoutMs: opts.levelTimeoutMs ?? 120_000 + runs * 500, serverPid: opts.serverPid });
-      rows.push(row);
+      const timeoutMs = opts.levelTimeoutMs ?? 120_000 + runs * 500;
+      const row = await runLevel(client, worker, { runs, turnSeconds, taskQueue, timeoutMs, serverPid: opts.serverPid });
+      await settle();
+      const floor = await runLevel(client, bareWorker, { runs, turnSeconds, taskQueue: bareQueue, timeoutMs, serverPid: opts.serverPid, bare });
+      rows.push({ ...row, bare: floor });
       if (row.timedOut) break; // a level that did not finish ends the curve
-      await new Promise((r) => setTimeout(r, 1000)); // let the last turns' processes and ledger writes settle
+      await settle();
     }
   } finally {
+    await bareWorker.stop();
     await worker.stop();
     await connection.close();
     rmSync(dataDir, { recursive: true, force: true });
@@ -342,9 +369,30 @@ export function scaleTable(rows: readonly ScaleRow[]): string[] {
   return lines;
 }
 
+/** Each level beside the bare wrapper's: all CPU per turn and the turn overhead, as ratios (issue 22's targets). */
+export function floorTable(rows: readonly ScaleRow[]): string[] {
+  const all = (r: ScaleRow) => r.cpuMsPerTurn.worker + (r.cpuMsPerTurn.server ?? 0) + r.cpuMsPerTurn.harness;
+  const lines = [
+    '| runs | all CPU ms per turn: project / bare wrapper (×) | worker / server / harness, bare wrapper | turn overhead p50: project / bare (ms) | p99: project / bare (ms, ×) |',
+    '| ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const r of rows) {
+    const b = r.bare;
+    if (!b) continue;
+    const c = b.cpuMsPerTurn;
+    lines.push(
+      `| ${r.runs} | ${all(r).toFixed(1)} / ${all(b).toFixed(1)} (×${(all(r) / all(b)).toFixed(2)}) | ${c.worker.toFixed(1)} / ${c.server?.toFixed(1) ?? '–'} / ${c.harness.toFixed(1)} | ` +
+        `${fmt(r.turnOverheadMs.p50)} / ${fmt(b.turnOverheadMs.p50)} | ${fmt(r.turnOverheadMs.p99)} / ${fmt(b.turnOverheadMs.p99)} (×${(r.turnOverheadMs.p99 / Math.max(1, b.turnOverheadMs.p99)).toFixed(2)}) |`,
+    );
+  }
+  return lines;
+}
+
 export function printScale(rows: readonly ScaleRow[], turns: number, turnSeconds: number): void {
   console.log(`\nscale: one worker, concurrent runs of ${turns} turns of ${turnSeconds} s (shell harness):`);
   for (const line of scaleTable(rows)) console.log(`  ${line}`);
+  console.log('  beside the bare Temporal wrapper around the same harness (its own worker process, the same level just after; targets: CPU ≤ ×1.25, p99 at 50 runs ≤ ×1.5):');
+  for (const line of floorTable(rows)) console.log(`  ${line}`);
   console.log(`  saturates at: ${saturation(rows, turnSeconds)}`);
 }
 
