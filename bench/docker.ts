@@ -28,6 +28,10 @@ export interface BenchDockerOptions {
 export interface BenchDockerResult {
   readonly createStartMs: number;
   readonly execMs: number;
+  /** The turn's end: leftovers checked (and swept when any are found), as `runTurn` does after every turn. */
+  readonly turnEndMs: number;
+  /** A bare `docker exec` of the same program straight through the engine API, in the same container. */
+  readonly bareExecMs: number;
   readonly teardownMs: number;
 }
 
@@ -41,6 +45,8 @@ export async function benchDocker(opts: BenchDockerOptions = {}): Promise<BenchD
   const tag = randomBytes(3).toString('hex');
   const createStart: number[] = [];
   const exec: number[] = [];
+  const turnEnd: number[] = [];
+  const bareExec: number[] = [];
   const teardown: number[] = [];
   try {
     for (let i = 0; i < iterations; i++) {
@@ -62,6 +68,18 @@ export async function benchDocker(opts: BenchDockerOptions = {}): Promise<BenchD
       const exit = await proc.exit;
       exec.push(performance.now() - t);
       if (exit.code !== 0) throw new Error(`bench exec exited ${JSON.stringify(exit)}: ${proc.stderrTail()}`);
+      t = performance.now();
+      await handle.killLeftovers();
+      turnEnd.push(performance.now() - t);
+      t = performance.now();
+      const bare = await docker.getContainer(handle.container).exec({ Cmd: ['true'], User: '1000:1000', AttachStdout: true, AttachStderr: true });
+      const stream = await bare.start({});
+      await new Promise<void>((resolve) => {
+        stream.on('end', resolve);
+        stream.on('close', resolve);
+        stream.resume();
+      });
+      bareExec.push(performance.now() - t);
       await handle.release();
       t = performance.now();
       await provider.end(ref);
@@ -71,13 +89,14 @@ export async function benchDocker(opts: BenchDockerOptions = {}): Promise<BenchD
     await rm(root, { recursive: true, force: true });
   }
   const tenth = (v: number) => Math.round(v * 10) / 10;
-  return { createStartMs: tenth(median(createStart)), execMs: tenth(median(exec)), teardownMs: tenth(median(teardown)) };
+  return { createStartMs: tenth(median(createStart)), execMs: tenth(median(exec)), turnEndMs: tenth(median(turnEnd)), bareExecMs: tenth(median(bareExec)), teardownMs: tenth(median(teardown)) };
 }
 
 export function printDocker(result: BenchDockerResult, iterations: number): void {
   console.log(`docker sandbox, median of ${iterations}:`);
   console.log(`  container create+start  ${result.createStartMs} ms`);
-  console.log(`  exec overhead per turn  ${result.execMs} ms`);
+  console.log(`  exec overhead per turn  ${result.execMs} ms, turn end (leftover check) ${result.turnEndMs} ms; a bare docker exec ${result.bareExecMs} ms`);
+  console.log(`  per turn over a bare docker exec: ${(result.execMs + result.turnEndMs - result.bareExecMs).toFixed(1)} ms (issue 22's target ≤ 20 ms)`);
   console.log(`  teardown (kill+remove)  ${result.teardownMs} ms`);
 }
 

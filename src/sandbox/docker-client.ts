@@ -219,6 +219,27 @@ export class DockerClient {
     };
   }
 
+  /**
+   * The container's processes (host pids) with their real, effective and saved uids, from the engine's `top` (a `ps`
+   * the engine runs on its host: no exec in the container). Undefined when the engine cannot say (no `ps` there, an
+   * odd answer): the caller then assumes the worst.
+   */
+  async processes(container: string): Promise<{ pid: number; uids: number[] }[] | undefined> {
+    let top: { Titles?: string[]; Processes?: string[][] };
+    try {
+      top = (await this.docker.getContainer(container).top({ ps_args: '-eo pid,ruid,euid,suid' })) as typeof top;
+    } catch (error) {
+      if (isNotFound(error) || isConflict(error)) throw new SandboxContainerGone(container, engineMessage(error), { cause: error });
+      return undefined;
+    }
+    const titles = (top.Titles ?? []).map((t) => t.trim().toUpperCase());
+    const at = ['PID', 'RUID', 'EUID', 'SUID'].map((t) => titles.indexOf(t));
+    if (at.some((i) => i < 0) || !Array.isArray(top.Processes)) return undefined;
+    const rows: number[][] = top.Processes.map((row) => at.map((i) => Number(row[i])));
+    if (rows.some((row) => row.some((n) => !Number.isInteger(n)))) return undefined;
+    return rows.map(([pid, ...uids]) => ({ pid: pid!, uids }));
+  }
+
   /** Splits a multiplexed exec stream into stdout and stderr streams that end with it. */
   demux(stream: Duplex): { stdout: PassThrough; stderr: PassThrough } {
     const stdout = new PassThrough();

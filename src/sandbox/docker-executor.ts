@@ -4,7 +4,8 @@
  * exec a session leader) on a side channel the harness cannot write before it — the first line of stderr,
  * printed by the wrapper before it becomes the program — and `kill()` signals that group from a second exec.
  * Nothing is read back from the workspace. Descendants that leave the group (setsid, double fork) are ended by
- * `killLeftovers()`: every process of the sandbox user in the container's PID namespace is killed.
+ * `killLeftovers()`: every process of the sandbox user in the container's PID namespace is killed (an exec that
+ * sweeps), unless the engine's process list shows none left but the worker's own file helper.
  */
 import { constants } from 'node:os';
 import type { Duplex } from 'node:stream';
@@ -71,6 +72,11 @@ export interface DockerExecutorOptions {
   readonly path: string;
   /** Grace between SIGTERM and SIGKILL when a request does not set one. */
   readonly killGraceMs?: number;
+  /**
+   * Host pids of the worker's own processes in the container that run as the sandbox user (its file helper): not
+   * leftovers of a turn. Anything else of the sandbox user found at a turn's end is, and the sweep runs.
+   */
+  readonly ownPids?: () => Promise<readonly number[]>;
 }
 
 /** Exit status of a process in a container. */
@@ -380,10 +386,24 @@ export class DockerExecutor implements SandboxExecutor {
    */
   async killLeftovers(): Promise<void> {
     try {
+      // One engine call instead of an exec when nothing of the turn is left (the common case): ~14 ms against ~54 ms.
+      if (await this.nothingLeft()) return;
       await this.options.client.run(this.options.container, ['/bin/sh', '-c', sweepScript], { user: this.options.user });
     } catch (error) {
       // A container that is gone has nothing left running.
       if (!(error instanceof SandboxContainerGone)) throw error;
     }
+  }
+
+  /**
+   * Whether no process of the sandbox user is left in the container but the worker's own: by real, effective or
+   * saved uid (what kill(-1) as that user reaches). An engine that cannot list them leaves the answer no.
+   */
+  private async nothingLeft(): Promise<boolean> {
+    const uid = Number(this.options.user.split(':')[0]);
+    const processes = await this.options.client.processes(this.options.container);
+    if (!processes || !Number.isInteger(uid)) return false;
+    const own = new Set(await (this.options.ownPids?.() ?? Promise.resolve([])));
+    return !processes.some((p) => p.uids.includes(uid) && !own.has(p.pid));
   }
 }

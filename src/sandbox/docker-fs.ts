@@ -68,6 +68,11 @@ class Channel {
     return this.started.stream;
   }
 
+  /** The helper's exec as the engine sees it (running or not, its host pid). */
+  inspect(): ReturnType<StartedExec['inspect']> {
+    return this.started.inspect();
+  }
+
   send(request: Record<string, unknown>): Promise<Reply> {
     if (this.dead) return Promise.reject(new HelperGone('the workspace helper had stopped'));
     const id = this.nextId++;
@@ -129,6 +134,17 @@ export class DockerFsHelper {
     );
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * The helper's host pid while it runs, so the turn-end check does not take it for a turn's leftover. Asked of the
+   * engine after the caller listed the container's processes: a helper still running then held that pid all along.
+   */
+  async ownPids(): Promise<number[]> {
+    const channel = await this.channel?.catch(() => undefined);
+    if (!channel || channel.dead) return [];
+    const info = await channel.inspect().catch(() => undefined);
+    return info?.Running === true && typeof info.Pid === 'number' && info.Pid > 1 ? [info.Pid] : [];
   }
 
   /** Stops the helper (its stdin closes and it exits). */

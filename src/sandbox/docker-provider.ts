@@ -268,6 +268,7 @@ export class DockerSandboxProvider implements SandboxProvider {
       home: path.posix.join(ref.workspacePath, '.home'),
       path: this.options.path ?? defaults.path,
       killGraceMs: this.options.killGraceMs,
+      ownPids: async () => (await this.fsHelpers.get(container)?.ownPids()) ?? [],
     });
     return {
       ref,

@@ -280,6 +280,24 @@ describe('DockerExecutor', () => {
     expect((await collect(handle.executor.exec({ argv: ['echo', 'still here'] }))).lines).toEqual(['still here']);
   });
 
+  it('killLeftovers() after a turn that left nothing runs no exec and keeps the file helper; a leftover beside the helper is still swept', async () => {
+    const execs = async () => new Set((await client.inspect(ref.id!))?.ExecIDs ?? []);
+    await handle.fs.writeFile('helper-up.txt', 'x'); // the file helper runs, as the sandbox user
+    const before = await execs();
+    await handle.killLeftovers();
+    expect([...(await execs())].filter((id) => !before.has(id))).toEqual([]);
+    // The helper survived: the next file operation needs no new exec either.
+    await handle.fs.writeFile('helper-still-up.txt', 'x');
+    expect([...(await execs())].filter((id) => !before.has(id))).toEqual([]);
+
+    const escaped = handle.executor.exec({ argv: ['sh', '-c', 'setsid sleep 1006 & echo up'] });
+    expect(await firstLine(escaped)).toBe('up');
+    await escaped.exit;
+    await handle.killLeftovers();
+    const after = await client.run(ref.id!, ['ps', '-o', 'pid,user,args']);
+    expect(after.stdout).not.toMatch(/sleep 1006/);
+  });
+
   it('files the container writes land in the host workspace, owned by the sandbox user', async () => {
     const { exit } = await collect(handle.executor.exec({ argv: ['sh', '-c', 'echo hi > out.txt'] }));
     expect(exit.code).toBe(0);
