@@ -8,11 +8,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, bundleWorkflowCode } from '@temporalio/worker';
 import { parseCatalog } from '../src/catalog/index.js';
 import { startAgentRun } from '../src/client/index.js';
-import { createWorker, workflowsPath } from '../src/worker.js';
+import { startBenchWorker } from './bench-worker.js';
 import { percentile } from './stats.js';
 
 /** A stdio-JSON harness that asks `count` permissions in a row and reports, per request, when it asked and was answered. */
@@ -60,14 +58,9 @@ export async function benchApprovals(opts: { temporalAddress: string; requests?:
     },
     'bench catalog',
   );
-  const nativeConnection = await NativeConnection.connect({ address: opts.temporalAddress });
-  const taskQueue = `bench-approvals-${path.basename(dataDir)}`;
-  const bundle = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
-  const { worker } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, workflowBundle: bundle, env: {}, decisions: 'trusted-network' });
-  const running = worker.run();
-  const connection = await Connection.connect({ address: opts.temporalAddress });
+  const { client, taskQueue, close } = await startBenchWorker({ temporalAddress: opts.temporalAddress, catalog, dataDir, prefix: 'bench-approvals' });
   try {
-    const run = await startAgentRun(new Client({ connection }), { agent: 'asking', task: 'ask', identity: { tenantId: 'bench', userId: 'bench' }, taskQueue, workflowId: `bench-approvals-${taskQueue}` });
+    const run = await startAgentRun(client, { agent: 'asking', task: 'ask', identity: { tenantId: 'bench', userId: 'bench' }, taskQueue, workflowId: `bench-approvals-${taskQueue}` });
     const seen = new Map<number, { seenAt: number; done: number }>();
     const result = run.result();
     let over = false;
@@ -98,10 +91,7 @@ export async function benchApprovals(opts: { temporalAddress: string; requests?:
     });
     return { requests: times.length, ...figures };
   } finally {
-    worker.shutdown();
-    await running;
-    await connection.close();
-    await nativeConnection.close();
+    await close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

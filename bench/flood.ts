@@ -8,12 +8,10 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { DefaultLogger, NativeConnection, bundleWorkflowCode } from '@temporalio/worker';
 import { parseCatalog } from '../src/catalog/index.js';
 import { startAgentRun, type AgentRunHandle } from '../src/client/index.js';
-import { createWorker, workflowsPath } from '../src/worker.js';
+import { startBenchWorker } from './bench-worker.js';
 import { median } from './stats.js';
 
 const { EventType } = proto.temporal.api.enums.v1;
@@ -80,14 +78,8 @@ export async function benchFlood(opts: { temporalAddress: string; only?: readonl
     },
     'bench catalog',
   );
-  const nativeConnection = await NativeConnection.connect({ address: opts.temporalAddress });
-  const taskQueue = `bench-flood-${path.basename(dataDir)}`;
-  const bundle = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
   // The flood at end of output is given up unsigned, as an operator in a trusted network would.
-  const { worker } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, workflowBundle: bundle, env: {}, decisions: 'trusted-network' });
-  const running = worker.run();
-  const connection = await Connection.connect({ address: opts.temporalAddress });
-  const client = new Client({ connection });
+  const { client, taskQueue, close } = await startBenchWorker({ temporalAddress: opts.temporalAddress, catalog, dataDir, prefix: 'bench-flood' });
   let n = 0;
   const start = (agent: string, script: string) => startAgentRun(client, { agent, task: `bench script:${script}`, identity, taskQueue, workflowId: `bench-flood-${taskQueue}-${n++}` });
   /** One neighbour run to its end: its turns' latencies. */
@@ -154,10 +146,7 @@ export async function benchFlood(opts: { temporalAddress: string; only?: readonl
       printFloodRow(rows.at(-1)!);
     }
   } finally {
-    worker.shutdown();
-    await running;
-    await nativeConnection.close();
-    await connection.close();
+    await close();
   }
   return rows;
 }

@@ -9,12 +9,10 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, bundleWorkflowCode } from '@temporalio/worker';
 import { parseCatalog } from '../src/catalog/index.js';
 import { startAgentRun } from '../src/client/index.js';
 import { historyFigures, type HistoryFigures } from '../test/support/history-figures.js';
-import { createWorker, workflowsPath } from '../src/worker.js';
+import { startBenchWorker } from './bench-worker.js';
 
 export interface HistoryBench extends HistoryFigures {
   readonly wallMs: number;
@@ -45,13 +43,7 @@ export async function benchHistory(opts: { temporalAddress: string; turns?: numb
     },
     'bench catalog',
   );
-  const nativeConnection = await NativeConnection.connect({ address: opts.temporalAddress });
-  const taskQueue = `bench-history-${path.basename(dataDir)}`;
-  const bundle = opts.workflowBundlePath ? { codePath: opts.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
-  const { worker, deps } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, workflowBundle: bundle, env: {}, decisions: 'trusted-network' });
-  const running = worker.run();
-  const connection = await Connection.connect({ address: opts.temporalAddress });
-  const client = new Client({ connection });
+  const { client, taskQueue, deps, close } = await startBenchWorker({ temporalAddress: opts.temporalAddress, catalog, dataDir, prefix: 'bench-history', workflowBundlePath: opts.workflowBundlePath });
   try {
     const started = performance.now();
     const run = await startAgentRun(client, { agent: 'long', task: 'a long run script:long', identity: { tenantId: 'bench', userId: 'bench' }, taskQueue, workflowId: `bench-history-${taskQueue}` });
@@ -65,11 +57,7 @@ export async function benchHistory(opts: { temporalAddress: string; turns?: numb
     const inputAt = [10, 100, 200, turns - 1].filter((t) => t < turns).map((turn) => ({ turn, input: inputOf(turn) }));
     return { ...figures, wallMs, replayMaxTokens, inputAt, inputTotal: used.reduce((sum, r) => sum + (r.usage.input ?? 0), 0) };
   } finally {
-    worker.shutdown();
-    await running;
-    await nativeConnection.close();
-    await connection.close();
-    await deps.ledger.close();
+    await close();
   }
 }
 

@@ -6,7 +6,7 @@
  */
 import type { ApprovalLedger, ApprovalRecord } from '../ledger/types.js';
 import type { ApprovalBroker, PendingApproval, PermissionAnswer } from './types.js';
-import type { ApprovalWakeups } from './wakeups.js';
+import { ApprovalWakeups } from './wakeups.js';
 
 export interface LedgerApprovalBrokerOptions {
   readonly ledger: ApprovalLedger;
@@ -39,59 +39,42 @@ export function ledgerApprovalBroker(options: LedgerApprovalBrokerOptions): Appr
   const { ledger } = options;
   const pollMs = options.pollMs ?? 500;
   const now = options.now ?? Date.now;
+  // Without the worker's wake-ups, a set of its own that nobody notifies: every wait is then the poll.
+  const wakeups = options.wakeups ?? new ApprovalWakeups();
   return {
     async ask(request: PendingApproval, signal?: AbortSignal): Promise<PermissionAnswer> {
       const expiresAt = new Date(now() + request.timeoutMs).toISOString();
       // Subscribed before the row is first read: a decision written in between still wakes the wait.
-      const waiter = options.wakeups?.subscribe(request.workflowId, request.requestId);
+      const waiter = wakeups.subscribe(request.workflowId, request.requestId);
       try {
-        return await waitForAnswer(request, expiresAt, (ms) => (waiter ? waiter.wait(ms, signal) : sleep(ms, signal)));
+        const { record, created } = await ledger.requestApproval({ ...request, expiresAt });
+        if (created) await options.onPending?.(record);
+        let current: ApprovalRecord | undefined = record;
+        for (;;) {
+          if (!current) throw new Error(`approval ${request.requestId} of ${request.workflowId} disappeared from the ledger`);
+          const answer = answerOf(current);
+          if (answer) return answer;
+          const deadline = Date.parse(current.expiresAt ?? expiresAt);
+          if (now() >= deadline) {
+            const within = request.timeoutMs < 1000 ? `${request.timeoutMs} ms` : `${Math.round(request.timeoutMs / 1000)} s`;
+            current = await ledger.decideApproval(
+              request.workflowId,
+              request.requestId,
+              {
+                status: 'denied',
+                decidedBy: 'timeout',
+                message: `Nobody approved this within ${within}, so it was denied. Do not retry it; continue without it or explain in your envelope.`,
+              },
+              record.runId,
+            );
+            continue;
+          }
+          await waiter.wait(Math.min(pollMs, Math.max(1, deadline - now())), signal);
+          current = await ledger.getApproval(request.workflowId, request.requestId, record.runId);
+        }
       } finally {
-        waiter?.close();
+        waiter.close();
       }
     },
   };
-
-  async function waitForAnswer(request: PendingApproval, expiresAt: string, pause: (ms: number) => Promise<void>): Promise<PermissionAnswer> {
-    const { record, created } = await ledger.requestApproval({ ...request, expiresAt });
-    if (created) await options.onPending?.(record);
-    let current: ApprovalRecord | undefined = record;
-    for (;;) {
-      if (!current) throw new Error(`approval ${request.requestId} of ${request.workflowId} disappeared from the ledger`);
-      const answer = answerOf(current);
-      if (answer) return answer;
-      const deadline = Date.parse(current.expiresAt ?? expiresAt);
-      if (now() >= deadline) {
-        const within = request.timeoutMs < 1000 ? `${request.timeoutMs} ms` : `${Math.round(request.timeoutMs / 1000)} s`;
-        current = await ledger.decideApproval(
-          request.workflowId,
-          request.requestId,
-          {
-            status: 'denied',
-            decidedBy: 'timeout',
-            message: `Nobody approved this within ${within}, so it was denied. Do not retry it; continue without it or explain in your envelope.`,
-          },
-          record.runId,
-        );
-        continue;
-      }
-      await pause(Math.min(pollMs, Math.max(1, deadline - now())));
-      current = await ledger.getApproval(request.workflowId, request.requestId, record.runId);
-    }
-  }
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason ?? new Error('aborted'));
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason ?? new Error('aborted'));
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }

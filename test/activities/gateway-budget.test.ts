@@ -8,16 +8,10 @@
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createActivities } from '../../src/activities/index.js';
-import { parseCatalog } from '../../src/catalog/index.js';
-import { MemoryCredentialStore } from '../../src/credentials/index.js';
-import { defaultDeps } from '../../src/worker.js';
-import type { TurnRequest, TurnResult } from '../../src/workflows/types.js';
 import { anthropicMessages } from '../e2e/fake-vendor/anthropic-messages.js';
 import { startFakeVendor, type FakeVendor } from '../e2e/fake-vendor/server.js';
+import { openDoorSession } from '../support/door-session.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-gw-budget-'));
 chmodSync(dir, 0o711);
@@ -53,20 +47,10 @@ afterAll(async () => {
 
 describe('the gateway meters what the harness does not report', () => {
   it('a lying harness is stopped when the calls on the wire spend the budget: the next call is refused, the turn ends as a spent budget', { timeout: 60_000 }, async () => {
-    const catalog = parseCatalog(
-      {
-        harnesses: [{ name: 'liar', driverClass: 'StdioJson', executable: process.execPath, args: [liar], active: true, vendor: 'acme', model: 'claude-x', apiKeyEnv: 'DURABLE_HARNESS_API_KEY', baseUrl: vendor.url, prices: { input: 1, output: 1 } }],
-        agents: [{ name: 'liar-agent', harness: 'liar', sandbox: { provider: 'local', networkPolicy: 'vendor' }, credentials: [{ env: 'DURABLE_HARNESS_API_KEY', from: 'VENDOR_KEY' }], guardrails: { maxTokens: 2500 } }],
-      },
-      'test',
-    );
-    const deps = defaultDeps({ catalog: () => catalog, dataDir: path.join(dir, 'data'), env: { VENDOR_KEY: secret }, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network' });
-    const activities = createActivities(deps);
-    const policy = await activities.resolveAgent({ agent: 'liar-agent' });
-    const env = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId: 'gw-liar', runId: 'r' } }, { logger: new DefaultLogger('ERROR') });
-    const { sandbox } = (await env.run(activities.startSession, { workflowId: 'gw-liar', runId: 'r', specHash: policy.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<ReturnType<typeof activities.startSession>>;
+    const session = await openDoorSession({ dir, workflowId: 'gw-liar', script: liar, vendorUrl: vendor.url, secret, sandbox: { provider: 'local', networkPolicy: 'vendor' }, guardrails: { maxTokens: 2500 } });
+    const { deps, sandbox } = session;
     expect(sandbox.gateway).toBeDefined();
-    const result = (await env.run(activities.runTurn, { turn: 1, specHash: policy.specHash, sandbox, input: { kind: 'prompt', parts: ['go'] }, replay: false, envelopeSeq: 1, budget: { tokens: 2500 } } satisfies TurnRequest)) as TurnResult;
+    const result = await session.turn({ budget: { tokens: 2500 } });
 
     // 1,010 tokens a call on the wire: the third crosses 2,500, the fourth is refused at the door.
     expect(vendor.served).toHaveLength(3);
@@ -81,6 +65,6 @@ describe('the gateway meters what the harness does not report', () => {
     for (const r of vendor.requests) expect(r.headers['x-api-key']).toBe(secret);
     for (const r of vendor.requests) expect(r.rawBody).toMatch(/dh-run-[0-9a-f]+/);
     for (const r of vendor.requests) expect(r.rawBody).not.toContain(secret);
-    await env.run(activities.endSession, { workflowId: 'gw-liar', sandbox, releaseSandbox: true, status: 'stopped' as const, result: { workflowId: 'gw-liar', status: 'stopped', iterations: 1, usage: {}, costUsd: 0 } as never });
+    await session.end();
   });
 });

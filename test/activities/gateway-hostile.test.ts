@@ -8,16 +8,10 @@
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createActivities } from '../../src/activities/index.js';
-import { parseCatalog } from '../../src/catalog/index.js';
-import { MemoryCredentialStore } from '../../src/credentials/index.js';
-import { defaultDeps } from '../../src/worker.js';
-import type { TurnRequest, TurnResult } from '../../src/workflows/types.js';
 import { anthropicMessages } from '../e2e/fake-vendor/anthropic-messages.js';
 import { startFakeVendor, type FakeVendor } from '../e2e/fake-vendor/server.js';
+import { openDoorSession } from '../support/door-session.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'dh-gw-hostile-'));
 chmodSync(dir, 0o711);
@@ -66,32 +60,21 @@ afterAll(async () => {
 
 describe('a hostile harness at its door (local sandbox, policy allowlist)', () => {
   it('CONNECT off the allowlist, a disallowed method, another host, a foreign Host header and a pipelined second request are refused and recorded', { timeout: 60_000 }, async () => {
-    const catalog = parseCatalog(
-      {
-        harnesses: [{ name: 'probe', driverClass: 'StdioJson', executable: process.execPath, args: [probe], active: true, vendor: 'acme', model: 'claude-x', apiKeyEnv: 'DURABLE_HARNESS_API_KEY', baseUrl: vendor.url, prices: { input: 1, output: 1 } }],
-        agents: [
-          {
-            name: 'probe-agent',
-            harness: 'probe',
-            sandbox: { provider: 'local', networkPolicy: 'allowlist', allowlist: [{ host: 'mirror.test', port: 80, methods: ['GET', 'HEAD'] }] },
-            credentials: [{ env: 'DURABLE_HARNESS_API_KEY', from: 'VENDOR_KEY' }],
-          },
-        ],
-      },
-      'test',
-    );
-    const deps = defaultDeps({ catalog: () => catalog, dataDir: path.join(dir, 'data'), env: { VENDOR_KEY: secret }, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network' });
-    const activities = createActivities(deps);
-    const policy = await activities.resolveAgent({ agent: 'probe-agent' });
-    const env = new MockActivityEnvironment({ attempt: 1, workflowExecution: { workflowId: 'gw-hostile', runId: 'r' } }, { logger: new DefaultLogger('ERROR') });
-    const { sandbox } = (await env.run(activities.startSession, { workflowId: 'gw-hostile', runId: 'r', specHash: policy.specHash, identity: { tenantId: 't', userId: 'u' }, task: 'x' })) as Awaited<ReturnType<typeof activities.startSession>>;
+    const session = await openDoorSession({
+      dir,
+      workflowId: 'gw-hostile',
+      script: probe,
+      vendorUrl: vendor.url,
+      secret,
+      sandbox: { provider: 'local', networkPolicy: 'allowlist', allowlist: [{ host: 'mirror.test', port: 80, methods: ['GET', 'HEAD'] }] },
+    });
     try {
-      const result = (await env.run(activities.runTurn, { turn: 1, specHash: policy.specHash, sandbox, input: { kind: 'prompt', parts: ['go'] }, replay: false, envelopeSeq: 1 } satisfies TurnRequest)) as TurnResult;
+      const result = await session.turn();
       expect(result.step.ok).toBe(true);
       const seen = JSON.parse((result.step as { view: { result: string } }).view.result) as Record<string, string>;
       expect(seen).toEqual({ connect: '403', method: '403', absolute: '403', hostHeader: '403', pipelined: '200+403' });
 
-      const refused = await deps.ledger.listNetwork('gw-hostile', { refusedOnly: true });
+      const refused = await session.deps.ledger.listNetwork('gw-hostile', { refusedOnly: true });
       expect(refused.map((r) => [r.record.kind, r.record.destination, r.record.rule])).toEqual([
         ['connect', 'evil.example:443', 'refused:not-allowlisted'],
         ['http', 'mirror.test:80', 'refused:method'],
@@ -104,7 +87,7 @@ describe('a hostile harness at its door (local sandbox, policy allowlist)', () =
       expect(vendor.requests).toHaveLength(1);
       expect(vendor.requests[0]!.headers['x-api-key']).toBe(secret);
     } finally {
-      await env.run(activities.endSession, { workflowId: 'gw-hostile', sandbox, releaseSandbox: true, status: 'stopped' as const, result: { workflowId: 'gw-hostile', status: 'stopped', iterations: 1, usage: {}, costUsd: 0 } as never });
+      await session.end();
     }
   });
 });
