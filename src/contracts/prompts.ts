@@ -54,13 +54,14 @@ export function formatReplay(conversation: readonly ConversationEntry[], next: s
   const full = [head, '', ...verbatim(conversation), ...tail].join('\n');
   if (replayTokens(full) <= maxTokens) return full;
 
-  // Over the budget: the first turn (the task) and the newest whole turns that fit stay verbatim; the turns between
-  // them become one digest line each (what the turn was given, what it replied), itself held to a quarter of the budget.
+  // Over the budget: the task and the newest whole turns that fit stay verbatim; the reply to the task and the turns
+  // between become one digest line each (what the turn was given, what it replied), held to a quarter of the budget.
+  // Only the task is kept whatever its size: a harness's own reply, however large, is never replayed for ever.
   const turns: ConversationEntry[][] = [];
   for (let i = 0; i < conversation.length; i += 2) turns.push(conversation.slice(i, i + 2));
-  const first = verbatim(turns[0] ?? []);
+  const task = verbatim(turns[0]?.slice(0, 1) ?? []);
   const digestBudget = Math.floor(maxTokens / 4);
-  let left = maxTokens - digestBudget - replayTokens([head, '', ...first, ...tail].join('\n'));
+  let left = maxTokens - digestBudget - replayTokens([head, '', ...task, ...tail].join('\n'));
   let kept = turns.length;
   while (kept > 1) {
     const cost = replayTokens(verbatim(turns[kept - 1]!).join('\n')) + 1;
@@ -68,17 +69,17 @@ export function formatReplay(conversation: readonly ConversationEntry[], next: s
     left -= cost;
     kept -= 1;
   }
-  const digested = turns.slice(1, kept);
-  const lines = digested.map((turn, i) => `- turn ${i + 2}: given "${gist(turn[0]?.text ?? '')}"; replied ${replyGist(turn[1]?.text ?? '')}`);
-  // The newest digest lines that fit its quarter; the older ones (lines[i] is turn i + 2) are named as omitted.
+  // lines[i] is turn i + 1 (turn 1: its reply only, its task is above).
+  const lines = turns.slice(0, kept).map((turn, i) => `- turn ${i + 1}: ${i === 0 ? '' : `given "${gist(turn[0]?.text ?? '')}"; `}replied ${replyGist(turn[1]?.text ?? '')}`);
+  // The newest digest lines that fit its quarter; the older ones are named as omitted.
   let start = lines.length;
   for (let used = 0; start > 0 && used + replayTokens(lines[start - 1]!) + 1 <= digestBudget; start -= 1) used += replayTokens(lines[start - 1]!) + 1;
   const digest = [
-    `Turns 2 to ${kept} (${digested.length} turns) are summarised below, not verbatim, to keep this replay under ${maxTokens} tokens:`,
-    ...(start > 0 ? [`- turns 2 to ${start + 1}: omitted`] : []),
+    `The reply to the task${kept > 1 ? ` and turns 2 to ${kept}` : ''} (${kept} turn${kept === 1 ? '' : 's'}) are summarised below, not verbatim, to keep this replay under ${maxTokens} tokens:`,
+    ...(start > 0 ? [`- turns 1 to ${start}: omitted`] : []),
     ...lines.slice(start),
   ];
-  return [head, '', ...first, '', ...digest, '', ...verbatim(turns.slice(kept).flat()), ...tail].join('\n');
+  return [head, '', ...task, '', ...digest, '', ...verbatim(turns.slice(kept).flat()), ...tail].join('\n');
 }
 
 /** The replay budget's default, in tokens: well under common context sizes. */
@@ -99,8 +100,10 @@ function gist(text: string, chars = 120): string {
 function replyGist(text: string): string {
   const step = /"step"\s*:\s*"([\w-]+)"/.exec(text)?.[1];
   if (!step) return `"${gist(text)}"`;
-  const names = [...text.matchAll(/"name"\s*:\s*"([\w.-]+)"/g)].map((m) => m[1]);
-  return names.length > 0 ? `step ${step} (${[...new Set(names)].join(', ')})` : `step ${step}`;
+  // At most a few names, each short: a reply that names thousands of actions still makes one short line.
+  const names = [...new Set([...text.matchAll(/"name"\s*:\s*"([\w.-]{1,64})"/g)].map((m) => m[1]))];
+  const shown = names.length > 8 ? [...names.slice(0, 8), `… ${names.length - 8} more`] : names;
+  return names.length > 0 ? `step ${step} (${shown.join(', ')})` : `step ${step}`;
 }
 
 /** What the harness is told when its reply is over the size cap. */

@@ -33,13 +33,13 @@ describe('formatReplay', () => {
     const text = formatReplay(conversation(300), 'next', budget);
     expect(text).toContain('The task: tidy the repository.');
     const verbatim = text.split('</assistant>').length - 1;
-    const digested = Number(/Turns 2 to (\d+) \((\d+) turns\) are summarised below, not verbatim, to keep this replay under 4000 tokens:/.exec(text)?.[2]);
+    const digested = Number(/The reply to the task and turns 2 to (\d+) \((\d+) turns\) are summarised below, not verbatim, to keep this replay under 4000 tokens:/.exec(text)?.[2]);
     // Every earlier turn is accounted for: verbatim or digested, none twice.
     expect(verbatim + digested).toBe(300);
     // The newest turn is verbatim, the one digested last just before the verbatim ones.
     expect(text).toContain(`${'x'.repeat(200)} 300"`);
-    expect(text).toContain(`- turn ${300 - verbatim + 1}: given "Results of the actions you asked for: 1. echo: ok "turn ${300 - verbatim}""; replied step actions (echo)`);
-    expect(text).toMatch(/- turns 2 to \d+: omitted/);
+    expect(text).toContain(`- turn ${300 - verbatim}: given "Results of the actions you asked for: 1. echo: ok "turn ${299 - verbatim}""; replied step actions (echo)`);
+    expect(text).toMatch(/- turns 1 to \d+: omitted/);
   });
 
   it('a reply without an envelope is digested by its opening; a task larger than the budget is still kept whole', () => {
@@ -53,8 +53,22 @@ describe('formatReplay', () => {
     ];
     const text = formatReplay(entries, 'next', 1_000);
     expect(text).toContain('t'.repeat(20_000));
+    expect(text).toContain('- turn 1: replied "I could not decide."');
     expect(text).toContain('- turn 2: given "Your last reply was not a valid envelope."; replied "Thinking it over again and again."');
     expect(text).toContain('- turn 3: given "Try again."; replied step success');
+  });
+
+  it('a hostile harness cannot make the replay grow: a huge first reply is digested, a reply naming thousands of actions makes one short line', () => {
+    const entries: ConversationEntry[] = [
+      { role: 'user', text: 'The task.' },
+      { role: 'assistant', text: `{"step":"actions","actions":[${Array.from({ length: 5_000 }, (_, i) => `{"name":"act${i}"}`).join(',')}]} ${'z'.repeat(2_000_000)}` },
+      ...conversation(3).slice(2),
+    ];
+    const text = formatReplay(entries, 'next', 4_000);
+    expect(replayTokens(text)).toBeLessThanOrEqual(4_000);
+    expect(text).toContain('The task.');
+    expect(text).not.toContain('zzzz');
+    expect(text).toContain('- turn 1: replied step actions (act0, act1, act2, act3, act4, act5, act6, act7, … 4992 more)');
   });
 
   it('the default budget is well under common context sizes', () => {

@@ -243,7 +243,7 @@ function openSession(dir, request) {
     const name = /script:([A-Za-z0-9_.-]+)/.exec(request.prompt)?.[1];
     if (!name) return { error: 'no script:NAME in the prompt (a stateless harness needs the conversation replayed)' };
     // Turns before this one: the replayed replies, plus the turns a bounded replay summarised instead.
-    const digested = Number(/\((\d+) turns\) are summarised below/.exec(request.prompt)?.[1] ?? 0);
+    const digested = Number(/\((\d+) turns?\) are summarised below/.exec(request.prompt)?.[1] ?? 0);
     return { session: { id: randomUUID(), script: name, position: request.prompt.split('</assistant>').length - 1 + digested }, resumed: false };
   }
   const known = request.sessionId ? readJson(path.join(dir, 'sessions', `${path.basename(request.sessionId)}.json`)) : undefined;
