@@ -31,6 +31,21 @@ describe('approval wake-ups', () => {
     expect(performance.now() - decided).toBeLessThan(1_000);
   });
 
+  it('a wake-up decides nothing: without a decision in the ledger the ask keeps waiting', async () => {
+    const wakeups = new ApprovalWakeups();
+    const broker = ledgerApprovalBroker({ ledger, pollMs: 60_000, wakeups });
+    let settled = false;
+    const asked = broker.ask(request('r0')).finally(() => (settled = true));
+    await pending('r0');
+    for (let i = 0; i < 20; i++) wakeups.notify('wf', 'r0');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(settled).toBe(false);
+    expect((await ledger.getApproval('wf', 'r0'))?.status).toBe('pending');
+    await decidePendingApproval(ledger, 'wf', 'r0', { allow: false, by: 'operator:dana' });
+    wakeups.notify('wf', 'r0');
+    await expect(asked).resolves.toMatchObject({ decision: 'deny', decidedBy: 'operator:dana' });
+  });
+
   it('a wake-up that comes before the wait is kept: the next wait returns at once', async () => {
     const wakeups = new ApprovalWakeups();
     const waiter = wakeups.subscribe('wf', 'r2');
