@@ -298,6 +298,17 @@ describe('DockerExecutor', () => {
     expect(after.stdout).not.toMatch(/sleep 1006/);
   });
 
+  it('a turn that kills the file helper and leaves a process behind is swept; the helper comes back for the next file operation', async () => {
+    await handle.fs.writeFile('helper-up.txt', 'x');
+    const turn = handle.executor.exec({ argv: ['sh', '-c', 'pkill -KILL -x node; setsid sleep 1007 & echo up'] });
+    expect(await firstLine(turn)).toBe('up');
+    await turn.exit;
+    await handle.killLeftovers();
+    expect((await client.run(ref.id!, ['ps', '-o', 'pid,user,args'])).stdout).not.toMatch(/sleep 1007/);
+    await handle.fs.writeFile('helper-back.txt', 'y');
+    expect(await readFile(path.join(ref.hostWorkspacePath, 'helper-back.txt'), 'utf8')).toBe('y');
+  });
+
   it('files the container writes land in the host workspace, owned by the sandbox user', async () => {
     const { exit } = await collect(handle.executor.exec({ argv: ['sh', '-c', 'echo hi > out.txt'] }));
     expect(exit.code).toBe(0);
