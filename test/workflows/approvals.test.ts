@@ -44,7 +44,11 @@ describe('pending approvals', () => {
     const task = book.write('approve-one', [{ permissions: [touch('approved.txt')], ...ok('after the approval') }]);
     const run = await w.start({ agent: 'guarded', task, workflowId: testWorkflowId('approve-one') });
     const pending = await pendingOf(run);
-    expect(pending).toMatchObject({ turn: 1, tool: 'Bash', kind: 'command', title: 'touch approved.txt', timeoutMs: 120_000 });
+    expect(pending).toMatchObject({ turn: 1, tool: 'Bash', kind: 'command', title: 'touch approved.txt' });
+    // The view's timeout is the row's expires_at − requested_at: the ledger stamps requested_at itself, a moment (a
+    // millisecond, more on another host's clock) after the turn computed expires_at from the agent's 120 s.
+    expect(pending.timeoutMs).toBeGreaterThan(119_000);
+    expect(pending.timeoutMs).toBeLessThanOrEqual(120_000);
     expect(pending.requestId).toMatch(/^t1-[0-9a-f]{10}$/);
     expect(Math.abs(Date.parse(pending.since) - Date.now())).toBeLessThan(60_000);
     await expect.poll(() => attribute(run), { timeout: 10_000, interval: 100 }).toBe(1);
