@@ -41,7 +41,9 @@ const details = async (run: AgentRunHandle) => (await run.handle.query<{ current
 
 describe('pending approvals', () => {
   it('are shown in status, details and a search attribute; approve runs the command; a second decision is refused', async () => {
-    const task = book.write('approve-one', [{ permissions: [touch('approved.txt')], ...ok('after the approval') }]);
+    // The approved command takes a second, so the run is still there for the second decision: an approval now reaches
+    // the harness at once, and a run that ended aborts any update still on its way.
+    const task = book.write('approve-one', [{ permissions: [{ ...touch('approved.txt'), input: { command: 'touch approved.txt; sleep 1' } }], ...ok('after the approval') }]);
     const run = await w.start({ agent: 'guarded', task, workflowId: testWorkflowId('approve-one') });
     const pending = await pendingOf(run);
     expect(pending).toMatchObject({ turn: 1, tool: 'Bash', kind: 'command', title: 'touch approved.txt' });
