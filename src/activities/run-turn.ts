@@ -56,7 +56,7 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
   const driver = findDriver(deps.adapters, spec.harness.driverClass);
   const door = await mapped(() => deps.gateways.open({ ref: req.sandbox, workflowId: req.workflowId, runId, spec, driver, env: credentials.env, ledger: deps.ledger }));
   const behind = door && req.sandbox.gateway ? behindDoor(door, req.sandbox.gateway.port, spec, driver, credentials.env) : undefined;
-  const redact = deps.redactorFor(door ? [...credentials.secrets, door.placeholder] : credentials.secrets);
+  const redact = deps.redactorFor(door ? [...credentials.secrets, door.placeholder, ...(door.loopback ? [door.loopback.token] : [])] : credentials.secrets);
   const attempt = openAttempt(deps, spec, req);
   if (door) {
     const onSpent = (crossing: BudgetCrossing) => {
@@ -113,7 +113,7 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
         attempt,
         handle: attached,
         secretEnv: behind?.env ?? credentials.env,
-        ...(door ? { door: { baseUrl: behind?.baseUrl } } : {}),
+        ...(door ? { door: { baseUrl: behind?.baseUrl, ...(behind?.mcp ? { mcp: behind.mcp } : {}) } } : {}),
         gate,
         overCap: () => overCap() !== undefined,
         redact,
@@ -134,8 +134,8 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
       run = await drive(`${attempt.attemptId}:fresh`, await withHistory(deps, req, prompt, spec.agent.replayMaxTokens), undefined);
     }
     const outcome = await outcomeOf({ deps, spec, req, attempt, run, redact, resumeFailed, permissionsOverCap: overCap() });
-    const refused = door?.metered().refused ?? 0;
-    return refused > 0 ? { ...outcome, networkRefused: refused } : outcome;
+    const { refused, loopbackReads } = door?.metered() ?? { refused: 0, loopbackReads: 0 };
+    return { ...outcome, ...(refused > 0 ? { networkRefused: refused } : {}), ...(loopbackReads > 0 ? { loopbackReads } : {}) };
   } catch (err) {
     throw await attempt.failed(err, redact);
   } finally {
@@ -146,7 +146,8 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
 
 /** The heartbeat's network line: model calls the gateway metered this turn, and requests it refused. */
 function networkLine(m: MeteredTurn): string {
-  return `${m.calls} model call${m.calls === 1 ? '' : 's'} metered (${totalTokens(m.usage)} tokens)${m.refused ? `, ${m.refused} request${m.refused === 1 ? '' : 's'} refused` : ''}`;
+  const reads = m.loopbackReads ? `, ${m.loopbackReads} loopback read${m.loopbackReads === 1 ? '' : 's'}` : '';
+  return `${m.calls} model call${m.calls === 1 ? '' : 's'} metered (${totalTokens(m.usage)} tokens)${m.refused ? `, ${m.refused} request${m.refused === 1 ? '' : 's'} refused` : ''}${reads}`;
 }
 
 /**
@@ -164,6 +165,7 @@ async function endTurnAtDoor(door: RunDoor, attempt: Attempt): Promise<void> {
     reportedTokens,
     models: metered.models,
     refused: metered.refused,
+    ...(metered.loopbackReads ? { loopbackReads: metered.loopbackReads } : {}),
     ...(metered.calls > 0 && meteredTokens !== reportedTokens ? { mismatch: `the gateway metered ${meteredTokens} tokens, the harness reported ${reportedTokens}` } : {}),
   });
 }

@@ -245,6 +245,14 @@ function command(turn: DriverTurn): DriverCommand {
   if (turn.model) argv.push('--model', turn.model);
   // Every turn: the system prompt is per invocation, it is not stored with the session.
   if (turn.systemPrompt !== undefined) argv.push('--append-system-prompt', turn.systemPrompt);
+  // Only the MCP servers durable-harness names: never a repository's .mcp.json or a settings file's servers.
+  argv.push('--strict-mcp-config');
+  if (turn.mcp) {
+    // The token stays in the environment: claude expands ${VAR} in the config's headers itself.
+    const servers = { mcpServers: { [turn.mcp.name]: { type: 'http', url: turn.mcp.url, headers: { Authorization: `Bearer \${${turn.mcp.tokenEnv}}` } } } };
+    // The loopback only reads: its tools run unasked (the permission gate is for tools that act).
+    argv.push(`--mcp-config=${JSON.stringify(servers)}`, `--allowedTools=mcp__${turn.mcp.name}`);
+  }
   if (turn.resumeSessionId) argv.push('--resume', turn.resumeSessionId, ...(turn.fork ? ['--fork-session'] : []));
 
   // Not CLAUDE_CODE_SUBPROCESS_ENV_SCRUB: claude 2.x then refuses to start without bubblewrap ("bubblewrap is required
@@ -407,7 +415,8 @@ export const claudeCode: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: claudeCodeDriverClass,
   // Permission hooks: two-way mode `--permission-prompt-tool stdio` (test/e2e/permissions-live.test.ts proves it on the real binary).
-  capabilities: cliCapabilities({ sessionFork: true }),
+  // McpClient: test/e2e/loopback-live.test.ts proves the real binary lists and calls the loopback's tools.
+  capabilities: cliCapabilities({ sessionFork: true, mcpClient: true }),
   vendor: { api: 'anthropic-messages', baseUrl: { env: 'ANTHROPIC_BASE_URL' }, apiKey: { env: 'ANTHROPIC_API_KEY' } },
   mcp: { flag: '--mcp-config' },
   permissions,

@@ -144,7 +144,7 @@ export function codexBaseUrl(url: string): string {
 const tomlString = (value: string): string => JSON.stringify(value);
 
 /** `config.toml` for a per-run CODEX_HOME: one custom provider, nothing phoning home. */
-export function codexConfigToml(options: { baseUrl: string; envKey: string; model?: string }): string {
+export function codexConfigToml(options: { baseUrl: string; envKey: string; model?: string; mcp?: DriverTurn['mcp'] }): string {
   return [
     'model_provider = "durable"',
     ...(options.model ? [`model = ${tomlString(options.model)}`] : []),
@@ -175,6 +175,10 @@ export function codexConfigToml(options: { baseUrl: string; envKey: string; mode
     'remote_plugin = false',
     'apps = false',
     '',
+    // The run's MCP loopback: codex reads the bearer token from the variable (never written here).
+    ...(options.mcp
+      ? [`[mcp_servers.${tomlString(options.mcp.name)}]`, `url = ${tomlString(options.mcp.url)}`, `bearer_token_env_var = ${tomlString(options.mcp.tokenEnv)}`, 'startup_timeout_sec = 10', 'tool_timeout_sec = 30', '']
+      : []),
   ].join('\n');
 }
 
@@ -356,14 +360,15 @@ export const codex: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: codexDriverClass,
   // Permission hooks: `exec` never asks; the two-way mode `codex app-server` does (test/e2e/permissions-live.test.ts).
-  capabilities: cliCapabilities({ sessionFork: true }),
+  // McpClient: test/e2e/loopback-live.test.ts proves the real binary finds (tool_search) and calls the loopback's tools.
+  capabilities: cliCapabilities({ sessionFork: true, mcpClient: true }),
   vendor: { api: 'openai-responses', baseUrl: { config: 'config.toml:model_providers.durable.base_url' }, apiKey: { env: 'OPENAI_API_KEY' } },
   mcp: { config: 'config.toml:mcp_servers' },
   permissions,
   prepare: async (home, turn) => {
     const envKey = stringSetting(turn, 'apiKeyEnv') ?? 'OPENAI_API_KEY';
     const baseUrl = turn.baseUrl ?? 'https://api.openai.com/v1';
-    await home.writeFile(below(driverHome(turn, 'codex'), 'config.toml').rel, codexConfigToml({ baseUrl, envKey, model: turn.model }), { createParents: true, mode: 0o600 });
+    await home.writeFile(below(driverHome(turn, 'codex'), 'config.toml').rel, codexConfigToml({ baseUrl, envKey, model: turn.model, ...(turn.mcp ? { mcp: turn.mcp } : {}) }), { createParents: true, mode: 0o600 });
   },
   command,
   session: (turn) => (turn.twoWay ? appServer : { kind: 'one-way', start: (t) => execMapper(t) }),

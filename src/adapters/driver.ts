@@ -50,6 +50,11 @@ export interface DriverTurn {
   readonly settings: Readonly<Record<string, unknown>>;
   /** Vendor base URL override. */
   readonly baseUrl?: string;
+  /**
+   * The run's MCP loopback (docs/mcp.md), when its agent has it: the CLI is configured with one streamable-HTTP MCP
+   * server `name` at `url`, its bearer token in the variable `tokenEnv` (config names the variable, never the token).
+   */
+  readonly mcp?: { readonly name: string; readonly url: string; readonly tokenEnv: string };
   /** The harness's reply cap (catalog `maxReplyBytes`): a terminal line may be twice as long. */
   readonly maxReplyBytes?: number;
   /** The turn's timeout; a command may shorten it (`DriverCommand.timeoutMs`). */

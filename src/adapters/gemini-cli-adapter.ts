@@ -425,7 +425,8 @@ export const geminiCli: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: geminiCliDriverClass,
   // Permission hooks: headless mode cannot ask; the two-way ACP mode does (test/e2e/permissions-live.test.ts). No fork.
-  capabilities: cliCapabilities(),
+  // McpClient: test/e2e/loopback-live.test.ts proves the real binary lists and calls the loopback's tools.
+  capabilities: cliCapabilities({ mcpClient: true }),
   vendor: { api: 'gemini', baseUrl: { env: 'GOOGLE_GEMINI_BASE_URL' }, apiKey: { env: 'GEMINI_API_KEY' } },
   mcp: { config: '.gemini/settings.json:mcpServers' },
   permissions,
@@ -437,6 +438,9 @@ export const geminiCli: HarnessDriver = {
       privacy: { usageStatisticsEnabled: false },
       telemetry: { enabled: false },
       general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+      // The run's MCP loopback: gemini expands $VAR in settings, so the token stays in the environment. `trust`: its
+      // tools only read, so they run unasked (the permission gate is for tools that act).
+      ...(turn.mcp ? { mcpServers: { [turn.mcp.name]: { httpUrl: turn.mcp.url, headers: { Authorization: `Bearer $${turn.mcp.tokenEnv}` }, trust: true, timeout: 30_000 } } } : {}),
     };
     await fs.writeFile(below(home, '.gemini', 'settings.json').rel, `${JSON.stringify(settings, null, 2)}\n`, { createParents: true, mode: 0o600 });
     await fs.mkdir(below(home, 'tmp').rel, { recursive: true });

@@ -231,6 +231,8 @@ function configOf(turn: DriverTurn, home: DriverHome): Record<string, unknown> {
     doc.small_model = model;
   }
   if (turn.systemPrompt !== undefined) doc.instructions = [below(home, 'instructions.md').path];
+  // The run's MCP loopback: OpenCode substitutes {env:VAR}, so the token stays in the environment.
+  if (turn.mcp) doc.mcp = { [turn.mcp.name]: { type: 'remote', url: turn.mcp.url, headers: { Authorization: `Bearer {env:${turn.mcp.tokenEnv}}` }, oauth: false, enabled: true } };
   return doc;
 }
 
@@ -374,7 +376,8 @@ export const openCode: HarnessDriver = {
   specificationVersion: 'v2',
   driverClass: openCodeDriverClass,
   // Permission hooks: `run` cannot ask; the two-way mode `opencode acp` does (test/e2e/permissions-live.test.ts).
-  capabilities: cliCapabilities({ sessionFork: true }),
+  // McpClient: test/e2e/loopback-live.test.ts proves the real binary lists and calls the loopback's tools.
+  capabilities: cliCapabilities({ sessionFork: true, mcpClient: true }),
   vendor: { api: 'any', baseUrl: { config: 'opencode.json:provider.durable.options.baseURL' }, apiKey: { env: 'OPENAI_API_KEY' } },
   mcp: { config: 'opencode.json:mcp' },
   permissions: permissionReport,

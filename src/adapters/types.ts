@@ -21,6 +21,12 @@ export interface Capabilities {
   readonly permissionHooks: boolean;
   /** Accepts a system prompt; if false the contract rides in the turn input. */
   readonly systemPrompt: boolean;
+  /**
+   * Takes the run's MCP loopback (docs/mcp.md): its driver configures the CLI with it, and a test with the real binary
+   * proves the CLI listed and called the loopback's tools. Absent = false: the loopback's URL and token are still in
+   * the environment (`DURABLE_HARNESS_MCP_URL`, `DURABLE_HARNESS_MCP_TOKEN`) for a harness that wires MCP itself.
+   */
+  readonly mcpClient?: boolean;
 }
 
 /**

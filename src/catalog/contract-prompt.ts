@@ -1,4 +1,5 @@
 /** The envelope contract appended to every agent's own system prompt. */
+import { LOOPBACK_SERVER_NAME, LOOPBACK_TOOLS } from '../contracts/loopback.js';
 import { z } from 'zod';
 import type { ActionDefinition } from '../actions/types.js';
 import { STEP_EXAMPLES } from '../envelope/parse.js';
@@ -15,6 +16,8 @@ export interface ContractPromptInput {
   readonly subAgents: readonly { readonly name: string; readonly description: string }[];
   /** Action calls one envelope may ask for (stated to the harness when it has actions). */
   readonly maxActionsPerEnvelope?: number;
+  /** The MCP loopback is on: its tools are named to the harness (docs/mcp.md). */
+  readonly loopback?: boolean;
 }
 
 /** The JSON Schema of an action's parameters as the harness should write them (input side: defaults optional). */
@@ -49,6 +52,15 @@ function subAgentsSection(subAgents: ContractPromptInput['subAgents']): string[]
   ];
 }
 
+function loopbackSection(): string[] {
+  return [
+    `### Reading this run's data mid-turn (MCP server "${LOOPBACK_SERVER_NAME}")`,
+    `Your MCP server "${LOOPBACK_SERVER_NAME}" reads, and only reads: ${LOOPBACK_TOOLS.map((t) => `\`${t}\``).join(', ')} ` +
+      "(this run's status and budget left, its steps so far, the texts they store by reference, and the resources your operator registered). " +
+      'Use it when you need them; it never acts: actions still go in the envelope.',
+  ];
+}
+
 /** Builds the contract text; the same input always gives the same text. */
 export function buildContractPrompt(input: ContractPromptInput): string {
   return [
@@ -80,6 +92,7 @@ export function buildContractPrompt(input: ContractPromptInput): string {
     '### Sub-agents',
     ...subAgentsSection(input.subAgents),
     '',
+    ...(input.loopback ? [...loopbackSection(), ''] : []),
     'End every turn with exactly one JSON object like the examples above, and nothing after it. ' +
       'A reply without a valid envelope is sent back to you with what was wrong.',
   ].join('\n');

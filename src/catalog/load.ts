@@ -120,6 +120,13 @@ function crossCheck(catalog: Catalog, registry: ActionRegistry): string[] {
     if (networkPolicy === 'allowlist' && !allowlist?.length) {
       problems.push(`agents[${i}].sandbox.allowlist: policy "allowlist" needs at least one destination ({ host, port, methods? }); with none, use networkPolicy: vendor`);
     }
+    if (agent.loopback?.enabled) {
+      const harness = catalog.harnesses.find((h) => h.name === agent.harness);
+      const policy = harness ? networkPolicyOf(agent, harness) : networkPolicy;
+      if (policy !== undefined && policy !== 'vendor' && policy !== 'allowlist') {
+        problems.push(`agents[${i}].loopback: the MCP loopback is served by the run's egress gateway, which network policy ${JSON.stringify(policy)} does not have; set sandbox.networkPolicy: vendor (or allowlist), or delete the loopback`);
+      }
+    }
     agent.subAgents.forEach((sub, j) => {
       if (sub === agent.name) problems.push(`agents[${i}].subAgents[${j}]: an agent cannot be its own sub-agent`);
       else if (!agentNames.includes(sub)) {
@@ -236,7 +243,7 @@ function agentAndActions(catalog: Catalog, agentName: string, registry: ActionRe
 export function agentSystemPrompt(catalog: Catalog, agentName: string, registry: ActionRegistry = createBuiltinRegistry()): string {
   const { agent, actions } = agentAndActions(catalog, agentName, registry);
   const subAgents = agent.subAgents.map((name) => ({ name, description: findAgent(catalog, name).description }));
-  const contract = buildContractPrompt({ agent, actions, subAgents, maxActionsPerEnvelope: agent.maxActionsPerEnvelope });
+  const contract = buildContractPrompt({ agent, actions, subAgents, maxActionsPerEnvelope: agent.maxActionsPerEnvelope, ...(agent.loopback?.enabled ? { loopback: true } : {}) });
   return joinSystemPrompt(agent.systemPrompt, contract);
 }
 

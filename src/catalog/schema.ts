@@ -105,6 +105,29 @@ export const sandboxSchema = z.strictObject({
   onHostLoss: z.enum(['reprovision', 'await-operator']).optional(),
 });
 
+/** A resource the MCP loopback serves (contracts/loopback.ts `HostResource`): an exact URI and where its text is. */
+const resourceUri = z.string().min(3).max(500).regex(/^[a-z][a-z0-9+.-]*:\S+$/, 'a URI with a scheme, e.g. docs://style-guide (no spaces)');
+const hostPath = z.string().min(1).refine((p) => p.startsWith('/'), 'an absolute path on the worker');
+const resourceBase = { uri: resourceUri, description: z.string().max(1000).optional(), mimeType: z.string().max(100).optional() };
+export const hostResourceSchema = z.union([
+  z.strictObject({ ...resourceBase, text: z.string().max(1024 * 1024) }),
+  z.strictObject({ ...resourceBase, file: hostPath }),
+  z.strictObject({ ...resourceBase, uri: resourceUri.refine((u) => u.endsWith('/'), 'a root resource\'s URI ends with "/" (each file is the URI followed by its relative path)'), root: hostPath }),
+]);
+
+/**
+ * The MCP loopback (docs/mcp.md): read-only tools over the run's own data, and the resources registered here, served
+ * mid-turn by the run's egress gateway (network policy `vendor` or `allowlist`) with a per-run token.
+ */
+export const loopbackSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  resources: z.array(hostResourceSchema).max(100).default([]),
+  maxReadBytes: z.number().int().min(1024).max(1024 * 1024).optional(),
+  maxCallsPerTurn: z.number().int().min(1).max(10_000).optional(),
+  maxBytesPerTurn: z.number().int().min(1024).max(64 * 1024 * 1024).optional(),
+  callTimeoutMs: z.number().int().min(100).max(60_000).optional(),
+});
+
 /** A grant: the harness process receives `env`, read from the credential store or the server variable `from`. */
 export const credentialGrantSchema = z.strictObject({
   env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'environment variable names are UPPER_SNAKE_CASE'),
@@ -152,6 +175,8 @@ export const agentSchema = z.strictObject({
    * become a labelled digest. Default `DEFAULT_REPLAY_MAX_TOKENS` (24,000).
    */
   replayMaxTokens: z.number().int().min(1_000).optional(),
+  /** The MCP loopback (docs/mcp.md); absent = off. */
+  loopback: loopbackSchema.optional(),
 });
 
 export const actionSchema = z.strictObject({

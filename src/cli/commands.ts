@@ -51,7 +51,7 @@ import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTabl
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
 import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
-import { hasNetworkRows, networkLines, networkPage } from './network.js';
+import { formatLoopbackTable, hasNetworkRows, networkLines, networkPage } from './network.js';
 import { noWorkerMessage, silentWorker } from './silence.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
 import { openLedgerIfPresent, resolveSettings, type Settings } from './settings.js';
@@ -76,9 +76,10 @@ Usage:
                                       4 MiB, over 16 Ki characters it travels by reference through the ledger)
   durable-harness approvals [RUN_ID] [--json]
                                       permission requests waiting for an operator (of every open run, or of one)
-  durable-harness network RUN_ID [--refused] [--json] [--limit 100] [--after SEQ]
+  durable-harness network RUN_ID [--refused | --loopback] [--json] [--limit 100] [--after SEQ]
                                       the run's requests through its egress gateway, from the ledger (--refused:
-                                      only the refused; --after: the page after that SEQ), and what it metered
+                                      only the refused; --after: the page after that SEQ), and what it metered;
+                                      --loopback: its reads through the MCP loopback (docs/mcp.md)
   durable-harness approve RUN_ID REQUEST [--edit JSON] [--scope once|session] [--by NAME]
                                       allow it (--edit: fields replacing the tool input's, e.g. '{"command":"ls"}')
   durable-harness deny RUN_ID REQUEST [--reason TEXT] [--by NAME]
@@ -130,7 +131,7 @@ const options = {
     'tenant', 'user', 'agent', 'status', 'reason', 'file', 'edit', 'scope',
     'by', 'limit', 'codec-port', 'key', 'name', 'out', 'ttl', 'after',
   ]),
-  ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode', 'refused']),
+  ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode', 'refused', 'loopback']),
   'cors-origin': { type: 'string', multiple: true },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -649,6 +650,7 @@ async function networkCommand(flags: Flags, id: string): Promise<ExitCode> {
     throw new CliError(`no ledger here to read run ${id}'s network from (no DATABASE_URL, no ${path.join(s.dataDir, 'ledger.sqlite')}). Run the command where the workers' ledger is (--data DIR or DATABASE_URL)`, ExitCodes.usage);
   }
   try {
+    if (flags.loopback) return await loopbackCommand(flags, ledger, id, afterSeq, limit);
     const page = await networkPage(ledger, id, { afterSeq, limit, refusedOnly: flags.refused === true });
     if (!hasNetworkRows(page.summary) && !(await ledger.getRun(id))) {
       throw new CliError(`the ledger here (${describeLedger(process.env, s.dataDir)}) holds no run ${id}. Check the id (durable-harness list), or point --data or DATABASE_URL at the workers' ledger`, ExitCodes.usage);
@@ -662,6 +664,25 @@ async function networkCommand(flags: Flags, id: string): Promise<ExitCode> {
   } finally {
     await ledger.close();
   }
+}
+
+/** `network RUN --loopback`: the harness's reads through the run's MCP loopback (docs/mcp.md), a page at a time. */
+async function loopbackCommand(flags: Flags, ledger: Ledger, id: string, afterSeq: number, limit: number): Promise<ExitCode> {
+  const rows = await ledger.listLoopbackReads(id, { afterSeq, limit: Math.min(limit + 1, 1000) });
+  const page = rows.slice(0, limit);
+  const nextAfter = rows.length > limit ? page.at(-1)?.seq : undefined;
+  if (flags.json) {
+    out(JSON.stringify({ workflowId: id, reads: page, ...(nextAfter !== undefined ? { nextAfter } : {}) }, null, 2));
+    return ExitCodes.succeeded;
+  }
+  if (page.length === 0) {
+    if (afterSeq === 0 && !(await ledger.getRun(id))) throw new CliError(`the ledger here holds no run ${id}. Check the id (durable-harness list), or point --data or DATABASE_URL at the workers' ledger`, ExitCodes.usage);
+    out(afterSeq === 0 ? `run ${escapeControl(id)} made no read through an MCP loopback recorded in this ledger` : 'no read on this page');
+    return ExitCodes.succeeded;
+  }
+  for (const line of formatLoopbackTable(page)) out(line);
+  if (nextAfter !== undefined) out(`more: ${commandLine(flags)('network', id, '--loopback', ...(flags.limit ? ['--limit', String(limit)] : []), ...(flags.data ? ['--data', flags.data] : []), '--after', String(nextAfter))}`);
+  return ExitCodes.succeeded;
 }
 
 async function codecServerCommand(flags: Flags): Promise<ExitCode> {

@@ -7,7 +7,7 @@ import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-w
 import type { AgentRunHandle } from '../client/index.js';
 import type { Ledger, NetworkSummary, RunTotals } from '../ledger/types.js';
 import { totalTokens } from '../contracts/usage.js';
-import { hasNetworkRows, networkSummaryText } from './network.js';
+import { hasNetworkRows, loopbackSummary, loopbackSummaryText, networkSummaryText, type LoopbackSummary } from './network.js';
 
 export interface LedgerStatus {
   /** Totals from the ledger, when this command can read it. */
@@ -16,6 +16,8 @@ export interface LedgerStatus {
   readonly problem?: string;
   /** What the run's egress gateway recorded, when it recorded anything (`durable-harness network RUN` lists it). */
   readonly network?: NetworkSummary;
+  /** What the harness read through the run's MCP loopback, when it read anything. */
+  readonly loopback?: LoopbackSummary;
 }
 
 /** The ledger problem a worker's in-flight turn reports in its heartbeat, if any. */
@@ -41,10 +43,12 @@ export async function ledgerStatus(run: AgentRunHandle, ledger: Ledger | undefin
   const health = await ledger.health();
   const totals = await ledger.runTotals(run.workflowId).catch(() => undefined);
   const network = await ledger.networkSummary(run.workflowId).catch(() => undefined);
+  const loopback = await loopbackSummary(ledger, run.workflowId).catch(() => undefined);
   const problem = health.ok ? fromWorker : health.problem;
   return {
     ...(totals && totals.attempts > 0 ? { totals } : {}),
     ...(network && hasNetworkRows(network) ? { network } : {}),
+    ...(loopback ? { loopback } : {}),
     ...(problem ? { problem } : {}),
   };
 }
@@ -60,6 +64,7 @@ export function ledgerStatusLines(status: LedgerStatus): string[] {
     lines.push(`ledger: ${attempts} · ${totalTokens(t.usage).toLocaleString('en-US')} tok · ${cost}${harness}`);
   }
   if (status.network) lines.push(`network: ${networkSummaryText(status.network)}`);
+  if (status.loopback) lines.push(`loopback: ${loopbackSummaryText(status.loopback)}`);
   if (status.problem) lines.push(`ledger NOT WRITABLE: ${status.problem}`);
   return lines;
 }

@@ -4,7 +4,7 @@
  * it needs no Temporal server and works after the run has ended. Every field from the sandbox (a destination, a path)
  * is escaped: the sandbox chose those bytes.
  */
-import type { Ledger, NetworkEntry, NetworkSummary } from '../ledger/types.js';
+import type { Ledger, LoopbackEntry, NetworkEntry, NetworkSummary } from '../ledger/types.js';
 import { totalTokens } from '../contracts/usage.js';
 import { escapeControl } from './escape.js';
 
@@ -104,4 +104,47 @@ export function networkLines(page: NetworkPage, nextCommand: (after: number) => 
   if (page.nextAfter !== undefined) lines.push(`more: ${nextCommand(page.nextAfter)}`);
   lines.push(`total: ${networkSummaryText(page.summary)}`);
   return lines;
+}
+
+/** What a run read through its MCP loopback, per turn (`status`'s `loopback:` line). */
+export interface LoopbackSummary {
+  readonly reads: number;
+  readonly refused: number;
+  /** Reads per turn, in turn order. */
+  readonly byTurn: readonly { readonly turn: number; readonly reads: number }[];
+}
+
+/** The run's loopback reads folded per turn (its first 1,000 rows: a summary, not the audit). */
+export async function loopbackSummary(ledger: Ledger, workflowId: string): Promise<LoopbackSummary | undefined> {
+  const rows = await ledger.listLoopbackReads(workflowId, { limit: 1000 });
+  if (rows.length === 0) return undefined;
+  const byTurn = new Map<number, number>();
+  let refused = 0;
+  for (const { turn, read } of rows) {
+    byTurn.set(turn, (byTurn.get(turn) ?? 0) + 1);
+    if (read.status !== 'ok') refused += 1 + (read.suppressed ?? 0);
+  }
+  return { reads: rows.length, refused, byTurn: [...byTurn].sort(([a], [b]) => a - b).map(([turn, reads]) => ({ turn, reads })) };
+}
+
+/** `5 reads (turn 1: 3, turn 2: 2), 1 refused`. */
+export function loopbackSummaryText(s: LoopbackSummary): string {
+  const turns = s.byTurn.map((t) => `turn ${t.turn}: ${n(t.reads)}`).join(', ');
+  return `${n(s.reads)} read${s.reads === 1 ? '' : 's'} (${turns})${s.refused ? `, ${n(s.refused)} refused` : ''} · \`network RUN --loopback\` lists them`;
+}
+
+/** A header and one aligned line per loopback read; every field the harness chose is escaped. */
+export function formatLoopbackTable(rows: readonly LoopbackEntry[]): string[] {
+  const header = ['SEQ', 'TIME', 'TURN', 'METHOD', 'TARGET', 'STATUS', 'BYTES', 'MS', 'REASON'];
+  const cells = rows.map(({ seq, turn, read: r }) =>
+    [String(seq), time(r.at), String(turn), r.method, r.target, r.suppressed ? `${r.status} (+${n(r.suppressed)} not shown)` : r.status, n(r.bytes), String(r.durationMs), r.reason ?? ''].map(escapeControl),
+  );
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const right = new Set([0, 2, 6, 7]);
+  const line = (c: string[]) =>
+    c
+      .map((v, i) => (right.has(i) ? v.padStart(widths[i]!) : v.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...cells.map(line)];
 }

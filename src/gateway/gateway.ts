@@ -12,9 +12,11 @@ import net from 'node:net';
 import nodePath from 'node:path';
 import { Transform, pipeline, type Readable } from 'node:stream';
 import { Agent } from 'undici';
+import { LOOPBACK_PATH } from '../contracts/loopback.js';
 import type { AllowRule, ModelCall, NetworkRecord, VendorApi } from '../contracts/network.js';
 import { Recorder, TokenBucket, defaultLimits, type GatewayLimits } from './bounds.js';
 import { checkHostHeader, checkProxyCredential, decideConnect, decideHttp, endToEnd, hasDotSegments, parseAuthority, ruleName, swapKey, type Refusal } from './decide.js';
+import type { Loopback } from './loopback.js';
 import { createMeter, type Meter } from './meter.js';
 import { vendorError } from './vendor-errors.js';
 
@@ -32,6 +34,8 @@ export interface GatewayOptions {
   readonly admitModelCall?: () => string | undefined;
   /** Overrides of the default limits (bounds.ts). */
   readonly limits?: Partial<GatewayLimits>;
+  /** The run's MCP loopback (loopback.ts), served at `LOOPBACK_PATH` on the sandbox's side. */
+  readonly loopback?: Loopback;
 }
 
 export interface Gateway {
@@ -101,7 +105,11 @@ export async function openGateway(options: GatewayOptions): Promise<Gateway> {
       return;
     }
     if (absolute) proxyHttp(req, res, placeholder, refuse, since, base);
-    else modelCall(req, res, placeholder, refuse, since, base);
+    else if (options.loopback && url.split('?')[0] === LOOPBACK_PATH) {
+      const hostRefusal = checkHostHeader(req.headers.host);
+      if (hostRefusal) return refuse(hostRefusal, 'loopback', LOOPBACK_PATH);
+      options.loopback.handle(req, res);
+    } else modelCall(req, res, placeholder, refuse, since, base);
   };
 
   type Refuse = (refusal: Refusal, destination: string, path: string) => void;
@@ -399,6 +407,7 @@ export async function openGateway(options: GatewayOptions): Promise<Gateway> {
     close: () =>
       (closing ??= (async () => {
         placeholder = undefined;
+        options.loopback?.revoke();
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         for (const socket of sockets) socket.destroy();
         await stopped;

@@ -3,9 +3,10 @@
  * shared by the SQLite and PostgreSQL ledgers so a record reads back the same from both, and the summary is folded
  * the same way from either database's aggregates.
  */
+import type { LoopbackRead } from '../contracts/loopback.js';
 import type { ModelCall, NetworkRecord, VendorApi } from '../contracts/network.js';
 import { callUsage, pageSize, type Row } from './rows.js';
-import type { ModelCallEntry, ModelCallRow, NetworkEntry, NetworkRow, NetworkSummary } from './types.js';
+import type { LoopbackEntry, LoopbackRow, ModelCallEntry, ModelCallRow, NetworkEntry, NetworkRow, NetworkSummary } from './types.js';
 
 /** Default page of `listNetwork` (its maximum is `pageSize`'s, 1000). */
 export const DEFAULT_NETWORK_PAGE = 100;
@@ -148,5 +149,48 @@ export function summaryFromRows(requests: Row, lastRefused: Row | undefined, cal
     ...(lastRefused
       ? { lastRefused: { method: String(lastRefused.method), destination: String(lastRefused.destination), rule: String(lastRefused.rule), at: num(lastRefused.at_ms) } }
       : {}),
+  };
+}
+
+/** The column values of a loopback read (its run resolved by the ledger). */
+export function loopbackColumns(row: LoopbackRow) {
+  const r = row.read;
+  return {
+    id: row.id,
+    workflowId: row.workflowId,
+    runId: row.runId ?? null,
+    turn: row.turn,
+    attemptId: row.attemptId ?? null,
+    at: whole(r.at),
+    method: r.method,
+    target: r.target,
+    status: r.status,
+    bytes: whole(r.bytes),
+    durationMs: whole(r.durationMs),
+    reason: r.reason ?? null,
+    suppressed: whole(r.suppressed ?? 0),
+  };
+}
+
+export function loopbackFromRow(r: Row): LoopbackEntry {
+  const suppressed = num(r.suppressed);
+  const read: LoopbackRead = {
+    at: num(r.at_ms),
+    method: String(r.method),
+    target: String(r.target),
+    status: r.status as LoopbackRead['status'],
+    bytes: num(r.bytes),
+    durationMs: num(r.duration_ms),
+    ...(present(r.reason) ? { reason: String(r.reason) } : {}),
+    ...(suppressed > 0 ? { suppressed } : {}),
+  };
+  return {
+    seq: num(r.seq),
+    id: String(r.id),
+    workflowId: String(r.workflow_id),
+    runId: String(r.run_id),
+    turn: num(r.turn),
+    ...(present(r.attempt_id) ? { attemptId: String(r.attempt_id) } : {}),
+    read,
   };
 }

@@ -11,7 +11,7 @@ import pg from 'pg';
 import { unresolvedAccounting } from './accounting.js';
 import { migrate, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
 import { totalsOf } from './cost.js';
-import { modelCallColumns, modelCallFromRow, networkColumns, networkFromRow, networkPage, summaryFromRows, SUMMARY_SQL } from './network-rows.js';
+import { loopbackColumns, loopbackFromRow, modelCallColumns, modelCallFromRow, networkColumns, networkFromRow, networkPage, summaryFromRows, SUMMARY_SQL } from './network-rows.js';
 import {
   approvalColumns,
   approvalFromRow,
@@ -44,6 +44,8 @@ import {
   type LedgerHealth,
   type ModelCallEntry,
   type ModelCallRow,
+  type LoopbackEntry,
+  type LoopbackRow,
   type NetworkEntry,
   type NetworkListOptions,
   type NetworkRow,
@@ -622,6 +624,31 @@ export class PostgresLedger implements Ledger {
         [JSON.stringify(rows.map(modelCallColumns))],
       ),
     );
+  }
+
+  async recordLoopbackReads(rows: readonly LoopbackRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await this.write(() =>
+      this.query(
+        `INSERT INTO loopback_reads (id, workflow_id, run_id, turn, attempt_id, at_ms, method, target, status, bytes, duration_ms, reason, suppressed)
+         SELECT x."id", x."workflowId", ${runOf('x."workflowId"', 'x."runId"')}, x."turn", x."attemptId", x."at", x."method", x."target",
+           x."status", x."bytes", x."durationMs", x."reason", x."suppressed"
+         FROM jsonb_to_recordset($1::jsonb) AS x("id" text, "workflowId" text, "runId" text, "turn" integer, "attemptId" text,
+           "at" bigint, "method" text, "target" text, "status" text, "bytes" bigint, "durationMs" bigint, "reason" text, "suppressed" bigint)
+         ON CONFLICT (id) DO NOTHING`,
+        [JSON.stringify(rows.map(loopbackColumns))],
+      ),
+    );
+  }
+
+  async listLoopbackReads(workflowId: string, options: { runId?: string; turn?: number; afterSeq?: number; limit?: number } = {}): Promise<LoopbackEntry[]> {
+    const { rows } = await this.query(
+      `SELECT * FROM loopback_reads WHERE workflow_id = $1 AND run_id = ${runOf('$1', '$2')} AND seq > $3
+         AND ($4::integer IS NULL OR turn = $4)
+       ORDER BY seq LIMIT $5`,
+      [workflowId, options.runId ?? null, options.afterSeq ?? 0, options.turn ?? null, networkPage(options.limit)],
+    );
+    return rows.map(loopbackFromRow);
   }
 
   async listNetwork(workflowId: string, options: NetworkListOptions = {}): Promise<NetworkEntry[]> {

@@ -8,6 +8,7 @@ import {
   attemptTables,
   blobsTable,
   gatewayTables,
+  loopbackTable,
   harnessStateTable,
   operatorDecisionsTable,
   ownedTable,
@@ -107,6 +108,11 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     version: 8,
     name: "the egress gateway's rows: every request from a sandbox, every model call it metered",
     sql: gatewayTables(P),
+  },
+  {
+    version: 9,
+    name: "the MCP loopback's reads",
+    sql: loopbackTable(P),
   },
 ];
 

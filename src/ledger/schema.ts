@@ -334,3 +334,29 @@ export function gatewayTables(t: SqlTypes): string {
   );
   CREATE INDEX metered_calls_by_run ON metered_calls (workflow_id, run_id, seq);`;
 }
+
+/**
+ * Schema 9: the MCP loopback's reads (issue 23): every tool call and resource read a harness made through its run's
+ * loopback, and every request refused there (no token, another run's). `id` is the door's own, unique (a retried
+ * batch inserts nothing twice); `seq` is the arrival order. No column holds the token or a read's content.
+ */
+export function loopbackTable(t: SqlTypes): string {
+  return `
+  CREATE TABLE loopback_reads (
+    seq ${t.serial},
+    id TEXT NOT NULL UNIQUE,
+    workflow_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    attempt_id TEXT,
+    at_ms ${t.count} NOT NULL,
+    method TEXT NOT NULL,
+    target TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'refused', 'error')),
+    bytes ${t.count} NOT NULL,
+    duration_ms ${t.count} NOT NULL,
+    reason TEXT,
+    suppressed ${t.count} NOT NULL DEFAULT 0
+  );
+  CREATE INDEX loopback_reads_by_run ON loopback_reads (workflow_id, run_id, seq);`;
+}

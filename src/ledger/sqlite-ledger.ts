@@ -4,7 +4,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { unresolvedAccounting } from './accounting.js';
 import { totalsOf } from './cost.js';
-import { modelCallColumns, modelCallFromRow, networkColumns, networkFromRow, networkPage, summaryFromRows, SUMMARY_SQL } from './network-rows.js';
+import { loopbackColumns, loopbackFromRow, modelCallColumns, modelCallFromRow, networkColumns, networkFromRow, networkPage, summaryFromRows, SUMMARY_SQL } from './network-rows.js';
 import {
   approvalColumns,
   approvalFromRow,
@@ -25,6 +25,7 @@ import {
   attemptTables,
   blobsTable,
   gatewayTables,
+  loopbackTable,
   harnessStateTable,
   operatorDecisionsTable,
   ownedTable,
@@ -50,6 +51,8 @@ import {
   type LedgerHealth,
   type ModelCallEntry,
   type ModelCallRow,
+  type LoopbackEntry,
+  type LoopbackRow,
   type NetworkEntry,
   type NetworkListOptions,
   type NetworkRow,
@@ -129,6 +132,8 @@ const MIGRATIONS: readonly string[] = [
   workspaceClaimsTable(T),
   // 8: the egress gateway's rows: every request from a sandbox, every model call it metered (issue 21).
   gatewayTables(T),
+  // 9: the MCP loopback's reads (issue 23).
+  loopbackTable(T),
 ];
 
 /** Schema version this code writes. */
@@ -293,6 +298,16 @@ function prepareStatements(db: Database.Database) {
       `SELECT * FROM metered_calls WHERE workflow_id = @workflowId AND run_id = @runId
          AND (@attemptId IS NULL OR attempt_id = @attemptId) AND (@turn IS NULL OR turn = @turn)
        ORDER BY seq`,
+    ),
+    insertLoopback: db.prepare(
+      `INSERT INTO loopback_reads (id, workflow_id, run_id, turn, attempt_id, at_ms, method, target, status, bytes, duration_ms, reason, suppressed)
+       VALUES (@id, @workflowId, @runId, @turn, @attemptId, @at, @method, @target, @status, @bytes, @durationMs, @reason, @suppressed)
+       ON CONFLICT(id) DO NOTHING`,
+    ),
+    listLoopback: db.prepare(
+      `SELECT * FROM loopback_reads WHERE workflow_id = @workflowId AND run_id = @runId AND seq > @afterSeq
+         AND (@turn IS NULL OR turn = @turn)
+       ORDER BY seq LIMIT @limit`,
     ),
     summaryRequests: db.prepare(SUMMARY_SQL.requests),
     summaryLastRefused: db.prepare(SUMMARY_SQL.lastRefused),
@@ -748,6 +763,26 @@ export class SqliteLedger implements Ledger {
         }
       })(),
     );
+  }
+
+  async recordLoopbackReads(rows: readonly LoopbackRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    this.write(() =>
+      this.db.transaction(() => {
+        for (const row of rows) this.stmts.insertLoopback.run({ ...loopbackColumns(row), ...this.keysOf(row) });
+      })(),
+    );
+  }
+
+  async listLoopbackReads(workflowId: string, options: { runId?: string; turn?: number; afterSeq?: number; limit?: number } = {}): Promise<LoopbackEntry[]> {
+    const rows = this.stmts.listLoopback.all({
+      workflowId,
+      runId: this.runOf(workflowId, options.runId),
+      afterSeq: options.afterSeq ?? 0,
+      turn: options.turn ?? null,
+      limit: networkPage(options.limit),
+    }) as Row[];
+    return rows.map(loopbackFromRow);
   }
 
   async listNetwork(workflowId: string, options: NetworkListOptions = {}): Promise<NetworkEntry[]> {

@@ -11,6 +11,7 @@
  * retried write changes nothing and a crashed attempt keeps the calls it recorded. `runTotals` sums every call of
  * every attempt, failed ones included: that is what the run spent.
  */
+import type { LoopbackRead } from '../contracts/loopback.js';
 import type { CostSource, CostView } from '../contracts/cost.js';
 import type { ModelCall, NetworkRecord } from '../contracts/network.js';
 import type { Usage } from '../contracts/usage.js';
@@ -451,6 +452,26 @@ export interface NetworkLedger {
   /** The run's metered calls in arrival order; `attemptId` or `turn` narrow them. */
   listModelCalls(workflowId: string, options?: { runId?: string; attemptId?: string; turn?: number }): Promise<ModelCallEntry[]>;
   networkSummary(workflowId: string, runId?: string): Promise<NetworkSummary>;
+  /** Inserts the loopback reads not yet stored (by `id`). */
+  recordLoopbackReads(rows: readonly LoopbackRow[]): Promise<void>;
+  /** The run's loopback reads in arrival order (`turn` narrows them), a page at a time (`afterSeq`). */
+  listLoopbackReads(workflowId: string, options?: { runId?: string; turn?: number; afterSeq?: number; limit?: number }): Promise<LoopbackEntry[]>;
+}
+
+/** One read through a run's MCP loopback (issue 23); idempotent by `id` like `NetworkRow`. */
+export interface LoopbackRow {
+  readonly id: string;
+  readonly workflowId: string;
+  readonly runId?: string;
+  readonly turn: number;
+  readonly attemptId?: string;
+  readonly read: LoopbackRead;
+}
+
+/** A stored loopback read, its run resolved, in arrival order. */
+export interface LoopbackEntry extends LoopbackRow {
+  readonly runId: string;
+  readonly seq: number;
 }
 
 /** The run that works in a shared workspace (`Ledger.claimWorkspace`). */

@@ -50,6 +50,7 @@ export function freezeSpec(catalog: Catalog, agentName: string, registry: Action
       turnAttempts: agent.turnAttempts,
       hostLoss: { timeoutMs: agent.sandbox.hostLossTimeoutMs ?? defaultHostLossTimeoutMs, action: agent.sandbox.onHostLoss ?? 'await-operator' },
       ...(agent.replayMaxTokens !== undefined ? { replayMaxTokens: agent.replayMaxTokens } : {}),
+      ...(agent.loopback?.enabled ? { loopback: frozenLoopback(agent.loopback) } : {}),
     },
     harness: {
       name: harness.name,
@@ -70,6 +71,11 @@ export function freezeSpec(catalog: Catalog, agentName: string, registry: Action
     actions,
     envelopeRules: envelopeRulesFor(catalog, agent.name, registry),
   };
+}
+
+function frozenLoopback(loopback: NonNullable<Catalog['agents'][number]['loopback']>): NonNullable<FrozenSpec['agent']['loopback']> {
+  const { enabled: _enabled, resources, ...limits } = loopback;
+  return { resources: resources.map((r) => ({ ...r })), limits: { ...limits } };
 }
 
 /** JSON with object keys sorted at every level: the same spec always hashes the same. */

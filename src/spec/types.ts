@@ -1,3 +1,4 @@
+import type { HostResource, LoopbackLimits } from '../contracts/loopback.js';
 /**
  * The frozen spec: everything a run needs, resolved from the catalog once at run start and stored once in the
  * ledger under its content hash. Activities load it by hash; editing or removing the agent in the catalog never
@@ -55,6 +56,8 @@ export interface FrozenSpec {
     readonly hostLoss?: HostLossPolicy;
     /** A non-resuming harness's replay budget per turn, in tokens, when the catalog sets one (else the default). */
     readonly replayMaxTokens?: number;
+    /** The MCP loopback, when the agent has it on (docs/mcp.md). */
+    readonly loopback?: { readonly resources: readonly HostResource[]; readonly limits: Partial<LoopbackLimits> };
   };
   readonly harness: {
     readonly name: string;

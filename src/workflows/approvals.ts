@@ -114,7 +114,8 @@ export function detailsText(state: RunState): string {
   const enforcement = state.policy?.permissions && !state.policy.permissions.enforced ? `\n\npermissions: ${state.policy.permissions.posture} **advisory** (not enforced: ${state.policy.permissions.note ?? 'the harness cannot ask'})` : '';
   const unsigned = state.policy?.decisions === 'trusted-network' ? '\n\ndecisions: **not authenticated** (trusted-network: whoever reaches Temporal decides)' : '';
   const refused = state.networkRefused ? `\n\nnetwork: **${state.networkRefused} request${state.networkRefused === 1 ? '' : 's'} refused** by the run's egress gateway (\`durable-harness network RUN --refused\`)` : '';
-  const open = (state.policy?.network === 'open' ? '\n\nnetwork: **open** (unconfined: development only; the sandbox reaches whatever its host reaches)' : '') + refused;
+  const reads = state.loopbackReads ? `\n\nloopback: ${state.loopbackReads} MCP read${state.loopbackReads === 1 ? '' : 's'} of the run's data (\`durable-harness network RUN --loopback\`)` : '';
+  const open = (state.policy?.network === 'open' ? '\n\nnetwork: **open** (unconfined: development only; the sandbox reaches whatever its host reaches)' : '') + refused + reads;
   if (lines.length === 0) return head + enforcement + unsigned + open;
   return `${head}${enforcement}${unsigned}${open}\n\n**${lines.length} permission request${lines.length === 1 ? '' : 's'} waiting** (\`durable-harness approve|deny RUN REQUEST\`):\n${lines.join('\n')}`;
 }

@@ -145,6 +145,7 @@ export function applyTurn(state: RunState, result: TurnResult): { state: RunStat
     costBlind: state.costBlind || result.costBlind === true || (!result.usageReported && !policy.priced),
     externalSessionId: result.externalSessionId ?? (result.resumeFailed ? undefined : state.externalSessionId),
     ...(result.networkRefused ? { networkRefused: (state.networkRefused ?? 0) + result.networkRefused } : {}),
+    ...(result.loopbackReads ? { loopbackReads: (state.loopbackReads ?? 0) + result.loopbackReads } : {}),
     lastError: result.permissionRequestsOverCap
       ? permissionsOverCapError(state.iteration, result.permissionRequestsOverCap)
       : result.resumeFailed !== undefined

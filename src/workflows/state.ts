@@ -54,4 +54,6 @@ export interface RunState {
   readonly hostMoves?: number;
   /** Requests the run's egress gateway refused so far (absent until one was): the Temporal UI's current details say so. */
   readonly networkRefused?: number;
+  /** Reads through the run's MCP loopback so far (absent until one was). */
+  readonly loopbackReads?: number;
 }

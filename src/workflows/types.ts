@@ -103,6 +103,8 @@ export interface TurnResult {
   readonly permissionRequestsOverCap?: { readonly cap: number; readonly denied: number };
   /** Requests the run's egress gateway refused during the turn (set only when some were). */
   readonly networkRefused?: number;
+  /** Reads the harness made through the run's MCP loopback this turn (absent: none). */
+  readonly loopbackReads?: number;
   /** The envelope, or what was wrong with the reply. */
   readonly step: { readonly ok: true; readonly view: StepView } | { readonly ok: false; readonly problem: string; readonly tooLarge?: boolean };
 }

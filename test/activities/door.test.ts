@@ -70,7 +70,7 @@ describe('the run’s door', () => {
     expect(door.admit()).toMatch(/the run's token budget is spent \(110 tokens metered this turn, 100 were left\)/);
     door.onRecord({ at: Date.now(), kind: 'connect', method: 'CONNECT', destination: 'evil.example:443', path: '', status: 403, bytesIn: 0, bytesOut: 0, decision: 'refused', rule: 'refused:not-allowlisted', durationMs: 0 });
     const metered = await door.endTurn();
-    expect(metered).toEqual({ calls: 1, usage: { input: 60, output: 50 }, models: ['claude-x'], refused: 1 });
+    expect(metered).toEqual({ calls: 1, usage: { input: 60, output: 50 }, models: ['claude-x'], refused: 1, loopbackReads: 0 });
     expect(door.admit()).toBe('no turn of this run is running');
     const calls = await ledger.listModelCalls('wf-c');
     expect(calls.map((c) => [c.turn, c.attemptId, c.call.model])).toEqual([[3, 'r:a:3:1', 'claude-x']]);

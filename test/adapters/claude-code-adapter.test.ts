@@ -136,8 +136,9 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
 
     const [first, second] = executor.requests.map((r) => r.argv);
     const common = ['--output-format', 'stream-json', '--verbose', '--include-partial-messages', '--permission-mode', 'acceptEdits', '--model', 'claude-sonnet-4-5', '--append-system-prompt', 'ENVELOPE CONTRACT'];
-    expect(first).toEqual(['claude', '-p', 'Remember the number 42.', ...common]);
-    expect(second).toEqual(['claude', '-p', 'What number?', ...common, '--resume', firstId]);
+    // --strict-mcp-config: no MCP server from a repository's .mcp.json or a settings file, ever.
+    expect(first).toEqual(['claude', '-p', 'Remember the number 42.', ...common, '--strict-mcp-config']);
+    expect(second).toEqual(['claude', '-p', 'What number?', ...common, '--strict-mcp-config', '--resume', firstId]);
     for (const request of executor.requests) {
       expect(request.argv.join(' ')).not.toContain(secret);
       expect(request.stdin).toBeUndefined();
@@ -235,6 +236,6 @@ describe('ClaudeCode adapter over recorded fixtures', () => {
     expect(findDriver(defaultAdapterRegistry(), 'ClaudeCode')).toBe(claudeCode);
     expect(claudeBaseUrl('http://h:1/v1/')).toBe('http://h:1');
     expect(claudeBaseUrl('http://h:1')).toBe('http://h:1');
-    expect(driverSession(claudeCode).capabilities).toEqual({ sessionResume: true, sessionFork: true, permissionHooks: true, systemPrompt: true });
+    expect(driverSession(claudeCode).capabilities).toEqual({ sessionResume: true, sessionFork: true, permissionHooks: true, systemPrompt: true, mcpClient: true });
   });
 });

@@ -149,7 +149,7 @@ describe('durable-harness network RUN', () => {
   it('--help lists the command', async () => {
     const { code, stdout } = await cli(['--help']);
     expect(code).toBe(0);
-    expect(stdout).toContain('durable-harness network RUN_ID [--refused] [--json] [--limit 100] [--after SEQ]');
+    expect(stdout).toContain('durable-harness network RUN_ID [--refused | --loopback] [--json] [--limit 100] [--after SEQ]');
   });
 });
 

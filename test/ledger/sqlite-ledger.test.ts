@@ -177,7 +177,7 @@ describe('SqliteLedger: the file', () => {
     await ledger.close();
     // A version-7 file is today's schema without the gateway's tables.
     const raw = new Database(file);
-    raw.exec('DROP TABLE network_requests; DROP TABLE metered_calls;');
+    raw.exec('DROP TABLE network_requests; DROP TABLE metered_calls; DROP TABLE loopback_reads;');
     raw.pragma('user_version = 7');
     raw.close();
     ledger = SqliteLedger.open(file);

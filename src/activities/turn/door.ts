@@ -13,8 +13,9 @@ import { priceUsage } from '../../contracts/cost.js';
 import type { ModelCall, NetworkRecord, VendorApi } from '../../contracts/network.js';
 import type { TurnBudget } from '../../contracts/run.js';
 import { addUsage, noUsage, totalTokens, type Usage } from '../../contracts/usage.js';
-import { openGateway, type Gateway } from '../../gateway/index.js';
-import type { Ledger, ModelCallRow, NetworkRow } from '../../ledger/types.js';
+import { LOOPBACK_PATH, LOOPBACK_TOKEN_ENV, LOOPBACK_URL_ENV, type LoopbackRead } from '../../contracts/loopback.js';
+import { createLoopback, openGateway, type Gateway, type Loopback, type LoopbackData } from '../../gateway/index.js';
+import type { Ledger, LoopbackRow, ModelCallRow, NetworkRow } from '../../ledger/types.js';
 import type { SandboxRef } from '../../sandbox/types.js';
 import type { FrozenSpec } from '../../spec/index.js';
 import type { BudgetCrossing } from './accounting.js';
@@ -51,6 +52,8 @@ export interface MeteredTurn {
   /** Served models, in order of first appearance. */
   readonly models: readonly string[];
   readonly refused: number;
+  /** Reads through the MCP loopback this turn (refused ones included). */
+  readonly loopbackReads: number;
 }
 
 interface TurnContext {
@@ -77,11 +80,14 @@ export class RunDoor {
   private counter = 0;
   private network: NetworkRow[] = [];
   private models: ModelCallRow[] = [];
+  private reads: LoopbackRow[] = [];
   private dropped = 0;
   private current: TurnContext | undefined;
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   gateway!: Gateway;
+  /** The run's MCP loopback, when its agent has it on; its token is the harness's `DURABLE_HARNESS_MCP_TOKEN`. */
+  loopback: { readonly server: Loopback; readonly token: string } | undefined;
 
   constructor(
     readonly workflowId: string,
@@ -112,6 +118,7 @@ export class RunDoor {
   ): void {
     this.current = { ...turn, calls: 0, usage: noUsage, models: [], refused: 0 };
     this.onLedgerFault = onLedgerFault;
+    this.loopback?.server.beginTurn();
   }
 
   /** A fresh session within the same attempt: its rows belong to its own attempt id. */
@@ -122,7 +129,8 @@ export class RunDoor {
   /** What this turn metered so far. */
   metered(): MeteredTurn {
     const c = this.current;
-    return c ? { calls: c.calls, usage: c.usage, models: [...c.models], refused: c.refused } : { calls: 0, usage: noUsage, models: [], refused: 0 };
+    const loopbackReads = c ? (this.loopback?.server.counts().calls ?? 0) : 0;
+    return c ? { calls: c.calls, usage: c.usage, models: [...c.models], refused: c.refused, loopbackReads } : { calls: 0, usage: noUsage, models: [], refused: 0, loopbackReads };
   }
 
   /** Ends the turn: model calls are refused until the next; every row is written (or given up to the log). */
@@ -131,6 +139,11 @@ export class RunDoor {
     this.current = undefined;
     await this.flush();
     return metered;
+  }
+
+  /** Why the loopback refuses reads now (no turn of this run is running), or `undefined`. */
+  closedReason(): string | undefined {
+    return this.current ? undefined : 'no turn of this run is running: the loopback reads only during a turn';
   }
 
   /** Before each model call: why it is refused (no turn running, the run's budget spent), or `undefined`. */
@@ -174,6 +187,30 @@ export class RunDoor {
     this.push(this.models, { ...this.base(), call });
   };
 
+  onLoopbackRead = (read: LoopbackRead): void => {
+    this.push(this.reads, { ...this.base(), read });
+  };
+
+  /** The run's data as the loopback reads it: the turn's budget from the activity, the steps and blobs from the ledger. */
+  loopbackData(): LoopbackData {
+    const steps = () => this.ledger.listSteps(this.workflowId, this.runId);
+    return {
+      status: async () => {
+        const c = this.current;
+        return {
+          workflowId: this.workflowId,
+          status: c ? 'running' : 'between turns',
+          turn: c?.turn,
+          budgetLeft: c?.budget ? { ...(c.budget.tokens !== undefined ? { tokens: c.budget.tokens - totalTokens(c.usage) } : {}), ...(c.budget.costUsd !== undefined ? { costUsd: c.budget.costUsd - ((c.prices ? priceUsage(c.prices, c.usage) : undefined) ?? 0) } : {}) } : 'unbounded',
+          thisTurn: c ? { modelCalls: c.calls, tokens: totalTokens(c.usage) } : undefined,
+        };
+      },
+      steps: async (after, limit) => (await steps()).filter((s) => s.seq > after).slice(0, limit).map((s) => ({ seq: s.seq, turn: s.turn, type: s.type, payload: s.payload })),
+      // Only a blob this run's steps name: blobs are content-addressed and shared, a hash alone is no grant.
+      blob: async (hash) => ((await steps()).some((s) => JSON.stringify(s.payload).includes(`"blob":"${hash}"`)) ? this.ledger.getBlob(hash) : undefined),
+    };
+  }
+
   private base() {
     return { id: `${this.instance}:${++this.counter}`, workflowId: this.workflowId, runId: this.runId, turn: this.current?.turn ?? 0, ...(this.current ? { attemptId: this.current.attemptId } : {}) };
   }
@@ -186,7 +223,7 @@ export class RunDoor {
 
   private push<T>(rows: T[], row: T): void {
     rows.push(row);
-    if (this.network.length + this.models.length > maxPendingRows) {
+    if (this.network.length + this.models.length + this.reads.length > maxPendingRows) {
       // Only audit rows are given up (model calls are the bill): the count travels in the next record.
       if (this.network.shift() !== undefined) this.dropped += 1;
     }
@@ -199,17 +236,20 @@ export class RunDoor {
   /** Writes what is pending; one write at a time; a failed write keeps its rows for the next. */
   async flush(): Promise<void> {
     while (this.flushing) await this.flushing;
-    if (this.network.length === 0 && this.models.length === 0) return;
+    if (this.network.length === 0 && this.models.length === 0 && this.reads.length === 0) return;
     const network = this.network.splice(0);
     const models = this.models.splice(0);
+    const reads = this.reads.splice(0);
     this.flushing = (async () => {
       try {
         if (models.length) await this.ledger.recordModelCalls(models);
         if (network.length) await this.ledger.recordNetwork(network);
+        if (reads.length) await this.ledger.recordLoopbackReads(reads);
         this.onLedgerFault(undefined);
       } catch (err) {
         this.models.unshift(...models);
         this.network.unshift(...network);
+        this.reads.unshift(...reads);
         this.onLedgerFault(err instanceof Error ? err : new Error(String(err)));
         this.timer ??= setTimeout(() => {
           this.timer = undefined;
@@ -259,7 +299,7 @@ export class GatewayRegistry {
     const { spec, driver } = request;
     const upstream = upstreamOf(spec, driver);
     const key = keyVariablesOf(spec, driver).map((v) => request.env[v]).find((v) => v !== undefined && v !== '');
-    const fingerprint = JSON.stringify([request.workflowId, request.runId, upstream, driver.vendor.api, key, spec.agent.sandbox.allowlist ?? []]);
+    const fingerprint = JSON.stringify([request.workflowId, request.runId, upstream, driver.vendor.api, key, spec.agent.sandbox.allowlist ?? [], spec.agent.loopback ?? null]);
     const existing = this.doors.get(socket);
     if (existing?.fingerprint === fingerprint) return existing;
     const open = (async () => {
@@ -267,7 +307,22 @@ export class GatewayRegistry {
       if (existing) await existing.close();
       this.doors.delete(socket);
       const door = new RunDoor(request.workflowId, request.runId, fingerprint, request.ledger);
+      const loopback = spec.agent.loopback;
+      if (loopback) {
+        // Minted with the door, forgotten when it closes (endSession): a token of another run or an ended one is refused.
+        const token = `dh-mcp-${randomBytes(24).toString('base64url')}`;
+        const server = createLoopback({
+          token,
+          data: door.loopbackData(),
+          resources: loopback.resources,
+          limits: loopback.limits,
+          onRead: door.onLoopbackRead,
+          closedReason: () => door.closedReason(),
+        });
+        door.loopback = { server, token };
+      }
       door.gateway = await openGateway({
+        ...(door.loopback ? { loopback: door.loopback.server } : {}),
         socketPath: socket,
         ...(upstream !== undefined ? { vendor: { api: driver.vendor.api, upstream, key } } : {}),
         allowlist: spec.agent.sandbox.networkPolicy === 'allowlist' ? (spec.agent.sandbox.allowlist ?? []) : [],
@@ -314,7 +369,7 @@ export function behindDoor(
   spec: FrozenSpec,
   driver: HarnessDriver,
   env: Readonly<Record<string, string>>,
-): { env: Record<string, string>; baseUrl: string | undefined } {
+): { env: Record<string, string>; baseUrl: string | undefined; mcp?: { url: string; tokenEnv: string } } {
   const placeholder = door.placeholder;
   const keyVars = keyVariablesOf(spec, driver);
   const key = keyVars.map((v) => env[v]).find((v) => v !== undefined && v !== '');
@@ -326,5 +381,11 @@ export function behindDoor(
     Object.assign(out, { HTTPS_PROXY: proxy, HTTP_PROXY: proxy, https_proxy: proxy, http_proxy: proxy, NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' });
   }
   const upstream = upstreamOf(spec, driver);
-  return { env: out, baseUrl: upstream === undefined ? undefined : door.gateway.sandboxBaseUrl(port) };
+  const baseUrl = upstream === undefined ? undefined : door.gateway.sandboxBaseUrl(port);
+  if (!door.loopback) return { env: out, baseUrl };
+  // The loopback: its URL and the run's token as variables; each CLI's config names the variable, never the token.
+  const url = `http://127.0.0.1:${port}${LOOPBACK_PATH}`;
+  out[LOOPBACK_TOKEN_ENV] = door.loopback.token;
+  out[LOOPBACK_URL_ENV] = url;
+  return { env: out, baseUrl, mcp: { url, tokenEnv: LOOPBACK_TOKEN_ENV } };
 }

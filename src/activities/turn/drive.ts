@@ -2,6 +2,7 @@
  * Drives the harness for one harness run of a turn attempt: the one place the activities call into a harness
  * driver (one `runDriverTurn` over its record), so a change of the driver contract touches this file only.
  */
+import { LOOPBACK_SERVER_NAME } from '../../contracts/loopback.js';
 import { Context } from '@temporalio/activity';
 import { runDriverTurn } from '../../adapters/engine.js';
 import { collectTurn } from '../../adapters/fold.js';
@@ -58,7 +59,7 @@ export interface DriveOptions {
   /** The turn's own message, as the ledger keeps it (a replay is rebuilt from these rows, never stored again). */
   readonly message: string;
   /** The run's egress gateway: the harness's base URL is its sandbox side (`undefined`: no vendor behind it). */
-  readonly door?: { readonly baseUrl: string | undefined };
+  readonly door?: { readonly baseUrl: string | undefined; readonly mcp?: { readonly url: string; readonly tokenEnv: string } };
 }
 
 /**
@@ -101,6 +102,7 @@ export async function driveHarness(options: DriveOptions): Promise<HarnessRun> {
       env: { ...spec.harness.env, ...secretEnv },
       resumeSessionId,
       baseUrl: options.door ? options.door.baseUrl : spec.harness.baseUrl,
+      ...(options.door?.mcp ? { mcp: { name: LOOPBACK_SERVER_NAME, ...options.door.mcp } } : {}),
       timeoutMs: spec.harness.turnTimeoutMs,
       maxReplyBytes: spec.harness.maxReplyBytes,
       // A catalog that declares `capabilities.sessionFork` asks the driver to fork resumed sessions.

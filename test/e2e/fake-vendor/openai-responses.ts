@@ -40,7 +40,8 @@ function chunks(text: string, parts = 3): string[] {
 
 type Item =
   | { id: string; type: 'message'; status: 'completed'; role: 'assistant'; content: { type: 'output_text'; text: string; annotations: [] }[] }
-  | { id: string; type: 'function_call'; status: 'completed'; call_id: string; name: string; arguments: string }
+  | { id: string; type: 'function_call'; status: 'completed'; call_id: string; name: string; namespace?: string; arguments: string }
+  | { id: string; type: 'tool_search_call'; status: 'completed'; call_id: string; execution: 'client'; arguments: Record<string, unknown> }
   | { id: string; type: 'custom_tool_call'; status: 'completed'; call_id: string; name: string; input: string };
 
 function itemsOf(reply: ScriptedReply): Item[] {
@@ -51,8 +52,9 @@ function itemsOf(reply: ScriptedReply): Item[] {
   for (const call of reply.toolCalls ?? []) {
     const callId = call.id ?? nextId('call');
     // Codex's apply_patch is a freeform (grammar) tool: its call carries raw text, not JSON arguments.
-    if (call.freeform !== undefined) items.push({ id: nextId('ctc'), type: 'custom_tool_call', status: 'completed', call_id: callId, name: call.name, input: call.freeform });
-    else items.push({ id: nextId('fc'), type: 'function_call', status: 'completed', call_id: callId, name: call.name, arguments: JSON.stringify(call.input) });
+    if (call.toolSearch) items.push({ id: nextId('tsc'), type: 'tool_search_call', status: 'completed', call_id: callId, execution: 'client', arguments: call.input });
+    else if (call.freeform !== undefined) items.push({ id: nextId('ctc'), type: 'custom_tool_call', status: 'completed', call_id: callId, name: call.name, input: call.freeform });
+    else items.push({ id: nextId('fc'), type: 'function_call', status: 'completed', call_id: callId, name: call.name, ...(call.namespace ? { namespace: call.namespace } : {}), arguments: JSON.stringify(call.input) });
   }
   return items;
 }
@@ -98,6 +100,8 @@ export const openaiResponses: ProtocolHandler = (request, reply, res) => {
       send({ type: 'response.output_item.added', output_index: outputIndex, item: { ...item, status: 'in_progress', input: '' } });
       for (const delta of chunks(item.input)) send({ type: 'response.custom_tool_call_input.delta', item_id: item.id, output_index: outputIndex, delta });
       send({ type: 'response.custom_tool_call_input.done', item_id: item.id, output_index: outputIndex, input: item.input });
+    } else if (item.type === 'tool_search_call') {
+      send({ type: 'response.output_item.added', output_index: outputIndex, item: { ...item, status: 'in_progress' } });
     } else {
       send({ type: 'response.output_item.added', output_index: outputIndex, item: { ...item, status: 'in_progress', arguments: '' } });
       for (const delta of chunks(item.arguments)) {

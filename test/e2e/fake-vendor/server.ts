@@ -14,6 +14,10 @@ export interface ScriptedToolCall {
   readonly input: Record<string, unknown>;
   /** Send as a freeform (custom) tool call with this raw input, where the protocol has them (OpenAI Responses). */
   readonly freeform?: string;
+  /** The function's namespace (OpenAI Responses: a deferred tool, e.g. an MCP server's, found by `tool_search`). */
+  readonly namespace?: string;
+  /** Send as a client-executed `tool_search_call` with `input` as its arguments (OpenAI Responses); `name` is ignored. */
+  readonly toolSearch?: true;
 }
 
 /** One scripted model reply: text and/or tool calls, with the usage to report, or an error. */
