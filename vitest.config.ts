@@ -17,7 +17,7 @@ const unit = [
   'test/contracts/failures.test.ts',
   'test/credentials/resolve.test.ts',
   'test/envelope/parse.test.ts',
-  'test/gateway/{flood,gateway,meter,tls}.test.ts',
+  'test/gateway/{flood,gateway,loopback,meter,tls}.test.ts',
   'test/ledger/sqlite-ledger.test.ts',
   'test/lint/rooms.test.ts',
   'test/multihost/affinity-unit.test.ts',

@@ -93,6 +93,23 @@ describe('parseCatalog', () => {
     expect(networkPolicyOf({ sandbox: { ...agent.sandbox, networkPolicy: 'none' } }, { driverClass: 'ClaudeCode' })).toBe('none');
   });
 
+  it('the MCP loopback: needs a gateway (policy vendor or allowlist), exact resource URIs and absolute paths; frozen bounds', () => {
+    const withAgent = (extra: Record<string, unknown>) => ({ ...minimal, agents: [{ ...minimal.agents[0], ...extra }, minimal.agents[1]] });
+    // StdioJson defaults to "open": no gateway, no loopback — said, with the fix.
+    expect(problemsOf(() => parseCatalog(withAgent({ loopback: {} }), 'mem.yaml'))).toEqual([
+      expect.stringMatching(/^agents\[0\]\.loopback: the MCP loopback is served by the run's egress gateway, which network policy "open" does not have; set sandbox\.networkPolicy: vendor/),
+    ]);
+    expect(problemsOf(() => parseCatalog(withAgent({ loopback: {}, sandbox: { networkPolicy: 'none' } }), 'mem.yaml'))).toEqual([expect.stringMatching(/network policy "none" does not have/)]);
+    expect(problemsOf(() => parseCatalog(withAgent({ sandbox: { networkPolicy: 'vendor' }, loopback: { resources: [{ uri: 'no scheme', text: 'x' }, { uri: 'docs://a', file: 'relative.md' }, { uri: 'docs://tree', root: '/srv/docs' }], tools: ['write'] } }), 'mem.yaml')).join('\n')).toMatch(
+      /loopback\.resources\[0\][\s\S]*loopback\.resources\[1\][\s\S]*loopback\.resources\[2\][\s\S]*loopback\.tools: unknown field/,
+    );
+    const ok = parseCatalog(withAgent({ sandbox: { networkPolicy: 'vendor' }, loopback: { resources: [{ uri: 'docs://tree/', root: '/srv/docs' }], maxReadBytes: 4096 } }), 'mem');
+    expect(ok.agents[0]?.loopback).toEqual({ enabled: true, resources: [{ uri: 'docs://tree/', root: '/srv/docs' }], maxReadBytes: 4096 });
+    expect(agentSystemPrompt(ok, 'a1')).toContain('Your MCP server "durable-harness" reads, and only reads');
+    expect(agentSystemPrompt(ok, 'a2')).not.toContain('MCP server');
+    expect(parseCatalog(withAgent({ loopback: { enabled: false } }), 'mem').agents[0]?.loopback?.enabled).toBe(false);
+  });
+
   it('caps actions per envelope at 100 by default, as set, and never above what history can carry', () => {
     expect(parseCatalog(minimal, 'mem').agents[0]?.maxActionsPerEnvelope).toBe(100);
     const set = parseCatalog({ ...minimal, agents: [{ ...minimal.agents[0], maxActionsPerEnvelope: 7 }, minimal.agents[1]] }, 'mem');

@@ -11,7 +11,8 @@ import { runCommand } from '../../src/cli/commands.js';
 import { withIo } from '../../src/cli/io.js';
 import { ledgerStatus, ledgerStatusLines } from '../../src/cli/ledger-status.js';
 import type { AgentRunHandle } from '../../src/client/index.js';
-import { SqliteLedger } from '../../src/ledger/index.js';
+import type { LoopbackRead } from '../../src/contracts/loopback.js';
+import { SqliteLedger, type LoopbackRow } from '../../src/ledger/index.js';
 import { meteredCall, networkRow, refusedRow, run } from '../ledger/ledger-contract.js';
 
 let dir: string;
@@ -39,6 +40,14 @@ beforeAll(async () => {
     networkRow('gw:2', { workflowId: 'wf-net', runId: undefined, turn: 2 }, { at: Date.UTC(2026, 11, 2, 19, 0, 2), kind: 'http', method: 'GET', destination: 'pypi.org:80', path: '/simple/\u001b[2Jx', status: 200, bytesIn: 310, bytesOut: 5120, rule: 'allowlist:pypi.org:80' }),
     refusedRow('gw:3', 'evil.example:443', { workflowId: 'wf-net', runId: undefined, turn: 2 }, { at: Date.UTC(2026, 11, 2, 19, 0, 3) }),
     networkRow('gw:4', { workflowId: 'wf-net', runId: undefined, turn: 2 }, { at: Date.UTC(2026, 11, 2, 19, 0, 4) }),
+  ]);
+  const read = (id: string, turn: number, r: Partial<LoopbackRead>): LoopbackRow => ({
+    id, workflowId: 'wf-net', turn, read: { at: Date.UTC(2026, 11, 2, 19, 1, turn), method: 'tools/call', target: 'run_status', status: 'ok', bytes: 512, durationMs: 3, ...r },
+  });
+  await ledger.recordLoopbackReads([
+    read('lb:1', 1, {}),
+    read('lb:2', 1, { method: 'resources/read', target: 'docs://\u001b[31mred' }),
+    read('lb:3', 2, { method: 'auth', target: '', status: 'refused', bytes: 80, reason: "the request needs this run's loopback token" }),
   ]);
   await ledger.recordModelCalls([
     meteredCall('gw:c1', { workflowId: 'wf-net', runId: undefined }, { usage: { input: 1000, output: 200 } }),
@@ -146,6 +155,22 @@ describe('durable-harness network RUN', () => {
     expect((await cli(['network'])).code).toBe(2);
   });
 
+  it('--loopback lists the harness\'s loopback reads, escaped, with refusals and their reason; --json as stored', async () => {
+    const { code, stdout, stderr } = await cli(['network', 'wf-net', '--loopback']);
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+    const lines = stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^SEQ\s+TIME\s+TURN\s+METHOD\s+TARGET\s+STATUS\s+BYTES\s+MS\s+REASON$/);
+    expect(lines).toHaveLength(4);
+    expect(lines[1]).toMatch(/^\s*1\s+2026-12-02T19:01:01Z\s+1\s+tools\/call\s+run_status\s+ok\s+512\s+3$/);
+    expect(lines[2]).toContain('docs://\\x1b[31mred');
+    expect(lines[3]).toMatch(/auth\s+refused\s+80\s+3\s+the request needs this run's loopback token$/);
+    const json = JSON.parse((await cli(['network', 'wf-net', '--loopback', '--json'])).stdout) as { reads: { id: string }[] };
+    expect(json.reads.map((r) => r.id)).toEqual(['lb:1', 'lb:2', 'lb:3']);
+    const quiet = await cli(['network', 'wf-quiet', '--loopback']);
+    expect(quiet).toMatchObject({ code: 0, stdout: 'run wf-quiet made no read through an MCP loopback recorded in this ledger\n' });
+    expect((await cli(['network', 'wf-nobody', '--loopback'])).code).toBe(2);
+  });
+
   it('--help lists the command', async () => {
     const { code, stdout } = await cli(['--help']);
     expect(code).toBe(0);
@@ -161,12 +186,13 @@ describe('status: the network line', () => {
     const books = await ledgerStatus(handle('wf-net'), ledger);
     const lines = ledgerStatusLines(books);
     expect(lines.filter((l) => l.startsWith('network:'))).toEqual([footer.replace(/^total:/, 'network:')]);
+    expect(lines.filter((l) => l.startsWith('loopback:'))).toEqual(['loopback: 3 reads (turn 1: 2, turn 2: 1), 1 refused · `network RUN --loopback` lists them']);
     expect(JSON.parse(JSON.stringify(books))).toMatchObject({ network: { requests: 4, refused: 1, modelCalls: 3, models: ['claude-sonnet-4-5'] } });
   });
 
   it('nothing about the network when the run has no gateway rows', async () => {
     const books = await ledgerStatus(handle('wf-quiet'), ledger);
     expect(books).not.toHaveProperty('network');
-    expect(ledgerStatusLines(books).some((l) => l.startsWith('network'))).toBe(false);
+    expect(ledgerStatusLines(books).some((l) => l.startsWith('network') || l.startsWith('loopback'))).toBe(false);
   });
 });

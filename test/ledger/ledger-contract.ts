@@ -3,6 +3,7 @@
  * describeLedgerContract with a factory for a fresh, empty ledger.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { LoopbackRead } from '../../src/contracts/loopback.js';
 import type { ModelCall, NetworkRecord } from '../../src/contracts/network.js';
 import { addUsage, noUsage } from '../../src/contracts/usage.js';
 import {
@@ -11,6 +12,7 @@ import {
   type AttemptStart,
   type CatalogEntries,
   type Ledger,
+  type LoopbackRow,
   type ModelCallRow,
   type NetworkRow,
   type RunRecord,
@@ -571,6 +573,38 @@ export function describeLedgerContract(name: string, make: () => Promise<LedgerU
       expect(await ledger.networkSummary('wf-1')).toMatchObject({ requests: 1, refused: 1, modelCalls: 1, usage: { input: 1 }, models: ['claude-opus-4-1'], lastRefused: { destination: 'two.example:443' } });
       expect(await ledger.networkSummary('wf-other')).toMatchObject({ requests: 2, refused: 1, modelCalls: 1, models: ['gpt-5'], lastRefused: { destination: 'other.example:443' } });
       expect(await ledger.networkSummary('wf-none')).toEqual({ requests: 0, refused: 0, suppressed: 0, modelCalls: 0, usage: {}, models: [] });
+    });
+
+    it('loopback reads: idempotent by id, read back exactly (refusals with their reason), per run, by turn and page', async () => {
+      const read = (id: string, turn: number, extra: Partial<LoopbackRead> = {}, keys: Partial<LoopbackRow> = {}): LoopbackRow => ({
+        id,
+        workflowId: 'wf-1',
+        runId: 'r-1',
+        turn,
+        attemptId: `x:${turn}:1`,
+        ...keys,
+        read: { at: 1_700_000_000_000 + turn, method: 'tools/call', target: 'run_status', status: 'ok', bytes: 321, durationMs: 1.6, ...extra },
+      });
+      const rows = [
+        read('lb:1', 1),
+        read('lb:2', 1, { method: 'resources/read', target: 'docs://style — “quoted” ✓', bytes: 10 }),
+        read('lb:3', 2, { method: 'auth', target: '', status: 'refused', bytes: 90, reason: "the request needs this run's loopback token", suppressed: 4 }),
+      ];
+      await ledger.recordLoopbackReads(rows);
+      await ledger.recordLoopbackReads(rows.slice(1)); // a retried, overlapping batch
+      await ledger.recordLoopbackReads([]);
+      await ledger.startRun({ ...run, workflowId: 'wf-other', runId: 'r-x' });
+      await ledger.recordLoopbackReads([read('other:1', 1, {}, { workflowId: 'wf-other', runId: 'r-x' })]);
+
+      const all = await ledger.listLoopbackReads('wf-1');
+      expect(all.map((r) => r.id)).toEqual(['lb:1', 'lb:2', 'lb:3']);
+      expect(all[1]).toMatchObject({ runId: 'r-1', turn: 1, attemptId: 'x:1:1', read: { method: 'resources/read', target: 'docs://style — “quoted” ✓', status: 'ok', bytes: 10, durationMs: 2 } });
+      expect(all[2]!.read).toEqual({ at: 1_700_000_000_002, method: 'auth', target: '', status: 'refused', bytes: 90, durationMs: 2, reason: "the request needs this run's loopback token", suppressed: 4 });
+      expect(all[0]!.read.reason).toBeUndefined();
+      expect((await ledger.listLoopbackReads('wf-1', { turn: 2 })).map((r) => r.id)).toEqual(['lb:3']);
+      expect((await ledger.listLoopbackReads('wf-1', { afterSeq: all[0]!.seq, limit: 1 })).map((r) => r.id)).toEqual(['lb:2']);
+      expect((await ledger.listLoopbackReads('wf-other')).map((r) => r.id)).toEqual(['other:1']);
+      expect(await ledger.listLoopbackReads('wf-none')).toEqual([]);
     });
 
     it('reports itself healthy', async () => {
