@@ -10,13 +10,16 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
 import { LOOPBACK_PATH } from '../../src/contracts/loopback.js';
+import { DockerSandboxProvider } from '../../src/sandbox/docker-provider.js';
 import { gatewayPort } from '../../src/sandbox/forwarder.js';
+import { requireEngineAndImage, testDocker, testImage } from '../docker/docker-env.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 import type { FakeVendor, RecordedRequest, ScriptedToolCall } from './fake-vendor/server.js';
 import { clis, type TableCli } from './support/cli-table.js';
 import { expectInstalled } from './support/clis.js';
 
 const dataRoot = path.join(repoRoot, '.data/loopback-live-tests', `${process.pid}`);
+const docker = testDocker();
 const successEnvelope = '{"step":"success","result":"read the style guide"}';
 const styleGuide = 'House style: every test names the attacker. Code word: MAGPIE-7731.';
 
@@ -60,7 +63,18 @@ const forms: Partial<Record<TableCli['name'], McpForm>> = {
   },
 };
 
-const mcpClis = clis.filter((c) => forms[c.name] !== undefined);
+/** Each MCP-capable CLI on the local provider (both modes) and in a Docker container (the image's binary). */
+const cases = clis
+  .filter((c) => forms[c.name] !== undefined)
+  .flatMap((cli) => [
+    { cli, provider: 'local' as const, postures: ['auto', 'strict'] },
+    // Codex's own sandbox (bubblewrap) cannot nest in a container: there the container is the sandbox (`dangerous`).
+    { cli, provider: 'docker' as const, postures: [cli.name === 'codex' ? 'dangerous' : 'auto'] },
+  ]);
+
+beforeAll(async () => {
+  await requireEngineAndImage(docker);
+});
 
 /** Every file under `dir` (no links followed), for the "token written nowhere" check. */
 function filesUnder(dir: string): string[] {
@@ -73,8 +87,8 @@ function filesUnder(dir: string): string[] {
   return out;
 }
 
-describe.each(mcpClis)('$name calls the MCP loopback (real binary, fake vendor)', (cli) => {
-  const dataDir = path.join(dataRoot, cli.name);
+describe.each(cases)('$cli.name calls the MCP loopback on the $provider provider (real binary, fake vendor)', ({ cli, provider, postures }) => {
+  const dataDir = path.join(dataRoot, `${cli.name}-${provider}`);
   let vendor: FakeVendor;
   let w: TestWorker;
 
@@ -85,6 +99,7 @@ describe.each(mcpClis)('$name calls the MCP loopback (real binary, fake vendor)'
     w = await startTestWorker({
       dataDir,
       adapters: defaultAdapterRegistry(),
+      ...(provider === 'docker' ? { sandboxes: (dir: string) => ({ docker: new DockerSandboxProvider({ docker, image: testImage, workspaceRoot: path.join(dir, 'workspaces') }) }) } : {}),
       env: { FAKE_VENDOR_KEY: 'sk-loopback-test-fake' },
       catalog: {
         harnesses: [
@@ -94,7 +109,8 @@ describe.each(mcpClis)('$name calls the MCP loopback (real binary, fake vendor)'
             vendor: cli.vendor,
             model: cli.model,
             apiKeyEnv: cli.keyEnv,
-            executable: cli.executable,
+            // In the container: the image's pinned CLI on its PATH (/opt/clis/bin).
+            executable: provider === 'docker' ? cli.name : cli.executable,
             active: true,
             baseUrl: cli.baseUrl(vendor),
             turnTimeoutMs: 60_000,
@@ -103,11 +119,11 @@ describe.each(mcpClis)('$name calls the MCP loopback (real binary, fake vendor)'
           },
         ],
         agents: [
-          ...['auto', 'strict'].map((posture) => ({
+          ...postures.map((posture) => ({
             name: `${cli.name}-${posture}`,
             harness: cli.name,
             permissions: posture === 'strict' ? { posture, approvalTimeoutMs: 60_000 } : posture,
-            sandbox: { networkPolicy: 'vendor' },
+            sandbox: { provider, networkPolicy: 'vendor' },
             credentials: [{ env: cli.keyEnv, from: 'FAKE_VENDOR_KEY' }],
             loopback: { resources: [{ uri: 'docs://style-guide', description: 'The house style', text: styleGuide }] },
             guardrails: { maxIterations: 3, maxTokens: 100000, maxCostUsd: 1, maxWallTimeMs: 120000 },
@@ -122,7 +138,7 @@ describe.each(mcpClis)('$name calls the MCP loopback (real binary, fake vendor)'
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it.each(['auto', 'strict'])('posture %s (strict runs the two-way mode): lists the tools, calls read_resource and run_status mid-turn; the answers reach the model; each read is a ledger row', async (posture) => {
+  it.each(postures)('posture %s (strict runs the two-way mode): lists the tools, calls read_resource and run_status mid-turn; the answers reach the model; each read is a ledger row', async (posture) => {
     const workflowId = testWorkflowId(`${cli.name}-${posture}-loopback`);
     const form = forms[cli.name]!;
     const before = vendor.requests.length;
