@@ -246,6 +246,9 @@ function environment(home: DriverHome): Record<string, string> {
     OPENCODE_CONFIG: below(home, 'opencode.json').path,
     OPENCODE_DISABLE_MODELS_FETCH: '1',
     OPENCODE_DISABLE_AUTOUPDATE: '1',
+    // The repository is hostile input: its own opencode.json (MCP servers that run commands, looser permissions) is
+    // never read — test/e2e/mcp-planted-live.test.ts plants one.
+    OPENCODE_DISABLE_PROJECT_CONFIG: '1',
     // OpenCode installs its plugin package from the npm registry on every start; offline, it uses what it has.
     npm_config_offline: 'true',
   };
