@@ -199,7 +199,8 @@ function turnRequestLine(turn: DriverTurn, capabilities: Capabilities): string {
     type: 'turn',
     prompt: turn.prompt,
     turn: turn.turn,
-    systemPrompt: capabilities.systemPrompt ? (turn.systemPrompt ?? null) : null,
+    // Only a turn that starts a session gets the contract: a resumed (or forked) session holds it already.
+    systemPrompt: capabilities.systemPrompt && turn.resumeSessionId === undefined ? (turn.systemPrompt ?? null) : null,
     sessionId: turn.resumeSessionId ?? null,
     ...(turn.fork ? { fork: true as const } : {}),
     ...(turn.attemptId ? { attempt: turn.attemptId } : {}),

@@ -207,6 +207,8 @@ describe('StdioJsonAdapter', () => {
     const forking = await started([run()], { resumeSessionId: 's-old', settings: { forkSessions: true } });
     const result = await collectTurn(forking.adapter.runTurn({ prompt: 'x', turn: 2 }));
     expect(JSON.parse(forking.executor.requests[0]!.stdin!)).toMatchObject({ sessionId: 's-old', fork: true });
+    // A resumed or forked session holds the contract already: it is not sent again (a fresh session got it above).
+    for (const { executor } of [plain, forking]) expect(JSON.parse(executor.requests[0]!.stdin!)).toMatchObject({ systemPrompt: null });
     // The branch's new id still counts as having continued the session.
     expect(result).toMatchObject({ sessionId: 's-new', resumed: true });
   });
