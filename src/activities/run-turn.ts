@@ -54,7 +54,7 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
   );
   // The run's egress gateway, when its sandbox goes through one: the harness gets a placeholder for its key.
   const driver = findDriver(deps.adapters, spec.harness.driverClass);
-  const door = await mapped(() => deps.gateways.open({ ref: req.sandbox, workflowId: req.workflowId, runId, spec, driver, env: credentials.env, ledger: deps.ledger }));
+  const door = await mapped(() => deps.gateways.open({ ref: req.sandbox, workflowId: req.workflowId, runId, spec, driver, env: credentials.env, ledger: deps.ledger, workerEnv: deps.env }));
   const behind = door && req.sandbox.gateway ? behindDoor(door, req.sandbox.gateway.port, spec, driver, credentials.env) : undefined;
   const redact = deps.redactorFor(door ? [...credentials.secrets, door.placeholder, ...(door.loopback ? [door.loopback.token] : [])] : credentials.secrets);
   const attempt = openAttempt(deps, spec, req);

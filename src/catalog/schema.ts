@@ -113,6 +113,14 @@ export const hostResourceSchema = z.union([
   z.strictObject({ ...resourceBase, text: z.string().max(1024 * 1024) }),
   z.strictObject({ ...resourceBase, file: hostPath }),
   z.strictObject({ ...resourceBase, uri: resourceUri.refine((u) => u.endsWith('/'), 'a root resource\'s URI ends with "/" (each file is the URI followed by its relative path)'), root: hostPath }),
+  z.strictObject({
+    ...resourceBase,
+    mcp: z.strictObject({
+      url: z.url({ protocol: /^https?$/, error: 'the MCP server\'s streamable-HTTP URL (http:// or https://)' }),
+      uri: resourceUri.optional(),
+      bearerEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'a variable of the worker\'s environment, UPPER_SNAKE_CASE').optional(),
+    }),
+  }),
 ]);
 
 /**

@@ -21,7 +21,13 @@ export type HostResource =
   | { readonly uri: string; readonly description?: string; readonly mimeType?: string; readonly text: string }
   | { readonly uri: string; readonly description?: string; readonly mimeType?: string; readonly file: string }
   /** `uri` ends with `/`: every regular file under `root` is `<uri><relative path>` (no links followed, no `..`). */
-  | { readonly uri: string; readonly description?: string; readonly mimeType?: string; readonly root: string };
+  | { readonly uri: string; readonly description?: string; readonly mimeType?: string; readonly root: string }
+  /**
+   * One resource of another MCP server (streamable HTTP), read on the worker: `uri` maps to that server's
+   * `mcp.uri` (default the same), and only the URIs declared so are ever asked for. `bearerEnv` names a variable of
+   * the worker's environment holding its token (never the sandbox's).
+   */
+  | { readonly uri: string; readonly description?: string; readonly mimeType?: string; readonly mcp: { readonly url: string; readonly uri?: string; readonly bearerEnv?: string } };
 
 /** The loopback's bounds, per call and per turn. */
 export interface LoopbackLimits {

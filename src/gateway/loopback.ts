@@ -34,6 +34,8 @@ export interface LoopbackOptions {
   readonly onRead: (read: LoopbackRead) => void;
   /** Why reads are refused now (no turn of the run is running), or `undefined`. */
   readonly closedReason?: () => string | undefined;
+  /** A variable of the worker's environment (an upstream MCP server's token, `mcp.bearerEnv`). */
+  readonly workerEnv?: (name: string) => string | undefined;
 }
 
 export interface Loopback {
@@ -214,6 +216,11 @@ export function createLoopback(options: LoopbackOptions): Loopback {
       const mimeType = exact.mimeType ?? 'text/plain';
       if ('text' in exact) return { text: exact.text, mimeType };
       if ('file' in exact) return { text: await readFileBounded(exact.file, undefined, limits.maxReadBytes), mimeType };
+      if ('mcp' in exact) {
+        const token = exact.mcp.bearerEnv ? options.workerEnv?.(exact.mcp.bearerEnv) : undefined;
+        if (exact.mcp.bearerEnv && !token) throw new ReadRefused(`the resource's MCP server needs the worker variable ${exact.mcp.bearerEnv}, which is not set`, 'error', -32603);
+        return await readUpstream(exact.mcp.url, exact.mcp.uri ?? uri, token, limits.maxReadBytes, limits.callTimeoutMs, mimeType);
+      }
     }
     const tree = resources.find((r): r is Extract<HostResource, { root: string }> => 'root' in r && uri.startsWith(r.uri));
     if (tree) return { text: await readFileBounded(tree.root, uri.slice(tree.uri.length), limits.maxReadBytes), mimeType: tree.mimeType ?? 'text/plain' };
@@ -432,6 +439,87 @@ async function readFileBounded(root: string, rel: string | undefined, max: numbe
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * Reads one resource of another MCP server over streamable HTTP, as a minimal client: initialize, initialized,
+ * `resources/read` of exactly `uri`. The answer (JSON or a server-sent stream) is read up to a bound and within the
+ * read's deadline; only text content is passed on.
+ */
+async function readUpstream(url: string, uri: string, token: string | undefined, max: number, timeoutMs: number, mimeType: string): Promise<{ text: string; mimeType: string }> {
+  const signal = AbortSignal.timeout(timeoutMs);
+  let session: string | undefined;
+  const cap = max + 64 * 1024;
+  const post = async (body: Record<string, unknown>): Promise<Record<string, unknown> | undefined> => {
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        signal,
+        redirect: 'error',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-06-18',
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          ...(session ? { 'mcp-session-id': session } : {}),
+        },
+        body: JSON.stringify(body),
+      });
+    } catch (error) {
+      throw new ReadRefused(`the resource's MCP server could not be read (${(error as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : 'unreachable'})`, 'error', -32603);
+    }
+    session ??= res.headers.get('mcp-session-id') ?? undefined;
+    if (body.id === undefined) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    if (!res.ok) {
+      await res.body?.cancel();
+      throw new ReadRefused(`the resource's MCP server answered HTTP ${res.status}`, 'error', -32603);
+    }
+    const text = await boundedBody(res, cap);
+    const stream = (res.headers.get('content-type') ?? '').includes('text/event-stream');
+    const messages = stream ? text.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()) : [text];
+    for (const m of messages) {
+      try {
+        const parsed = JSON.parse(m) as Record<string, unknown>;
+        if (parsed.id === body.id) return parsed;
+      } catch {
+        // not this message
+      }
+    }
+    throw new ReadRefused("the resource's MCP server gave no answer to the read", 'error', -32603);
+  };
+  await post({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'durable-harness-loopback', version: '1' } } });
+  await post({ jsonrpc: '2.0', method: 'notifications/initialized' });
+  const answer = await post({ jsonrpc: '2.0', id: 2, method: 'resources/read', params: { uri } });
+  const error = answer?.error as { message?: unknown } | undefined;
+  if (error) throw new ReadRefused(`the resource's MCP server refused the read: ${clip(String(error.message ?? 'no message'))}`, 'error', -32603);
+  const contents = (answer?.result as { contents?: unknown } | undefined)?.contents;
+  const first = Array.isArray(contents) ? (contents[0] as { text?: unknown; mimeType?: unknown } | undefined) : undefined;
+  if (typeof first?.text !== 'string') throw new ReadRefused("the resource's MCP server answered no text content", 'error', -32603);
+  if (Buffer.byteLength(first.text) > max) throw new ReadRefused(`the resource is ${Buffer.byteLength(first.text)} bytes, over the loopback's ${max} bytes per read`);
+  return { text: first.text, mimeType: typeof first.mimeType === 'string' ? first.mimeType : mimeType };
+}
+
+/** A response body as text, refused past `cap` bytes. */
+async function boundedBody(res: Response, cap: number): Promise<string> {
+  const reader = res.body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > cap) {
+      await reader.cancel();
+      throw new ReadRefused(`the resource's MCP server answered over ${cap} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** Regular files under `root` (relative paths), breadth first, bounded in count and depth; links are skipped. */

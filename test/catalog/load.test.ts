@@ -108,6 +108,11 @@ describe('parseCatalog', () => {
     expect(agentSystemPrompt(ok, 'a1')).toContain('Your MCP server "durable-harness" reads, and only reads');
     expect(agentSystemPrompt(ok, 'a2')).not.toContain('MCP server');
     expect(parseCatalog(withAgent({ loopback: { enabled: false } }), 'mem').agents[0]?.loopback?.enabled).toBe(false);
+    // Another MCP server's resource: an http(s) URL, and its token only by the name of a worker variable.
+    const proxied = (mcp: Record<string, unknown>) => withAgent({ sandbox: { networkPolicy: 'vendor' }, loopback: { resources: [{ uri: 'tickets://1', mcp }] } });
+    expect(parseCatalog(proxied({ url: 'http://127.0.0.1:7000/mcp', uri: 'up://1', bearerEnv: 'TICKETS_TOKEN' }), 'mem').agents[0]?.loopback?.resources).toHaveLength(1);
+    expect(problemsOf(() => parseCatalog(proxied({ url: 'file:///etc/passwd' }), 'mem')).join('\n')).toMatch(/loopback\.resources\[0\]/);
+    expect(problemsOf(() => parseCatalog(proxied({ url: 'http://x/mcp', token: 'sk-inline' }), 'mem')).join('\n')).toMatch(/loopback\.resources\[0\]/);
   });
 
   it('caps actions per envelope at 100 by default, as set, and never above what history can carry', () => {

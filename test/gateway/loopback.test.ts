@@ -5,6 +5,8 @@
  * clear error and an audit row, and the reads that are allowed answered within their bounds.
  */
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -225,5 +227,85 @@ describe('MCP loopback: hostile reads', () => {
     expect(big.status).toBe(413);
     const notRpc = await post(h.t, LOOPBACK_PATH, { hello: 'world' }, { authorization: `Bearer ${token}` });
     expect((JSON.parse(notRpc.text) as Answer).error?.code).toBe(-32600);
+  });
+});
+
+describe('MCP loopback: a resource proxied from another MCP server', () => {
+  interface Seen { readonly method: string; readonly auth?: string; readonly session?: string; readonly params?: unknown }
+  let upstream: http.Server;
+  let url = '';
+  const seen: Seen[] = [];
+  beforeAll(async () => {
+    upstream = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        const m = JSON.parse(body) as { id?: number; method: string; params?: { uri?: string } };
+        seen.push({ method: m.method, auth: req.headers.authorization, session: req.headers['mcp-session-id'] as string | undefined, params: m.params });
+        if (m.id === undefined) return void res.writeHead(202).end();
+        if (m.method === 'initialize') {
+          res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'up-session-1' });
+          return void res.end(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-06-18', capabilities: { resources: {} }, serverInfo: { name: 'up', version: '1' } } }));
+        }
+        const uri = m.params?.uri ?? '';
+        if (uri === 'upstream://hang') return; // never answers
+        if (uri === 'upstream://missing') {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          return void res.end(JSON.stringify({ jsonrpc: '2.0', id: m.id, error: { code: -32002, message: 'Resource not found' } }));
+        }
+        const text = uri === 'upstream://huge' ? 'h'.repeat(40_000) : `ticket ${uri}: the build is red`;
+        // Answered as a server-sent stream, as many servers do.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: m.id, result: { contents: [{ uri, mimeType: 'text/markdown', text }] } })}\n\n`);
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/mcp`;
+  });
+  afterAll(() => new Promise<void>((resolve) => {
+    upstream.closeAllConnections();
+    upstream.close(() => resolve());
+  }));
+
+  const proxied = () =>
+    harness({
+      resources: [
+        { uri: 'tickets://1', mcp: { url, uri: 'upstream://ticket/1', bearerEnv: 'TICKETS_TOKEN' } },
+        { uri: 'tickets://missing', mcp: { url, uri: 'upstream://missing', bearerEnv: 'TICKETS_TOKEN' } },
+        { uri: 'tickets://hang', mcp: { url, uri: 'upstream://hang', bearerEnv: 'TICKETS_TOKEN' } },
+        { uri: 'tickets://huge', mcp: { url, uri: 'upstream://huge', bearerEnv: 'TICKETS_TOKEN' } },
+        { uri: 'tickets://unset', mcp: { url, bearerEnv: 'NOT_SET' } },
+      ],
+      limits: { callTimeoutMs: 500, maxReadBytes: 16 * 1024 },
+      workerEnv: (name) => (name === 'TICKETS_TOKEN' ? 'up-token-from-the-worker' : undefined),
+    });
+
+  it('reads exactly the declared URI upstream, with the worker\'s token and the server\'s session; nothing else is ever asked', async () => {
+    const h = await proxied();
+    seen.splice(0);
+    expect(text(await h.call('read_resource', { uri: 'tickets://1' }))).toBe('ticket upstream://ticket/1: the build is red');
+    expect(seen.map((s) => s.method)).toEqual(['initialize', 'notifications/initialized', 'resources/read']);
+    expect(seen.every((s) => s.auth === 'Bearer up-token-from-the-worker')).toBe(true);
+    expect(seen.slice(1).every((s) => s.session === 'up-session-1')).toBe(true);
+    expect(seen[2]!.params).toEqual({ uri: 'upstream://ticket/1' });
+    const rr = await h.rpc('resources/read', { uri: 'tickets://1' });
+    expect(rr.body.result?.contents).toEqual([{ uri: 'tickets://1', mimeType: 'text/markdown', text: 'ticket upstream://ticket/1: the build is red' }]);
+    // An undeclared URI — of the same server too — never reaches it.
+    seen.splice(0);
+    expect(text(await h.call('read_resource', { uri: 'tickets://2' }))).toMatch(/not a resource of this run/);
+    expect(text(await h.call('read_resource', { uri: 'upstream://ticket/2' }))).toMatch(/not a resource of this run/);
+    expect(seen).toEqual([]);
+    // Nothing the harness can see holds the upstream token.
+    expect(JSON.stringify(h.reads)).not.toContain('up-token-from-the-worker');
+  });
+
+  it('says what went wrong upstream: its refusal, no answer within the deadline, an answer over the bound, a token variable not set', async () => {
+    const h = await proxied();
+    expect(text(await h.call('read_resource', { uri: 'tickets://missing' }))).toMatch(/refused the read: Resource not found/);
+    const started = Date.now();
+    expect(text(await h.call('read_resource', { uri: 'tickets://hang' }))).toMatch(/no answer within 500 ms|took longer than 500 ms/);
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(text(await h.call('read_resource', { uri: 'tickets://huge' }))).toMatch(/40000 bytes, over the loopback's 16384 bytes per read/);
+    expect(text(await h.call('read_resource', { uri: 'tickets://unset' }))).toMatch(/needs the worker variable NOT_SET, which is not set/);
   });
 });

@@ -283,6 +283,8 @@ export interface DoorRequest {
   /** The run's resolved credentials (the vendor key among them). */
   readonly env: Readonly<Record<string, string>>;
   readonly ledger: Ledger;
+  /** The worker's environment: where an upstream MCP resource's token (`mcp.bearerEnv`) is read. */
+  readonly workerEnv?: Readonly<Record<string, string | undefined>>;
 }
 
 /** The worker's gateways, one per run socket. */
@@ -318,6 +320,7 @@ export class GatewayRegistry {
           limits: loopback.limits,
           onRead: door.onLoopbackRead,
           closedReason: () => door.closedReason(),
+          ...(request.workerEnv ? { workerEnv: (name: string) => request.workerEnv?.[name] } : {}),
         });
         door.loopback = { server, token };
       }
