@@ -13,7 +13,7 @@ export const LOOPBACK_TOKEN_ENV = 'DURABLE_HARNESS_MCP_TOKEN';
 export const LOOPBACK_URL_ENV = 'DURABLE_HARNESS_MCP_URL';
 
 /** The loopback's tools: each reads, none acts (acting stays in the turn-end envelope). */
-export const LOOPBACK_TOOLS = ['run_status', 'list_steps', 'read_blob', 'list_resources', 'read_resource'] as const;
+export const LOOPBACK_TOOLS = ['run_status', 'list_steps', 'parent_steps', 'read_blob', 'list_resources', 'read_resource'] as const;
 export type LoopbackTool = (typeof LOOPBACK_TOOLS)[number];
 
 /** A resource the operator registers in the catalog (`agent.loopback.resources`): exact URIs only. */

@@ -23,6 +23,8 @@ export interface LoopbackData {
   steps(after: number, limit: number): Promise<readonly { readonly seq: number; readonly turn: number; readonly type: string; readonly payload: unknown }[]>;
   /** A blob this run's steps name (`undefined`: no such blob, or another run's). */
   blob(hash: string): Promise<string | undefined>;
+  /** For a sub-agent: its parent run's steps, as `steps` (`undefined`: this run has no parent). */
+  parentSteps?(after: number, limit: number): Promise<readonly { readonly seq: number; readonly turn: number; readonly type: string; readonly payload: unknown }[] | undefined>;
 }
 
 export interface LoopbackOptions {
@@ -76,6 +78,15 @@ const toolDefinitions: readonly { name: LoopbackTool; description: string; input
     inputSchema: {
       type: 'object',
       properties: { after: { type: 'integer', minimum: 0, description: 'Return steps with a seq greater than this (default 0).' }, limit: { type: 'integer', minimum: 1, maximum: maxStepsPerPage } },
+      additionalProperties: false,
+    },
+  },
+  {
+    name: 'parent_steps',
+    description: "For a sub-agent: its parent run's steps so far (the work it was handed this task from), oldest first, 50 a page (`after`: the last `seq` you saw).",
+    inputSchema: {
+      type: 'object',
+      properties: { after: { type: 'integer', minimum: 0 }, limit: { type: 'integer', minimum: 1, maximum: maxStepsPerPage } },
       additionalProperties: false,
     },
   },
@@ -170,10 +181,12 @@ export function createLoopback(options: LoopbackOptions): Loopback {
     switch (name as LoopbackTool) {
       case 'run_status':
         return charge(JSON.stringify({ ...((await options.data.status()) as object), loopback: { callsThisTurn: calls, callsLeft: limits.maxCallsPerTurn - calls, bytesThisTurn: bytes } }, null, 2));
-      case 'list_steps': {
+      case 'list_steps':
+      case 'parent_steps': {
         const after = integer(args.after, 'after') ?? 0;
         const limit = Math.min(integer(args.limit, 'limit') ?? maxStepsPerPage, maxStepsPerPage);
-        const steps = await options.data.steps(after, limit);
+        const steps = name === 'list_steps' ? await options.data.steps(after, limit) : await options.data.parentSteps?.(after, limit);
+        if (!steps) throw new ReadRefused('this run is not a sub-agent: it has no parent run to read');
         const page = steps.map((s) => ({ seq: s.seq, turn: s.turn, type: s.type, payload: clippedPayload(s.payload) }));
         const last = page.at(-1);
         return charge(JSON.stringify({ steps: page, ...(page.length === limit && last ? { next: { after: last.seq } } : {}) }, null, 2));

@@ -78,4 +78,38 @@ describe('the run’s door', () => {
     expect(summary).toMatchObject({ requests: 1, refused: 1, modelCalls: 1, models: ['claude-x'] });
     await registry.closeRun('wf-c');
   });
+
+  it('the loopback reads the run from the ledger: its steps, only the blobs they name, a sub-agent\'s parent steps; reads are rows of the turn', async () => {
+    const spec = { ...specOf('vendor', 'http://127.0.0.1:4321'), agent: { ...specOf('vendor').agent, loopback: { resources: [], limits: {} } } } as FrozenSpec;
+    const registry = new GatewayRegistry();
+    const ref = { provider: 'local', workspacePath: dir, hostWorkspacePath: dir, gateway: { socket: path.join(dir, 'd.sock'), port: 18480 } };
+    const base = { agent: 'a', harness: 'claude', tenantId: 't', userId: 'u', task: 'x' };
+    await ledger.startRun({ ...base, workflowId: 'wf-parent', runId: 'rp' });
+    await ledger.startRun({ ...base, workflowId: 'wf-child', runId: 'rc', parentWorkflowId: 'wf-parent' });
+    const named = 'b'.repeat(64);
+    const other = 'c'.repeat(64);
+    await ledger.putBlob({ hash: named, kind: 'text', content: 'a long reply' });
+    await ledger.putBlob({ hash: other, kind: 'text', content: "another run's text" });
+    await ledger.recordStep({ workflowId: 'wf-parent', seq: 1, turn: 1, type: 'envelope', payload: { step: 'sub-agent', agent: 'helper' } });
+    await ledger.recordStep({ workflowId: 'wf-child', seq: 1, turn: 1, type: 'envelope', payload: { step: 'chat', message: { blob: named, bytes: 12, preview: 'a long' } } });
+    const door = (await registry.open({ ref, workflowId: 'wf-child', runId: 'rc', spec, driver: claudeCode, env: { MY_KEY: 'k' }, ledger }))!;
+    const behind = behindDoor(door, 18480, spec, claudeCode, { MY_KEY: 'k' });
+    expect(behind.mcp).toEqual({ url: 'http://127.0.0.1:18480/.durable-harness/mcp', tokenEnv: 'DURABLE_HARNESS_MCP_TOKEN' });
+    expect(behind.env.DURABLE_HARNESS_MCP_TOKEN).toBe(door.loopback!.token);
+    const data = door.loopbackData();
+    expect((await data.steps(0, 50)).map((s) => s.type)).toEqual(['envelope']);
+    expect(await data.blob(named)).toBe('a long reply');
+    expect(await data.blob(other)).toBeUndefined(); // content-addressed and shared: a hash alone is no grant
+    expect((await data.parentSteps!(0, 50))?.map((s) => s.payload)).toEqual([{ step: 'sub-agent', agent: 'helper' }]);
+    door.beginTurn({ turn: 2, attemptId: 'rc:a:2:1', budget: { tokens: 500 }, prices: spec.harness.prices }, () => undefined);
+    expect(await data.status()).toMatchObject({ workflowId: 'wf-child', status: 'running', turn: 2, budgetLeft: { tokens: 500 } });
+    door.onLoopbackRead({ at: Date.now(), method: 'tools/call', target: 'run_status', status: 'ok', bytes: 10, durationMs: 1 });
+    await door.endTurn();
+    expect((await ledger.listLoopbackReads('wf-child')).map((r) => [r.turn, r.attemptId, r.read.target])).toEqual([[2, 'rc:a:2:1', 'run_status']]);
+    // A root run has no parent to read.
+    const root = (await registry.open({ ref: { ...ref, gateway: { socket: path.join(dir, 'e.sock'), port: 18480 } }, workflowId: 'wf-parent', runId: 'rp', spec, driver: claudeCode, env: { MY_KEY: 'k' }, ledger }))!;
+    expect(await root.loopbackData().parentSteps!(0, 50)).toBeUndefined();
+    expect(root.loopback!.token).not.toBe(door.loopback!.token);
+    await registry.closeAll();
+  });
 });

@@ -9,7 +9,7 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
-import { LOOPBACK_PATH } from '../../src/contracts/loopback.js';
+import { LOOPBACK_PATH, LOOPBACK_TOOLS } from '../../src/contracts/loopback.js';
 import { DockerSandboxProvider } from '../../src/sandbox/docker-provider.js';
 import { gatewayPort } from '../../src/sandbox/forwarder.js';
 import { requireEngineAndImage, testDocker, testImage } from '../docker/docker-env.js';
@@ -160,7 +160,7 @@ describe.each(cases)('$cli.name calls the MCP loopback on the $provider provider
     const turns = vendor.requests.slice(before).filter(cli.match);
     // The CLI listed the loopback's tools to its model …
     const listing = turns[form.listedIn]!.rawBody;
-    for (const tool of ['run_status', 'list_steps', 'read_blob', 'list_resources', 'read_resource']) expect(listing).toContain(form.listed(tool));
+    for (const tool of LOOPBACK_TOOLS) expect(listing).toContain(form.listed(tool));
     // … and the tools' answers went back to it in the request after the calls.
     const afterCalls = form.discover.length + 1;
     expect(turns.length).toBe(afterCalls + 1);

@@ -60,7 +60,7 @@ interface Harness {
   call(tool: string, args?: Record<string, unknown>): Promise<Answer>;
 }
 
-async function harness(options: Partial<LoopbackOptions> = {}, turnOpen = true): Promise<Harness> {
+async function harness(options: Partial<LoopbackOptions> = {}, turnOpen = true, parent = false): Promise<Harness> {
   const reads: LoopbackRead[] = [];
   const loopback = createLoopback({
     token,
@@ -73,6 +73,7 @@ async function harness(options: Partial<LoopbackOptions> = {}, turnOpen = true):
           { seq: 3, turn: 2, type: 'envelope', payload: { step: 'chat', big: 'y'.repeat(40_000) } },
         ].filter((s) => s.seq > after).slice(0, limit),
       blob: async (hash) => (hash === 'a'.repeat(64) ? 'the stored text' : undefined),
+      parentSteps: async () => (parent ? [{ seq: 7, turn: 4, type: 'envelope', payload: { step: 'sub-agent' } }] : undefined),
     },
     resources: [
       { uri: 'docs://style', text: 'Use tabs.' },
@@ -122,12 +123,16 @@ describe('MCP loopback: the allowed reads', () => {
     // Links are never listed.
     expect(listed.some((u: string) => u.includes('leak') || u.includes('/up/'))).toBe(false);
 
+    expect(text(await h.call('parent_steps'))).toMatch(/this run is not a sub-agent/);
+    const child = await harness({}, true, true);
+    expect((JSON.parse(text(await child.call('parent_steps'))) as StepsPage).steps.map((s) => s.seq)).toEqual([7]);
+
     const rr = await h.rpc('resources/read', { uri: 'docs://style' });
     expect(rr.body.result?.contents).toEqual([{ uri: 'docs://style', mimeType: 'text/plain', text: 'Use tabs.' }]);
     expect(h.reads.filter((r) => r.status === 'ok').map((r) => r.target)).toEqual([
       'run_status', 'list_steps', 'list_steps', 'read_blob', 'read_resource', 'read_resource', 'list_resources', 'docs://style',
     ]);
-    expect(h.loopback.counts().calls).toBe(8);
+    expect(h.loopback.counts().calls).toBe(9);
   });
 });
 

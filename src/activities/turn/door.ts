@@ -15,7 +15,7 @@ import type { TurnBudget } from '../../contracts/run.js';
 import { addUsage, noUsage, totalTokens, type Usage } from '../../contracts/usage.js';
 import { LOOPBACK_PATH, LOOPBACK_TOKEN_ENV, LOOPBACK_URL_ENV, type LoopbackRead } from '../../contracts/loopback.js';
 import { createLoopback, openGateway, type Gateway, type Loopback, type LoopbackData } from '../../gateway/index.js';
-import type { Ledger, LoopbackRow, ModelCallRow, NetworkRow } from '../../ledger/types.js';
+import type { Ledger, LoopbackRow, ModelCallRow, NetworkRow, RunStepRecord } from '../../ledger/types.js';
 import type { SandboxRef } from '../../sandbox/types.js';
 import type { FrozenSpec } from '../../spec/index.js';
 import type { BudgetCrossing } from './accounting.js';
@@ -69,6 +69,11 @@ interface TurnContext {
   /** Told once when the gateway closes the door on the budget: the turn is over. */
   readonly onSpent?: (crossing: BudgetCrossing) => void;
   spentTold?: boolean;
+}
+
+/** A page of steps after `after`, as the loopback answers them. */
+function page(steps: readonly RunStepRecord[], after: number, limit: number) {
+  return steps.filter((s) => s.seq > after).slice(0, limit).map((s) => ({ seq: s.seq, turn: s.turn, type: s.type, payload: s.payload }));
 }
 
 /** Rows held for the ledger at most: a ledger that is down for long loses the oldest (counted in the next row). */
@@ -205,7 +210,11 @@ export class RunDoor {
           thisTurn: c ? { modelCalls: c.calls, tokens: totalTokens(c.usage) } : undefined,
         };
       },
-      steps: async (after, limit) => (await steps()).filter((s) => s.seq > after).slice(0, limit).map((s) => ({ seq: s.seq, turn: s.turn, type: s.type, payload: s.payload })),
+      steps: async (after, limit) => page(await steps(), after, limit),
+      parentSteps: async (after, limit) => {
+        const parent = (await this.ledger.getRun(this.workflowId, this.runId))?.parentWorkflowId;
+        return parent === undefined ? undefined : page(await this.ledger.listSteps(parent), after, limit);
+      },
       // Only a blob this run's steps name: blobs are content-addressed and shared, a hash alone is no grant.
       blob: async (hash) => ((await steps()).some((s) => JSON.stringify(s.payload).includes(`"blob":"${hash}"`)) ? this.ledger.getBlob(hash) : undefined),
     };
