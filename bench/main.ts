@@ -12,6 +12,7 @@ import { benchFlood, floodTable, printFlood } from './flood.js';
 import { benchGateway, gatewayLines, printGateway } from './gateway.js';
 import { benchHistory, printHistory } from './history.js';
 import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrchestration, quietRuntime } from './orchestration.js';
+import { benchHomes, homesLines, printHomes } from './homes.js';
 import { machineDescription } from './proc.js';
 import { benchScale, floorTable, printScale, saturation, scaleTable } from './scale.js';
 import { benchWorkers, printWorkers, workersLines } from './workers.js';
@@ -33,6 +34,7 @@ Parts (default: all but flood):
                  latency and time to first streamed byte, added latency, gateway CPU per call (--gateway-calls N, default 200)
   approvals      30 permission requests in one turn, each approved as soon as the run lists it: the harness's
                  request → answer, the approve update's round trip, the update's return → the answer
+  homes          codex's first turn in a fresh per-run home, a used one, and one seeded from a prepared template
 Options: --write-docs (docs/BENCHMARKS.md), --runs N (orchestration iterations, default 15), --turns N
 (orchestration's longer runs, default 10), --levels 10,50, --cli-runs N (default 5), --cpu-prof DIR (scale worker).`;
 
@@ -55,7 +57,7 @@ if (values.help) {
   console.log(usage);
   process.exit(0);
 }
-const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway', 'approvals'];
+const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway', 'approvals', 'homes'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 // `flood` pushes gigabytes through the worker: only when asked for.
 const parts = new Set(positionals.length ? positionals : known.filter((p) => p !== 'flood'));
@@ -178,6 +180,13 @@ try {
     const figures = await benchApprovals({ temporalAddress: server.address });
     printApprovals(figures);
     docs('approvals', 'Instant approvals: a permission request to the harness\'s answer', 'npm run bench -- approvals', approvalsLines(figures).slice(1));
+  }
+  if (parts.has('homes')) {
+    startPart();
+    console.log('\nhomes: a fresh per-run CLI home against a used one and a prepared template');
+    const figures = await benchHomes();
+    printHomes(figures);
+    docs('homes', "Fresh CLI homes: codex's first-run cost", 'npm run bench -- homes', homesLines(figures));
   }
   if (parts.has('flood')) {
     startPart();
