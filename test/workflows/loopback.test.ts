@@ -62,6 +62,8 @@ it('a harness reads its status and steps mid-turn; a forged token is refused; it
   // The run's state counts the reads, not the refused request (the Temporal UI's current details say so too).
   const status = await run.status();
   expect(status.loopbackReads).toBe(2);
+  const details = (await run.handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata')).currentDetails ?? '';
+  expect(details).toContain("loopback: 2 MCP reads of the run's data (`durable-harness network RUN --loopback`)");
 
   const token = readFileSync(path.join(w.dataDir, 'workspaces', 'runs', workflowId, '.loopback-token'), 'utf8');
   expect(token).toMatch(/^dh-mcp-[A-Za-z0-9_-]{32}$/);
