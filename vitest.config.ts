@@ -18,6 +18,7 @@ const unit = [
   'test/credentials/resolve.test.ts',
   'test/envelope/parse.test.ts',
   'test/gateway/{flood,gateway,loopback,meter,tls}.test.ts',
+  'test/git/repository.test.ts',
   'test/ledger/sqlite-ledger.test.ts',
   'test/lint/rooms.test.ts',
   'test/multihost/affinity-unit.test.ts',

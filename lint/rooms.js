@@ -11,6 +11,7 @@ export const rooms = [
   'operators', // operator identities, keys and signed decisions
   'codec', // payload encryption and the codec server
   'sandbox', // local and Docker sandboxes: executors, fs, containment
+  'git', // a run's repository: mirrors, checkouts, the deliverable commit (hostile work trees)
   'gateway', // the per-run egress gateway: the sandbox's one door to its vendor and allowlist
   'adapters', // harness drivers and the turn engine
   'actions', // turn-end actions run in the sandbox
