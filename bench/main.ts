@@ -14,6 +14,7 @@ import { benchHistory, printHistory } from './history.js';
 import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrchestration, quietRuntime } from './orchestration.js';
 import { benchHomes, homesLines, printHomes } from './homes.js';
 import { machineDescription } from './proc.js';
+import { benchRepo, printRepo, repoLines } from './repo.js';
 import { benchScale, floorTable, printScale, saturation, scaleTable } from './scale.js';
 import { benchWorkers, printWorkers, workersLines } from './workers.js';
 
@@ -35,6 +36,7 @@ Parts (default: all but flood):
   approvals      30 permission requests in one turn, each approved as soon as the run lists it: the harness's
                  request → answer, the approve update's round trip, the update's return → the answer
   homes          codex's first turn in a fresh per-run home, a used one, and one seeded from a prepared template
+  repo           a workspace of a 3,000-file repository: a plain clone against the per-host mirror (src/git)
 Options: --write-docs (docs/BENCHMARKS.md), --runs N (orchestration iterations, default 15), --turns N
 (orchestration's longer runs, default 10), --levels 10,50, --cli-runs N (default 5), --cpu-prof DIR (scale worker).`;
 
@@ -57,7 +59,7 @@ if (values.help) {
   console.log(usage);
   process.exit(0);
 }
-const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway', 'approvals', 'homes'];
+const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway', 'approvals', 'homes', 'repo'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 // `flood` pushes gigabytes through the worker: only when asked for.
 const parts = new Set(positionals.length ? positionals : known.filter((p) => p !== 'flood'));
@@ -187,6 +189,13 @@ try {
     const figures = await benchHomes();
     printHomes(figures);
     docs('homes', "Fresh CLI homes: codex's first-run cost", 'npm run bench -- homes', homesLines(figures));
+  }
+  if (parts.has('repo')) {
+    startPart();
+    console.log('\nrepo: a run\'s workspace from a fresh clone against the per-host mirror cache');
+    const figures = await benchRepo();
+    printRepo(figures);
+    docs('repo', 'A run on a repository: clone against the mirror cache', 'npm run bench -- repo', repoLines(figures));
   }
   if (parts.has('flood')) {
     startPart();
