@@ -59,6 +59,15 @@ function freeze(deps: Deps, agentName: string): FrozenSpec {
       FailureTypes.SandboxPolicyRefused,
     );
   }
+  // The contract would tell the model about tools its CLI cannot reach. A stdio-JSON harness gets the loopback's
+  // URL and token and may speak MCP itself: its author opted in by turning the loopback on.
+  if (agent.loopback?.enabled && !driver.capabilities.mcpClient && harness.driverClass !== 'StdioJson') {
+    throw ApplicationFailure.nonRetryable(
+      `Agent "${agent.name}" has the MCP loopback on, but harness "${harness.name}" (${harness.driverClass}) has no MCP client its driver can configure ` +
+        '(capabilities.mcpClient is false). Use Claude Code, Codex, Gemini CLI or OpenCode, or delete the agent\'s loopback.',
+      FailureTypes.McpClientMissing,
+    );
+  }
   // Fail at resolution, not three attempts later: a harness whose key cannot be resolved never works.
   permanent(() => resolveCredentials({ agent, harness, store: deps.credentials, env: deps.env }), FailureTypes.CredentialMissing);
   const spec = permanent(() => freezeSpec(catalog, agentName, deps.actions, findDriver(deps.adapters, harness.driverClass).capabilities), FailureTypes.UnknownAgent);

@@ -24,6 +24,8 @@ export const failureTypes = {
   WorkspaceScopeInvalid: { configuration: true },
   /** `strict` (or permission rules) on a harness that cannot ask before a tool runs, without `advisory: true`. */
   PermissionHooksMissing: { configuration: true },
+  /** The agent has the MCP loopback on, but its harness's driver cannot take it (no `mcpClient`, e.g. Pi). */
+  McpClientMissing: { configuration: true },
   /** The worker's ledger file was deleted or replaced under it, or is read-only: fix the worker's data directory. */
   LedgerMissing: { configuration: true },
   LedgerReplaced: { configuration: true },

@@ -34,7 +34,11 @@ const agent = (name: string, harnessName: string, permissions: unknown) => ({
 });
 const catalog = parseCatalog(
   scriptedCatalog(book, {
-    harnesses: [harness('no-system-prompt', { systemPrompt: false }), harness('no-hooks', { permissionHooks: false })],
+    harnesses: [
+      harness('no-system-prompt', { systemPrompt: false }),
+      harness('no-hooks', { permissionHooks: false }),
+      { name: 'pi', driverClass: 'Pi', executable: 'pi', active: true, vendor: 'openai', model: 'm', baseUrl: 'http://127.0.0.1:9/v1' },
+    ],
     agents: [
       agent('guarded', 'scripted', { posture: 'strict', allow: ['command:echo *'], deny: ['command:rm *'], approvalTimeoutMs: 60_000 }),
       agent('hasty', 'scripted', { posture: 'strict', approvalTimeoutMs: 1200 }),
@@ -42,6 +46,8 @@ const catalog = parseCatalog(
       agent('no-prompt', 'no-system-prompt', 'auto'),
       agent('strict-no-hooks', 'no-hooks', 'strict'),
       agent('advisory', 'no-hooks', { posture: 'strict', advisory: true }),
+      { ...agent('pi-looped', 'pi', 'auto'), sandbox: { networkPolicy: 'vendor' }, loopback: {} },
+      { ...agent('scripted-looped', 'scripted', 'auto'), sandbox: { networkPolicy: 'vendor' }, loopback: {} },
     ],
   }),
   'test',
@@ -167,6 +173,17 @@ describe('runTurn permissions (stdio-JSON harness)', () => {
     expect(request.prompt).toContain('## How to end every turn (durable-harness envelope contract)');
     expect(request.prompt).toMatch(/# Your input for this turn\n\ndo the scripted thing script:perm-no-sp-script$/);
   }, 60_000);
+
+  it('the MCP loopback on a harness whose driver has no MCP client is refused at resolution; a stdio-JSON harness may take it', async () => {
+    const activities = createActivities(setup().deps);
+    const refused = await activities.resolveAgent({ agent: 'pi-looped' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(refused).toMatchObject({ type: 'McpClientMissing', nonRetryable: true });
+    expect((refused as Error).message).toMatch(/harness "pi" \(Pi\) has no MCP client.*delete the agent's loopback/);
+    await expect(activities.resolveAgent({ agent: 'scripted-looped' })).resolves.toMatchObject({ specHash: expect.any(String) });
+  });
 
   it('strict on a harness without permission hooks is refused at agent resolution; advisory is accepted and recorded as not enforced', async () => {
     const { deps } = setup();
