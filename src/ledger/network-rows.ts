@@ -19,15 +19,16 @@ export function networkPage(limit: number = DEFAULT_NETWORK_PAGE): number {
 /** Counts are whole: a fractional duration from a timer is rounded, never refused. */
 const whole = (v: number): number => Math.max(0, Math.round(v));
 
+/** The columns every gateway and loopback row is keyed by (its run resolved by the ledger). */
+function keyColumns(row: { id: string; workflowId: string; runId?: string; turn: number; attemptId?: string }) {
+  return { id: row.id, workflowId: row.workflowId, runId: row.runId ?? null, turn: row.turn, attemptId: row.attemptId ?? null };
+}
+
 /** The column values of a request row (its run resolved by the ledger). */
 export function networkColumns(row: NetworkRow) {
   const r = row.record;
   return {
-    id: row.id,
-    workflowId: row.workflowId,
-    runId: row.runId ?? null,
-    turn: row.turn,
-    attemptId: row.attemptId ?? null,
+    ...keyColumns(row),
     at: whole(r.at),
     kind: r.kind,
     method: r.method,
@@ -48,11 +49,7 @@ export function modelCallColumns(row: ModelCallRow) {
   const c = row.call;
   const u = c.usage;
   return {
-    id: row.id,
-    workflowId: row.workflowId,
-    runId: row.runId ?? null,
-    turn: row.turn,
-    attemptId: row.attemptId ?? null,
+    ...keyColumns(row),
     at: whole(c.at),
     api: c.api,
     model: c.model ?? null,
@@ -71,6 +68,18 @@ export function modelCallColumns(row: ModelCallRow) {
 const num = (v: unknown): number => Number(v);
 const present = (v: unknown): boolean => v !== null && v !== undefined;
 
+/** A stored row's keys and its place in arrival order. */
+function keysFromRow(r: Row) {
+  return {
+    seq: num(r.seq),
+    id: String(r.id),
+    workflowId: String(r.workflow_id),
+    runId: String(r.run_id),
+    turn: num(r.turn),
+    ...(present(r.attempt_id) ? { attemptId: String(r.attempt_id) } : {}),
+  };
+}
+
 export function networkFromRow(r: Row): NetworkEntry {
   const suppressed = num(r.suppressed);
   const record: NetworkRecord = {
@@ -88,12 +97,7 @@ export function networkFromRow(r: Row): NetworkEntry {
     ...(suppressed > 0 ? { suppressed } : {}),
   };
   return {
-    seq: num(r.seq),
-    id: String(r.id),
-    workflowId: String(r.workflow_id),
-    runId: String(r.run_id),
-    turn: num(r.turn),
-    ...(present(r.attempt_id) ? { attemptId: String(r.attempt_id) } : {}),
+    ...keysFromRow(r),
     record,
   };
 }
@@ -110,12 +114,7 @@ export function modelCallFromRow(r: Row): ModelCallEntry {
     ...(present(r.first_byte_ms) ? { firstByteMs: num(r.first_byte_ms) } : {}),
   };
   return {
-    seq: num(r.seq),
-    id: String(r.id),
-    workflowId: String(r.workflow_id),
-    runId: String(r.run_id),
-    turn: num(r.turn),
-    ...(present(r.attempt_id) ? { attemptId: String(r.attempt_id) } : {}),
+    ...keysFromRow(r),
     call,
   };
 }
@@ -156,11 +155,7 @@ export function summaryFromRows(requests: Row, lastRefused: Row | undefined, cal
 export function loopbackColumns(row: LoopbackRow) {
   const r = row.read;
   return {
-    id: row.id,
-    workflowId: row.workflowId,
-    runId: row.runId ?? null,
-    turn: row.turn,
-    attemptId: row.attemptId ?? null,
+    ...keyColumns(row),
     at: whole(r.at),
     method: r.method,
     target: r.target,
@@ -185,12 +180,7 @@ export function loopbackFromRow(r: Row): LoopbackEntry {
     ...(suppressed > 0 ? { suppressed } : {}),
   };
   return {
-    seq: num(r.seq),
-    id: String(r.id),
-    workflowId: String(r.workflow_id),
-    runId: String(r.run_id),
-    turn: num(r.turn),
-    ...(present(r.attempt_id) ? { attemptId: String(r.attempt_id) } : {}),
+    ...keysFromRow(r),
     read,
   };
 }
