@@ -15,7 +15,7 @@ import { gatewayPort } from '../../src/sandbox/forwarder.js';
 import { requireEngineAndImage, testDocker, testImage } from '../docker/docker-env.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 import type { FakeVendor, RecordedRequest, ScriptedToolCall } from './fake-vendor/server.js';
-import { clis, type TableCli } from './support/cli-table.js';
+import { cliHarness, clis, type TableCli } from './support/cli-table.js';
 import { expectInstalled } from './support/clis.js';
 
 const dataRoot = path.join(repoRoot, '.data/loopback-live-tests', `${process.pid}`);
@@ -102,22 +102,8 @@ describe.each(cases)('$cli.name calls the MCP loopback on the $provider provider
       ...(provider === 'docker' ? { sandboxes: (dir: string) => ({ docker: new DockerSandboxProvider({ docker, image: testImage, workspaceRoot: path.join(dir, 'workspaces') }) }) } : {}),
       env: { FAKE_VENDOR_KEY: 'sk-loopback-test-fake' },
       catalog: {
-        harnesses: [
-          {
-            name: cli.name,
-            driverClass: cli.driverClass,
-            vendor: cli.vendor,
-            model: cli.model,
-            apiKeyEnv: cli.keyEnv,
-            // In the container: the image's pinned CLI on its PATH (/opt/clis/bin).
-            executable: provider === 'docker' ? cli.name : cli.executable,
-            active: true,
-            baseUrl: cli.baseUrl(vendor),
-            turnTimeoutMs: 60_000,
-            settings: { apiKeyEnv: cli.keyEnv, ...cli.settings },
-            env: cli.env,
-          },
-        ],
+        // In the container: the image's pinned CLI on its PATH (/opt/clis/bin).
+        harnesses: [cliHarness(cli, vendor, provider === 'docker' ? { executable: cli.name } : {})],
         agents: [
           ...postures.map((posture) => ({
             name: `${cli.name}-${posture}`,

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultAdapterRegistry } from '../../src/adapters/registry.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 import type { FakeVendor } from './fake-vendor/server.js';
-import { clis, type TableCli } from './support/cli-table.js';
+import { cliHarness, clis, type TableCli } from './support/cli-table.js';
 import { expectInstalled } from './support/clis.js';
 
 const dataRoot = path.join(repoRoot, '.data/mcp-planted-tests', `${process.pid}`);
@@ -59,21 +59,7 @@ describe.each(mcpClis)('$name ignores MCP servers planted in its workspace', (cl
       adapters: defaultAdapterRegistry(),
       env: { FAKE_VENDOR_KEY: 'sk-planted-test-fake' },
       catalog: {
-        harnesses: [
-          {
-            name: cli.name,
-            driverClass: cli.driverClass,
-            vendor: cli.vendor,
-            model: cli.model,
-            apiKeyEnv: cli.keyEnv,
-            executable: cli.executable,
-            active: true,
-            baseUrl: cli.baseUrl(vendor),
-            turnTimeoutMs: 60_000,
-            settings: { apiKeyEnv: cli.keyEnv, ...cli.settings },
-            env: cli.env,
-          },
-        ],
+        harnesses: [cliHarness(cli, vendor)],
         agents: [
           {
             name: `${cli.name}-agent`,

@@ -82,3 +82,24 @@ function fromProfile(name: keyof typeof profiles) {
   const p = profiles[name];
   return { executable: p.executable, model: p.model, keyEnv: p.keyEnv, create: p.create, startVendor: p.vendor, match: p.match, readCall: p.readToolCall, baseUrl: p.baseUrl };
 }
+
+/**
+ * `cli`'s harness entry of a test catalog against `vendor`: its driver, model, key variable, base URL and settings;
+ * `overrides` adds or replaces fields (the executable in a container, strace, prices).
+ */
+export function cliHarness(cli: TableCli, vendor: FakeVendor, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    name: cli.name,
+    driverClass: cli.driverClass,
+    vendor: cli.vendor,
+    model: cli.model,
+    apiKeyEnv: cli.keyEnv,
+    executable: cli.executable,
+    active: true,
+    baseUrl: cli.baseUrl(vendor),
+    turnTimeoutMs: 60_000,
+    settings: { apiKeyEnv: cli.keyEnv, ...cli.settings },
+    env: cli.env,
+    ...overrides,
+  };
+}
