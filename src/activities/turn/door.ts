@@ -86,6 +86,7 @@ export class RunDoor {
   private network: NetworkRow[] = [];
   private models: ModelCallRow[] = [];
   private reads: LoopbackRow[] = [];
+  private parent: Promise<string | undefined> | undefined;
   private dropped = 0;
   private current: TurnContext | undefined;
   private flushing: Promise<void> | undefined;
@@ -212,7 +213,15 @@ export class RunDoor {
       },
       steps: async (after, limit) => page(await steps(), after, limit),
       parentSteps: async (after, limit) => {
-        const parent = (await this.ledger.getRun(this.workflowId, this.runId))?.parentWorkflowId;
+        // A run's parent never changes: looked up once per door, not on every page.
+        this.parent ??= this.ledger.getRun(this.workflowId, this.runId).then(
+          (run) => run?.parentWorkflowId,
+          (error: unknown) => {
+            this.parent = undefined; // a ledger fault is asked again next time
+            throw error;
+          },
+        );
+        const parent = await this.parent;
         return parent === undefined ? undefined : page(await this.ledger.listSteps(parent), after, limit);
       },
       // Only a blob this run's steps name: blobs are content-addressed and shared, a hash alone is no grant.
