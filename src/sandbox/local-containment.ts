@@ -1,31 +1,37 @@
 /**
  * How the local provider contains a turn's processes, and the runtime state it keeps about them.
  *
- * Containment `pid-namespace` (the default): every process starts in its own PID namespace
- * (`unshare --pid --fork --kill-child --mount-proc`) under a one-line `sh` as the namespace's PID 1. When the
- * process exits or is killed, that init exits and the kernel kills everything else in the namespace — children
- * that called setsid, `detached: true` spawns, double-forked daemons — so every descendant dies with its turn.
- * The process itself is not PID 1: the kernel drops signals to a PID 1 that set no handler, so a CLI running as
- * PID 1 would never see the SIGTERM of a cancel and always wait out the kill grace. `setpriv --pdeathsig KILL`
- * before it makes the namespace die with the worker too (a SIGKILLed worker leaves no turn running).
- * `process-group` is the weaker, explicit opt-out: only the process group is signalled, and a descendant that
+ * Every contained process is started by one small native helper, native/dh-contain.c, compiled on first use with
+ * `cc` ($CC) into a private cache (see `helperPath`): one exec and two forks instead of a chain of util-linux and
+ * shell wrappers.
+ *
+ * Containment `pid-namespace` (the default): every process starts in its own PID namespace under the helper as the
+ * namespace's PID 1. When the process exits or is killed, that init exits and the kernel kills everything else in
+ * the namespace — children that called setsid, `detached: true` spawns, double-forked daemons — so every descendant
+ * dies with its turn. The process itself is not PID 1: the kernel drops signals to a PID 1 that set no handler, so a
+ * CLI running as PID 1 would never see the SIGTERM of a cancel and always wait out the kill grace. The helper's outer
+ * process, the one the worker spawns, dies with the worker (parent-death signal) and PID 1 with it, so a SIGKILLed
+ * worker leaves no turn running; it forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the process's group through
+ * PID 1. `process-group` is the weaker, explicit opt-out: only the process group is signalled, and a descendant that
  * leaves it can outlive the turn.
  *
- * With `user`, the harness runs as that unprivileged uid:gid (`setpriv`, no supplementary groups, no new
- * privileges, empty capability sets), so it cannot read the worker's environment, the credentials file or
- * the Docker socket.
+ * With `user`, the harness runs as that unprivileged uid:gid (no supplementary groups, no new privileges, empty
+ * capability sets), so it cannot read the worker's environment, the credentials file or the Docker socket.
  *
- * With `network: 'loopback'` (network policy `none`), every process also gets its own network namespace
- * (`unshare --net`) holding only a loopback interface, brought up before the harness starts: the harness
- * reaches its own 127.0.0.1 and nothing else — not the worker's Temporal server, ledger or codec server on the
- * host's loopback, not the host's interfaces, not a DNS server.
+ * With `network: 'loopback'` (network policy `none`), every process also gets its own network namespace holding
+ * only a loopback interface, brought up before the harness starts: the harness reaches its own 127.0.0.1 and
+ * nothing else — not the worker's Temporal server, ledger or codec server on the host's loopback, not the host's
+ * interfaces, not a DNS server.
  *
  * Pid bookkeeping lives in a state file under the runtime directory — never in the workspace — and records
  * each pid with its start time, so a recycled pid is never signalled.
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { forwarderScript, gatewayPort, listeningPattern } from './forwarder.js';
 
 /** How descendants of a turn are contained. */
@@ -54,13 +60,13 @@ export class SandboxIsolationUnavailable extends Error {
   readonly code = sandboxIsolationUnavailable;
 }
 
-/** Binaries from util-linux. */
+/** How the containment helper is built (tests point the compiler elsewhere to see a missing mechanism refused). */
 export interface ContainmentTools {
-  readonly unshare: string;
-  readonly setpriv: string;
+  /** The C compiler command (words split on spaces); default `$CC`, else `cc`. */
+  readonly cc?: string;
 }
 
-export const defaultTools: ContainmentTools = { unshare: 'unshare', setpriv: 'setpriv' };
+export const defaultTools: ContainmentTools = {};
 
 const isRoot = (): boolean => typeof process.geteuid === 'function' && process.geteuid() === 0;
 
@@ -103,70 +109,100 @@ export function isolationSettings(isolation: LocalIsolation): Record<string, str
   };
 }
 
-/**
- * Options for `unshare` that give a process its own PID namespace (with `pid`), its own network namespace (with
- * `net`) and, not as root, the user namespace either needs.
- */
-function unshareFlags(pid: boolean, net: boolean): string[] {
-  const base = [...(net ? ['--net'] : []), ...(pid ? ['--pid', '--fork', '--kill-child', '--mount-proc'] : [])];
-  // Without root a new namespace needs a user namespace; --map-current-user keeps the uid the same inside.
-  return isRoot() ? base : ['--user', '--map-current-user', ...base];
-}
+/** native/dh-contain.c, beside src/ and dist/ alike. */
+const helperSource = fileURLToPath(new URL('../../native/dh-contain.c', import.meta.url));
 
-/** `ip` from iproute2, looked up once: brings a new network namespace's loopback up. */
-let ipTool: string | undefined | null = null;
-function ipPath(): string | undefined {
-  if (ipTool === null) ipTool = ['/usr/sbin/ip', '/sbin/ip', '/usr/bin/ip', '/bin/ip'].find((p) => existsSync(p));
-  return ipTool;
-}
+/** The helper's binary per compiler command, built (or found in the cache) once per process. */
+const helpers = new Map<string, { path: string } | { problem: string }>();
 
 /**
- * Before the user drop, inside the new network namespace: `lo` up (the namespace starts with it down), then the
- * rest. Needs CAP_NET_ADMIN in the namespace (a root worker); without it the loopback stays down — even less.
+ * The containment helper, compiled on first use: into `<tmpdir>/durable-harness-<uid>/<key>/`, directories only the
+ * worker's user may use (one that is not — planted by another user — is passed over for a private one), keyed by the
+ * source and the compiler, written to a temporary name and renamed into place.
  */
-function loopbackUp(): string[] {
-  const ip = ipPath();
-  return ip ? ['/bin/sh', '-c', '"$0" link set lo up 2>/dev/null; exec "$@"', ip] : [];
+function helper(tools: ContainmentTools): { path: string } | { problem: string } {
+  const cc = (tools.cc ?? process.env.CC ?? '').trim() || 'cc';
+  let built = helpers.get(cc);
+  if (!built) {
+    built = buildHelper(cc);
+    helpers.set(cc, built);
+  }
+  return built;
+}
+
+/** The containment helper's path; throws `SandboxIsolationUnavailable` when it does not compile. */
+export function helperPath(tools: ContainmentTools = defaultTools): string {
+  const built = helper(tools);
+  if ('problem' in built) throw new SandboxIsolationUnavailable(`The local sandbox cannot contain a process on this machine: ${built.problem}.`);
+  return built.path;
+}
+
+/** Whether `isolation` needs the helper at all (process-group alone runs the process as it is). */
+const needsHelper = (isolation: LocalIsolation): boolean => isolation.containment === 'pid-namespace' || isolation.user !== undefined || isolation.network !== undefined;
+
+function buildHelper(cc: string): { path: string } | { problem: string } {
+  const source = readFileText(helperSource);
+  if (source === undefined) return { problem: `its containment helper's source ${helperSource} is missing (reinstall the package)` };
+  const key = createHash('sha256').update(source).update('\0').update(cc).digest('hex').slice(0, 16);
+  const uid = process.geteuid?.() ?? -1;
+  // One directory per key, so the binary keeps its name (the namespace's PID 1 shows as `dh-contain`).
+  const dir = privateDir(path.join(privateDir(path.join(os.tmpdir(), `durable-harness-${uid}`), uid), key), uid);
+  const binary = path.join(dir, 'dh-contain');
+  if (ownExecutable(binary, uid)) return { path: binary };
+  const temp = `${binary}.${process.pid}.tmp`;
+  const [command, ...flags] = cc.split(/\s+/);
+  const result = spawnSync(command!, [...flags, '-O2', '-o', temp, helperSource], { encoding: 'utf8', timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'] });
+  if (result.error || result.status !== 0) {
+    rmSync(temp, { force: true });
+    const why = result.error ? result.error.message : (result.stderr.trim().split('\n').slice(-3).join(' ') || `exit ${result.status ?? result.signal}`);
+    return {
+      problem: `its containment helper native/dh-contain.c does not compile with "${cc}" (${why}): install a C compiler (gcc), or point CC at one`,
+    };
+  }
+  chmodSync(temp, 0o755);
+  renameSync(temp, binary);
+  return { path: binary };
+}
+
+/** `dir` if it is a directory of `uid` that nobody else may use (made so if new); otherwise a new private one. */
+function privateDir(dir: string, uid: number): string {
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  const stat = lstatSync(dir);
+  if (stat.isDirectory() && stat.uid === uid && (stat.mode & 0o077) === 0) return dir;
+  return mkdtempSync(path.join(os.tmpdir(), 'durable-harness-'));
+}
+
+function ownExecutable(file: string, uid: number): boolean {
+  try {
+    const stat = lstatSync(file);
+    return stat.isFile() && stat.uid === uid && (stat.mode & 0o022) === 0 && (stat.mode & 0o100) !== 0;
+  } catch {
+    return false;
+  }
 }
 
 /**
- * The namespace's init: runs the process in the foreground (so it keeps every default signal disposition and its
- * stdin, and is not PID 1), reaps orphans while it waits, exits with the process's status (128+n when a signal
- * killed it). Its own stderr goes to /dev/null so sh's "Terminated" never lands in the harness's stderr; the
- * process gets the original stderr back. `exit` after the command keeps sh from exec'ing it as PID 1; `unset PWD`
- * keeps sh's own variable out of the process's environment.
+ * `argv` wrapped so that it runs with `isolation`, for this process to spawn (the helper dies with it); the executable
+ * must already be an absolute path. Throws `SandboxIsolationUnavailable` when the helper does not compile.
  */
-const namespaceInit = ['/bin/sh', '-c', 'unset PWD; exec 3>&2 2>/dev/null; "$@" 2>&3 3>&-; exit $?', 'durable-harness-init'];
-
-/**
- * Before the user drop, inside the new network namespace: `lo` up, the forwarder to the run's gateway started in the
- * background (as the worker's user: a sandbox user cannot signal it; it dies with the turn's PID namespace), and the
- * process only once the forwarder listens (polled in /proc/net/tcp, which shows this namespace's sockets; bounded).
- */
-function gatewayUp(socket: string): string[] {
-  const ip = ipPath();
-  if (!ip) return [];
-  const script =
-    '"$0" link set lo up 2>/dev/null; "$1" -e "$2" "$3" "$4" </dev/null >/dev/null 2>&1 & n=0; ' +
-    'while ! grep -q "$5" /proc/net/tcp 2>/dev/null; do n=$((n+1)); ' +
-    'if [ "$n" -gt 1000 ]; then echo "durable-harness: the gateway forwarder did not start" >&2; exit 125; fi; sleep 0.005; done; ' +
-    'shift 5; exec "$@"';
-  return ['/bin/sh', '-c', script, ip, process.execPath, forwarderScript, socket, String(gatewayPort), listeningPattern()];
-}
-
-/** `argv` wrapped so that it runs with `isolation` (the executable must already be an absolute path). */
 export function wrapArgv(isolation: LocalIsolation, argv: readonly string[], tools: ContainmentTools = defaultTools): string[] {
-  const drop = isolation.user
-    ? [tools.setpriv, '--reuid', String(isolation.user.uid), '--regid', String(isolation.user.gid), '--clear-groups', '--no-new-privs',
-       '--inh-caps=-all', '--bounding-set=-all', '--pdeathsig', 'keep', '--']
-    : [];
-  const net = isolation.network !== undefined;
-  const lo = isolation.network === 'gateway' ? gatewayUp(isolation.gatewaySocket!) : net ? loopbackUp() : [];
-  // Without a PID namespace unshare execs in place (no fork), so the process keeps its pid and process group.
-  if (isolation.containment === 'process-group') return net ? [tools.unshare, ...unshareFlags(false, true), '--', ...lo, ...drop, ...argv] : [...drop, ...argv];
-  // The parent-death signal: when the worker itself dies (SIGKILL, a lost host), unshare dies with it and takes the
-  // namespace — every process of the turn — along; nothing of a killed worker's turns outlives it.
-  return [tools.setpriv, '--pdeathsig', 'KILL', '--', tools.unshare, ...unshareFlags(true, net), '--', ...lo, ...drop, ...namespaceInit, ...argv];
+  // Nothing to contain beyond the process group: the process as it is.
+  if (!needsHelper(isolation)) return [...argv];
+  const helper = [helperPath(tools)];
+  if (isolation.containment === 'pid-namespace') helper.push('--pid', String(process.pid));
+  if (isolation.network) helper.push('--net');
+  if (isolation.user) helper.push('--drop', `${isolation.user.uid}:${isolation.user.gid}`);
+  if (isolation.network === 'gateway') {
+    // The forwarder to the run's gateway starts inside the network namespace before the process, as the worker's user
+    // (a sandbox user cannot signal it; it dies with the turn's PID namespace), and the process only once it listens.
+    const forwarder = [process.execPath, '-e', forwarderScript, isolation.gatewaySocket!, String(gatewayPort)];
+    helper.push('--serve', listeningPattern(), String(forwarder.length), ...forwarder);
+  }
+  return [...helper, '--', ...argv];
 }
 
 const probes = new Map<string, string | undefined>();
@@ -193,24 +229,30 @@ function isolationProblem(isolation: LocalIsolation, tools: ContainmentTools): s
       return `Sandbox option user needs the kernel's hard-link protection (fs.protected_hardlinks=1, found ${protectedLinks ?? 'nothing'}); enable it with: sysctl -w fs.protected_hardlinks=1.`;
     }
   }
+  const what = [
+    ...(isolation.containment === 'pid-namespace' ? ['a PID namespace per turn'] : []),
+    ...(isolation.network === 'loopback' ? ['a loopback-only network namespace for network policy "none"'] : []),
+    ...(isolation.network === 'gateway' ? ["a network namespace whose only way out is the run's egress gateway"] : []),
+    ...(isolation.user ? [`running as ${isolation.user.uid}:${isolation.user.gid}`] : []),
+  ].join(' and ');
+  const fix =
+    isolation.containment === 'pid-namespace'
+      ? "; or set sandbox.options.containment: process-group to accept that a harness's setsid/daemon children can outlive its turn."
+      : '.';
+  const built = needsHelper(isolation) ? helper(tools) : undefined;
+  if (built && 'problem' in built) return `The local sandbox cannot give ${what} on this machine: ${built.problem}${fix}`;
   // Inside a PID namespace the process's parent is the namespace's init, PID 1.
   const probe = wrapArgv(isolation, ['/bin/sh', '-c', 'test "$PPID" = 1 || [ -z "$EXPECT_NAMESPACE" ]'], tools);
   const env = { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin', ...(isolation.containment === 'pid-namespace' ? { EXPECT_NAMESPACE: '1' } : {}) };
   const result = spawnSync(probe[0]!, probe.slice(1), { env, encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'ignore', 'pipe'] });
   if (result.error || result.status !== 0) {
     const why = result.error ? result.error.message : (result.stderr || `exit ${result.status ?? result.signal}`).trim();
-    const what = [
-      ...(isolation.containment === 'pid-namespace' ? [`a PID namespace per turn (${tools.unshare} --pid)`] : []),
-      ...(isolation.network === 'loopback' ? [`a loopback-only network namespace for network policy "none" (${tools.unshare} --net)`] : []),
-      ...(isolation.network === 'gateway' ? [`a network namespace whose only way out is the run's egress gateway (${tools.unshare} --net, ip, node)`] : []),
-      ...(isolation.user ? [`running as ${isolation.user.uid}:${isolation.user.gid} (${tools.setpriv})`] : []),
-    ].join(' and ');
     return (
       `The local sandbox cannot give ${what} on this machine: ${why}. ` +
-      (isolation.containment === 'pid-namespace'
-        ? 'Install util-linux, run the worker as root or enable unprivileged user namespaces; or set sandbox.options.containment: ' +
-          'process-group to accept that a harness\'s setsid/daemon children can outlive its turn.'
-        : 'Install util-linux and run the worker as root.')
+      (isolation.containment === 'pid-namespace' || isolation.network
+        ? 'Run the worker as root or enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)'
+        : 'Run the worker as root') +
+      fix
     );
   }
   return undefined;

@@ -3,7 +3,7 @@
  * namespace (by default), optionally as an unprivileged user. See local-containment.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, existsSync, readlinkSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { LineQueue, type OutputLine } from './line-queue.js';
 import {
@@ -25,8 +25,6 @@ import { mkdirWorkspaceSync } from './workspace-fs.js';
 const stderrTailBytes = 8 * 1024;
 const defaultKillGraceMs = 1000;
 const defaultDrainGraceMs = 500;
-/** How often a harness in a PID namespace is checked for having closed its stdout. */
-const stdoutWatchMs = 500;
 
 /** Options of the local executor. */
 export interface LocalExecutorOptions {
@@ -39,7 +37,7 @@ export interface LocalExecutorOptions {
   readonly stateFile?: string;
   /** Containment and user (default: a PID namespace per process, the worker's user). */
   readonly isolation?: LocalIsolation;
-  /** util-linux binaries (tests point these elsewhere). */
+  /** How the containment helper is built (tests point the compiler elsewhere). */
   readonly tools?: ContainmentTools;
   /** Grace between SIGTERM and SIGKILL when a request does not set one. */
   readonly killGraceMs?: number;
@@ -92,7 +90,6 @@ export class LocalProcess implements ExecProcess {
   private killing: Promise<void> | undefined;
   private killNow = false;
   private drainTimer: NodeJS.Timeout | undefined;
-  private stdoutWatch: NodeJS.Timeout | undefined;
   private resolveExit!: (exit: LocalExit) => void;
 
   private record: { pid: number; start: number; init?: { pid: number; start: number } } | undefined;
@@ -151,12 +148,13 @@ export class LocalProcess implements ExecProcess {
     if (file === undefined || file.length === 0) return this.fail(new Error('Cannot start a process: argv is empty.'));
     if (!existsSync(cwd)) return this.fail(new Error(`Cannot start ${file}: its working directory does not exist.`));
     const env = this.environment(request);
-    // The wrapper (unshare/setpriv) would report a missing program its own way: find it first, like spawn does.
+    // The containment helper would report a missing program its own way: find it first, like spawn does.
     const executable = findExecutable(file, env.PATH ?? minimalPath());
     if (!executable) return this.fail(Object.assign(new Error(`spawn ${file} ENOENT`), { code: 'ENOENT' }));
-    const [wrapped, ...wrappedArgs] = wrapArgv(this.options.isolation, [executable, ...args], this.options.tools);
     let child: ChildProcess;
     try {
+      // Throws SandboxIsolationUnavailable when the helper does not compile (a provider checks that at start).
+      const [wrapped, ...wrappedArgs] = wrapArgv(this.options.isolation, [executable, ...args], this.options.tools);
       child = spawn(wrapped!, wrappedArgs, {
         cwd,
         env,
@@ -188,69 +186,11 @@ export class LocalProcess implements ExecProcess {
       if (init !== undefined && initStart !== undefined) {
         this.record = { pid, start, init: { pid: init, start: initStart } };
         if (file) writeTurnRecord(file, { containment: 'pid-namespace', pid, start, init: { pid: init, start: initStart } });
-        this.watchStdout(pid, { pid: init, start: initStart });
         return;
       }
       if (triesLeft > 0) setTimeout(() => findInit(triesLeft - 1), 5).unref();
     };
     findInit(200);
-  }
-
-  /**
-   * In a PID namespace the wrappers (unshare, our child, and the namespace's init shell) keep their own copies of the
-   * stdout pipe open until the end, so the pipe never reaches end-of-file while the harness lives on with its stdout
-   * closed. The harness and its descendants are the init's: once none of them has the wrapper's pipe as fd 1 any more,
-   * the output is over. (Not just the init's child: a launcher or a tracer such as strace may hand the pipe on to the
-   * program it starts and let go of its own.) A harness of another user (whose /proc fds are not ours to read) is not
-   * watched.
-   */
-  private watchStdout(wrapper: number, init: { pid: number; start: number }): void {
-    const link = (pid: number): string | undefined => {
-      try {
-        return readlinkSync(`/proc/${pid}/fd/1`);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-        throw error;
-      }
-    };
-    /**
-     * Whether a descendant of the init may still write to `pipe` (bounded: a fork bomb is not walked for ever). An
-     * exiting process (a zombie: its fds are gone) counts as writing: its exit, not this watch, ends the turn, and what
-     * it wrote is still in the pipe to be read.
-     */
-    const holdsPipe = (pipe: string): boolean | undefined => {
-      const pending = [...childrenOf(init.pid)];
-      if (pending.length === 0) return undefined; // not started yet, or gone
-      for (let seen = 0; pending.length > 0 && seen < 4096; seen++) {
-        const pid = pending.pop()!;
-        const fd = link(pid);
-        if (fd === pipe) return true;
-        // No fd 1: closed by a live process, or gone with an exiting one (a zombie's fds are gone too).
-        if (fd === undefined && !['R', 'S', 'D', 'T', 't', 'I'].includes(procStat(pid)?.state ?? 'X')) return true;
-        pending.push(...childrenOf(pid));
-      }
-      return pending.length > 0; // too many to look at: take it as still writing
-    };
-    let closedChecks = 0;
-    const check = (): void => {
-      try {
-        const pipe = link(wrapper);
-        if (this.exited || pipe === undefined || !sameProcessAlive(init.pid, init.start)) return this.stopWatching();
-        // Closed twice in a row (a watch period apart), so what was written before is read by then.
-        closedChecks = holdsPipe(pipe) === false ? closedChecks + 1 : 0;
-        if (closedChecks < 2) return;
-        this.stopWatching();
-        this.queue.end();
-      } catch {
-        this.stopWatching(); // EACCES: another user's process
-      }
-    };
-    this.stdoutWatch = setInterval(check, stdoutWatchMs).unref();
-  }
-
-  private stopWatching(): void {
-    clearInterval(this.stdoutWatch);
-    this.stdoutWatch = undefined;
   }
 
   private environment(request: ExecRequest): Record<string, string> {
@@ -299,7 +239,6 @@ export class LocalProcess implements ExecProcess {
 
   private finish(exit: LocalExit): void {
     clearTimeout(this.drainTimer);
-    this.stopWatching();
     if (this.record && this.options.stateFile && !this.running()) removeTurnRecord(this.options.stateFile, this.record.pid);
     this.exited = true;
     this.queue.end();
@@ -316,8 +255,9 @@ export class LocalProcess implements ExecProcess {
   }
 
   /**
-   * SIGTERM to the process group (a namespace's PID 1 gets it only if it handles it), then after the grace
-   * SIGKILL to the namespace's PID 1 — the kernel then kills every process in the namespace — and the group.
+   * SIGTERM to the process group (in a PID namespace the helper's outer process, which forwards it through the
+   * namespace's PID 1 to the process's own group), then after the grace SIGKILL to the helper, the namespace's
+   * PID 1 — the kernel then kills every process in the namespace — and the group.
    */
   private async killGroup(graceMs: number): Promise<void> {
     const pgid = this.child?.pid;
@@ -327,8 +267,7 @@ export class LocalProcess implements ExecProcess {
     while (this.running() && Date.now() < deadline && !this.killNow) await sleep(20);
     if (this.running()) {
       const init = this.record?.init ?? this.initNow(pgid);
-      // The wrapper first, so it dies of the SIGKILL and says so: had it seen its child (the init) die first,
-      // unshare could not re-raise SIGKILL on itself and would exit 1 ("sigprocmask unblock failed").
+      // The helper first, so the exit says SIGKILL directly (it re-raises a signal that killed its PID 1, too).
       signal(pgid, 'SIGKILL');
       // Then the namespace's init, whose death takes every process of the namespace with it (also those that left
       // the process group), and the group.

@@ -38,7 +38,7 @@ export interface LocalSandboxProviderOptions {
   readonly runtimeDir?: string;
   /** Grace between SIGTERM and SIGKILL for processes it starts. */
   readonly killGraceMs?: number;
-  /** util-linux binaries (tests point these elsewhere to see a missing mechanism refused). */
+  /** How the containment helper is built (tests point the compiler elsewhere to see a missing mechanism refused). */
   readonly tools?: ContainmentTools;
   /** Where the runs' gateway sockets live (default `gateway` beside the runtime directory's `local`). */
   readonly gatewayRoot?: string;

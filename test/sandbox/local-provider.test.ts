@@ -204,7 +204,7 @@ describe('LocalExecutor', () => {
     const script = 'kill -KILL 1; kill -TERM 1; setsid sleep 33 & echo "init: $(cat /proc/1/comm)"; sleep 30';
     const proc = executor.exec({ argv: ['sh', '-c', script] });
     const first = await proc.lines[Symbol.asyncIterator]().next();
-    expect(first.value).toBe('init: sh');
+    expect(first.value).toBe('init: dh-contain');
     // The background `setsid sleep` may not have exec'd yet when the line arrives: wait for it to show up.
     const sleepers = () => processTree(proc.pid!).filter((pid) => /^sleep 33$/.test(commandLine(pid)));
     expect(await waitUntil(() => sleepers().length === 1, 2000)).toBe(true);

@@ -308,7 +308,7 @@ describe('descendants die with their turn', () => {
     const broken = await startTestWorker({
       catalog,
       env: {},
-      sandboxes: (dataDir) => ({ local: new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces'), tools: { unshare: '/nonexistent/unshare', setpriv: 'setpriv' } }) }),
+      sandboxes: (dataDir) => ({ local: new LocalSandboxProvider({ root: path.join(dataDir, 'workspaces'), tools: { cc: '/nonexistent/cc' } }) }),
     });
     try {
       const result = await (await broken.start({ agent: 'scripted', task: book.write('never-runs', [ok()]), workflowId: testWorkflowId('nomech') })).result();
