@@ -6,6 +6,7 @@ import { findTemporalCli, temporalCliInstallHint } from '../src/temporal/cli-pat
 import { startDevServer } from '../src/temporal/dev-server.js';
 import { approvalsLines, benchApprovals, printApprovals } from './approvals.js';
 import { benchClis, clisTable, printClis } from './clis.js';
+import { benchContain, containLines, printContain } from './contain.js';
 import { writeSection } from './docs.js';
 import { benchDocker, printDocker } from './docker.js';
 import { benchFlood, floodTable, printFlood } from './flood.js';
@@ -37,6 +38,8 @@ Parts (default: all but flood):
                  request → answer, the approve update's round trip, the update's return → the answer
   homes          codex's first turn in a fresh per-run home, a used one, and one seeded from a prepared template
   repo           a workspace of a 3,000-file repository: a plain clone against the per-host mirror (src/git)
+  contain        one contained /bin/true: the local sandbox's containment helper vs the util-linux chain it
+                 replaced vs the bare process, wall time and CPU per spawn
 Options: --write-docs (docs/BENCHMARKS.md), --runs N (orchestration iterations, default 15), --turns N
 (orchestration's longer runs, default 10), --levels 10,50, --cli-runs N (default 5), --cpu-prof DIR (scale worker).`;
 
@@ -59,7 +62,7 @@ if (values.help) {
   console.log(usage);
   process.exit(0);
 }
-const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway', 'approvals', 'homes', 'repo'];
+const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway', 'approvals', 'homes', 'repo', 'contain'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 // `flood` pushes gigabytes through the worker: only when asked for.
 const parts = new Set(positionals.length ? positionals : known.filter((p) => p !== 'flood'));
@@ -196,6 +199,12 @@ try {
     const figures = await benchRepo();
     printRepo(figures);
     docs('repo', 'A run on a repository: clone against the mirror cache', 'npm run bench -- repo', repoLines(figures));
+  }
+  if (parts.has('contain')) {
+    startPart();
+    const figures = benchContain();
+    printContain(figures);
+    docs('contain', 'Containing a process on the local sandbox: the helper vs the old chain', 'npm run bench -- contain', containLines(figures));
   }
   if (parts.has('flood')) {
     startPart();
