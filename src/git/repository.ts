@@ -17,7 +17,7 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { lstatSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -89,14 +89,28 @@ export interface GitRun {
   readonly workTree?: string;
 }
 
+/** Options of one git command: `env` adds to the fixed environment; `signal` and `timeoutMs` end a command that hangs (a remote). */
+export interface GitOptions {
+  readonly env?: Record<string, string>;
+  readonly maxBuffer?: number;
+  readonly signal?: AbortSignal;
+  readonly timeoutMs?: number;
+}
+
 /** Runs git with the fixed configuration; resolves with stdout. */
-export function git(args: readonly string[], where?: GitRun, options: { env?: Record<string, string>; maxBuffer?: number } = {}): Promise<string> {
+export function git(args: readonly string[], where?: GitRun, options: GitOptions = {}): Promise<string> {
   const location = where ? ['--git-dir', where.gitDir, ...(where.workTree ? ['--work-tree', where.workTree] : [])] : [];
   return new Promise((resolve, reject) => {
     execFile(
       'git',
       [...fixedConfig, ...location, ...args],
-      { env: gitEnv(options.env), maxBuffer: options.maxBuffer ?? 64 * 1024 * 1024, cwd: where?.workTree ?? where?.gitDir ?? gitHome() },
+      {
+        env: gitEnv(options.env),
+        maxBuffer: options.maxBuffer ?? 64 * 1024 * 1024,
+        cwd: where?.workTree ?? where?.gitDir ?? gitHome(),
+        ...(options.signal ? { signal: options.signal } : {}),
+        ...(options.timeoutMs ? { timeout: options.timeoutMs, killSignal: 'SIGKILL' as const } : {}),
+      },
       (error, stdout, stderr) => {
         if (error) reject(new GitError(`git ${args.slice(0, 2).join(' ')} failed: ${(stderr || error.message).trim().slice(0, 2000)}`));
         else resolve(stdout);
@@ -110,8 +124,12 @@ export function mirrorPath(root: string, source: string): string {
   return path.join(root, `${createHash('sha256').update(source).digest('hex').slice(0, 24)}.git`);
 }
 
-/** Brings the mirror of `source` up to date (cloned the first time, fetched after) and returns its path. */
-export async function mirrorOf(root: string, source: string): Promise<{ path: string; cloned: boolean }> {
+/**
+ * Brings the mirror of `source` up to date (cloned the first time, fetched after) and returns its path. `options`
+ * carries what reaching the remote needs (the credential's header in `env`). A first clone goes to a temporary name
+ * and is renamed into place, so a clone cut short never passes for a mirror.
+ */
+export async function mirrorOf(root: string, source: string, options: GitOptions = {}): Promise<{ path: string; cloned: boolean }> {
   mkdirSync(root, { recursive: true, mode: 0o700 });
   const mirror = mirrorPath(root, source);
   let exists = false;
@@ -121,10 +139,19 @@ export async function mirrorOf(root: string, source: string): Promise<{ path: st
     exists = false;
   }
   if (!exists) {
-    await git(['clone', '--mirror', '--quiet', '--', source, mirror]);
+    const partial = `${mirror}.partial-${process.pid}-${Date.now().toString(36)}`;
+    try {
+      await git(['clone', '--mirror', '--quiet', '--', source, partial], undefined, options);
+      renameSync(partial, mirror);
+    } catch (err) {
+      rmSync(partial, { recursive: true, force: true });
+      // Another worker process renamed its clone into place first: that mirror serves.
+      if (existsSync(path.join(mirror, 'HEAD'))) return { path: mirror, cloned: false };
+      throw err;
+    }
     return { path: mirror, cloned: true };
   }
-  await git(['remote', 'update', '--prune'], { gitDir: mirror });
+  await git(['remote', 'update', '--prune'], { gitDir: mirror }, options);
   return { path: mirror, cloned: false };
 }
 
