@@ -9,6 +9,7 @@ import type { ActionRegistry } from '../actions/registry.js';
 import type { EnvelopeRules } from '../envelope/parse.js';
 import { actionParametersJsonSchema, buildContractPrompt, joinSystemPrompt, type ContractAction } from './contract-prompt.js';
 import type { NetworkPolicy } from '../contracts/network.js';
+import { githubRepositoryOf, repositorySourceProblem } from '../contracts/repository.js';
 import { catalogSchema, removedCapabilities, type AgentConfig, type Catalog, type HarnessConfig } from './schema.js';
 
 /** A catalog that failed to load; `problems` lists every problem as `path: what is wrong`. */
@@ -125,6 +126,22 @@ function crossCheck(catalog: Catalog, registry: ActionRegistry): string[] {
       const policy = harness ? networkPolicyOf(agent, harness) : networkPolicy;
       if (policy !== undefined && policy !== 'vendor' && policy !== 'allowlist') {
         problems.push(`agents[${i}].loopback: the MCP loopback is served by the run's egress gateway, which network policy ${JSON.stringify(policy)} does not have; set sandbox.networkPolicy: vendor (or allowlist), or delete the loopback`);
+      }
+    }
+    if (agent.repository) {
+      const r = agent.repository;
+      if (agent.sandbox.workspaceScope !== 'run') {
+        problems.push(`agents[${i}].repository: a run on a repository needs a workspace of its own (sandbox.workspaceScope: run); scope ${JSON.stringify(agent.sandbox.workspaceScope)} shares one between runs`);
+      }
+      [r.source, ...r.sources].forEach((source, j) => {
+        const problem = source === undefined ? undefined : repositorySourceProblem(source.endsWith('/') && j > 0 ? `${source}x` : source);
+        if (problem) problems.push(`agents[${i}].repository.${j === 0 ? 'source' : `sources[${j - 1}]`}: ${problem}`);
+      });
+      if (r.deliver === 'pull-request' && !r.pullRequest?.repository && r.source !== undefined && githubRepositoryOf(r.source) === undefined) {
+        problems.push(`agents[${i}].repository.pullRequest.repository: the pull request's owner/name cannot be read from source ${JSON.stringify(r.source)}; set it`);
+      }
+      if (r.deliver === 'pull-request' && !(r.pullRequest?.credential ?? r.credential)) {
+        problems.push(`agents[${i}].repository: deliver "pull-request" needs a credential for the API: set repository.credential (or pullRequest.credential) to a name in the worker's credential store`);
       }
     }
     agent.subAgents.forEach((sub, j) => {

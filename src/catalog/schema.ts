@@ -142,6 +142,52 @@ export const credentialGrantSchema = z.strictObject({
   from: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional(),
 });
 
+/** A git ref or branch name as the worker accepts one: no option-like start, no `..`, no control characters. */
+const gitRefName = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*@\{)[A-Za-z0-9._\/+-]+(?<!\.lock)(?<![./])$/, 'a git ref name: letters, digits, ".", "_", "/", "+", "-"; not starting with "-", no "..", not ending in "/", "." or ".lock"');
+
+/**
+ * A run on a git repository (docs/repositories.md): the worker checks the source out into the run's workspace on a
+ * new branch and, when the run ends as `deliverOn` says, commits the work there (and pushes it, and opens a pull
+ * request, as `deliver` says). The source and ref are defaults a start input may override (`sources`).
+ */
+export const repositorySchema = z.strictObject({
+  /** A remote URL (https, ssh, git, file) or an absolute path on the worker's host. No credentials in it: use `credential`. */
+  source: z.string().min(1).max(2_000).optional(),
+  /** A branch, tag or commit to start from (default `HEAD`). */
+  ref: gitRefName.optional(),
+  /** Sources a start input may name besides `source`: exact sources, or prefixes ending in `/`. */
+  sources: z.array(z.string().min(1).max(2_000)).max(100).default([]),
+  /** The run's branch is `<branchPrefix>/<workflow id>` unless the start input names one. */
+  branchPrefix: gitRefName.default('durable-harness'),
+  deliver: z.enum(['commit', 'push', 'pull-request']).default('commit'),
+  deliverOn: z.array(z.enum(['succeeded', 'failed', 'stopped', 'cancelled'])).min(1).default(['succeeded']),
+  author: z.strictObject({ name: z.string().min(1).max(200), email: z.string().min(3).max(200) }).default({ name: 'durable-harness', email: 'durable-harness@localhost' }),
+  /** Files above this size are refused by name (the deliverable is not made). */
+  maxFileBytes: z.number().int().min(1).max(1024 * 1024 * 1024).default(10 * 1024 * 1024),
+  /** A patch above this size is refused (the ledger keeps the patch). */
+  maxPatchBytes: z.number().int().min(1024).max(256 * 1024 * 1024).default(32 * 1024 * 1024),
+  /** The worker's credential (by name in its credential store) for fetching and pushing over https; never in the sandbox. */
+  credential: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional(),
+  /** With `deliver: pull-request`: where the pull request goes. */
+  pullRequest: z
+    .strictObject({
+      /** `owner/name` on GitHub (default: from the source URL). */
+      repository: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'owner/name').optional(),
+      /** The branch it merges into (default: the ref, when it names a branch; else `main`). */
+      base: gitRefName.optional(),
+      /** The GitHub REST API (default https://api.github.com; GitHub Enterprise: https://HOST/api/v3). */
+      apiUrl: z.url().optional(),
+      /** The credential (by name) for the API; default `credential`. */
+      credential: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional(),
+      draft: z.boolean().default(false),
+    })
+    .optional(),
+});
+
 export const agentActionSchema = z.strictObject({
   name,
   maxExecutionsPerRun: z.number().int().positive().optional(),
@@ -185,6 +231,8 @@ export const agentSchema = z.strictObject({
   replayMaxTokens: z.number().int().min(1_000).optional(),
   /** The MCP loopback (docs/mcp.md); absent = off. */
   loopback: loopbackSchema.optional(),
+  /** A run on a git repository and what it delivers (docs/repositories.md); absent = a plain workspace. */
+  repository: repositorySchema.optional(),
 });
 
 export const actionSchema = z.strictObject({
@@ -207,4 +255,5 @@ export type AgentConfig = z.infer<typeof agentSchema>;
 export type ActionConfig = z.infer<typeof actionSchema>;
 export type Guardrails = z.infer<typeof guardrailsSchema>;
 export type Prices = z.infer<typeof pricesSchema>;
+export type RepositoryConfig = z.infer<typeof repositorySchema>;
 export type Catalog = z.infer<typeof catalogSchema>;

@@ -26,6 +26,11 @@ export const failureTypes = {
   PermissionHooksMissing: { configuration: true },
   /** The agent has the MCP loopback on, but its harness's driver cannot take it (no `mcpClient`, e.g. Pi). */
   McpClientMissing: { configuration: true },
+  /**
+   * The run's repository cannot be used as asked: a source the agent does not allow or the worker cannot fetch, a ref
+   * with no commit, a start input asking for a repository the agent has none of (docs/repositories.md).
+   */
+  RepositoryInvalid: { configuration: true },
   /** The worker's ledger file was deleted or replaced under it, or is read-only: fix the worker's data directory. */
   LedgerMissing: { configuration: true },
   LedgerReplaced: { configuration: true },

@@ -5,6 +5,7 @@ export * from './failures.js';
 export * from './money.js';
 export * from './permissions.js';
 export * from './prompts.js';
+export * from './repository.js';
 export * from './run.js';
 export * from './text-ref.js';
 export * from './usage.js';

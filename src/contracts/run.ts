@@ -1,6 +1,7 @@
 /** The run's words: its outcome and phases, budgets, spend, steps and turn inputs. Pure: safe in workflows. */
 import type { BlobRef, TextRef } from './text-ref.js';
 import type { Usage } from './usage.js';
+import type { DeliverableView } from './repository.js';
 
 /** Budget a parent hands to a sub-agent: what it has left. */
 export interface InheritedBudget {
@@ -41,6 +42,8 @@ export interface AgentRunResult {
   /** Some spend of the run (or of a sub-agent) could not be counted: `usage` and `costUsd` are lower bounds. */
   readonly costBlind?: true;
   readonly externalSessionId?: string;
+  /** What a run on a repository delivered: branch, commits, patch, push and pull request (docs/repositories.md). */
+  readonly deliverable?: DeliverableView;
 }
 
 /**

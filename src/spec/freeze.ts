@@ -51,6 +51,7 @@ export function freezeSpec(catalog: Catalog, agentName: string, registry: Action
       hostLoss: { timeoutMs: agent.sandbox.hostLossTimeoutMs ?? defaultHostLossTimeoutMs, action: agent.sandbox.onHostLoss ?? 'await-operator' },
       ...(agent.replayMaxTokens !== undefined ? { replayMaxTokens: agent.replayMaxTokens } : {}),
       ...(agent.loopback?.enabled ? { loopback: frozenLoopback(agent.loopback) } : {}),
+      ...(agent.repository ? { repository: structuredClone(agent.repository) } : {}),
     },
     harness: {
       name: harness.name,

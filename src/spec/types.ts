@@ -5,7 +5,7 @@ import type { HostResource, LoopbackLimits } from '../contracts/loopback.js';
  * changes a run in flight. Secrets are not in it: credentials are grants by name, resolved per attempt.
  */
 import type { Capabilities } from '../adapters/types.js';
-import type { Prices } from '../catalog/schema.js';
+import type { Prices, RepositoryConfig } from '../catalog/schema.js';
 import type { EnvelopeRules } from '../envelope/parse.js';
 import type { PermissionPolicy } from '../permissions/policy.js';
 import type { SandboxSpec } from '../sandbox/types.js';
@@ -58,6 +58,8 @@ export interface FrozenSpec {
     readonly replayMaxTokens?: number;
     /** The MCP loopback, when the agent has it on (docs/mcp.md). */
     readonly loopback?: { readonly resources: readonly HostResource[]; readonly limits: Partial<LoopbackLimits> };
+    /** A run on a git repository: where from, and what it delivers (docs/repositories.md). */
+    readonly repository?: RepositoryConfig;
   };
   readonly harness: {
     readonly name: string;
