@@ -194,6 +194,7 @@ export function defaultDeps(setup: Omit<WorkerSetup, 'connection'>): ActivityDep
     env: setup.env,
     decisionMode,
     operators: setup.operators ?? operatorsFromEnvironment(env),
+    gitRoot: path.join(dataDir, 'git'),
   };
 }
 

@@ -62,6 +62,8 @@ export interface ActivityDeps {
   readonly decisionMode?: DecisionMode;
   /** The runs' egress gateways on this worker (default: a registry of this deps' own; the worker closes it at shutdown). */
   readonly gateways?: GatewayRegistry;
+  /** Where the worker keeps repository mirrors and runs' git directories (docs/repositories.md; default under the OS temp dir). */
+  readonly gitRoot?: string;
 }
 
 /** The deps with their defaults, and the helpers every activity shares. */

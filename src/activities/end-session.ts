@@ -5,6 +5,7 @@ import type { AgentRunResult, RunOutcome } from '../workflows/types.js';
 import type { Deps } from './deps.js';
 import { mapped } from './failures.js';
 import { waitForLedger } from './ledger-wait.js';
+import { removeRunGitDir } from './repository.js';
 
 export interface EndSessionInput {
   readonly workflowId: string;
@@ -30,7 +31,11 @@ export async function endSession(deps: Deps, input: EndSessionInput): Promise<En
   const sandbox = input.sandbox;
   // The run's gateway first: its placeholder is forgotten, nothing in the sandbox reaches the vendor any more.
   await deps.gateways.closeRun(input.workflowId);
-  if (sandbox && input.releaseSandbox) await mapped(() => deps.provider(sandbox.provider).end(sandbox));
+  if (sandbox && input.releaseSandbox) {
+    await mapped(() => deps.provider(sandbox.provider).end(sandbox));
+    // A run on a repository: its git directory goes with its workspace (the deliverable is in the ledger, or pushed).
+    removeRunGitDir(deps, input.workflowId);
+  }
   // The next run of a shared workspace may start (workspace-claim.ts); idempotent.
   await waitForLedger(() => deps.ledger.releaseWorkspacesOf(input.workflowId));
   // Its effect happens once: a re-run (a retried attempt, a replayed workflow task after a crash) finds the run

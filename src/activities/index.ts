@@ -10,6 +10,7 @@ import { withDefaults, type ActivityDeps } from './deps.js';
 import { endSession, type EndSessionInput } from './end-session.js';
 import { openRun, type OpenRunInput } from './open-run.js';
 import { reprovisionSession, type ReprovisionSessionInput } from './reprovision-session.js';
+import { deliverWork, type DeliverWorkInput } from './repository.js';
 import { resolveAgent, type ResolveAgentInput } from './resolve-agent.js';
 import { runTurn } from './run-turn.js';
 import { startSession, type StartSessionInput } from './start-session.js';
@@ -30,6 +31,7 @@ export function createActivities(activityDeps: ActivityDeps) {
     turnSpent: (input: TurnSpentInput) => turnSpent(deps, input),
     storeText: (input: { text: string }) => storeText(deps, input),
     endSession: (input: EndSessionInput) => endSession(deps, input),
+    deliverWork: (input: DeliverWorkInput) => deliverWork(deps, input),
     ...approvalActivities(deps.ledger, deps.approvalWakeups),
     ...decisionActivities({ ledger: deps.ledger, operators: deps.operators, decisionMode: deps.decisionMode }),
   };

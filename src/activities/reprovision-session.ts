@@ -2,6 +2,8 @@
 import type { RunIdentity, SandboxRef } from '../sandbox/types.js';
 import type { Deps } from './deps.js';
 import { startSandbox } from './start-session.js';
+import { prepareRepository } from './repository.js';
+import type { RunRepository } from '../contracts/repository.js';
 
 export interface ReprovisionSessionInput {
   readonly workflowId: string;
@@ -11,6 +13,8 @@ export interface ReprovisionSessionInput {
   readonly lost: SandboxRef;
   readonly turn: number;
   readonly reason: string;
+  /** The run's repository: checked out again at its base commit in the fresh workspace (the lost work tree's changes are gone with it). */
+  readonly repository?: RunRepository;
 }
 
 /**
@@ -20,6 +24,7 @@ export interface ReprovisionSessionInput {
 export async function reprovisionSession(deps: Deps, input: ReprovisionSessionInput): Promise<SandboxRef> {
   const spec = await deps.loadSpec(input.specHash);
   const sandbox = await startSandbox(deps, spec, input);
+  if (input.repository) await prepareRepository(deps, spec, { workflowId: input.workflowId, at: input.repository }, sandbox);
   await deps.ledger.appendEvent(input.workflowId, input.turn, 'host-lost', {
     lostHostQueue: input.lost.hostQueue ?? null,
     lostWorkspace: input.lost.hostWorkspacePath,

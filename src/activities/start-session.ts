@@ -9,6 +9,8 @@ import type { Deps } from './deps.js';
 import { FailureTypes } from '../contracts/failures.js';
 import { mapped } from './failures.js';
 import { waitForLedger } from './ledger-wait.js';
+import { prepareRepository } from './repository.js';
+import type { RepositoryRequest, RunRepository } from '../contracts/repository.js';
 
 export interface StartSessionInput {
   readonly workflowId: string;
@@ -18,12 +20,16 @@ export interface StartSessionInput {
   readonly task: TextRef;
   readonly parentWorkflowId?: string;
   readonly parentSandbox?: SandboxRef;
+  /** The start input's repository (the agent's catalog block gives the rest, docs/repositories.md). */
+  readonly repository?: RepositoryRequest;
 }
 
 /** What a started session hands the workflow. */
 export interface StartedSession {
   readonly sandbox: SandboxRef;
   readonly task: TextRef;
+  /** The run's repository, checked out in the sandbox's workspace (absent: a plain workspace). */
+  readonly repository?: RunRepository;
 }
 
 /** Creates (or reattaches, or borrows the parent's) sandbox and the ledger row; a large task goes by reference. */
@@ -67,9 +73,15 @@ export async function startSession(deps: Deps, input: StartSessionInput): Promis
         FailureTypes.WorkspaceScopeInvalid,
       );
     }
+    // A sub-agent in its parent's workspace works on the parent's branch: the parent delivers, once.
+    if (input.repository) {
+      throw ApplicationFailure.nonRetryable(`Agent "${spec.agent.name}" works in its parent's workspace (workspaceScope "parent"), on the parent's branch: it takes no repository of its own.`, FailureTypes.RepositoryInvalid);
+    }
     return { sandbox: input.parentSandbox, task };
   }
-  return { sandbox: await startSandbox(deps, spec, input), task };
+  const sandbox = await startSandbox(deps, spec, input);
+  const repository = await prepareRepository(deps, spec, { workflowId: input.workflowId, ...(input.repository ? { repository: input.repository } : {}) }, sandbox);
+  return { sandbox, task, ...(repository ? { repository } : {}) };
 }
 
 /** Starts the agent's sandbox on this worker; a host-bound one records this worker's host queue. */

@@ -4,6 +4,7 @@ import { Client, WorkflowExecutionAlreadyStartedError, WorkflowFailedError, Work
 import { CancelledFailure, WorkflowIdReusePolicy, type DataConverter } from '@temporalio/common';
 import { dataConverterFromEnvironment } from '../codec/keys.js';
 import { z } from 'zod';
+import { repositorySourceProblem } from '../contracts/repository.js';
 import { claimCheck, type BlobStore } from '../blobs/store.js';
 import { previewOf } from '../contracts/text-ref.js';
 import { defaultTaskQueue } from '../worker-defaults.js';
@@ -48,6 +49,20 @@ const startInputSchema = z.object({
   resumeSessionId: z.string().optional(),
   workflowId: id('workflowId', 'must not be empty').optional(),
   taskQueue: z.string().optional(),
+  repository: z
+    .strictObject({
+      source: z
+        .string()
+        .max(2_000)
+        .superRefine((source, ctx) => {
+          const problem = repositorySourceProblem(source);
+          if (problem) ctx.addIssue({ code: 'custom', message: problem });
+        })
+        .optional(),
+      ref: z.string().min(1).max(200).optional(),
+      branch: z.string().min(1).max(200).optional(),
+    })
+    .optional(),
 });
 
 /** A task travels inline in the run's first history event. */

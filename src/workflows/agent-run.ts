@@ -77,6 +77,8 @@ import { detailsText, turnStartToCloseMs } from './approvals.js';
 import type { RunState } from './state.js';
 import { budgetEnding, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
 import { assertKnownVersion } from './versions.js';
+import { deliverRun, delivers } from './deliver.js';
+import { deliverableLine } from '../contracts/repository.js';
 import { compactSandbox, workflowVersion, type AgentRunInput, type OpenRunFailure, type AgentRunResult, type GuardrailName, type RunPhase, type SessionEndTrouble, type TextRef, type TurnRequest, type TurnResult } from './types.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -363,7 +365,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           // A fresh workspace on this worker, the conversation replayed.
           const lost = state.sandbox!;
           const sandbox = await CancellationScope.nonCancellable(() =>
-            reprovisionSession({ workflowId, runId, specHash: policy.specHash, identity: input.identity, lost, turn: request.turn, reason: hostLost }),
+            reprovisionSession({ workflowId, runId, specHash: policy.specHash, identity: input.identity, lost, turn: request.turn, reason: hostLost, ...(state.repository ? { repository: state.repository } : {}) }),
           );
           update(afterReprovision(state, sandbox));
           setPhase('running', `turn ${request.turn} moved to ${sandbox.hostQueue ?? 'a fresh workspace'}: ${hostLost}`);
@@ -512,6 +514,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
           task: input.task,
           parentWorkflowId: input.parentWorkflowId,
           parentSandbox: input.parentSandbox,
+          ...(input.repository ? { repository: input.repository } : {}),
         }),
       ).catch((err: unknown) => {
         // The agent resolved but its session did not start: the run ends its record like any run that had a policy.
@@ -520,7 +523,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         throw err;
       });
       adoptPolicy(opened.policy, true);
-      update(sessionStarted(state, opened.sandbox, opened.task));
+      update(sessionStarted(state, opened.sandbox, opened.task, opened.repository));
     }
     const policy = state.policy!;
 
@@ -555,11 +558,18 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     }
   }
 
+  // ---- the deliverable of a run on a repository, before the workspace goes -------------------------
+  if (state.policy && delivers(state, result.status)) {
+    setPhase('ending', `delivering branch ${state.repository!.branch}`);
+    const deliverable = await deliverRun(state.policy, state, { workflowId, status: result.status, summary: result.result ?? result.reason ?? result.status });
+    result = { ...result, deliverable };
+  }
+
   // ---- compensation: on every exit path, never cancelled, idempotent ---------------------------
   approvals.runEnded(result.status);
   // Every outcome but success ends in Temporal's terms: Failed or Canceled (outcomes.ts).
   const inTemporalTerms = result.status !== 'succeeded';
-  setPhase(result.status, result.reason ?? result.result?.slice(0, 120) ?? result.status);
+  setPhase(result.status, `${result.reason ?? result.result?.slice(0, 120) ?? result.status}${result.deliverable ? ` · deliverable: ${deliverableLine(result.deliverable)}` : ''}`);
   // Before the agent is resolved syncAttributes writes nothing: the status must still leave `starting`.
   if (inTemporalTerms && !state.policy) upsertSearchAttributes([{ key: statusAttribute, value: result.status }]);
   if (state.policy) {

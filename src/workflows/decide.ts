@@ -81,8 +81,8 @@ export function resolved(state: RunState, policy: RunPolicy, nowMs: number, budg
 }
 
 /** The sandbox is up and the task (by reference if large) is the first turn's input. */
-export function sessionStarted(state: RunState, sandbox: NonNullable<RunState['sandbox']>, task: TextRef): RunState {
-  return { ...state, sandbox, next: state.next ?? { kind: 'prompt', parts: [task] } };
+export function sessionStarted(state: RunState, sandbox: NonNullable<RunState['sandbox']>, task: TextRef, repository?: RunState['repository']): RunState {
+  return { ...state, sandbox, ...(repository ? { repository } : {}), next: state.next ?? { kind: 'prompt', parts: [task] } };
 }
 
 /** Starts the next turn: its number, its envelope's ledger seq, and how the harness session continues. */

@@ -4,6 +4,7 @@
  * never the conversation (that is in the ledger, and the turn activity replays it from there).
  */
 import type { Usage } from '../adapters/types.js';
+import type { RunRepository } from '../contracts/repository.js';
 import type { SandboxRef } from '../sandbox/types.js';
 import type { RunPolicy } from '../spec/types.js';
 import type { PendingApprovalView, SettledApprovalView } from './approvals.js';
@@ -19,6 +20,8 @@ export interface RunState {
   /** The frozen spec's hash and the fields decisions need; set once the agent is resolved. */
   readonly policy?: RunPolicy;
   readonly sandbox?: SandboxRef;
+  /** The run's repository, checked out in its workspace (docs/repositories.md); absent on a plain workspace. */
+  readonly repository?: RunRepository;
   /** Absolute wall-time deadline (epoch ms, workflow time). */
   readonly deadlineMs: number;
   /** Turns of this run so far. */

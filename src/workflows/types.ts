@@ -1,6 +1,7 @@
 /** Inputs, results and messages of an agent run: shared by the workflow, the activities and the client. Pure. */
 import type { BlobRef, TextRef } from '../contracts/text-ref.js';
 import type { Usage } from '../contracts/usage.js';
+import type { RepositoryRequest } from '../contracts/repository.js';
 import type { InheritedBudget, RunOutcome, RunPhase, GuardrailName, AgentRunResult, InFlightTurn, SessionEndTrouble, TurnSpend, TurnBudget, StepView, PlannedCall, TurnInput, ActionOutcome, ConversationEntry } from '../contracts/run.js';
 import type { RunIdentity, SandboxRef } from '../sandbox/types.js';
 import type { RunPolicy } from '../spec/types.js';
@@ -21,6 +22,8 @@ export interface AgentRunInput {
   readonly parentSandbox?: SandboxRef;
   /** Start by resuming this harness session (e.g. from a previous run). */
   readonly resumeSessionId?: string;
+  /** Run on a git repository: source, ref and branch, over the agent's catalog defaults (docs/repositories.md). */
+  readonly repository?: RepositoryRequest;
   /** Set by a parent run: the child shares the parent's remaining budget. */
   readonly budget?: InheritedBudget;
   /** Continue-as-new after this many turns in one execution (default: when Temporal suggests it, or by history size). */

@@ -42,6 +42,7 @@
 //                       (after its own to .scripted/harness.pid)
 //   symlinks            {name: target}: (re)creates these symbolic links in the workspace
 //   writeFiles          {path: text}: writes these files in the workspace (following nothing special)
+//   executables         [path]: makes these files (written by writeFiles) executable (a planted hook)
 //   permissions         [{tool, input, kind?, title?, editable?}]: for each, a permission line (id p1, p2 ...), then
 //                       waits for its permission-response; allowed: runs it (input.command with /bin/sh -c, or writes
 //                       input.content to input.path; the response's input instead when editable) and prints a
@@ -71,7 +72,7 @@
 // Past the last step → error line "script exhausted".
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { appendFileSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -367,6 +368,7 @@ async function main() {
     symlinkSync(target, path.join(request.workspace, name));
   }
   for (const [name, text] of Object.entries(step.writeFiles ?? {})) writeFile(path.join(request.workspace, name), substitute(text));
+  for (const name of step.executables ?? []) chmodSync(path.join(request.workspace, name), 0o755);
   if (step.escape) {
     writeFile(path.join(dir, 'harness.pid'), String(process.pid));
     writeFile(path.join(dir, 'escapees.json'), JSON.stringify(startEscapees()));
