@@ -35,6 +35,7 @@ import { operatorInputLimits } from '../workflows/messages.js';
 import { roundUsd } from '../contracts/money.js';
 import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../contracts/usage.js';
+import { deliverableLine, type DeliverableView } from '../contracts/repository.js';
 import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
 import {
@@ -64,8 +65,10 @@ Usage:
                                       --demo starts the demo agent and follows it; --exit stops when it ends
   durable-harness worker              a worker on the task queue
   durable-harness run AGENT TASK [--wait] [--detach] [--json] [--id ID] [--tenant T] [--user U]
+                         [--repo SOURCE] [--ref REF] [--branch NAME]
                                       start a run and follow it until it ends or needs a person
-                                      (--wait: keep following while it waits; --json: JSON lines)
+                                      (--wait: keep following while it waits; --json: JSON lines;
+                                      --repo/--ref/--branch: the run's repository, docs/repositories.md)
   durable-harness status RUN_ID [--json]
   durable-harness list [--status S] [--agent A] [--tenant T] [--limit 20] [--json]
   durable-harness cancel RUN_ID [--reason TEXT]
@@ -80,6 +83,9 @@ Usage:
                                       the run's requests through its egress gateway, from the ledger (--refused:
                                       only the refused; --after: the page after that SEQ), and what it metered;
                                       --loopback: its reads through the MCP loopback (docs/mcp.md)
+  durable-harness diff RUN_ID [--stat] [--json]
+                                      what a run on a repository delivered: its patch from the ledger
+                                      (--stat: the diff stat; --json: the deliverable's record)
   durable-harness approve RUN_ID REQUEST [--edit JSON] [--scope once|session] [--by NAME]
                                       allow it (--edit: fields replacing the tool input's, e.g. '{"command":"ls"}')
   durable-harness deny RUN_ID REQUEST [--reason TEXT] [--by NAME]
@@ -129,9 +135,9 @@ const options = {
   ...optionsOf('string', [
     'address', 'namespace', 'task-queue', 'catalog', 'data', 'port', 'ui-port', 'id',
     'tenant', 'user', 'agent', 'status', 'reason', 'file', 'edit', 'scope',
-    'by', 'limit', 'codec-port', 'key', 'name', 'out', 'ttl', 'after',
+    'by', 'limit', 'codec-port', 'key', 'name', 'out', 'ttl', 'after', 'repo', 'ref', 'branch',
   ]),
-  ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode', 'refused', 'loopback']),
+  ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode', 'refused', 'loopback', 'stat']),
   'cors-origin': { type: 'string', multiple: true },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -332,7 +338,7 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
     const problem = books.problem ? ` (ledger NOT WRITABLE: ${books.problem})` : '';
     throw await silentWorker(client, { ...s, taskQueue: description.taskQueue, what: `run ${id} is open (DurableHarnessStatus ${status}${problem}) but its status query got no answer`, waitedMs: statusTimeoutMs });
   }
-  if (flags.json) out(JSON.stringify({ ...view, ledger: books }, null, 2));
+  if (flags.json) out(JSON.stringify({ ...view, ...(ended?.deliverable ? { deliverable: ended.deliverable } : {}), ledger: books }, null, 2));
   else {
     out(progressLine(view));
     // An open run's last problem (a refused envelope, a permission flood, a forgotten session); awaiting an operator
@@ -341,6 +347,8 @@ async function statusCommand(client: Client, s: Settings, flags: Flags, id: stri
     // The outcome is decided, but the sandbox, credentials and ledger record are not closed: never a silent `succeeded`.
     if (view.sessionEnd) out(`session end FAILING (${view.sessionEnd.failures} round(s), retried until it succeeds): ${escapeControl(view.sessionEnd.lastError)}`);
     for (const line of permissionLines(view, id, commandLine(flags))) out(line);
+    if (ended?.deliverable) out(`deliverable: ${escapeControl(deliverableLine(ended.deliverable))} (durable-harness diff ${escapeControl(id)})`);
+    else if (view.repository) out(`repository: ${escapeControl(view.repository.source)} @ ${view.repository.base.slice(0, 12)} on branch ${escapeControl(view.repository.branch)} (delivers: ${view.repository.deliver} on ${view.repository.deliverOn.join(', ')})`);
     for (const line of ledgerStatusLines(books)) out(line);
     if (humanStates.has(view.state)) out(needsHumanText(view, id, flags));
   }
@@ -526,6 +534,7 @@ export async function main(argv: string[]): Promise<ExitCode> {
         task: taskWords.join(' '),
         identity: { tenantId: flags.tenant ?? 'local', userId: flags.user ?? os.userInfo().username },
         workflowId: flags.id,
+        ...repositoryFlags(flags),
       };
       // Bad ids or an oversized task are refused before anything is asked of Temporal.
       checkRunInput(input);
@@ -608,6 +617,10 @@ export async function main(argv: string[]): Promise<ExitCode> {
       const [id] = need(rest, 1, 'RUN_ID: durable-harness network RUN_ID');
       return networkCommand(flags, id!);
     }
+    case 'diff': {
+      const [id] = need(rest, 1, 'RUN_ID: durable-harness diff RUN_ID');
+      return diffCommand(flags, id!);
+    }
     case 'approve':
     case 'deny': {
       const [id, request] = need(rest, 2, `RUN_ID and REQUEST: durable-harness ${command} RUN_ID REQUEST`);
@@ -664,6 +677,63 @@ async function networkCommand(flags: Flags, id: string): Promise<ExitCode> {
   } finally {
     await ledger.close();
   }
+}
+
+/** The start input's repository from `--repo`, `--ref`, `--branch` (absent when none is given). */
+function repositoryFlags(flags: Flags): { repository?: { source?: string; ref?: string; branch?: string } } {
+  if (flags.repo === undefined && flags.ref === undefined && flags.branch === undefined) return {};
+  return { repository: { ...(flags.repo !== undefined ? { source: flags.repo } : {}), ...(flags.ref !== undefined ? { ref: flags.ref } : {}), ...(flags.branch !== undefined ? { branch: flags.branch } : {}) } };
+}
+
+/** `diff RUN`: the deliverable of a run on a repository, from the ledger (its record in the run's row, its patch a blob). */
+async function diffCommand(flags: Flags, id: string): Promise<ExitCode> {
+  const s = resolveSettings(flags);
+  const ledger = openLedgerIfPresent(s);
+  if (!ledger) {
+    throw new CliError(`no ledger here to read run ${id}'s deliverable from (no DATABASE_URL, no ${path.join(s.dataDir, 'ledger.sqlite')}). Run the command where the workers' ledger is (--data DIR or DATABASE_URL)`, ExitCodes.usage);
+  }
+  try {
+    const run = await ledger.getRun(id);
+    if (!run) throw new CliError(`the ledger here (${describeLedger(process.env, s.dataDir)}) holds no run ${id}. Check the id (durable-harness list), or point --data or DATABASE_URL at the workers' ledger`, ExitCodes.usage);
+    const deliverable = deliverableOf(run.result) ?? (await lastDeliverableEvent(ledger, id));
+    if (!deliverable) {
+      const why = run.finishedAt === undefined ? 'it has not ended yet (the deliverable is made at the end)' : 'it delivered nothing: no repository, or an outcome its agent does not deliver on';
+      throw new CliError(`run ${escapeControl(id)} has no deliverable: ${why}`, ExitCodes.usage);
+    }
+    if (flags.json) {
+      out(JSON.stringify({ workflowId: id, ...deliverable }, null, 2));
+      return ExitCodes.succeeded;
+    }
+    if (flags.stat || !deliverable.patch) {
+      out(`${escapeControl(id)}: ${escapeControl(deliverableLine(deliverable))}`);
+      if (deliverable.diffStat) out(escapeControl(deliverable.diffStat));
+      return deliverable.state === 'refused' || deliverable.state === 'failed' ? ExitCodes.failed : ExitCodes.succeeded;
+    }
+    const patch = await ledger.getBlob(deliverable.patch.blob);
+    if (patch === undefined) throw new CliError(`run ${escapeControl(id)}'s patch (blob ${deliverable.patch.blob}) is not in this ledger`, ExitCodes.usage);
+    // The patch as git wrote it, for `git apply`: bytes of the work tree, not escaped (pipe it, or use --stat).
+    process.stdout.write(patch);
+    return ExitCodes.succeeded;
+  } finally {
+    await ledger.close();
+  }
+}
+
+function deliverableOf(result: unknown): DeliverableView | undefined {
+  const d = (result as { deliverable?: DeliverableView } | undefined)?.deliverable;
+  return d && typeof d === 'object' && typeof d.state === 'string' ? d : undefined;
+}
+
+/** A run still ending (or one whose row was closed without it) has its deliverable in its events. */
+async function lastDeliverableEvent(ledger: Ledger, id: string): Promise<DeliverableView | undefined> {
+  let found: DeliverableView | undefined;
+  for (let cursor = 0, pages = 0; pages < 100; pages++) {
+    const events = await ledger.readEvents(id, cursor, 500);
+    for (const e of events) if (e.type === 'deliverable') found = e.data as DeliverableView;
+    if (events.length < 500) break;
+    cursor = events.at(-1)!.cursor;
+  }
+  return found;
 }
 
 /** `network RUN --loopback`: the harness's reads through the run's MCP loopback (docs/mcp.md), a page at a time. */

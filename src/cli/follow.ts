@@ -2,6 +2,7 @@
  * Follows a run: one progress report per change (status query + the ledger's activity events), until the run ends,
  * needs a human, or no worker answers.
  */
+import { deliverableLine } from '../contracts/repository.js';
 import type { AgentRunHandle } from '../client/index.js';
 import type { Ledger } from '../ledger/types.js';
 import type { AgentRunResult, RunPhase, RunStatusView } from '../workflows/types.js';
@@ -128,7 +129,8 @@ export async function followRun(run: AgentRunHandle, options: FollowOptions): Pr
 export function describeResult(result: AgentRunResult): string {
   const head = `${result.status} after ${result.iterations} turn(s) · ${totalTokens(result.usage).toLocaleString('en-US')} tokens · ${formatUsd(result.costUsd)}`;
   const text = (s: string | undefined) => (s ?? '').split('\n').map(escapeControl).join('\n');
-  if (result.status === 'succeeded') return `${head}\n${text(result.result)}`;
+  const delivered = result.deliverable ? `\ndeliverable: ${escapeControl(deliverableLine(result.deliverable))} (durable-harness diff ${escapeControl(result.workflowId)})` : '';
+  if (result.status === 'succeeded') return `${head}\n${text(result.result)}${delivered}`;
   const why = [result.failureType, result.guardrail && `guardrail ${result.guardrail}`].filter(Boolean).join(', ');
-  return `${head}\n${why ? `(${why}) ` : ''}${text(result.reason)}`;
+  return `${head}\n${why ? `(${why}) ` : ''}${text(result.reason)}${delivered}`;
 }
