@@ -1,5 +1,5 @@
 /** The `durable-harness` commands: parse, dispatch, and map every outcome to a documented exit code. */
-import { err, out } from './io.js';
+import { err, out, outRaw } from './io.js';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -712,7 +712,7 @@ async function diffCommand(flags: Flags, id: string): Promise<ExitCode> {
     const patch = await ledger.getBlob(deliverable.patch.blob);
     if (patch === undefined) throw new CliError(`run ${escapeControl(id)}'s patch (blob ${deliverable.patch.blob}) is not in this ledger`, ExitCodes.usage);
     // The patch as git wrote it, for `git apply`: bytes of the work tree, not escaped (pipe it, or use --stat).
-    process.stdout.write(patch);
+    outRaw(patch);
     return ExitCodes.succeeded;
   } finally {
     await ledger.close();

@@ -18,6 +18,13 @@ export function out(line: string): void {
   else process.stdout.write(`${line}\n`);
 }
 
+/** Writes `text` to the command's stdout as it is (no newline added: a patch, bytes a pipe takes). */
+export function outRaw(text: string): void {
+  const io = current.getStore();
+  if (io) io.out(text);
+  else process.stdout.write(text);
+}
+
 /** Writes a line to the command's stderr. */
 export function err(line: string): void {
   const io = current.getStore();

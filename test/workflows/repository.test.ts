@@ -10,6 +10,8 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSyn
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCommand } from '../../src/cli/commands.js';
+import { withIo } from '../../src/cli/io.js';
 import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.js';
 import { scriptBook, scriptedCatalog } from '../support/scripted.js';
@@ -74,6 +76,14 @@ afterAll(async () => {
   await github?.close();
 });
 
+/** The command line in this process, reading the worker's ledger. */
+async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const code = await withIo({ out: (t) => (stdout += t), err: (t) => (stderr += t) }, () => runCommand([...args, '--data', w.dataDir]));
+  return { code, stdout, stderr };
+}
+
 function readPushes(): string[] {
   return existsSync(pushLog) ? readFileSync(pushLog, 'utf8').trim().split('\n').filter(Boolean) : [];
 }
@@ -110,6 +120,16 @@ describe('a run on a repository', () => {
     expect(d.diffStat).toMatch(/2 files changed, 2 insertions\(\+\), 1 deletion\(-\)/);
     expect(((await w.ledger.getRun(workflowId))?.result as { deliverable?: unknown }).deliverable).toEqual(d);
     expect((await w.ledger.readEvents(workflowId, 0, 1000)).filter((e) => e.type === 'deliverable').map((e) => e.data)).toEqual([d]);
+    // `durable-harness diff RUN` prints the patch as git wrote it (for `git apply`), --stat the summary, --json the record.
+    const diff = await cli(['diff', workflowId]);
+    expect(diff.code).toBe(0);
+    expect(diff.stdout).toBe(patch);
+    const stat = await cli(['diff', workflowId, '--stat']);
+    expect(stat.stdout).toContain(`2 file(s) on ${d.branch} @ ${d.head!.slice(0, 12)} · pushed to ${remote}`);
+    expect(stat.stdout).toContain('2 files changed');
+    expect(JSON.parse((await cli(['diff', workflowId, '--json'])).stdout)).toEqual({ workflowId, ...d });
+    const unknown = await cli(['diff', 'no-such-run']);
+    expect([unknown.code, unknown.stderr]).toEqual([2, expect.stringContaining('holds no run no-such-run')]);
     // The run's git directory went with its workspace; the per-host mirror stays for the next run.
     expect(readdirSync(path.join(w.dataDir, 'git', 'runs'))).toEqual([]);
     expect(readdirSync(path.join(w.dataDir, 'git', 'mirrors'))).toHaveLength(1);
@@ -196,6 +216,8 @@ describe('a run on a repository', () => {
     expect(result.deliverable).toMatchObject({ state: 'refused', mode: 'push' });
     expect(result.deliverable!.problem).toContain('credential grant DEPLOY_KEY');
     expect(result.deliverable!.patch).toBeUndefined();
+    const stat = await cli(['diff', workflowId, '--stat']);
+    expect([stat.code, stat.stdout]).toEqual([10, expect.stringContaining('refused: the diff holds the value of credential grant DEPLOY_KEY')]);
     expect(git(['--git-dir', remote, 'branch', '--list', `durable-harness/${workflowId}`]).trim()).toBe('');
     const history = JSON.stringify(await run.handle.fetchHistory());
     expect(history).not.toContain(deployKey);
