@@ -183,7 +183,6 @@ export const repositorySchema = z.strictObject({
       apiUrl: z.url().optional(),
       /** The credential (by name) for the API; default `credential`. */
       credential: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional(),
-      draft: z.boolean().default(false),
     })
     .optional(),
 });
