@@ -82,7 +82,8 @@ export class GitHubPublisher implements PullRequestPublisher {
     const [owner, name] = splitRepository(request.repository);
     const pulls = `/repos/${encodeURIComponent(owner)}/${encodeURIComponent(name)}/pulls`;
     const find = async (): Promise<PullRequest | undefined> => {
-      const query = `?head=${encodeURIComponent(`${owner}:${request.head}`)}&state=all&per_page=100`;
+      // Open ones only: a closed (or merged) pull request on this branch name is an earlier run's, not this one's.
+      const query = `?head=${encodeURIComponent(`${owner}:${request.head}`)}&state=open&per_page=100`;
       const listed = await this.#call('GET', pulls + query, undefined, options.signal);
       if (!Array.isArray(listed)) throw new PublishError(`GitHub GET ${pulls}: the answer is not a list of pull requests`);
       const pull = (listed as GitHubPull[]).find((p) => p && typeof p.number === 'number' && (p.head?.ref === undefined || p.head.ref === request.head));
