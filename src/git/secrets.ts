@@ -72,10 +72,16 @@ export function encodedForms(value: string): string[] {
     forms.add(stable);
     forms.add(stable.replace(/\+/g, '-').replace(/\//g, '_'));
   }
-  const url = encodeURIComponent(value);
-  forms.add(url);
-  forms.add(url.replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()));
-  forms.add(url.replace(/%20/g, '+'));
+  // encodeURIComponent's; RFC 3986's, which also escapes `!'()*` (Python's quote, Go's escapers); and form encoding's
+  // (URLSearchParams), which also escapes `~` and writes a space as `+`.
+  const component = encodeURIComponent(value);
+  const rfc3986 = component.replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  const form = new URLSearchParams([['', value]]).toString().slice(1);
+  for (const url of [component, rfc3986, form]) {
+    forms.add(url);
+    forms.add(url.replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()));
+    forms.add(url.replace(/%20/g, '+'));
+  }
   return [...forms].filter((f) => f.length > 0);
 }
 
