@@ -68,7 +68,7 @@ import {
 import { FailureTypes } from '../contracts/failures.js';
 import { subAgentWorkflowId } from './ids.js';
 import { roundUsd } from '../contracts/money.js';
-import { CANCEL_REQUEST_GRACE_MS, OUTCOME_MEMO_KEY, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
+import { CANCEL_REQUEST_GRACE_MS, OUTCOME_MEMO_KEY, failureMessage, resultFromFailure, runCancelled, runFailure } from './outcomes.js';
 import { agentAttribute, costAttribute, harnessAttribute, statusAttribute, tenantAttribute } from './search-attributes.js';
 import { installApprovalHandlers } from './approval-handlers.js';
 import type { OperatorAction } from '../operators/index.js';
@@ -611,13 +611,6 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     const message = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
     return runResult(state, workflowId, { status: 'failed', reason: `internal error in the run loop: ${message}`, failureType: FailureTypes.InternalError });
   }
-}
-
-/** An activity failure's own message (its cause's), bounded: it goes into the status answer. */
-function failureMessage(err: unknown): string {
-  const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
-  const text = cause instanceof Error ? cause.message : String(cause);
-  return text.length > 500 ? `${text.slice(0, 500)}…` : text;
 }
 
 /** The policy a failed `openRun` carries when its agent resolved before the session failed to start. */

@@ -4,12 +4,13 @@
  * steps are idempotent, so its retries are safe; when they are spent, the run still ends — its result says the
  * delivery failed and why. Runs without a repository schedule nothing here: their command sequence is unchanged.
  */
-import { ActivityFailure, CancellationScope, isCancellation, proxyActivities } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, proxyActivities } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import type { DeliverableView } from '../contracts/repository.js';
 import type { RunOutcome } from '../contracts/run.js';
 import type { RunPolicy } from '../spec/types.js';
 import { placement } from './affinity.js';
+import { failureMessage } from './outcomes.js';
 import type { RunState } from './state.js';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -32,15 +33,11 @@ export async function deliverRun(
   const input = { workflowId: ending.workflowId, specHash: policy.specHash, sandbox, repository, status: ending.status, summary: ending.summary, turn: state.iteration };
   try {
     return await CancellationScope.nonCancellable(() =>
-      deliverWork.executeWithOptions(
-        { ...placement(policy, sandbox), startToCloseTimeout: '10m', retry: { maximumAttempts: 5, initialInterval: '1s', backoffCoefficient: 2 }, summary: `deliver ${repository.branch}` },
-        [input],
-      ),
+      // The proxy's timeout and retries, on the workspace's host queue.
+      deliverWork.executeWithOptions({ ...placement(policy, sandbox), summary: `deliver ${repository.branch}` }, [input]),
     );
   } catch (err) {
     if (isCancellation(err)) throw err;
-    const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
-    const text = cause instanceof Error ? cause.message : String(cause);
-    return { state: 'failed', mode: repository.deliver, branch: repository.branch, base: repository.base, problem: text.length > 500 ? `${text.slice(0, 500)}…` : text };
+    return { state: 'failed', mode: repository.deliver, branch: repository.branch, base: repository.base, problem: failureMessage(err) };
   }
 }

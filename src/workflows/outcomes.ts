@@ -9,7 +9,7 @@
  * Failures carry the typed `AgentRunResult` as their first detail, so `AgentRunHandle.result()` (and a parent run)
  * still gets it. Pure: used by the workflow and by the client.
  */
-import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { FailureTypes } from '../contracts/failures.js';
 import type { AgentRunResult, RunOutcome } from './types.js';
 
@@ -53,4 +53,11 @@ export function resultFromFailure(err: unknown): AgentRunResult | undefined {
     }
   }
   return undefined;
+}
+
+/** An activity failure's own message (its cause's), bounded: it goes into the status answer and the result. */
+export function failureMessage(err: unknown): string {
+  const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
+  const text = cause instanceof Error ? cause.message : String(cause);
+  return text.length > 500 ? `${text.slice(0, 500)}…` : text;
 }
