@@ -14,6 +14,8 @@ import path from 'node:path';
 import { FailureTypes } from '../contracts/failures.js';
 import {
   DIFF_STAT_KEEP_CHARS,
+  GIT_REF_NAME,
+  GIT_REF_NAME_RULE,
   githubRepositoryOf,
   repositorySourceAllowed,
   repositorySourceProblem,
@@ -26,6 +28,7 @@ import { GitHubPublisher, PublishError } from '../git/publisher.js';
 import { pushBranch, PushRefused, remoteAuth } from '../git/push.js';
 import { checkout, commitWork, DeliverableRefused, GitError, mirrorOf } from '../git/repository.js';
 import { findSecrets, findSecretsInText, SecretScanIncomplete, type NamedSecret } from '../git/secrets.js';
+import { CredentialMissingError, knownSecrets, resolveCredentials } from '../credentials/index.js';
 import type { SandboxRef } from '../sandbox/types.js';
 import type { FrozenSpec } from '../spec/index.js';
 import type { Deps } from './deps.js';
@@ -79,8 +82,8 @@ export function repositoryOfRun(spec: FrozenSpec, request: RepositoryRequest | u
   const ref = request?.ref ?? config.ref ?? 'HEAD';
   const branch = request?.branch ?? `${config.branchPrefix}/${workflowId.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^[-.]+|\.lock$/g, '') || 'run'}`;
   for (const [what, name] of [['ref', ref], ['branch', branch]] as const) {
-    if (!/^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*@\{)[A-Za-z0-9._/+-]{1,200}(?<!\.lock)(?<![./])$/.test(name)) {
-      refused(`Repository ${what} ${JSON.stringify(name.slice(0, 200))} is not a git ref name the worker uses: letters, digits, ".", "_", "/", "+", "-"; not starting with "-", no "..".`);
+    if (!GIT_REF_NAME.test(name)) {
+      refused(`Repository ${what} ${JSON.stringify(name.slice(0, 200))} is not a git ref name the worker uses: ${GIT_REF_NAME_RULE}.`);
     }
   }
   return { source, ref, branch };
@@ -266,21 +269,30 @@ async function record(deps: Deps, input: DeliverWorkInput, view: DeliverableView
   return view;
 }
 
-/** Every secret the worker holds, named by what holds it: the run's grants, the repository's credentials, the vendor key, the rest of the store. */
+/**
+ * Every secret the worker holds, named by what holds it: the run's grants and vendor key as its turns resolve them
+ * (store or server variable, the vendor-key fallback), the repository's credentials, then every other secret the
+ * worker's redaction knows of (`knownSecrets`: every agent's grants, every fallback, the whole store).
+ */
 function heldSecrets(deps: Deps, spec: FrozenSpec): NamedSecret[] {
   const named = new Map<string, string>();
-  for (const grant of spec.agent.credentials) {
-    const value = deps.credentials.get(grant.from ?? grant.env);
-    if (value) named.set(value, `credential grant ${grant.env}`);
+  let resolved: Readonly<Record<string, string>> = {};
+  try {
+    resolved = resolveCredentials({ agent: { name: spec.agent.name, credentials: [...spec.agent.credentials] }, harness: spec.harness, store: deps.credentials, env: deps.env }).env;
+  } catch (err) {
+    if (!(err instanceof CredentialMissingError)) throw err; // an unmet grant has no value to find
   }
+  for (const [variable, value] of Object.entries(resolved)) named.set(value, variable === spec.harness.apiKeyEnv ? `the vendor key ${variable}` : `credential grant ${variable}`);
   for (const name of [spec.agent.repository?.credential, spec.agent.repository?.pullRequest?.credential]) {
     const value = name ? deps.credentials.get(name) : undefined;
     if (value && !named.has(value)) named.set(value, `credential ${name}`);
   }
-  if (spec.harness.apiKeyEnv) {
-    const value = deps.env[spec.harness.apiKeyEnv] ?? deps.credentials.get(spec.harness.apiKeyEnv);
-    if (value && !named.has(value)) named.set(value, `the vendor key ${spec.harness.apiKeyEnv}`);
+  let catalog: ReturnType<Deps['catalog']> | undefined;
+  try {
+    catalog = deps.catalog();
+  } catch {
+    catalog = undefined; // a broken catalog still leaves the store's values below
   }
-  for (const value of deps.credentials.values?.() ?? []) if (!named.has(value)) named.set(value, 'a credential of the worker\'s store');
+  for (const value of knownSecrets(catalog ?? { agents: [], harnesses: [] }, deps.credentials, deps.env)) if (!named.has(value)) named.set(value, "a secret the worker holds");
   return [...named].map(([value, name]) => ({ name, value }));
 }

@@ -1,5 +1,6 @@
 /** The catalog: harnesses, agents and actions, validated by zod. */
 import { z } from 'zod';
+import { GIT_REF_NAME, GIT_REF_NAME_RULE } from '../contracts/repository.js';
 import { DEFAULT_MAX_ACTIONS_PER_ENVELOPE, MAX_ACTIONS_PER_ENVELOPE_LIMIT } from '../envelope/parse.js';
 import { agentPermissionsSchema, policyFor } from '../permissions/policy.js';
 
@@ -143,11 +144,7 @@ export const credentialGrantSchema = z.strictObject({
 });
 
 /** A git ref or branch name as the worker accepts one: no option-like start, no `..`, no control characters. */
-const gitRefName = z
-  .string()
-  .min(1)
-  .max(200)
-  .regex(/^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*@\{)[A-Za-z0-9._\/+-]+(?<!\.lock)(?<![./])$/, 'a git ref name: letters, digits, ".", "_", "/", "+", "-"; not starting with "-", no "..", not ending in "/", "." or ".lock"');
+const gitRefName = z.string().regex(GIT_REF_NAME, `a git ref name of at most 200 characters: ${GIT_REF_NAME_RULE}`);
 
 /**
  * A run on a git repository (docs/repositories.md): the worker checks the source out into the run's workspace on a

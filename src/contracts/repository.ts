@@ -53,6 +53,10 @@ export interface DeliverableView {
   readonly problem?: string;
 }
 
+/** A git ref or branch name as the worker accepts one (at most 200 characters): no option-like start, no `..`. */
+export const GIT_REF_NAME = /^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*@\{)[A-Za-z0-9._/+-]{1,200}(?<!\.lock)(?<![./])$/;
+export const GIT_REF_NAME_RULE = 'letters, digits, ".", "_", "/", "+", "-"; not starting with "-", no "..", not ending in "/", "." or ".lock"';
+
 /** The opening of a diff stat kept in the result (bytes of history). */
 export const DIFF_STAT_KEEP_CHARS = 4_000;
 
