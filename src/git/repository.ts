@@ -95,13 +95,15 @@ export interface GitOptions {
   readonly maxBuffer?: number;
   readonly signal?: AbortSignal;
   readonly timeoutMs?: number;
+  /** Written to the command's stdin (then closed). */
+  readonly input?: string;
 }
 
 /** Runs git with the fixed configuration; resolves with stdout. */
 export function git(args: readonly string[], where?: GitRun, options: GitOptions = {}): Promise<string> {
   const location = where ? ['--git-dir', where.gitDir, ...(where.workTree ? ['--work-tree', where.workTree] : [])] : [];
   return new Promise((resolve, reject) => {
-    execFile(
+    const child = execFile(
       'git',
       [...fixedConfig, ...location, ...args],
       {
@@ -116,6 +118,7 @@ export function git(args: readonly string[], where?: GitRun, options: GitOptions
         else resolve(stdout);
       },
     );
+    if (options.input !== undefined) child.stdin?.end(options.input);
   });
 }
 
@@ -171,6 +174,24 @@ export async function checkout(options: { mirror: string; ref: string; branch: s
   return { base };
 }
 
+/**
+ * The added or changed paths whose staged blob is over `maxBytes`: the sizes of what the commit would hold (from the
+ * index), not of the work-tree files now — a file the harness swaps after `git add` changes nothing.
+ */
+async function stagedOver(where: GitRun, maxBytes: number): Promise<string[]> {
+  // `:<mode> <mode> <old> <new> <status>\0<path>\0` per entry.
+  const raw = (await git(['diff', '--cached', '--raw', '-z', '--no-renames', '--no-abbrev', '--diff-filter=AM', 'HEAD'], where)).split('\0');
+  const entries: { path: string; blob: string }[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const fields = raw[i]!.split(' ');
+    // A gitlink (160000) names a commit of another repository: no blob here to measure.
+    if (fields[0]?.startsWith(':') && fields[3] && fields[1] !== '160000') entries.push({ path: raw[i + 1]!, blob: fields[3] });
+  }
+  if (entries.length === 0) return [];
+  const sizes = (await git(['cat-file', '--batch-check=%(objectsize)'], where, { input: `${entries.map((e) => e.blob).join('\n')}\n` })).split('\n');
+  return entries.filter((e, i) => Number(sizes[i]) > maxBytes).map((e) => e.path);
+}
+
 export interface Deliverable {
   readonly base: string;
   readonly head: string;
@@ -201,15 +222,7 @@ export async function commitWork(options: {
   const already = head !== options.base && (await git(['log', '-1', '--format=%B', head], where)).includes(trailer);
   if (!already) {
     await git(['add', '--all', '--', '.'], where);
-    const staged = (await git(['diff', '--cached', '--name-only', '-z', '--no-renames', '--diff-filter=AM', 'HEAD'], where)).split('\0').filter(Boolean);
-    const tooLarge = staged.filter((file) => {
-      try {
-        const stat = lstatSync(path.join(options.workTree, file));
-        return stat.isFile() && stat.size > options.maxFileBytes;
-      } catch {
-        return false;
-      }
-    });
+    const tooLarge = await stagedOver(where, options.maxFileBytes);
     if (tooLarge.length > 0) {
       await git(['reset', '--quiet'], where);
       throw new DeliverableRefused(`${tooLarge.length} file(s) over the deliverable's ${options.maxFileBytes} bytes per file: ${tooLarge.slice(0, 10).join(', ')}`, tooLarge);
