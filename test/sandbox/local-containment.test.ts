@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LocalExecutor, SandboxIsolationUnavailable, checkIsolation } from '../../src/sandbox/index.js';
 import { helperPath, wrapArgv, type LocalIsolation } from '../../src/sandbox/local-containment.js';
-import { commandLine, processAlive, processTree } from '../support/processes.js';
+import { commandLine, processAlive, processTree, waitUntil } from '../support/processes.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'local-containment-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -20,15 +20,6 @@ async function collect(lines: AsyncIterable<string>): Promise<string[]> {
   const out: string[] = [];
   for await (const line of lines) out.push(line);
   return out;
-}
-
-async function waitUntil(check: () => boolean, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return check();
 }
 
 const executorWith = (isolation: LocalIsolation) => new LocalExecutor({ workspacePath: root, isolation, killGraceMs: 2000 });

@@ -10,7 +10,7 @@ import {
   type SandboxStartRequest,
   type WorkspaceScope,
 } from '../../src/sandbox/index.js';
-import { commandLine, processAlive, processTree } from '../support/processes.js';
+import { commandLine, processAlive, processTree, waitUntil } from '../support/processes.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'local-sandbox-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -23,15 +23,6 @@ function request(scope: WorkspaceScope, ids: Partial<{ workflowId: string; agent
     identity: { tenantId: ids.tenantId ?? 'acme', userId: ids.userId ?? 'u-7' },
     spec: { provider: 'local', workspaceScope: scope, networkPolicy: 'open' },
   };
-}
-
-async function waitUntil(check: () => boolean, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return check();
 }
 
 async function collect(lines: AsyncIterable<string>): Promise<string[]> {

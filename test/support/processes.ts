@@ -13,6 +13,16 @@ export function processAlive(pid: number): boolean {
   }
 }
 
+/** Polls `check` every 20 ms until it holds or `ms` pass; its last answer. */
+export async function waitUntil(check: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return check();
+}
+
 /** Polls until every pid is gone; returns the milliseconds it took, or throws after `timeoutMs`. */
 export async function waitUntilGone(pids: readonly number[], timeoutMs: number): Promise<number> {
   const started = Date.now();
