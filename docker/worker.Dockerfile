@@ -22,9 +22,11 @@ RUN npm run build \
  && npm prune --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 
+# gcc and libc6-dev: the local sandbox compiles its containment helper (native/dh-contain.c) on first use; git: runs on a
+# repository (docs/repositories.md) check out, commit and push with the worker's own git.
 FROM node:20-bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates tini \
+ && apt-get install -y --no-install-recommends ca-certificates tini gcc libc6-dev git \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
@@ -33,6 +35,7 @@ COPY package.json ./
 COPY bin ./bin
 COPY config ./config
 COPY harnesses ./harnesses
+COPY native ./native
 ENV NODE_ENV=production \
     DURABLE_HARNESS_DATA=/var/lib/durable-harness
 VOLUME ["/var/lib/durable-harness"]

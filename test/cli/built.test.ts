@@ -1,6 +1,6 @@
 /**
  * The command as the package and the worker image run it: compiled JavaScript, plain `node dist/cli/main.js`, the
- * workflow code bundled ahead of time (docker/bundle-workflows.mjs). The package is copied to a scratch directory and
+ * workflow code bundled ahead of time (docker/bundle-workflows.mjs). The package (what package.json `files` ships) is copied to a scratch directory and
  * built there with `npm run build`, so nothing is built into the checkout. Argument handling is tested in-process
  * (cli.test.ts); this is only whether the built JavaScript runs.
  */
@@ -19,7 +19,7 @@ const main = path.join(pkg, 'dist', 'cli', 'main.js');
 const built = (args: string[], env: NodeJS.ProcessEnv = {}) => spawnNode([main, ...args], { cwd: pkg, env: { PATH: process.env.PATH, HOME: process.env.HOME, CI: 'true', ...env } }).outcome;
 
 beforeAll(() => {
-  for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'bin', 'config', 'harnesses', 'docker']) cpSync(path.join(repoRoot, entry), path.join(pkg, entry), { recursive: true });
+  for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'bin', 'config', 'harnesses', 'native', 'docker']) cpSync(path.join(repoRoot, entry), path.join(pkg, entry), { recursive: true });
   symlinkSync(path.join(repoRoot, 'node_modules'), path.join(pkg, 'node_modules'));
   execFileSync('npm', ['run', 'build'], { cwd: pkg, stdio: 'pipe' });
   execFileSync(process.execPath, ['docker/bundle-workflows.mjs'], { cwd: pkg, stdio: 'pipe' });

@@ -55,6 +55,9 @@ it('the worker image runs the compiled package, its workflow code bundled at bui
   expect(build).toMatch(/RUN npm run build \\\n && node docker\/bundle-workflows\.mjs \\\n && npm prune --omit=dev/);
   expect(runtime).toMatch(/^COPY --from=build \/app\/node_modules \.\/node_modules$/m);
   expect(runtime).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
+  // The local sandbox's containment helper is compiled from its source on first use; runs on a repository need git.
+  expect(runtime).toMatch(/^COPY native \.\/native$/m);
+  expect(runtime).toMatch(/apt-get install -y --no-install-recommends [^\n]*\bgcc libc6-dev git\b/);
   expect(runtime).not.toMatch(/^COPY src/m);
   expect(runtime).toMatch(/^CMD \["node", "dist\/cli\/main\.js", "worker"\]$/m);
   expect(dockerfile).not.toMatch(/^(RUN|CMD|ENTRYPOINT).*tsx/m);
