@@ -9,7 +9,7 @@ const nodeBuiltins = [
 ];
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', '.tools/**', 'dist/**', 'test/e2e/clis/node_modules/**', 'coverage/**', 'src/adapters/two-way/codex-protocol/**'] },
+  { ignores: ['node_modules/**', '.data/**', '.tools/**', 'dist/**', 'packages/*/dist/**', 'test/e2e/clis/node_modules/**', 'coverage/**', 'src/adapters/two-way/codex-protocol/**'] },
   ...tseslint.configs.recommended,
   {
     files: ['**/*.ts'],
