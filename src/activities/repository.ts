@@ -6,7 +6,7 @@
  * the patch for every secret the worker holds, and pushes and opens a pull request as the agent's `deliver` says —
  * each step idempotent, so a retried activity makes one commit, one push and one pull request.
  */
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { createHash } from 'node:crypto';
 import { existsSync, lchownSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -118,8 +118,11 @@ export async function prepareRepository(
   try {
     mirror = (await serialized(run.source, () => mirrorOf(path.join(gitRootOf(deps), 'mirrors'), run.source, { env: auth.env, timeoutMs: 10 * 60_000 }))).path;
   } catch (err) {
-    if (err instanceof GitError) refused(`Repository ${JSON.stringify(run.source.slice(0, 200))} could not be fetched: ${auth.redact(err.message)}`);
-    throw err;
+    if (!(err instanceof GitError)) throw err;
+    const message = `Repository ${JSON.stringify(run.source.slice(0, 200))} could not be fetched: ${auth.redact(err.message)}`;
+    // A network or server fault: the start is retried (openRun's attempts); anything else will not change.
+    if (err.transient) throw ApplicationFailure.retryable(message, FailureTypes.RepositoryUnreachable);
+    refused(message);
   }
   const ref = input.at?.base ?? run.ref;
   let base: string;
@@ -182,8 +185,26 @@ export interface DeliverWorkInput {
   readonly turn: number;
 }
 
-/** The run's deliverable: committed once, recorded, scanned, pushed and proposed as the agent says. */
+/** How often a delivery heartbeats: a worker lost mid-delivery is noticed within the workflow's heartbeat timeout. */
+export const DELIVERY_HEARTBEAT_MS = 2_000;
+
+/**
+ * The run's deliverable: committed once, recorded, scanned, pushed and proposed as the agent says. It heartbeats
+ * while it works, so a delivery on a worker that died is retried after the heartbeat timeout, not the 10 minutes a
+ * push may take.
+ */
 export async function deliverWork(deps: Deps, input: DeliverWorkInput): Promise<DeliverableView> {
+  const ctx = Context.current();
+  ctx.heartbeat();
+  const beat = setInterval(() => ctx.heartbeat(), DELIVERY_HEARTBEAT_MS);
+  try {
+    return await deliver(deps, input);
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+async function deliver(deps: Deps, input: DeliverWorkInput): Promise<DeliverableView> {
   const spec = await deps.loadSpec(input.specHash);
   const config = spec.agent.repository;
   const { branch, base } = input.repository;

@@ -56,6 +56,8 @@ export const failureTypes = {
   WorkspaceBusy: { configuration: false },
   /** The run's workspace is not on this worker (gone, or on another host): never replaced by an empty one. */
   WorkspaceMissing: { configuration: false },
+  /** The run's repository remote could not be reached or failed on its side (network, 5xx, a fetch that hung): retried. */
+  RepositoryUnreachable: { configuration: false },
 
   // ---- permission decisions (updates and the approvals activity) -------------------------------------------------
   ApprovalUnknown: { configuration: false },

@@ -24,7 +24,20 @@ import path from 'node:path';
 /** A git command failed; `message` names the command and git's own words. */
 export class GitError extends Error {
   override readonly name = 'GitError';
+  constructor(
+    message: string,
+    /** The remote could not be reached or answered with a server error (a retry may succeed), not "no such thing". */
+    readonly transient = false,
+  ) {
+    super(message);
+  }
 }
+
+/**
+ * What git prints when the remote was unreachable or failed on its side — a network or server fault worth a retry.
+ * Anything else (no such repository, no such ref, refused credentials) stays a failure of the request itself.
+ */
+const TRANSIENT_GIT = /Could not resolve host|Connection refused|Connection timed out|Operation timed out|Connection reset|Failed to connect|early EOF|remote end hung up unexpectedly|RPC failed|returned error: (?:5\d\d|408|429)\b|SSL_ERROR_SYSCALL|gnutls_handshake|Temporary failure in name resolution|Network is unreachable/;
 
 /** A file the deliverable cannot carry (over the size cap). */
 export class DeliverableRefused extends Error {
@@ -114,8 +127,11 @@ export function git(args: readonly string[], where?: GitRun, options: GitOptions
         ...(options.timeoutMs ? { timeout: options.timeoutMs, killSignal: 'SIGKILL' as const } : {}),
       },
       (error, stdout, stderr) => {
-        if (error) reject(new GitError(`git ${args.slice(0, 2).join(' ')} failed: ${(stderr || error.message).trim().slice(0, 2000)}`));
-        else resolve(stdout);
+        if (!error) return resolve(stdout);
+        const said = (stderr || error.message).trim();
+        // Killed by its own deadline: a remote that hung.
+        const transient = TRANSIENT_GIT.test(said) || (error as { killed?: boolean }).killed === true;
+        reject(new GitError(`git ${args.slice(0, 2).join(' ')} failed: ${said.slice(0, 2000)}`, transient));
       },
     );
     if (options.input !== undefined) child.stdin?.end(options.input);

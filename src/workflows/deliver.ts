@@ -15,7 +15,8 @@ import type { RunState } from './state.js';
 
 type Activities = ReturnType<typeof createActivities>;
 
-const { deliverWork } = proxyActivities<Activities>({ startToCloseTimeout: '10m', retry: { maximumAttempts: 5, initialInterval: '1s', backoffCoefficient: 2 } });
+// It heartbeats every 2 s (DELIVERY_HEARTBEAT_MS): a worker lost mid-delivery is retried after 20 s, on the host again.
+const { deliverWork } = proxyActivities<Activities>({ startToCloseTimeout: '10m', heartbeatTimeout: '20s', retry: { maximumAttempts: 5, initialInterval: '1s', backoffCoefficient: 2 } });
 
 /** Whether the run's end delivers: a repository of its own, and an outcome the agent delivers on. */
 export function delivers(state: RunState, status: RunOutcome): boolean {

@@ -4,7 +4,7 @@
  * behind node:http on 127.0.0.1, which asks for the token as Basic auth — where the token travels only in git's
  * environment: in no argv, no config file, no message.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -12,7 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PushRefused, pushBranch, remoteAuth } from '../../src/git/push.js';
-import { checkout, commitWork, git, mirrorOf, mirrorPath } from '../../src/git/repository.js';
+import { checkout, commitWork, git, GitError, mirrorOf, mirrorPath } from '../../src/git/repository.js';
+import { startGitHttp, type GitHttp } from '../support/git-http.js';
 
 /** Every argv the code under test hands to `execFile` (the worker's git): the token must be in none. */
 const spied = vi.hoisted(() => ({ argv: [] as string[][] }));
@@ -130,82 +131,9 @@ describe('pushBranch to a local bare remote', () => {
   });
 });
 
-/** `git http-backend` behind node:http on 127.0.0.1, answering 401 (Basic) to any request without the token. */
-async function startGitHttp(projectRoot: string, token: string) {
-  const expected = `Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`;
-  const seen: { method: string; url: string; authorized: boolean }[] = [];
-  const state = { loseNextPushAnswer: false };
-  const server = http.createServer((req, res) => {
-    const authorized = req.headers.authorization === expected;
-    seen.push({ method: req.method ?? '', url: req.url ?? '', authorized });
-    if (!authorized) {
-      req.resume();
-      res.writeHead(401, { 'WWW-Authenticate': 'Basic realm="test"', 'Content-Type': 'text/plain' }).end('unauthorized\n');
-      return;
-    }
-    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
-    const header = (name: string) => {
-      const v = req.headers[name];
-      return Array.isArray(v) ? v.join(', ') : (v ?? '');
-    };
-    const child = spawn('git', ['http-backend'], {
-      env: {
-        PATH: process.env.PATH,
-        HOME: projectRoot,
-        GIT_CONFIG_NOSYSTEM: '1',
-        GIT_PROJECT_ROOT: projectRoot,
-        GIT_HTTP_EXPORT_ALL: '1',
-        PATH_INFO: decodeURIComponent(url.pathname),
-        QUERY_STRING: url.search.slice(1),
-        REQUEST_METHOD: req.method ?? 'GET',
-        CONTENT_TYPE: header('content-type'),
-        REMOTE_USER: 'x-access-token',
-        REMOTE_ADDR: '127.0.0.1',
-        HTTP_CONTENT_ENCODING: header('content-encoding'),
-        HTTP_GIT_PROTOCOL: header('git-protocol'),
-      },
-    });
-    const lose = state.loseNextPushAnswer && url.pathname.endsWith('/git-receive-pack');
-    if (lose) state.loseNextPushAnswer = false;
-    req.pipe(child.stdin);
-    const out: Buffer[] = [];
-    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-    child.on('close', () => {
-      // The remote did the work; the answer is lost on the way back.
-      if (lose) return void res.writeHead(502).end('bad gateway\n');
-      const all = Buffer.concat(out);
-      const split = all.indexOf('\r\n\r\n') >= 0 ? all.indexOf('\r\n\r\n') : all.indexOf('\n\n');
-      const gap = all.indexOf('\r\n\r\n') >= 0 ? 4 : 2;
-      const headers: Record<string, string> = {};
-      let status = 200;
-      for (const line of all.subarray(0, Math.max(0, split)).toString('latin1').split(/\r?\n/)) {
-        const colon = line.indexOf(':');
-        if (colon <= 0) continue;
-        const name = line.slice(0, colon).trim();
-        const value = line.slice(colon + 1).trim();
-        if (name.toLowerCase() === 'status') status = Number.parseInt(value, 10);
-        else headers[name] = value;
-      }
-      res.writeHead(status, headers).end(split >= 0 ? all.subarray(split + gap) : all);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    base,
-    seen,
-    state,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
 describe('pushBranch over smart HTTP with a token', () => {
   const token = 'ghp_T0ken/with+odd=chars~0123456789';
-  let server: Awaited<ReturnType<typeof startGitHttp>>;
+  let server: GitHttp;
   let url: string;
   beforeAll(async () => {
     server = await startGitHttp(path.join(root, 'srv'), token);
@@ -230,6 +158,28 @@ describe('pushBranch over smart HTTP with a token', () => {
     for (const file of [path.join(remote, 'config'), path.join(run.gitDir, 'config')]) {
       const text = readFileSync(file, 'utf8');
       for (const form of forms) expect(text, file).not.toContain(form);
+    }
+  });
+
+  it('a remote that is down or unreachable fails as transient (the start retries it); a missing repository or a refused token does not', async () => {
+    const { env } = remoteAuth(url, token);
+    const fetchInto = (dir: string, source: string, withEnv = env) => mirrorOf(path.join(root, dir), source, { env: withEnv }).catch((e: unknown) => e);
+    server.state.failNext = 1;
+    const down = await fetchInto('m-down', url);
+    expect(down).toBeInstanceOf(GitError);
+    expect([(down as GitError).transient, (down as GitError).message]).toEqual([true, expect.stringContaining('returned error: 503')]);
+    // The host is back: the same fetch succeeds.
+    await expect(fetchInto('m-down', url)).resolves.toMatchObject({ cloned: true });
+    const refusedPort = await fetchInto('m-port', 'http://127.0.0.1:9/remote.git');
+    expect([(refusedPort as GitError).transient, (refusedPort as GitError).message]).toEqual([true, expect.stringMatching(/Failed to connect|Connection refused|Could not connect/)]);
+    for (const [dir, source, withEnv] of [
+      ['m-missing', `${server.base}/no-such.git`, env],
+      ['m-unauthorized', url, {}],
+      ['m-path', path.join(root, 'no-such-dir.git'), env],
+    ] as const) {
+      const failed = await fetchInto(dir, source, withEnv);
+      expect(failed, source).toBeInstanceOf(GitError);
+      expect((failed as GitError).transient, (failed as GitError).message).toBe(false);
     }
   });
 

@@ -32,7 +32,7 @@ export interface Interception {
   readonly status?: number;
   /** The answer's body (default `{"message":"fake github: intercepted"}`). */
   readonly body?: string;
-  /** Wait this long before answering. */
+  /** Wait this long before answering (with `afterHandling`, the work is done at once and only the answer waits). */
   readonly delayMs?: number;
   /** Do the work (e.g. open the pull request), then answer with `status`/`body` instead: an answer lost on the way. */
   readonly afterHandling?: boolean;
@@ -114,11 +114,14 @@ export async function startFakeGitHub(options: { token: string }): Promise<FakeG
         res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(payload);
       };
       const intercept = intercepts.shift();
+      const authorized = authorization === `Bearer ${options.token}`;
+      // A lost answer: the work is done as the request arrives, however late (or never) its answer leaves.
+      if (authorized && intercept?.afterHandling) handle(method, path, body);
       const answer = () => {
-        if (authorization !== `Bearer ${options.token}`) return send(401, JSON.stringify({ message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }));
-        if (intercept && !intercept.afterHandling) return send(intercept.status ?? 500, intercept.body ?? JSON.stringify({ message: 'fake github: intercepted' }));
+        if (!authorized) return send(401, JSON.stringify({ message: 'Bad credentials', documentation_url: 'https://docs.github.com/rest' }));
+        if (intercept?.afterHandling) return send(intercept.status ?? 502, intercept.body ?? JSON.stringify({ message: 'fake github: answer lost' }));
+        if (intercept) return send(intercept.status ?? 500, intercept.body ?? JSON.stringify({ message: 'fake github: intercepted' }));
         const [status, result] = handle(method, path, body);
-        if (intercept) return send(intercept.status ?? 502, intercept.body ?? JSON.stringify({ message: 'fake github: answer lost' }));
         send(status, JSON.stringify(result));
       };
       if (intercept?.delayMs) setTimeout(answer, intercept.delayMs);

@@ -9,7 +9,8 @@
  * id), DATABASE_URL (a shared PostgreSQL ledger; else DATA_DIR/ledger.sqlite), LEDGER_FILE (a SQLite ledger another
  * process shares, instead of DATA_DIR's), READ_ONLY_FLAG (a file: while it
  * exists the SQLite ledger is read-only, through SQLite itself — a fault drill), CATALOG_CHECK=off, LOG_LEVEL
- * (default ERROR), WORKER_ENV_JSON (the server environment credentials resolve from, beside DATABASE_URL). Prints
+ * (default ERROR), WORKER_ENV_JSON (the server environment credentials resolve from, beside DATABASE_URL),
+ * CREDENTIALS_JSON (the worker's credential store: name → value). Prints
  * `ready <pid>` once it polls; SIGTERM shuts it down.
  */
 import { existsSync } from 'node:fs';
@@ -52,7 +53,7 @@ const { worker } = await createWorker({
   dataDir,
   ...(ledger ? { ledger } : {}),
   env: { ...(env.WORKER_ENV_JSON ? (JSON.parse(env.WORKER_ENV_JSON) as Record<string, string>) : {}), ...(env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {}) },
-  credentials: new MemoryCredentialStore({}),
+  credentials: new MemoryCredentialStore(env.CREDENTIALS_JSON ? (JSON.parse(env.CREDENTIALS_JSON) as Record<string, string>) : {}),
   ...(env.WORKFLOW_BUNDLE ? { workflowBundle: { codePath: env.WORKFLOW_BUNDLE } } : {}),
   // A host stands in for a machine of a fleet: it stops quickly and names itself.
   ...(hostId ? { hostId, identity: `host-${hostId}/${process.pid}`, shutdownGraceTime: '2s' } : {}),

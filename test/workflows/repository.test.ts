@@ -14,6 +14,7 @@ import { runCommand } from '../../src/cli/commands.js';
 import { withIo } from '../../src/cli/io.js';
 import { MemoryCredentialStore } from '../../src/credentials/index.js';
 import { startFakeGitHub, type FakeGitHub } from '../support/fake-github.js';
+import { startGitHttp, type GitHttp } from '../support/git-http.js';
 import { scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
@@ -26,6 +27,8 @@ const githubToken = 'ghp_fake0123456789abcdefghijklmnopqrstuv';
 const pushLog = path.join(scratch, 'pushes.log');
 let w: TestWorker;
 let github: FakeGitHub;
+/** The same remote over smart HTTP (`${gitHttp.base}/remote.git`), for a host that is down for a while. */
+let gitHttp: GitHttp;
 
 /** Git for the test's own look at the remote: no config of the machine's. */
 function git(args: string[], cwd = scratch): string {
@@ -47,6 +50,7 @@ beforeAll(async () => {
   // The remote counts the pushes it receives (its own hook: the remote owner's, as on any server).
   writeFileSync(path.join(remote, 'hooks', 'post-receive'), `#!/bin/sh\ncat >> ${pushLog}\n`, { mode: 0o755 });
   github = await startFakeGitHub({ token: githubToken });
+  gitHttp = await startGitHttp(scratch);
   // The confined harness (another uid) reads its scripts.
   chmodSync(book.dir, 0o755);
   const agent = (name: string, repository: Record<string, unknown>, more: Record<string, unknown> = {}) => ({
@@ -66,6 +70,11 @@ beforeAll(async () => {
         // The harness as an unprivileged user (the worker runs as root in CI): the checkout must be its to edit.
         agent('confined', { deliver: 'commit' }, { sandbox: { provider: 'local', options: { user: '70123:70123' } } }),
         agent('proposer', { deliver: 'pull-request', pullRequest: { repository: 'acme/app', apiUrl: github.url, credential: 'gh_token' } }),
+        agent('over-http', { source: `${gitHttp.base}/remote.git`, deliver: 'commit' }),
+        agent('down-http', { source: `${gitHttp.base}/elsewhere.git`, deliver: 'commit' }),
+        // A lead on the repository and a helper in its workspace (on its branch): the lead delivers, once.
+        agent('lead', { deliver: 'push' }, { subAgents: ['pair'] }),
+        { name: 'pair', harness: 'scripted', actions: ['echo'], sandbox: { workspaceScope: 'parent' } },
       ],
     }),
     credentials: new MemoryCredentialStore({ deploy_key: deployKey, gh_token: githubToken }),
@@ -74,6 +83,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await w?.close();
   await github?.close();
+  await gitHttp?.close();
 });
 
 /** The command line in this process, reading the worker's ledger. */
@@ -243,7 +253,48 @@ describe('a run on a repository', () => {
     expect(await w.ledger.getBlob(d.patch!.blob)).toContain('+half done');
   });
 
+  it('a remote that is down when the run starts is fetched again (RepositoryUnreachable is retried); one that stays down fails the run with that type', async () => {
+    const workflowId = testWorkflowId('repo-flaky');
+    gitHttp.state.failNext = 2;
+    const task = book.write(workflowId, [{ writeFiles: { 'flaky.txt': 'fetched on the third try\n' }, ...succeed('done over http') }]);
+    const result = await (await w.start({ agent: 'over-http', task, workflowId })).result();
+    expect(result.status).toBe('succeeded');
+    expect(result.deliverable).toMatchObject({ state: 'delivered', files: 1 });
+    expect(gitHttp.state.failNext).toBe(0);
+
+    const down = testWorkflowId('repo-down');
+    gitHttp.state.failNext = 1000;
+    const failed = await (await w.start({ agent: 'down-http', task: book.write(down, [succeed('never')]), workflowId: down })).result();
+    gitHttp.state.failNext = 0;
+    expect(failed).toMatchObject({ status: 'failed', failureType: 'RepositoryUnreachable' });
+    expect(failed.reason).toMatch(/could not be fetched: [^]*returned error: 503/);
+  });
+
+  it("a sub-agent in the parent's workspace edits the parent's branch: the parent delivers once, with both edits; the sub-agent delivers nothing", async () => {
+    const workflowId = testWorkflowId('repo-lead');
+    const branch = `durable-harness/${workflowId}`;
+    book.write(`${workflowId}-pair`, [{ writeFiles: { 'src/helper.js': 'export const help = true;\n' }, ...succeed('helped') }]);
+    const task = book.write(workflowId, [
+      { writeFiles: { 'src/app.js': 'console.log("lead");\n' }, envelope: { step: 'sub-agent', agent: 'pair', message: `write the helper script:${workflowId}-pair`, terminateAfter: false } },
+      succeed('Lead and pair'),
+    ]);
+    const pushesBefore = readPushes();
+    const result = await (await w.start({ agent: 'lead', task, workflowId })).result();
+    expect(result.status).toBe('succeeded');
+    const d = result.deliverable!;
+    expect(d).toMatchObject({ state: 'delivered', mode: 'push', branch, files: 2 });
+    expect(git(['--git-dir', remote, 'diff', '--name-only', d.base, `refs/heads/${branch}`]).trim().split('\n')).toEqual(['src/app.js', 'src/helper.js']);
+    expect(git(['--git-dir', remote, 'rev-list', '--count', `${d.base}..refs/heads/${branch}`]).trim()).toBe('1');
+    expect(readPushes().slice(pushesBefore.length)).toHaveLength(1);
+    const child = (await w.ledger.getRun(`${workflowId}.sub-1`))!;
+    expect(child.status).toBe('succeeded');
+    expect((child.result as { deliverable?: unknown }).deliverable).toBeUndefined();
+    expect((await w.ledger.readEvents(`${workflowId}.sub-1`, 0, 1000)).filter((e) => e.type === 'deliverable')).toEqual([]);
+  });
+
   it('refuses a source the agent does not allow, and a start naming a repository for an agent without one', async () => {
+    const mirrors = () => readdirSync(path.join(w.dataDir, 'git', 'mirrors'));
+    const mirrorsBefore = mirrors();
     const other = path.join(scratch, 'other.git');
     git(['init', '--quiet', '--bare', other]);
     const workflowId = testWorkflowId('repo-refused');
@@ -252,8 +303,8 @@ describe('a run on a repository', () => {
     expect(refused.status).toBe('failed');
     expect(refused.failureType).toBe('RepositoryInvalid');
     expect(refused.reason).toContain(`is not one agent "pusher" allows: add it (or a prefix ending in "/") to the agent's repository.sources`);
-    expect(existsSync(path.join(w.dataDir, 'git', 'mirrors'))).toBe(true);
-    expect(readdirSync(path.join(w.dataDir, 'git', 'mirrors'))).toHaveLength(1);
+    // It never reached git: no mirror of it.
+    expect(mirrors()).toEqual(mirrorsBefore);
 
     const plain = testWorkflowId('repo-plain');
     const run2 = await w.start({ agent: 'scripted', task: book.write(plain, [succeed('x')]), workflowId: plain, repository: { ref: 'main' } });
