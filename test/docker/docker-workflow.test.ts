@@ -15,7 +15,9 @@
  * Process checks use host pids from `docker top` (the engine runs on this machine), mapped to the pids the
  * harness wrote inside the container through /proc/<pid>/status NSpid.
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type Dockerode from 'dockerode';
@@ -50,6 +52,24 @@ const readOnlyMounts = [
 const sandboxes = (dataDir: string): Record<string, SandboxProvider> => ({
   docker: new DockerSandboxProvider({ docker, image: testImage, workspaceRoot: path.join(dataDir, 'workspaces'), openNetworkMode: 'host', readOnlyMounts }),
 });
+
+/** A repository for runs on one: a local bare remote with two files on main (made in beforeAll). */
+const gitScratch = mkdtempSync(path.join(os.tmpdir(), 'dh-docker-repo-'));
+const remote = path.join(gitScratch, 'remote.git');
+const hookMarker = path.join(gitScratch, 'hook-ran');
+const plainGit = (...args: string[]) =>
+  execFileSync('git', args, { cwd: gitScratch, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: gitScratch, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' } });
+function seedRemote(): void {
+  const seed = path.join(gitScratch, 'seed');
+  mkdirSync(path.join(seed, 'src'), { recursive: true });
+  writeFileSync(path.join(seed, 'README.md'), '# boxed\n');
+  writeFileSync(path.join(seed, 'src', 'app.js'), 'console.log("v1");\n');
+  writeFileSync(path.join(seed, '.gitignore'), '.scripted/\n');
+  plainGit('init', '--quiet', '-b', 'main', seed);
+  plainGit('-C', seed, 'add', '.');
+  plainGit('-C', seed, '-c', 'user.name=seed', '-c', 'user.email=seed@example.com', 'commit', '--quiet', '-m', 'seed');
+  plainGit('clone', '--quiet', '--bare', seed, remote);
+}
 
 const secret = `sk-docker-wf-${Math.random().toString(36).slice(2)}-secret`;
 const vendorKey = `sk-docker-wf-vendor-${Math.random().toString(36).slice(2)}`;
@@ -97,6 +117,7 @@ function catalogFor(vendorUrl: string): Record<string, unknown> {
     agents: [
       { name: 'demo-boxed', harness: 'demo-docker', systemPrompt: 'End every turn with a JSON envelope.', actions: ['write_file', 'read_file', 'list_files'], sandbox: none },
       { name: 'scripted-boxed', harness: 'scripted-docker', actions: ['echo'], sandbox: none, turnAttempts: 2 },
+      { name: 'repo-boxed', harness: 'scripted-docker', actions: ['echo'], sandbox: none, repository: { source: remote, ref: 'main', deliver: 'commit' } },
       { name: 'doomed-boxed', harness: 'scripted-docker', sandbox: none, turnAttempts: 1, operatorTimeoutMs: 1000 },
       {
         name: 'granted-boxed',
@@ -132,6 +153,7 @@ beforeAll(async () => {
   const probeCode = (probe as { StatusCode: number }[] | undefined)?.[0]?.StatusCode;
   expect(probeCode, `${testImage} has no /opt/clis/bin/claude: run npm ci in test/e2e/clis and rebuild the image`).toBe(0);
   vendor = await startFakeVendor({ handlers: { '/v1/messages': anthropicMessages } });
+  seedRemote();
   catalog = catalogFor(vendor.url);
   w = await startTestWorker({ catalog, env, sandboxes });
 });
@@ -144,6 +166,7 @@ afterAll(async () => {
   const leftovers = (await Promise.all(ourWorkflows.map(containersOf))).flat();
   await Promise.all(leftovers.map((c) => client.remove(c.Id)));
   rmSync(book.dir, { recursive: true, force: true });
+  rmSync(gitScratch, { recursive: true, force: true });
   expect(leftovers.map((c) => c.Names[0])).toEqual([]);
 });
 
@@ -342,6 +365,34 @@ describe('agentRun with a Docker sandbox (real Temporal dev server, real engine)
 
     expect([...seen.ids]).toHaveLength(1);
     expect([...seen.networkModes]).toEqual(['host']);
+    await expectOneContainerCreatedAndRemoved(workflowId, since);
+  });
+
+  it('a run on a repository: the container user edits the checkout, the worker commits it outside the container; a hook planted in the workspace never runs', async () => {
+    const workflowId = newWorkflowId('repo');
+    const since = Date.now();
+    const task = book.write(workflowId, [
+      {
+        writeFiles: {
+          'README.md': '# boxed\nedited in the container\n',
+          'src/new.js': 'export const boxed = true;\n',
+          '.git/hooks/pre-commit': `#!/bin/sh\ntouch ${hookMarker}\n`,
+        },
+        executables: ['.git/hooks/pre-commit'],
+        ...ok('Edit the README in a container'),
+      },
+    ]);
+    const result = await (await w.start({ agent: 'repo-boxed', task, workflowId })).result();
+    expect(result.status).toBe('succeeded');
+    const d = result.deliverable!;
+    expect(d).toMatchObject({ state: 'delivered', mode: 'commit', branch: `durable-harness/${workflowId}`, files: 2, base: plainGit('--git-dir', remote, 'rev-parse', 'main').trim() });
+    const patch = (await w.ledger.getBlob(d.patch!.blob))!;
+    expect(patch).toContain('+edited in the container');
+    expect(patch).toContain('+export const boxed = true;');
+    expect(patch).not.toMatch(/^diff --git a\/\.git\//m);
+    expect(existsSync(hookMarker)).toBe(false);
+    // The run's git directory went with the session.
+    expect(readdirSync(path.join(w.dataDir, 'git', 'runs'))).toEqual([]);
     await expectOneContainerCreatedAndRemoved(workflowId, since);
   });
 
