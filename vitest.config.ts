@@ -27,7 +27,7 @@ const unit = [
   'test/package/out-of-tree-driver.test.ts',
   'test/permissions/{gate,policy}.test.ts',
   'test/sandbox/line-queue.test.ts',
-  'test/workflows/{approvals-state,decide,payload-bounds,turn-spend-unit}.test.ts',
+  'test/workflows/{approvals-state,decide,operator-view,payload-bounds,turn-spend-unit}.test.ts',
 ];
 
 /** The workflow tier: the replay suite and the time-skipping server (no dev server; the bundle only). */

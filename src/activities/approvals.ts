@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import type { SignalDefinition } from '@temporalio/common';
 import type { ApprovalLedger, ApprovalRecord } from '../ledger/types.js';
-import { ApprovalDecisionError, answerOf, decidePendingApproval, type ApprovalBroker, type ApprovalWakeups, type PendingApproval, type PermissionAnswer } from '../permissions/index.js';
+import { ApprovalDecisionError, answerOf, approvalDetail, decidePendingApproval, type ApprovalBroker, type ApprovalWakeups, type PendingApproval, type PermissionAnswer } from '../permissions/index.js';
 import type { ApprovalDecisionResult, ApprovalSettlement, PendingApprovalView } from '../workflows/approvals.js';
 import { clipText } from '../workflows/bounds.js';
 import { approvalRequestedSignal, approvalSettledSignal } from '../workflows/messages.js';
@@ -60,9 +60,13 @@ export function approvalActivities(ledger: ApprovalLedger, wakeups?: ApprovalWak
 /** How much of a request's tool name and title the run's signal carries (harness strings, into history). */
 const VIEW_TEXT_CHARS = 200;
 
-/** The pending view of a ledger row; `timeoutMs` when known exactly (the row was just created with it). */
-export function pendingViewOf(record: ApprovalRecord, timeoutMs?: number): PendingApprovalView {
+/**
+ * The pending view of a ledger row; `timeoutMs` when known exactly (the row was just created with it). With
+ * `detailed`, what the request would do (bounded and escaped: the ledger's input is redacted already).
+ */
+export function pendingViewOf(record: ApprovalRecord, timeoutMs?: number, detailed = true): PendingApprovalView {
   const expires = record.expiresAt ? Date.parse(record.expiresAt) : NaN;
+  const detail = detailed ? approvalDetail(record) : undefined;
   return {
     requestId: record.requestId,
     turn: record.turn,
@@ -71,6 +75,7 @@ export function pendingViewOf(record: ApprovalRecord, timeoutMs?: number): Pendi
     title: clipText(record.title, VIEW_TEXT_CHARS),
     since: record.requestedAt,
     timeoutMs: timeoutMs ?? (Number.isFinite(expires) ? Math.max(0, expires - Date.parse(record.requestedAt)) : 0),
+    ...(detail !== undefined ? { detail } : {}),
   };
 }
 

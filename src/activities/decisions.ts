@@ -27,7 +27,7 @@ import {
   type OperatorDirectory,
   type SignedDecision,
 } from '../operators/index.js';
-import type { ApprovalSettlement, PendingApprovalView } from '../workflows/approvals.js';
+import { DETAILED_PENDING, type ApprovalSettlement, type PendingApprovalView } from '../workflows/approvals.js';
 import { pendingViewOf } from './approvals.js';
 
 export interface AuthorizeDecisionInput {
@@ -132,7 +132,9 @@ export function decisionActivities(deps: DecisionDeps) {
      */
     async pendingApprovalsOf(input: { workflowId: string; runId: string; known: readonly string[] }): Promise<{ pending: PendingApprovalView[]; settled: ApprovalSettlement[] }> {
       const rows = await deps.ledger.listApprovals({ workflowId: input.workflowId, runId: input.runId });
-      const pending = rows.filter((r) => r.status === 'pending').map((r) => pendingViewOf(r));
+      // Details only for requests the workflow does not have yet, and no more than it keeps: a flood stays small.
+      let detailed = 0;
+      const pending = rows.filter((r) => r.status === 'pending').map((r) => pendingViewOf(r, undefined, !input.known.includes(r.requestId) && detailed++ < DETAILED_PENDING));
       const settled = rows
         .filter((r) => r.status !== 'pending' && input.known.includes(r.requestId))
         .map((r) => ({ requestId: r.requestId, status: r.status as ApprovalSettlement['status'], by: r.decidedBy ?? r.status }));

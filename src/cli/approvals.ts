@@ -8,7 +8,7 @@ import { getAgentRun } from '../client/index.js';
 import type { PendingApprovalView } from '../workflows/approvals.js';
 import { pendingApprovalsAttribute } from '../workflows/search-attributes.js';
 import type { RunStatusView } from '../workflows/types.js';
-import { escapeControl } from './escape.js';
+import { escapeControl, escapeText } from './escape.js';
 import { CliError, ExitCodes } from './exit-codes.js';
 
 /** One pending request of one run. */
@@ -52,7 +52,12 @@ function waited(row: PendingApprovalView, nowMs: number): string {
   return `${seconds(nowMs - since)} (denied in ${seconds(since + row.timeoutMs - nowMs)})`;
 }
 
-/** A header and one line per request; every run-supplied field escaped. */
+/** What a request would do (its content, diff, argv and working directory) as lines under it, indented and escaped. */
+export function detailLines(row: PendingApprovalView, indent = '    '): string[] {
+  return row.detail === undefined ? [] : escapeText(row.detail.replace(/\n$/, '')).split('\n').map((l) => `${indent}${l}`);
+}
+
+/** A header and one line per request, then what each would do; every run-supplied field escaped. */
 export function formatApprovals(rows: readonly ApprovalRow[], nowMs = Date.now()): string[] {
   const header = ['RUN ID', 'REQUEST', 'TURN', 'KIND', 'TOOL', 'WAITING', 'TITLE'];
   const cells = rows.map((r) => [r.workflowId, r.requestId, String(r.turn), r.kind, r.tool, waited(r, nowMs), r.title].map(escapeControl));
@@ -62,7 +67,8 @@ export function formatApprovals(rows: readonly ApprovalRow[], nowMs = Date.now()
       .map((v, i) => (i === c.length - 1 ? v : v.padEnd(widths[i]!)))
       .join('  ')
       .trimEnd();
-  return [line(header), ...cells.map(line)];
+  const details = rows.flatMap((r) => (r.detail === undefined ? [] : ['', `${escapeControl(r.requestId)} (${escapeControl(r.workflowId)}) would do:`, ...detailLines(r)]));
+  return [line(header), ...cells.map(line), ...details];
 }
 
 /** `--edit JSON`: an object whose fields replace the tool input's fields. */
@@ -99,7 +105,7 @@ export function permissionLines(view: RunStatusView, workflowId: string, command
   if (pending.length > 0) {
     lines.push(`${pending.length} permission request${pending.length === 1 ? '' : 's'} waiting for an operator:`);
     for (const r of pending) {
-      lines.push(`  ${escapeControl(r.requestId)}  ${escapeControl(r.kind)} · ${escapeControl(r.tool)}: ${escapeControl(r.title)}  — waiting ${waited(r, Date.now())}`);
+      lines.push(`  ${escapeControl(r.requestId)}  ${escapeControl(r.kind)} · ${escapeControl(r.tool)}: ${escapeControl(r.title)}  — waiting ${waited(r, Date.now())}`, ...detailLines(r));
     }
     const first = pending[0]!.requestId;
     lines.push(`  approve:  ${command('approve', workflowId, first)}`, `  deny:     ${command('deny', workflowId, first, '--reason', 'why')}`);

@@ -9,3 +9,4 @@ export { ApprovalDecisionError, decidePendingApproval } from './decide.js';
 export { ApprovalWakeups } from './wakeups.js';
 export type { ApprovalWaiter } from './wakeups.js';
 export type { OperatorDecision } from './decide.js';
+export { DETAIL_CHARS, approvalDetail } from './detail.js';

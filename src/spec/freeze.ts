@@ -48,6 +48,7 @@ export function freezeSpec(catalog: Catalog, agentName: string, registry: Action
       chatTimeoutMs: agent.chatTimeoutMs,
       operatorTimeoutMs: agent.operatorTimeoutMs,
       turnAttempts: agent.turnAttempts,
+      ...(agent.progressIntervalMs !== undefined ? { progressIntervalMs: agent.progressIntervalMs } : {}),
       hostLoss: { timeoutMs: agent.sandbox.hostLossTimeoutMs ?? defaultHostLossTimeoutMs, action: agent.sandbox.onHostLoss ?? 'await-operator' },
       ...(agent.replayMaxTokens !== undefined ? { replayMaxTokens: agent.replayMaxTokens } : {}),
       ...(agent.loopback?.enabled ? { loopback: frozenLoopback(agent.loopback) } : {}),

@@ -56,6 +56,8 @@ export interface FrozenSpec {
     readonly hostLoss?: HostLossPolicy;
     /** A non-resuming harness's replay budget per turn, in tokens, when the catalog sets one (else the default). */
     readonly replayMaxTokens?: number;
+    /** How often a turn in flight may signal its run with its progress (ms), when the catalog sets it (else 10 s). */
+    readonly progressIntervalMs?: number;
     /** The MCP loopback, when the agent has it on (docs/mcp.md). */
     readonly loopback?: { readonly resources: readonly HostResource[]; readonly limits: Partial<LoopbackLimits> };
     /** A run on a git repository: where from, and what it delivers (docs/repositories.md). */

@@ -22,6 +22,7 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
+  setDefaultSignalHandler,
   setHandler,
   sleep,
   upsertMemo,
@@ -64,6 +65,8 @@ import {
   retryTurnSignal,
   retryTurnUpdate,
   statusQuery,
+  turnProgressSignal,
+  updatePayloadProblem,
 } from './messages.js';
 import { FailureTypes } from '../contracts/failures.js';
 import { subAgentWorkflowId } from './ids.js';
@@ -74,6 +77,7 @@ import { installApprovalHandlers } from './approval-handlers.js';
 import type { OperatorAction } from '../operators/index.js';
 import { decisionModeOf, decisionRequest, takeDecision } from './operator-decisions.js';
 import { detailsText, turnStartToCloseMs } from './approvals.js';
+import { progressNoteOf, type TurnProgressNote } from './progress.js';
 import type { RunState } from './state.js';
 import { budgetEnding, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
 import { assertKnownVersion } from './versions.js';
@@ -131,10 +135,12 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
    * `lost`: some of its attempts went with their host or failed to an operator, so its spend comes from the ledger.
    */
   let turnInFlight: { turn: number; before: Pick<RunState, 'usage' | 'costUsd' | 'costBlind'>; lost?: boolean } | undefined;
+  /** The turn in flight's last progress note (display only) and when it came; cleared when the turn returns or fails. */
+  let progress: { note: TurnProgressNote; at: number } | undefined;
 
   const update = (next: RunState) => {
     state = next;
-    setCurrentDetails(detailsText(state));
+    setCurrentDetails(detailsText(state, progress));
   };
   const setPhase = (phase: RunPhase, detail: string) => {
     update(withPhase(state, phase, detail));
@@ -172,8 +178,8 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   /** The decision an update's argument carries, once authorized (a refusal fails the update). */
   const decide = (action: OperatorAction, arg: unknown) => takeDecision(decisionHost, action, decisionRequest(action, [arg]));
   /** A validator's check of the reason an update carries. */
-  const checkReason = (action: OperatorAction, arg: unknown) => {
-    const refusal = reasonRefusal(decisionRequest(action, [arg]).reason);
+  const checkReason = (action: 'cancel' | 'abandon', arg: unknown) => {
+    const refusal = updatePayloadProblem(action, arg) ?? reasonRefusal(decisionRequest(action, [arg]).reason);
     if (refusal) throw new Error(refusal);
   };
   const cancel = (reason?: string) => {
@@ -237,7 +243,11 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     },
     {
       description: 'Run the failed turn again; rejected unless the run awaits an operator. {} — signed by `durable-harness retry RUN` where decisions must be signed.',
-      validator: (_request) => awaitingOperator('retry'),
+      validator: (request) => {
+        const problem = updatePayloadProblem('retry', request);
+        if (problem) throw new Error(problem);
+        awaitingOperator('retry');
+      },
     },
   );
   const abandon = (reason?: string) => {
@@ -294,13 +304,21 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     {
       description: 'Answer the run\'s question: {"text": "…"} — signed by `durable-harness reply RUN TEXT` where decisions must be signed.',
       validator: (arg) => {
-        const refusal = replyRefusal(decisionRequest('reply', [arg]).text);
+        const refusal = updatePayloadProblem('reply', arg) ?? replyRefusal(decisionRequest('reply', [arg]).text);
         if (refusal) throw new Error(refusal);
       },
     },
   );
 
   const approvals = installApprovalHandlers({ workflowId, state: () => state, update });
+  // The turn activity's notifications have no handler of their own, so the UI does not offer them as controls.
+  setDefaultSignalHandler((name, ...args) => {
+    if (name !== turnProgressSignal.name) return approvals.notified(name);
+    const note = progressNoteOf(args[0], turnInFlight?.turn, progress?.note);
+    if (!note) return;
+    progress = { note, at: Date.now() };
+    setCurrentDetails(detailsText(state, progress));
+  });
 
   // ---- the Temporal calls the decisions ask for --------------------------------------------------
   /** Whether the run's spend now crosses a guardrail: the interruption is set, the run stops instead of retrying. */
@@ -347,9 +365,11 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       try {
         const where = placement(policy, request.sandbox);
         const result = await runTurn.executeWithOptions({ ...turnActivityOptions(policy, request.turn), ...where }, [request]);
+        progress = undefined;
         approvals.turnEnded(request.turn);
         return result;
       } catch (err) {
+        progress = undefined;
         if (isCancellation(err)) throw err;
         if (await neverRan(err)) {
           // Whatever the attempt that did run left behind dies before the next one starts.
@@ -381,7 +401,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
         const lastError = hostLost ?? (cause instanceof Error ? cause.message : String(cause));
         update({ ...state, lastError });
         setPhase('awaiting_operator', `turn ${request.turn} failed after ${policy.turnAttempts} attempts: ${lastError}`);
-        const decided = await condition(() => inbox.operator !== undefined, policy.operatorTimeoutMs);
+        const decided = await condition(() => inbox.operator !== undefined, policy.operatorTimeoutMs, { summary: 'operator decision timeout' });
         const decision = inbox.operator;
         inbox.operator = undefined;
         if (!decided || !decision) {
@@ -426,7 +446,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const waitForReply = async (policy: RunPolicy, question: TextRef): Promise<void> => {
     inbox.reply = undefined;
     syncAttributes();
-    if (!(await condition(() => inbox.reply !== undefined, policy.chatTimeoutMs))) {
+    if (!(await condition(() => inbox.reply !== undefined, policy.chatTimeoutMs, { summary: 'reply timeout' }))) {
       throw ApplicationFailure.nonRetryable(`no reply within ${policy.chatTimeoutMs} ms to: ${previewOf(question)}`, FailureTypes.ChatTimeout);
     }
     const reply = inbox.reply!;
@@ -531,7 +551,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     wallTimer = new CancellationScope();
     void wallTimer
       .run(async () => {
-        await sleep(Math.max(1, state.deadlineMs - Date.now()));
+        await sleep(Math.max(1, state.deadlineMs - Date.now()), { summary: 'wall-time guardrail' });
         if (inbox.interruption) return;
         inbox.interruption = { kind: 'guardrail', guardrail: 'wallTime', reason: `wall time limit of ${policy.guardrails.maxWallTimeMs} ms reached` };
         loopScope.cancel();
@@ -588,7 +608,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     if (result.status === 'cancelled') {
       // Only Temporal's cancel request ends a workflow Canceled; the client sends it right after the signal.
       const root = CancellationScope.current();
-      if (inbox.interruption?.kind === 'cancel' && !root.consideredCancelled) await sleep(CANCEL_REQUEST_GRACE_MS).catch(() => undefined);
+      if (inbox.interruption?.kind === 'cancel' && !root.consideredCancelled) await sleep(CANCEL_REQUEST_GRACE_MS, { summary: 'cancel request grace' }).catch(() => undefined);
       // A Canceled workflow carries no details: its typed result goes in the memo.
       upsertMemo({ [OUTCOME_MEMO_KEY]: result });
       if (root.consideredCancelled) throw runCancelled(result);
@@ -631,7 +651,7 @@ async function untilDone(step: () => Promise<void>, onFailure: (failures: number
     } catch (err) {
       if (isCancellation(err)) throw err;
       onFailure(failures + 1, err);
-      await sleep(untilDoneDelayMs(failures));
+      await sleep(untilDoneDelayMs(failures), { summary: 'retry backoff: ending the session' });
     }
   }
 }

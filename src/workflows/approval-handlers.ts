@@ -6,9 +6,10 @@
  *
  * The notifications are not controls: anyone who reaches Temporal can send a signal by name, so their payload is
  * never trusted. They only prompt the run to read its requests from the ledger, and they have no handler of their
- * own (the default signal handler takes them), so the Temporal UI does not offer them beside the operator's messages.
+ * own (the run's default signal handler hands them to `notified`), so the Temporal UI does not offer them beside the
+ * operator's messages.
  */
-import { ActivityFailure, ApplicationFailure, proxyLocalActivities, setDefaultSignalHandler, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { createActivities } from '../activities/index.js';
 import {
   approvalRequested,
@@ -19,7 +20,7 @@ import {
   pendingOf,
   type ApprovalDecisionResult,
 } from './approvals.js';
-import { approvalRequestedSignal, approvalSettledSignal, approveUpdate, denyUpdate } from './messages.js';
+import { approvalRequestedSignal, approvalSettledSignal, approveUpdate, denyUpdate, updatePayloadProblem } from './messages.js';
 import { decisionRequest, takeDecision, type DecisionRequest } from './operator-decisions.js';
 import { pendingApprovalsAttribute } from './search-attributes.js';
 import type { RunState } from './state.js';
@@ -45,6 +46,8 @@ export interface ApprovalHandlers {
   turnEnded(turn: number): void;
   /** The run ends: every pending request is gone (expired by endSession). */
   runEnded(status: string): void;
+  /** A signal without a handler of its own (the run's default signal handler): an approval notification is taken. */
+  notified(name: string): Promise<void> | undefined;
 }
 
 export function installApprovalHandlers(host: ApprovalHost): ApprovalHandlers {
@@ -86,9 +89,6 @@ export function installApprovalHandlers(host: ApprovalHost): ApprovalHandlers {
     });
     return refreshing;
   };
-  setDefaultSignalHandler(async (name) => {
-    if (name === approvalRequestedSignal.name || name === approvalSettledSignal.name) return refresh();
-  });
 
   const decide = async (request: DecisionRequest, allow: boolean): Promise<ApprovalDecisionResult> => {
     const taken = await takeDecision(host, allow ? 'approve' : 'deny', request);
@@ -117,7 +117,7 @@ export function installApprovalHandlers(host: ApprovalHost): ApprovalHandlers {
       'Allow a pending permission request: {"requestId": "t3-…", "edit": {…}?, "scope": "once"|"session"?} — signed by `durable-harness approve RUN REQUEST` where decisions must be signed.',
     validator: (arg, options?) => {
       const request = decisionRequest('approve', [arg, options]);
-      const refusal = decisionRefusal(host.state(), request.requestId, request.edit, true);
+      const refusal = updatePayloadProblem('approve', arg) ?? decisionRefusal(host.state(), request.requestId, request.edit, true);
       if (refusal) throw new Error(refusal);
     },
   });
@@ -125,7 +125,7 @@ export function installApprovalHandlers(host: ApprovalHost): ApprovalHandlers {
     description: 'Deny a pending permission request: {"requestId": "t3-…", "reason": "shown to the harness"?} — signed by `durable-harness deny RUN REQUEST` where decisions must be signed.',
     validator: (arg, options?) => {
       const request = decisionRequest('deny', [arg, options]);
-      const refusal = decisionRefusal(host.state(), request.requestId, undefined, false);
+      const refusal = updatePayloadProblem('deny', arg) ?? decisionRefusal(host.state(), request.requestId, undefined, false);
       if (refusal) throw new Error(refusal);
     },
   });
@@ -133,5 +133,6 @@ export function installApprovalHandlers(host: ApprovalHost): ApprovalHandlers {
   return {
     turnEnded: (turn) => change(approvalsOfTurnEnded(host.state(), turn)),
     runEnded: (status) => change(approvalsOfRunEnded(host.state(), status)),
+    notified: (name) => (name === approvalRequestedSignal.name || name === approvalSettledSignal.name ? refresh() : undefined),
   };
 }

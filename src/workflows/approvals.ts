@@ -6,6 +6,8 @@
  * the ledger saying it was decided elsewhere. Signals are durable (one history event each, only when something
  * happens) and need no polling timer; the ledger stays the authority for the decision itself.
  */
+import { escapeText } from '../contracts/visible-text.js';
+import { codeBlock, progressLine, type TurnProgressNote } from './progress.js';
 import type { RunState } from './state.js';
 
 /** One request waiting for an operator, as status, the Temporal UI and `durable-harness approvals` show it. */
@@ -21,6 +23,11 @@ export interface PendingApprovalView {
   readonly since: string;
   /** Denied by timeout this long after `since` (ms). */
   readonly timeoutMs: number;
+  /**
+   * What it would do: a write's content, an edit's diff, a command's argv and working directory (bounded, control
+   * characters escaped; src/permissions/detail.ts). Kept for the first `DETAILED_PENDING` pending requests only.
+   */
+  readonly detail?: string;
 }
 
 /** A request that left the pending list: who decided, for the reason an approve/deny of it is refused. */
@@ -41,6 +48,10 @@ export interface ApprovalSettlement {
 export const SETTLED_KEPT = 20;
 /** How many pending requests details and status show in full; the count is always exact. */
 const TITLE_CHARS = 160;
+/** How many pending requests keep their detail at once (the first asked): what a flood of requests can weigh in state. */
+export const DETAILED_PENDING = 8;
+/** A detail as the state keeps it at most: the activity's bound (4096 characters) and its "… N more bytes". */
+const DETAIL_CHARS = 4200;
 
 export const pendingOf = (state: RunState): readonly PendingApprovalView[] => state.pendingApprovals ?? [];
 
@@ -52,7 +63,9 @@ export function approvalRequested(state: RunState, view: PendingApprovalView): R
   if (view.turn < state.iteration) return state;
   if ((state.settledApprovals ?? []).some((s) => s.requestId === view.requestId)) return state;
   const title = view.title.length > TITLE_CHARS ? `${view.title.slice(0, TITLE_CHARS)}…` : view.title;
-  return { ...state, pendingApprovals: [...pending, { ...view, title }] };
+  const { detail, ...rest } = view;
+  const kept = typeof detail === 'string' && pending.filter((p) => p.detail !== undefined).length < DETAILED_PENDING ? { detail: detail.slice(0, DETAIL_CHARS) } : {};
+  return { ...state, pendingApprovals: [...pending, { ...rest, title, ...kept }] };
 }
 
 /** A request was decided: it leaves the pending list and is remembered as settled. */
@@ -106,11 +119,18 @@ export function decisionRefusal(state: RunState, requestId: unknown, edit?: unkn
   return `run has no pending permission request "${requestId}" (pending: ${open.length ? open.join(', ') : 'none'})`;
 }
 
-/** The Temporal UI's current details: the phase line, then one line per pending request. */
-export function detailsText(state: RunState): string {
-  const head = `**${state.state}** · ${state.detail}`;
+/**
+ * The Temporal UI's current details: the phase line (with the turn in flight, from its last progress note), then
+ * one line per pending request and what it would do. Harness text is escaped and set as code: it renders as text.
+ */
+export function detailsText(state: RunState, inFlight?: { readonly note: TurnProgressNote; readonly at: number }): string {
+  const turn = inFlight && state.state === 'running' ? `\n\n${progressLine(inFlight.note, inFlight.at)}` : '';
+  const head = `**${state.state}** · ${state.detail}${turn}`;
   const pending = pendingOf(state);
-  const lines = pending.map((p) => `- \`${p.requestId}\` (turn ${p.turn}) ${p.kind} · ${p.tool}: ${p.title} — since ${p.since}, denied after ${Math.round(p.timeoutMs / 1000)} s`);
+  const lines = pending.map((p) => {
+    const line = `- \`${p.requestId}\` (turn ${p.turn}) ${p.kind} · ${p.tool}: ${p.title} — since ${p.since}, denied after ${Math.round(p.timeoutMs / 1000)} s`;
+    return p.detail === undefined ? line : `${line}\n\n${codeBlock(escapeText(p.detail))}\n`;
+  });
   const enforcement = state.policy?.permissions && !state.policy.permissions.enforced ? `\n\npermissions: ${state.policy.permissions.posture} **advisory** (not enforced: ${state.policy.permissions.note ?? 'the harness cannot ask'})` : '';
   const unsigned = state.policy?.decisions === 'trusted-network' ? '\n\ndecisions: **not authenticated** (trusted-network: whoever reaches Temporal decides)' : '';
   const refused = state.networkRefused ? `\n\nnetwork: **${state.networkRefused} request${state.networkRefused === 1 ? '' : 's'} refused** by the run's egress gateway (\`durable-harness network RUN --refused\`)` : '';

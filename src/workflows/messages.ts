@@ -8,6 +8,7 @@ import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { SignedDecision } from '../operators/index.js';
 import type { ApprovalDecisionResult, ApprovalSettlement, ApproveOptions, DenyOptions, PendingApprovalView } from './approvals.js';
 import { PREVIEW_CHARS, isBlobRef, type BlobRef, type TextRef } from '../contracts/text-ref.js';
+import type { TurnProgressNote } from './progress.js';
 import type { RunStatusView } from './types.js';
 
 /** Current state, counters, usage, cost, last step and external session id. */
@@ -70,7 +71,44 @@ export function replyProblem(reply: unknown): string | undefined {
 export const approvalRequestedSignal = defineSignal<[view: PendingApprovalView]>('approvalRequested');
 /** Sent by the turn activity to its own run: a pending permission request was decided (operator, timeout, …). */
 export const approvalSettledSignal = defineSignal<[settled: ApprovalSettlement]>('approvalSettled');
+/**
+ * Sent by the turn activity to its own run, at most once per the agent's `progressIntervalMs` and only when it changed:
+ * the turn in flight's activity, tokens and attempt, for current details only (progress.ts). No handler of its own.
+ */
+export const turnProgressSignal = defineSignal<[note: TurnProgressNote]>('turnProgress');
 /** Allows a pending permission request (optionally with an edited input); rejected when unknown or already decided. */
 export const approveUpdate = defineUpdate<ApprovalDecisionResult, [request: string | (ApproveOptions & { requestId: string; signed?: SignedDecision }), options?: ApproveOptions]>('approve');
 /** Denies a pending permission request; rejected when unknown or already decided. */
 export const denyUpdate = defineUpdate<ApprovalDecisionResult, [request: string | (DenyOptions & { requestId: string; signed?: SignedDecision }), options?: DenyOptions]>('deny');
+
+/** The fields of each operator update's object (besides `by`, an unsigned caller's name, and `signed`). */
+const updateFields = {
+  approve: { requestId: 'string', edit: 'object', scope: 'once|session' },
+  deny: { requestId: 'string', reason: 'string' },
+  reply: { text: 'string' },
+  retry: {},
+  abandon: { reason: 'string' },
+  cancel: { reason: 'string' },
+} as const satisfies Record<string, Record<string, 'string' | 'object' | 'once|session'>>;
+
+/**
+ * Why an operator update's object is malformed (an unknown field, a field of the wrong type), naming what it takes,
+ * or undefined. The validators answer with it, so a payload typed into the Temporal UI gets an answer, not silence.
+ * Positional forms (a string) and a reply by reference are left to the handlers' own checks.
+ */
+export function updatePayloadProblem(action: keyof typeof updateFields, arg: unknown): string | undefined {
+  if (arg === undefined || typeof arg === 'string') return undefined;
+  const takes = { ...updateFields[action], by: 'string', signed: 'object' } as Record<string, string>;
+  const shape = `{${Object.entries(takes)
+    .map(([k, t]) => `"${k}": ${t === 'once|session' ? '"once"|"session"' : t === 'object' ? '{…}' : '"…"'}${k === 'requestId' || (k === 'text' && action === 'reply') ? '' : '?'}`)
+    .join(', ')}}`;
+  if (arg === null || typeof arg !== 'object' || Array.isArray(arg)) return `the ${action} update takes one JSON object: ${shape}`;
+  if (action === 'reply' && typeof (arg as { blob?: unknown }).blob === 'string') return undefined;
+  for (const [key, value] of Object.entries(arg)) {
+    const type = takes[key];
+    if (type === undefined) return `unknown field "${key}" in the ${action} update: it takes ${shape}`;
+    const fits = type === 'once|session' ? value === 'once' || value === 'session' : type === 'object' ? value !== null && typeof value === 'object' && !Array.isArray(value) : typeof value === type || (key === 'text' && value !== null && typeof value === 'object');
+    if (!fits) return `"${key}" of the ${action} update must be ${type === 'once|session' ? '"once" or "session"' : type === 'object' ? 'a JSON object' : 'a string'}, got ${JSON.stringify(value)?.slice(0, 80)}: it takes ${shape}`;
+  }
+  return undefined;
+}

@@ -7,7 +7,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { MAX_ACTIONS_PER_ENVELOPE_LIMIT } from '../../src/envelope/index.js';
 import type { RunPolicy } from '../../src/spec/types.js';
-import { approvalRequested } from '../../src/workflows/approvals.js';
+import { DETAILED_PENDING, approvalRequested } from '../../src/workflows/approvals.js';
 import { MAX_HARNESS_MESSAGE_CHARS, MAX_SESSION_ID_CHARS, MAX_TURN_PROBLEM_CHARS, actionsStepView, clipText } from '../../src/workflows/bounds.js';
 import { applyTurn, beginTurn, continuedInput, initialState, resolved, sessionStarted, statusView } from '../../src/workflows/decide.js';
 import type { AgentRunInput, TurnRequest, TurnResult } from '../../src/workflows/types.js';
@@ -18,6 +18,7 @@ const MiB = 1024 * 1024;
 const BOUND = MiB;
 const bytesOf = (value: unknown) => defaultPayloadConverter.toPayload(value)!.data!.length;
 const huge = 'x'.repeat(MiB);
+const hostileWrite = { file_path: huge, content: '\x1b'.repeat(MiB) };
 
 // The operator's catalog is not the attacker, but it is generous: many actions with long names.
 const policy: RunPolicy = {
@@ -57,10 +58,11 @@ describe('payload bounds: what a harness writes never pushes a payload toward 2 
     };
     const started = sessionStarted(resolved(initialState(input), policy, 0), sandbox, 'the task');
     const { state: running } = beginTurn(started);
-    // Requests waiting for an operator, with titles and tools a megabyte long, as the turn activity signals them.
+    // Requests waiting for an operator, with titles, tools and writes (all escapes, which lengthen when shown) a
+    // megabyte long, as the turn activity signals them: more than the state keeps details for.
     let state = running;
-    for (let i = 0; i < 3; i++) {
-      state = approvalRequested(state, pendingViewOf({ workflowId: 'w', runId: 'r', requestId: `t1-${i}`, turn: 1, tool: huge, kind: 'command', title: huge, input: {}, status: 'pending', requestedAt: new Date(0).toISOString(), expiresAt: new Date(1).toISOString() }));
+    for (let i = 0; i < DETAILED_PENDING + 2; i++) {
+      state = approvalRequested(state, pendingViewOf({ workflowId: 'w', runId: 'r', requestId: `t1-${i}`, turn: 1, tool: huge, kind: 'edit', title: huge, input: hostileWrite, status: 'pending', requestedAt: new Date(0).toISOString(), expiresAt: new Date(1).toISOString() }));
     }
     const applied = applyTurn(state, result).state;
     const { state: after, request } = beginTurn(applied);
@@ -70,7 +72,7 @@ describe('payload bounds: what a harness writes never pushes a payload toward 2 
       turnRequest: bytesOf(turnRequest),
       status: bytesOf(statusView(after)),
       continueAsNew: bytesOf(continuedInput(input, after)),
-      approvalSignal: bytesOf(pendingViewOf({ workflowId: 'w', runId: 'r', requestId: 't1-x', turn: 1, tool: huge, kind: 'command', title: huge, input: {}, status: 'pending', requestedAt: new Date(0).toISOString() })),
+      approvalSignal: bytesOf(pendingViewOf({ workflowId: 'w', runId: 'r', requestId: 't1-x', turn: 1, tool: huge, kind: 'edit', title: huge, input: hostileWrite, status: 'pending', requestedAt: new Date(0).toISOString() })),
     };
     console.log(`worst-case payload bytes: ${JSON.stringify(figures)}`);
     for (const [what, bytes] of Object.entries(figures)) expect(bytes, what).toBeLessThan(BOUND);

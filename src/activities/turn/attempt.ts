@@ -6,13 +6,16 @@
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import type { SandboxHandle, SandboxRef } from '../../sandbox/types.js';
 import type { FrozenSpec } from '../../spec/index.js';
+import { DEFAULT_PROGRESS_INTERVAL_MS } from '../../workflows/progress.js';
 import type { TurnRequest, TurnSpend } from '../../workflows/types.js';
 import type { Deps } from '../deps.js';
 import { waitForLedger } from '../ledger-wait.js';
 import { redactFailure, type Redactor } from '../redaction.js';
 import { TurnAccounting } from './accounting.js';
 import type { HarnessRun } from './drive.js';
+import { workerClient } from './gate.js';
 import { ProgressEvents } from './progress-events.js';
+import { startProgressSignals } from './progress-signal.js';
 import { earlierSpend, spendOf, withEarlier, type EarlierSpend } from './spend.js';
 import { superseded } from './stale.js';
 
@@ -81,6 +84,8 @@ export function openAttempt(deps: Deps, spec: FrozenSpec, req: TurnRun): Attempt
   const events = new ProgressEvents(deps.ledger, { workflowId: req.workflowId, runId, turn: req.turn }, { onFault: ledgerState });
   const beat = () => heartbeat({ ...progress });
   const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
+  // The run's current details follow the turn at a bounded rate (a signal to its own run: events in its history).
+  const stopNotes = startProgressSignals(progress, { client: workerClient(ctx), run: { workflowId: req.workflowId, runId }, intervalMs: spec.agent.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS, log: ctx.log });
   // The harness stops when the turn is cancelled or its streaming usage crosses the budget.
   const stopTurn = new AbortController();
   const runs: HarnessRun[] = [];
@@ -153,6 +158,7 @@ export function openAttempt(deps: Deps, spec: FrozenSpec, req: TurnRun): Attempt
       ctx.cancellationSignal.removeEventListener('abort', onCancel);
       clearTimeout(giveUp);
       clearInterval(timer);
+      stopNotes();
       // Every descendant of the turn dies with it, also those that left its process group — unless Temporal
       // already gave this turn to a newer attempt (timed out / no longer known), whose processes those now are.
       if (handle && !superseded(ctx.cancellationSignal)) await handle.killLeftovers().catch(() => undefined);

@@ -60,7 +60,7 @@ export function turnGate(deps: Deps, spec: FrozenSpec, req: TurnRun, attempt: At
 }
 
 /** The worker's client (absent in a mock activity environment). */
-function workerClient(ctx: Context): Client | undefined {
+export function workerClient(ctx: Context): Client | undefined {
   try {
     return ctx.client;
   } catch {
