@@ -219,7 +219,7 @@ async function deliver(deps: Deps, input: DeliverWorkInput): Promise<Deliverable
   const message = commitMessage(spec, input);
   let delivered;
   try {
-    delivered = await commitWork({ gitDir, workTree: input.sandbox.hostWorkspacePath, base, runId: input.workflowId, message, author, maxFileBytes: config.maxFileBytes });
+    delivered = await commitWork({ gitDir, workTree: input.sandbox.hostWorkspacePath, base, runId: input.workflowId, message, author, maxFileBytes: config.maxFileBytes, maxPatchBytes: config.maxPatchBytes });
   } catch (err) {
     if (err instanceof DeliverableRefused) return record(deps, input, view({ state: 'refused', problem: `${err.message}: nothing was committed; shrink or delete them, or raise repository.maxFileBytes` }));
     throw err;
@@ -227,14 +227,16 @@ async function deliver(deps: Deps, input: DeliverWorkInput): Promise<Deliverable
   const stat = delivered.diffStat.length > DIFF_STAT_KEEP_CHARS ? `${delivered.diffStat.slice(0, DIFF_STAT_KEEP_CHARS)}…` : delivered.diffStat;
   const made = { head: delivered.head, files: delivered.files, diffStat: stat };
   if (!delivered.committed) return record(deps, input, view({ state: 'unchanged', ...made }));
-  const patchBytes = Buffer.byteLength(delivered.patch);
-  if (patchBytes > config.maxPatchBytes) {
-    return record(deps, input, view({ state: 'refused', ...made, problem: `the patch is ${patchBytes} bytes, over repository.maxPatchBytes (${config.maxPatchBytes}): it was not recorded or pushed` }));
+  const patch = delivered.patch;
+  const patchBytes = patch === undefined ? undefined : Buffer.byteLength(patch);
+  if (patch === undefined || patchBytes === undefined || patchBytes > config.maxPatchBytes) {
+    const size = patchBytes === undefined ? 'over' : `${patchBytes} bytes, over`;
+    return record(deps, input, view({ state: 'refused', ...made, problem: `the patch is ${size} repository.maxPatchBytes (${config.maxPatchBytes}): it was not recorded or pushed; shrink the change or raise the cap` }));
   }
   const secrets = heldSecrets(deps, spec);
   let leaked: string[];
   try {
-    leaked = [...findSecrets(delivered.patch, secrets), ...findSecretsInText(message, secrets)];
+    leaked = [...findSecrets(patch, secrets), ...findSecretsInText(message, secrets)];
   } catch (err) {
     if (!(err instanceof SecretScanIncomplete)) throw err;
     return record(deps, input, view({ state: 'refused', ...made, problem: `the patch could not be checked for the worker's secrets (${err.message}): it was not recorded or pushed` }));
@@ -242,7 +244,7 @@ async function deliver(deps: Deps, input: DeliverWorkInput): Promise<Deliverable
   if (leaked.length > 0) {
     return record(deps, input, view({ state: 'refused', ...made, problem: `the diff holds the value of ${[...new Set(leaked)].join(', ')}: nothing was recorded or pushed; remove it from the work tree` }));
   }
-  const blob = await waitForLedger(() => deps.blobs.put(delivered.patch));
+  const blob = await waitForLedger(() => deps.blobs.put(patch));
   const patched = { ...made, patch: { blob, bytes: patchBytes } };
   if (mode === 'commit') return record(deps, input, view({ state: 'delivered', ...patched }));
   const token = config.credential ? credentialOf(deps, config.credential, 'repository.credential') : undefined;

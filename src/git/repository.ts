@@ -23,7 +23,7 @@ import path from 'node:path';
 
 /** A git command failed; `message` names the command and git's own words. */
 export class GitError extends Error {
-  override readonly name = 'GitError';
+  override readonly name: string = 'GitError';
   constructor(
     message: string,
     /** The remote could not be reached or answered with a server error (a retry may succeed), not "no such thing". */
@@ -38,6 +38,11 @@ export class GitError extends Error {
  * Anything else (no such repository, no such ref, refused credentials) stays a failure of the request itself.
  */
 const TRANSIENT_GIT = /Could not resolve host|Connection refused|Connection timed out|Operation timed out|Connection reset|Failed to connect|early EOF|remote end hung up unexpectedly|RPC failed|returned error: (?:5\d\d|408|429)\b|SSL_ERROR_SYSCALL|gnutls_handshake|Temporary failure in name resolution|Network is unreachable/;
+
+/** A command printed more than it may (`GitOptions.maxBuffer`): what it was reading is over its cap. */
+export class GitOutputTooLarge extends GitError {
+  override readonly name = 'GitOutputTooLarge';
+}
 
 /** A file the deliverable cannot carry (over the size cap). */
 export class DeliverableRefused extends Error {
@@ -112,6 +117,8 @@ export interface GitOptions {
   readonly input?: string;
 }
 
+const DEFAULT_MAX_BUFFER = 64 * 1024 * 1024;
+
 /** Runs git with the fixed configuration; resolves with stdout. */
 export function git(args: readonly string[], where?: GitRun, options: GitOptions = {}): Promise<string> {
   const location = where ? ['--git-dir', where.gitDir, ...(where.workTree ? ['--work-tree', where.workTree] : [])] : [];
@@ -121,13 +128,14 @@ export function git(args: readonly string[], where?: GitRun, options: GitOptions
       [...fixedConfig, ...location, ...args],
       {
         env: gitEnv(options.env),
-        maxBuffer: options.maxBuffer ?? 64 * 1024 * 1024,
+        maxBuffer: options.maxBuffer ?? DEFAULT_MAX_BUFFER,
         cwd: where?.workTree ?? where?.gitDir ?? gitHome(),
         ...(options.signal ? { signal: options.signal } : {}),
         ...(options.timeoutMs ? { timeout: options.timeoutMs, killSignal: 'SIGKILL' as const } : {}),
       },
       (error, stdout, stderr) => {
         if (!error) return resolve(stdout);
+        if ((error as { code?: string }).code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') return reject(new GitOutputTooLarge(`git ${args.slice(0, 2).join(' ')} printed more than ${options.maxBuffer ?? DEFAULT_MAX_BUFFER} bytes`));
         const said = (stderr || error.message).trim();
         // Killed by its own deadline: a remote that hung.
         const transient = TRANSIENT_GIT.test(said) || (error as { killed?: boolean }).killed === true;
@@ -213,7 +221,8 @@ export interface Deliverable {
   readonly head: string;
   /** `git diff --stat` of base..head. */
   readonly diffStat: string;
-  readonly patch: string;
+  /** `git diff --binary` of base..head; undefined when it is over `maxPatchBytes` (never read whole). */
+  readonly patch: string | undefined;
   readonly files: number;
   /** False when the work tree had nothing to commit (head = base). */
   readonly committed: boolean;
@@ -221,7 +230,8 @@ export interface Deliverable {
 
 /**
  * Commits the work tree on the checked-out branch, once per `runId` (a retried call returns the commit it made),
- * and returns what was delivered. Refuses (naming them) files over `maxFileBytes`.
+ * and returns what was delivered. Refuses (naming them) files over `maxFileBytes`; a patch over `maxPatchBytes` is
+ * committed but not returned.
  */
 export async function commitWork(options: {
   readonly gitDir: string;
@@ -231,6 +241,8 @@ export async function commitWork(options: {
   readonly message: string;
   readonly author: { readonly name: string; readonly email: string };
   readonly maxFileBytes: number;
+  /** A patch over this many bytes is not read (`patch` undefined); default 64 MiB. */
+  readonly maxPatchBytes?: number;
 }): Promise<Deliverable> {
   const where = { gitDir: options.gitDir, workTree: options.workTree };
   const trailer = `Durable-Harness-Run: ${options.runId}`;
@@ -252,7 +264,10 @@ export async function commitWork(options: {
   const newHead = (await git(['rev-parse', 'HEAD'], where)).trim();
   const range = [options.base, newHead];
   const diffStat = (await git(['diff', '--stat', '--no-color', '--no-ext-diff', '--no-textconv', ...range], where)).trimEnd();
-  const patch = await git(['diff', '--binary', '--no-color', '--no-ext-diff', '--no-textconv', ...range], where);
+  const patch = await git(['diff', '--binary', '--no-color', '--no-ext-diff', '--no-textconv', ...range], where, { maxBuffer: options.maxPatchBytes ?? DEFAULT_MAX_BUFFER }).catch((err: unknown) => {
+    if (err instanceof GitOutputTooLarge) return undefined;
+    throw err;
+  });
   const files = (await git(['diff', '--name-only', '-z', ...range], where)).split('\0').filter(Boolean).length;
   return { base: options.base, head: newHead, diffStat, patch, files, committed: newHead !== options.base };
 }

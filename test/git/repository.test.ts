@@ -83,6 +83,18 @@ describe('a run on a repository', () => {
     await expect(commitWork({ gitDir: p.gitDir, workTree: p.workTree, base: p.base, runId: 'run-big', message: 'big', author, maxFileBytes: 1024 })).rejects.toThrow(/huge\.bin/);
     expect((await git(['rev-parse', 'HEAD'], { gitDir: p.gitDir })).trim()).toBe(p.base);
   });
+
+  it('a patch over maxPatchBytes is committed but never read whole: no patch, the rest of the deliverable', async () => {
+    const p = await prepared('run-wide');
+    // Many small files, each under the per-file cap, together over the patch cap.
+    for (let i = 0; i < 64; i++) writeFileSync(path.join(p.workTree, `f${i}.txt`), `${'line\n'.repeat(200)}`);
+    const d = await commitWork({ gitDir: p.gitDir, workTree: p.workTree, base: p.base, runId: 'run-wide', message: 'wide', author, maxFileBytes: 4096, maxPatchBytes: 16 * 1024 });
+    expect(d).toMatchObject({ committed: true, files: 64, patch: undefined });
+    expect(d.diffStat).toContain('64 files changed');
+    // Under a cap that fits it, the same commit's patch is read (a retried delivery finds the commit).
+    const again = await commitWork({ gitDir: p.gitDir, workTree: p.workTree, base: p.base, runId: 'run-wide', message: 'wide', author, maxFileBytes: 4096, maxPatchBytes: 1024 * 1024 });
+    expect([again.head, Buffer.byteLength(again.patch!) > 16 * 1024]).toEqual([d.head, true]);
+  });
 });
 
 describe('the work tree is hostile: nothing it names runs on the worker', () => {
