@@ -7,10 +7,12 @@
  * each step idempotent, so a retried activity makes one commit, one push and one pull request.
  */
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, lchownSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { FailureTypes } from '../contracts/failures.js';
 import {
   DIFF_STAT_KEEP_CHARS,
@@ -33,6 +35,8 @@ import type { SandboxRef } from '../sandbox/types.js';
 import type { FrozenSpec } from '../spec/index.js';
 import type { Deps } from './deps.js';
 import { waitForLedger } from './ledger-wait.js';
+
+const execFileAsync = promisify(execFile);
 
 /** Where this worker keeps its mirrors and the runs' git directories (`<dataDir>/git` under a worker). */
 export function gitRootOf(deps: Pick<Deps, 'gitRoot'>): string {
@@ -132,7 +136,7 @@ export async function prepareRepository(
     if (err instanceof GitError) refused(`Repository ${JSON.stringify(run.source.slice(0, 200))} has no commit at ref ${JSON.stringify(ref)}: ${err.message}`);
     throw err;
   }
-  giveTreeTo(workTree);
+  await giveTreeTo(workTree);
   const repository: RunRepository = { source: run.source, ref: run.ref, branch: run.branch, base, deliverOn: config.deliverOn as readonly RunOutcome[], deliver: config.deliver };
   writeFileSync(path.join(gitDir, READY_FILE), JSON.stringify({ ...repository, workTree }));
   return repository;
@@ -149,21 +153,16 @@ function readReady(gitDir: string, workTree: string): RunRepository | undefined 
 
 /**
  * The checkout was written by the worker; the harness must own it as it owns its workspace. Every entry is given to
- * the workspace directory's owner (the sandbox user, or the container's uid), links themselves (`lchown`), never
- * what they point to. Nothing else has written in the tree yet: the harness starts after this.
+ * the workspace directory's owner (the sandbox user, or the container's uid), links themselves (`chown -h -P`: never
+ * what they point to, never a directory through one). Nothing else has written in the tree yet: the harness starts
+ * after this. One `chown -R` process, not a walk on the worker's event loop (20,000 files held it for 355 ms; the
+ * child takes 145 ms off it).
  */
-function giveTreeTo(workTree: string): void {
+async function giveTreeTo(workTree: string): Promise<void> {
   if (process.geteuid?.() !== 0) return;
   const { uid, gid } = statSync(workTree);
   if (uid === 0 && gid === 0) return;
-  const walk = (dir: string): void => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const full = path.join(dir, entry.name);
-      lchownSync(full, uid, gid);
-      if (entry.isDirectory()) walk(full);
-    }
-  };
-  walk(workTree);
+  await execFileAsync('chown', ['-R', '-h', '-P', `${uid}:${gid}`, '--', workTree]);
 }
 
 function credentialOf(deps: Deps, name: string, where: string): string {
