@@ -400,6 +400,8 @@ async function main() {
   if (step.hangOnce && (step.hangOnceFlag ? firstTime(step.hangOnceFlag) : shouldFail(dir, session, 'hangs', 1))) await sleep(step.hangOnce);
   if (step.sleepMs) await startSleeper(dir, step.sleepMs);
   if (step.echoEnv) emit({ type: 'text', text: `${step.echoEnv}=${process.env[step.echoEnv] ?? ''}` });
+  // Everything the harness process was given, for a test to search: its whole environment, into a workspace file.
+  if (step.dumpEnv) writeFile(path.join(request.workspace, step.dumpEnv), JSON.stringify({ env: process.env, argv: process.argv }));
   if (step.permissions) await askPermissions(step.permissions, request.workspace);
   if (step.permissionFlood) await floodPermissions(step.permissionFlood, dir, session);
   if (step.outputFlood) await floodOutput(step.outputFlood, dir);

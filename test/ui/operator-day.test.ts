@@ -118,6 +118,37 @@ describe("an operator's day in the Temporal UI", () => {
     await run.cancel('seen enough');
   }, 90_000);
 
+  it('the saved query of the README finds every run that needs a person, and no other', async () => {
+    const tenant = `ui-day-${Date.now().toString(36)}`;
+    const identity = { tenantId: tenant, userId: 'operator' };
+    const start = (agent: string, name: string, steps: unknown[]) => w.start({ agent, task: book.write(name, steps as never), identity, workflowId: testWorkflowId(name) });
+    const asking = await start('guarded', 'ui-need-approval', [{ permissions: [{ tool: 'Bash', kind: 'command', input: { command: 'true' } }], ...ok() }]);
+    const awaiting = await start('fragile', 'ui-need-operator', [{ failTimes: 5, ...ok() }]);
+    const chatting = await start('scripted', 'ui-need-reply', [{ envelope: { step: 'chat', message: 'Which branch?' } }, ok()]);
+    const busy = await start('slow', 'ui-busy', [{ sleepMs: 120_000, ...ok() }]);
+    await expect.poll(async () => (await asking.status()).pendingApprovals?.length ?? 0, { timeout: 30_000, interval: 200 }).toBe(1);
+    await expect.poll(async () => (await awaiting.status()).state, { timeout: 30_000, interval: 200 }).toBe('awaiting_operator');
+    await expect.poll(async () => (await chatting.status()).state, { timeout: 30_000, interval: 200 }).toBe('waiting_for_reply');
+    await expect.poll(async () => (await busy.status()).state, { timeout: 30_000, interval: 200 }).toBe('running');
+
+    const saved = 'DurableHarnessStatus IN ("awaiting_operator","waiting_for_reply") OR DurableHarnessPendingApprovals > 0';
+    const query = `(${saved}) AND DurableHarnessTenant="${tenant}"`;
+    // Visibility lags a little behind the runs: load the list until it shows all three.
+    let list = '';
+    await expect
+      .poll(
+        async () => {
+          await page.goto(`${inject('temporalUiUrl')}/namespaces/default/workflows?query=${encodeURIComponent(query)}`, { waitUntil: 'domcontentloaded' });
+          list = await waitForText(page, asking.workflowId, 5000).catch(() => '');
+          return [asking, awaiting, chatting].every((r) => list.includes(r.workflowId));
+        },
+        { timeout: 40_000, interval: 1000 },
+      )
+      .toBe(true);
+    expect(list).not.toContain(busy.workflowId);
+    await Promise.all([asking, awaiting, chatting, busy].map((r) => r.cancel('test done').catch(() => undefined)));
+  }, 90_000);
+
   it("a run awaiting an operator: its timer is the operator's decision timeout, by name", async () => {
     const run = await w.start({ agent: 'fragile', task: book.write('ui-timer', [{ failTimes: 5, ...ok() }]), workflowId: testWorkflowId('ui-timer') });
     await expect.poll(async () => (await run.status()).state, { timeout: 30_000, interval: 200 }).toBe('awaiting_operator');

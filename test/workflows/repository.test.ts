@@ -148,7 +148,7 @@ describe('a run on a repository', () => {
   it('opens the pull request; a delivery retried after its answer was lost makes one commit, one push and one pull request', async () => {
     const workflowId = testWorkflowId('repo-pr');
     const branch = `durable-harness/${workflowId}`;
-    const task = book.write(workflowId, [{ writeFiles: { 'CHANGELOG.md': '- fixed it\n' }, ...succeed('Fix the date parser') }]);
+    const task = book.write(workflowId, [{ writeFiles: { 'CHANGELOG.md': '- fixed it\n' }, dumpEnv: '.scripted/given.json', ...succeed('Fix the date parser') }]);
     // The listing answers as it would; the pull request is opened but its answer is lost: the activity fails and is retried.
     github.interceptNext(1, { afterHandling: true, status: 200, body: '[]' });
     github.interceptNext(1, { afterHandling: true, status: 502, body: '{"message":"bad gateway"}' });
@@ -170,8 +170,15 @@ describe('a run on a repository', () => {
     expect(Math.max(...attempts)).toBe(2);
     expect(readPushes().slice(pushesBefore.length).filter((line) => line.endsWith(`refs/heads/${branch}`))).toHaveLength(1);
     expect(git(['--git-dir', remote, 'rev-list', '--count', `${d.base}..refs/heads/${branch}`]).trim()).toBe('1');
-    // The API token went as a header only: in no request body, no history.
+    // The API token went as a header only: in no request body, no history — and never into the sandbox: not in the
+    // harness's environment or argv (the workspace's copy of them), not in any file of its workspace.
     expect(JSON.stringify(history)).not.toContain(githubToken);
+    const workspace = (await run.status()).sandbox!.hostWorkspacePath;
+    const given = readFileSync(path.join(workspace, '.scripted', 'given.json'), 'utf8');
+    expect(JSON.parse(given).argv.length).toBeGreaterThan(0);
+    const tokenForms = [githubToken, Buffer.from(githubToken).toString('base64'), Buffer.from(`x-access-token:${githubToken}`).toString('base64')];
+    const everyFile = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? everyFile(path.join(dir, e.name)) : e.isFile() ? [path.join(dir, e.name)] : []));
+    for (const file of everyFile(workspace)) for (const form of tokenForms) expect(readFileSync(file, 'latin1'), file).not.toContain(form);
   });
 
   it('a harness running as the sandbox user edits the checked-out files: the checkout is given to it', async () => {
