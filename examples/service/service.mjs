@@ -1,7 +1,7 @@
 // The service: starts a run and follows it to its result, then starts one and cancels it mid-turn.
-// Plain node: `node service.mjs` (with `node worker.mjs` running).
+// Plain node: `node service.mjs` (with `node worker.mjs` running in worker/). It installs only @durable-harness/client.
 import { Client, Connection } from '@temporalio/client';
-import { operatorSignerFrom, startAgentRun } from 'durable-harness';
+import { operatorSignerFrom, startAgentRun } from '@durable-harness/client';
 
 const address = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
 const taskQueue = process.env.TASK_QUEUE ?? 'example-service';
