@@ -57,7 +57,7 @@ function rawDetail(ask: DetailSource): string | undefined {
     if (command !== undefined) lines.push(`command: ${command}`);
     lines.push(argv ? `argv: ${JSON.stringify(argv)}` : 'argv: not given (a shell string: the harness runs it with its own shell)');
     const cwd = input ? text(input, 'cwd', 'workdir', 'working_directory', 'dir', 'directory') : undefined;
-    lines.push(`cwd: ${cwd ?? "not given (the harness's working directory: the workspace unless an earlier command moved it)"}`);
+    lines.push(`cwd: ${cwd ?? "not given (the harness's current directory)"}`);
     return lines.join('\n');
   }
   if (ask.kind === 'edit' && input) {

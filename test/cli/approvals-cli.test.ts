@@ -76,7 +76,8 @@ describe('durable-harness approvals, approve, deny', () => {
     const [header, line, ...more] = one.stdout.trimEnd().split('\n');
     expect(header).toMatch(/^RUN ID +REQUEST +TURN +KIND +TOOL +WAITING +TITLE$/);
     expect(line).toMatch(new RegExp(`^${a.run.workflowId} +${pendingA!.requestId} +1 +command +Bash +\\d+ s \\(denied in \\d+ (s|min)\\) +touch a\\.txt$`));
-    expect(more).toEqual([]);
+    // Under the table, what the request would do.
+    expect(more).toEqual(['', `${pendingA!.requestId} (${a.run.workflowId}) would do:`, '    command: touch a.txt', '    argv: not given (a shell string: the harness runs it with its own shell)', "    cwd: not given (the harness's current directory)"]);
 
     const status = await cli(['status', a.run.workflowId]);
     expect(status.code).toBe(15); // a permission request waits for an operator
