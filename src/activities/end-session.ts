@@ -42,7 +42,7 @@ export async function endSession(deps: Deps, input: EndSessionInput): Promise<En
   // already closed and writes nothing again.
   const run = await waitForLedger(() => deps.ledger.getRun(input.workflowId));
   if (run?.finishedAt !== undefined) return { elsewhere: false };
-  await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason }));
+  await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.result.iterations, 'end', { status: input.status, reason: input.result.reason, failureType: input.result.failureType }));
   await waitForLedger(() => deps.ledger.expireApprovals(input.workflowId, `run ${input.status}`));
   await waitForLedger(() => deps.ledger.finishRun(input.workflowId, input.status satisfies RunStatus, input.result));
   return { elsewhere: false };

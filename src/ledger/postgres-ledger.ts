@@ -8,6 +8,7 @@
  * writers retry, and `health()` says why.
  */
 import pg from 'pg';
+import { EVENTS_CHANNEL } from '../contracts/run-events.js';
 import { unresolvedAccounting } from './accounting.js';
 import { migrate, POSTGRES_MIGRATIONS } from './postgres-migrations.js';
 import { totalsOf } from './cost.js';
@@ -479,10 +480,20 @@ export class PostgresLedger implements Ledger {
     return rows.map(stepFromRow);
   }
 
+  /**
+   * One statement: a lock per workflow id taken before the cursor is drawn (held to commit), so a run's cursors commit
+   * in order and a follower reading after its last cursor never skips a row that commits late; then a NOTIFY on
+   * EVENTS_CHANNEL (delivered at commit) wakes the run's followers (src/client/postgres-events.ts).
+   */
   async appendEvent(workflowId: string, turn: number, type: string, data: unknown, runId?: string): Promise<number> {
     const { rows } = await this.write(() =>
       this.query<{ cursor: string }>(
-        `INSERT INTO events (workflow_id, run_id, turn, type, data_json, at) VALUES ($1, ${runOf('$1', '$2')}, $3, $4, $5, now()) RETURNING cursor`,
+        `WITH serial AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext('durable_harness_events'), hashtext($1)) AS locked),
+         inserted AS (
+           INSERT INTO events (workflow_id, run_id, turn, type, data_json, at)
+           SELECT $1, ${runOf('$1', '$2')}, $3, $4, $5, now() FROM serial RETURNING cursor
+         )
+         SELECT cursor, pg_notify('${EVENTS_CHANNEL}', $1) FROM inserted`,
         [workflowId, runId ?? null, turn, type, toJson(data)],
       ),
     );

@@ -56,5 +56,8 @@ export async function runAction(deps: Deps, input: ActionRun, fs: SandboxFs, red
   }
   outcome = redactDeep(outcome, redact);
   await waitForLedger(() => deps.ledger.completeStep(input.workflowId, input.seq, { call, outcome }));
+  // For the run's followers (run.events(), `logs`): the action and whether it worked, not its output.
+  const error = outcome.ok ? {} : { error: (outcome.error ?? '').slice(0, 1000) };
+  await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.turn, 'action', { seq: input.seq, action: call.name, ok: outcome.ok, ...error }));
   return outcome;
 }

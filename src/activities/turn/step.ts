@@ -15,15 +15,18 @@ import { redactDeep, type Redactor } from '../redaction.js';
 export async function validateStep(deps: Deps, input: { workflowId: string; turn: number; seq: number; text: string; spec: FrozenSpec }, redact: Redactor): Promise<StepValidation> {
   const parsed = redactDeep(parseEnvelope(input.text, input.spec.envelopeRules), redact);
   const overCap = parsed.ok ? undefined : parsed.actionsOverCap;
-  await waitForLedger(() =>
+  const type = parsed.ok ? `step:${parsed.step.step}` : overCap ? 'actions-over-cap' : 'malformed-envelope';
+  const { inserted } = await waitForLedger(() =>
     deps.ledger.recordStep({
       workflowId: input.workflowId,
       seq: input.seq,
       turn: input.turn,
-      type: parsed.ok ? `step:${parsed.step.step}` : overCap ? 'actions-over-cap' : 'malformed-envelope',
+      type,
       payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem, ...overCap },
     }),
   );
+  // For the run's followers (run.events(), `logs`): once, however often the turn is retried.
+  if (inserted) await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.turn, 'step', { seq: input.seq, step: type }));
   if (overCap) await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.turn, 'actions-over-cap', overCap));
   if (!parsed.ok) return { ok: false, problem: parsed.problem, feedback: formatFeedback(parsed.problem) };
   // Only parameter problems: which actions and sub-agents are allowed is the workflow's decision (planActions).
