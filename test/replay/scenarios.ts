@@ -36,6 +36,7 @@ export function recordingCatalog(scriptsDir: string): Obj {
       { name: 'hasty', harness: 'scripted', actions: ['echo'], guardrails: { ...guard, maxWallTimeMs: 1500 } },
       { name: 'terse', harness: 'small-replies', actions: ['echo'], guardrails: guard },
       { name: 'guarded', harness: 'scripted', actions: ['echo'], permissions: { posture: 'strict', approvalTimeoutMs: 60_000 }, guardrails: guard },
+      { name: 'watched', harness: 'scripted', actions: ['echo'], progressIntervalMs: 1000, guardrails: guard },
       { name: 'mover', harness: 'stateless', actions: ['echo'], sandbox: { onHostLoss: 'reprovision', hostLossTimeoutMs: 5000 }, guardrails: guard },
     ],
     actions: [{ name: 'write_file' }, { name: 'read_file' }, { name: 'echo' }],
@@ -217,6 +218,10 @@ export const scenarios: readonly Scenario[] = [
       return [run.workflowId];
     },
   },
+  // A turn of 5 s whose harness reports a model call a second: progress notes every second (agent `watched`).
+  simple('turn-progress', "a turn in flight's progress notes (turnProgress signals, display only) and named timers", 'succeeded', 'watched', [
+    { activity: 'working', calls: Array.from({ length: 5 }, () => ({ usage: { input: 100, output: 10 }, sleepMs: 1000 })), ...ok('watched') },
+  ]),
   simple('guardrail-iterations', 'the iteration guardrail', 'stopped:iterations', 'few-turns', [echo('1'), echo('2'), ok()]),
   simple('guardrail-tokens', 'the token guardrail', 'stopped:tokens', 'few-tokens', [echo('1', { input: 60, output: 60 }), ok()]),
   // 600,000 input tokens at $1 per million: $0.60, over the agent's $0.50 (the price table is the cost authority).
