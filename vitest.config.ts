@@ -13,7 +13,6 @@ const unit = [
   'test/adapters/{engine,two-way}.test.ts',
   'test/catalog/{contract-prompt,load}.test.ts',
   'test/cli/{escape,network-cli,units}.test.ts',
-  'test/client/events.test.ts',
   'test/codec/{aes-gcm-codec,codec-auth}.test.ts',
   'test/contracts/{failures,repository}.test.ts',
   'test/credentials/resolve.test.ts',
@@ -28,6 +27,7 @@ const unit = [
   'test/package/out-of-tree-driver.test.ts',
   'test/permissions/{gate,policy}.test.ts',
   'test/sandbox/line-queue.test.ts',
+  'test/temporal/connect.test.ts',
   'test/workflows/{approvals-state,decide,operator-view,payload-bounds,turn-spend-unit}.test.ts',
 ];
 

@@ -30,6 +30,7 @@ import {
 import { LedgerConfigError, describeLedger, type Ledger } from '../ledger/index.js';
 import { ObservabilityConfigError } from '../observability/index.js';
 import { livePollers, taskQueuePollers } from '../temporal/task-queue.js';
+import { TemporalConfigError, refuseApiKeyArgument } from '../client/connect.js';
 import { CatalogMismatchError } from '../worker.js';
 import { operatorInputLimits } from '../workflows/messages.js';
 import { roundUsd } from '../contracts/money.js';
@@ -55,8 +56,7 @@ import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
 import { formatLoopbackTable, hasNetworkRows, networkLines, networkPage } from './network.js';
 import { noWorkerMessage, silentWorker } from './silence.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
-import { logsCommand } from './logs.js';
-import { openLedgerIfPresent, resolveSettings, type Settings } from './settings.js';
+import { openLedgerIfPresent, quietIpServerNameWarning, resolveSettings, unreachableError, type Settings } from './settings.js';
 
 const usage = `durable-harness — run coding-agent CLIs as durable Temporal workflows
 
@@ -71,10 +71,6 @@ Usage:
                                       (--wait: keep following while it waits; --json: JSON lines;
                                       --repo/--ref/--branch: the run's repository, docs/repositories.md)
   durable-harness status RUN_ID [--json]
-  durable-harness logs RUN_ID [--follow] [--json] [--since CURSOR]
-                                      the run's events (harness activity, tool use, usage, approvals, steps, its
-                                      end) from the ledger; --follow: until the run ends (exit code as status);
-                                      --since: after that event's cursor
   durable-harness list [--status S] [--agent A] [--tenant T] [--limit 20] [--json]
   durable-harness cancel RUN_ID [--reason TEXT]
   durable-harness retry RUN_ID        run the failed turn of an awaiting_operator run again
@@ -112,6 +108,14 @@ trusted-network (the default of \`dev\`: unsigned decisions are taken and record
 Common options (or environment):
   --address HOST:PORT   TEMPORAL_ADDRESS            (default 127.0.0.1:7233)
   --namespace NAME      TEMPORAL_NAMESPACE          (default "default")
+  --profile NAME        TEMPORAL_PROFILE            (default "default") a profile of the Temporal config file
+  --config-file FILE    TEMPORAL_CONFIG_FILE        (default ~/.config/temporalio/temporal.toml, if present)
+  --tls                 TEMPORAL_TLS=true           TLS with the system's CAs (implied by the flags below)
+  --tls-ca-path FILE    TEMPORAL_TLS_SERVER_CA_CERT_PATH
+  --tls-cert-path FILE  TEMPORAL_TLS_CLIENT_CERT_PATH   mTLS: the client certificate and its key
+  --tls-key-path FILE   TEMPORAL_TLS_CLIENT_KEY_PATH
+  --tls-server-name N   TEMPORAL_TLS_SERVER_NAME
+                        TEMPORAL_API_KEY            an API key (implies TLS); from the environment or a profile only
   --task-queue NAME     DURABLE_HARNESS_TASK_QUEUE  (default "durable-harness")
   --catalog FILE        DURABLE_HARNESS_CATALOG     (default config/default.yaml)
   --data DIR            DURABLE_HARNESS_DATA        (default .data)
@@ -141,11 +145,10 @@ const options = {
     'address', 'namespace', 'task-queue', 'catalog', 'data', 'port', 'ui-port', 'id',
     'tenant', 'user', 'agent', 'status', 'reason', 'file', 'edit', 'scope',
     'by', 'limit', 'codec-port', 'key', 'name', 'out', 'ttl', 'after', 'repo', 'ref', 'branch',
+    'profile', 'config-file', 'tls-cert-path', 'tls-key-path', 'tls-ca-path', 'tls-server-name',
   ]),
-  ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode', 'refused', 'loopback', 'stat']),
+  ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode', 'refused', 'loopback', 'stat', 'tls']),
   'cors-origin': { type: 'string', multiple: true },
-  since: { type: 'string' },
-  follow: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -162,21 +165,16 @@ function usageError(message: string): CliError {
   return new CliError(`${message}\n\n${usage}`, ExitCodes.usage);
 }
 
-function unreachable(s: Settings, e: unknown): CliError {
-  return new CliError(
-    `cannot reach Temporal at ${s.address} (${(e as Error).message.split('\n')[0]}). Start one with \`durable-harness dev\`, or set TEMPORAL_ADDRESS.`,
-    ExitCodes.unavailable,
-  );
-}
-
 async function connectClient(s: Settings): Promise<{ client: Client; connection: Connection }> {
-  // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
+  // Payload keys and certificate files are checked before connecting: configuration errors, not an unreachable server.
   const dataConverter = dataConverterFromEnvironment();
+  const connectOptions = s.temporal.connectOptions();
+  if (connectOptions.tls) quietIpServerNameWarning();
   try {
-    const connection = await Connection.connect({ address: s.address, connectTimeout: 5000 });
+    const connection = await Connection.connect({ ...connectOptions, connectTimeout: 5000 });
     return { client: createAgentClient(connection, { namespace: s.namespace, dataConverter }), connection };
   } catch (e) {
-    throw unreachable(s, e);
+    throw await unreachableError(s, e);
   }
 }
 
@@ -187,10 +185,8 @@ function shellQuote(arg: string): string {
 
 /** A command the user can paste, with the connection flags this command was given. */
 function commandLine(flags: Flags): (...args: string[]) => string {
-  const tail = [
-    ...(flags.address ? ['--address', flags.address] : []),
-    ...(flags.namespace ? ['--namespace', flags.namespace] : []),
-  ];
+  const connectionFlags = ['address', 'namespace', 'profile', 'config-file', 'tls-ca-path', 'tls-cert-path', 'tls-key-path', 'tls-server-name'] as const;
+  const tail = [...connectionFlags.flatMap((name) => (flags[name] ? [`--${name}`, flags[name]] : [])), ...(flags.tls ? ['--tls'] : [])];
   return (...args: string[]) => ['durable-harness', ...args, ...tail].map(shellQuote).join(' ');
 }
 
@@ -437,7 +433,7 @@ async function withClient(flags: Flags, fn: (client: Client, s: Settings, connec
       if (status) throw new CliError(`run ${e.workflowId} has already ended (${status}); it takes no more commands`, ExitCodes.rejected);
       throw new CliError(`no run with id ${e.workflowId} in namespace ${s.namespace}`, ExitCodes.usage);
     }
-    if (isGrpcServiceError(e) && e.code === 14) throw unreachable(s, e);
+    if (isGrpcServiceError(e) && e.code === 14) throw await unreachableError(s, e);
     throw e;
   } finally {
     await connection.close();
@@ -511,6 +507,7 @@ export async function runCommand(argv: string[]): Promise<ExitCode> {
 
 export async function main(argv: string[]): Promise<ExitCode> {
   let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
+  refuseApiKeyArgument(argv);
   try {
     parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   } catch (e) {
@@ -524,7 +521,7 @@ export async function main(argv: string[]): Promise<ExitCode> {
   }
   switch (command) {
     case 'dev':
-      return devCommand(flags, resolveSettings(flags));
+      return devCommand(flags, resolveSettings(flags, process.env, { embedded: true }));
     case 'worker':
       return workerCommand(resolveSettings(flags));
     case 'codec-server':
@@ -560,10 +557,6 @@ export async function main(argv: string[]): Promise<ExitCode> {
     case 'status': {
       const [id] = need(rest, 1, 'RUN_ID');
       return withClient(flags, (client, s) => statusCommand(client, s, flags, id!));
-    }
-    case 'logs': {
-      const [id] = need(rest, 1, 'RUN_ID: durable-harness logs RUN_ID');
-      return withClient(flags, (client, s) => logsCommand(client, s, id!, { follow: flags.follow === true, json: flags.json === true, since: flags.since }));
     }
     case 'list':
       return withClient(flags, async (client) => {
@@ -805,7 +798,8 @@ export function exitFor(e: unknown): { code: ExitCode; message: string } {
     e instanceof OperatorKeyError ||
     e instanceof OperatorConfigError ||
     e instanceof ObservabilityConfigError ||
-    e instanceof LedgerConfigError
+    e instanceof LedgerConfigError ||
+    e instanceof TemporalConfigError
   ) {
     return { code: ExitCodes.usage, message };
   }

@@ -31,7 +31,8 @@ import { startEmbeddedTemporal } from './embedded-temporal.js';
 import { CliError, ExitCodes, exitCodeForResult, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, progressLine } from './follow.js';
 import { OperatorLog } from './operator-log.js';
-import { openLedgerIfPresent, type Settings } from './settings.js';
+import { openLedgerIfPresent, quietIpServerNameWarning, unreachableError, type Settings } from './settings.js';
+import type { TemporalConnectOptions } from '../client/connect.js';
 
 
 /** The catalog, reloaded when its file changes; a broken edit keeps the last good catalog and says why. */
@@ -76,14 +77,11 @@ function onStopSignal(stop: (signal: NodeJS.Signals) => Promise<void>): () => vo
   };
 }
 
-async function connectNative(address: string): Promise<NativeConnection> {
+async function connectNative(s: Settings, options: TemporalConnectOptions): Promise<NativeConnection> {
   try {
-    return await NativeConnection.connect({ address });
+    return await NativeConnection.connect(options);
   } catch (e) {
-    throw new CliError(
-      `cannot reach Temporal at ${address} (${(e as Error).message.split('\n')[0]}). Start one with \`durable-harness dev\`, or set TEMPORAL_ADDRESS.`,
-      ExitCodes.unavailable,
-    );
+    throw await unreachableError(s, e);
   }
 }
 
@@ -103,12 +101,14 @@ function startTelemetry(): Telemetry {
 }
 
 /** Worker, client and search attributes on one server; `close` undoes all of it, quietly. */
-async function serve(s: Settings, address: string, options: { shutdownGraceTime?: string; decisions: DecisionMode; telemetry: Telemetry }) {
-  // Payload keys are checked before connecting: a bad key is a configuration error, not an unreachable server.
+async function serve(s: Settings, options: { shutdownGraceTime?: string; decisions: DecisionMode; telemetry: Telemetry }) {
+  // Payload keys and certificate files are checked before connecting: configuration errors, not an unreachable server.
   const dataConverter = dataConverterFromEnvironment();
+  const connectOptions = s.temporal.connectOptions();
+  if (connectOptions.tls) quietIpServerNameWarning();
   const { runtime, tracing } = options.telemetry;
-  const native = await connectNative(address);
-  const connection = await Connection.connect({ address, connectTimeout: 5000 });
+  const native = await connectNative(s, connectOptions);
+  const connection = await Connection.connect({ ...connectOptions, connectTimeout: 5000 });
   const client = createAgentClient(connection, { namespace: s.namespace, dataConverter });
   runtime.setClient(client);
   await ensureSearchAttributes(connection, s.namespace);
@@ -213,7 +213,9 @@ export async function devCommand(
     // A turn still running at Ctrl-C is interrupted after a second; the run retries it when dev is back.
     // dev is one machine's development loop: decisions are taken unsigned unless DURABLE_HARNESS_DECISIONS says otherwise.
     const decisions = decisionModeFromEnvironment(process.env, 'trusted-network');
-    served = await serve({ ...s, address: temporal.address }, temporal.address, { shutdownGraceTime: '1s', decisions, telemetry });
+    // Its own server, on this machine, without TLS.
+    const local = { ...s, address: temporal.address, temporal: { ...s.temporal, address: temporal.address, connectOptions: () => ({ address: temporal.address }) } };
+    served = await serve(local, { shutdownGraceTime: '1s', decisions, telemetry });
     out(`worker polling task queue "${s.taskQueue}" (catalog ${path.relative(process.cwd(), s.catalogFile) || s.catalogFile}, data ${s.dataDir})`);
     if (flags.demo) {
       // Started on the worker's own connection with eager start: the first workflow task comes straight back
@@ -254,8 +256,8 @@ export async function devCommand(
 export async function workerCommand(s: Settings): Promise<ExitCode> {
   loadCatalog(s.catalogFile);
   dataConverterFromEnvironment(); // a bad payload key fails before anything starts
-  const served = await serve(s, s.address, { decisions: decisionModeFromEnvironment(process.env, 'signed'), telemetry: startTelemetry() });
-  out(`worker polling task queue "${s.taskQueue}" at ${s.address}`);
+  const served = await serve(s, { decisions: decisionModeFromEnvironment(process.env, 'signed'), telemetry: startTelemetry() });
+  out(`worker polling task queue "${s.taskQueue}" at ${s.address} (${s.temporal.security})`);
   const removeHandlers = onStopSignal(async () => {
     out('stopping the worker');
     await served.close();
