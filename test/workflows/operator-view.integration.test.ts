@@ -113,4 +113,21 @@ describe("the turn in flight's progress", () => {
     expect(payload.tokens).toBeGreaterThan(0);
     expect(JSON.stringify(payload).length).toBeLessThan(300);
   }, 90_000);
+
+  it('is display only: a forged note from anyone who reaches Temporal shows bounded and decides nothing', async () => {
+    const run = await w.start({ agent: 'steady', task: book.write('forged-note', [{ usage: { input: 100, output: 10 }, sleepMs: 4000, ...ok('unmoved') }]), workflowId: testWorkflowId('forged-note') });
+    await expect.poll(async () => (await run.status()).state, { timeout: 20_000, interval: 100 }).toBe('running');
+    // Tokens and cost far past the agent's guardrails, a megabyte of activity: as if the turn had spent it all.
+    await run.handle.signal('turnProgress', { turn: 1, attempt: 7, activity: `\x1b[2J${'x'.repeat(1_000_000)}`, tokens: 1e12, costUsd: 1e9 });
+    const details = async () => ((await run.handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata')).currentDetails ?? '');
+    await expect.poll(details, { timeout: 10_000, interval: 200 }).toContain('turn 1 in flight · attempt 7 · 1000000000000 tokens');
+    const shown = await details();
+    expect(shown.length).toBeLessThan(1000);
+    expect(shown).toContain('\\x1b[2J');
+    expect(shown).not.toContain('\x1b');
+    // The run's decisions follow its own turn result: no guardrail crossed, the turn's real spend counted.
+    const result = await run.result();
+    expect(result).toMatchObject({ status: 'succeeded', result: 'unmoved' });
+    expect(result.usage).toMatchObject({ input: 100, output: 10 });
+  });
 });
