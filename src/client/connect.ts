@@ -186,7 +186,8 @@ export function refuseApiKeyArgument(argv: readonly string[]): void {
 
 /**
  * Why a TLS connection fails, found with a handshake of our own: the gRPC client of the command line only says it
- * could not connect before its deadline. Undefined when the handshake succeeds and the server keeps the connection.
+ * could not connect before its deadline. Undefined when the handshake succeeds and the server keeps the connection, or
+ * when nothing answers at the address (that is not a TLS problem).
  */
 export function tlsHandshakeProblem(options: TemporalConnectOptions, timeoutMs = 3000): Promise<string | undefined> {
   if (!options.tls) return Promise.resolve(undefined);
@@ -207,7 +208,8 @@ export function tlsHandshakeProblem(options: TemporalConnectOptions, timeoutMs =
       resolve(problem);
     };
     const timer = setTimeout(() => done(undefined), timeoutMs);
-    socket.once('error', (e: NodeJS.ErrnoException) => done(`TLS handshake failed: ${e.message.replace(/^\S+:error:\S+:SSL routines:/, '').split('\n')[0]}${e.code ? ` (${e.code})` : ''}`));
+    // An error of a system call (connection refused, no such host) is the network's, not TLS's.
+    socket.once('error', (e: NodeJS.ErrnoException) => done(e.syscall ? undefined : `TLS handshake failed: ${e.message.replace(/^\S+:error:\S+:SSL routines:/, '').split('\n')[0]}${e.code ? ` (${e.code})` : ''}`));
     // A server that refuses the client's certificate (or its absence) says so after the handshake (TLS 1.3).
     socket.once('secureConnect', () => setTimeout(() => done(undefined), 500).unref());
     socket.once('close', () => done('the server closed the connection after the TLS handshake (does it require a client certificate? --tls-cert-path and --tls-key-path)'));

@@ -7,7 +7,8 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { TemporalConfigError, refuseApiKeyArgument, resolveTemporalConnection } from '../../src/client/connect.js';
+import { TemporalConfigError, refuseApiKeyArgument, resolveTemporalConnection, tlsHandshakeProblem } from '../../src/client/connect.js';
+import { freePort } from '../../src/temporal/dev-server.js';
 import { resolveSettings } from '../../src/cli/settings.js';
 import { runCli } from '../support/cli.js';
 
@@ -113,6 +114,14 @@ describe('resolveTemporalConnection', () => {
     expect(JSON.stringify(c)).not.toContain('very-secret-key');
     expect(() => c.connectOptions()).toThrow(expect.objectContaining({ message: expect.not.stringContaining('very-secret-key') }));
     expect(c.redact('server said: bad key very-secret-key')).toBe('server said: bad key ***');
+  });
+});
+
+describe('tlsHandshakeProblem', () => {
+  it('finds none where nothing listens (an unreachable server, exit 3, not a TLS setting) or without TLS', async () => {
+    const address = `127.0.0.1:${await freePort()}`;
+    expect(await tlsHandshakeProblem({ address, tls: true })).toBeUndefined();
+    expect(await tlsHandshakeProblem({ address })).toBeUndefined();
   });
 });
 
