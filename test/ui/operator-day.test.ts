@@ -1,8 +1,9 @@
 /**
  * An operator's day in the Temporal Web UI alone (issue 25), in a real headless Chromium: every decision is made from
- * the UI's "Send an Update" with one JSON payload — a denial with a reason, an approval with an edit — and a
- * malformed payload gets an answer; a write to approve shows the content the file will hold; a long turn's current
- * details show its attempt, tokens and activity as it runs; the run's timers carry names.
+ * the UI's "Send an Update" with one JSON payload — a denial with a reason, an approval with an edit, a cancel with a
+ * reason — and a malformed payload gets an answer; a write to approve shows the content the file will hold; a long
+ * turn's current details show its attempt, tokens and activity as it runs; the run's timers carry names; the
+ * README's saved query finds the runs that need a person.
  */
 import type { Browser, Page } from 'playwright-core';
 import { existsSync } from 'node:fs';
@@ -118,7 +119,7 @@ describe("an operator's day in the Temporal UI", () => {
     await run.cancel('seen enough');
   }, 90_000);
 
-  it('the saved query of the README finds every run that needs a person, and no other', async () => {
+  it('the saved query of the README finds every run that needs a person, and no other; a cancel carries its reason', async () => {
     const tenant = `ui-day-${Date.now().toString(36)}`;
     const identity = { tenantId: tenant, userId: 'operator' };
     const start = (agent: string, name: string, steps: unknown[]) => w.start({ agent, task: book.write(name, steps as never), identity, workflowId: testWorkflowId(name) });
@@ -146,7 +147,14 @@ describe("an operator's day in the Temporal UI", () => {
       )
       .toBe(true);
     expect(list).not.toContain(busy.workflowId);
-    await Promise.all([asking, awaiting, chatting, busy].map((r) => r.cancel('test done').catch(() => undefined)));
+    await Promise.all([asking, awaiting, chatting].map((r) => r.cancel('test done').catch(() => undefined)));
+
+    // Cancel with a reason from the UI: the run stops, says why, and waits for Temporal's cancel request on a named timer.
+    await sendUpdate(busy, 'cancelRun', { reason: 'cancelled from the UI', by: 'ui-operator' });
+    await expect.poll(async () => (await busy.status()).state, { timeout: 20_000, interval: 200 }).toBe('cancelled');
+    await openRun(busy);
+    await waitForText(page, 'cancel request grace');
+    await expect(busy.result()).resolves.toMatchObject({ status: 'cancelled', reason: expect.stringContaining('cancelled from the UI') });
   }, 90_000);
 
   it("a run awaiting an operator: its timer is the operator's decision timeout, by name", async () => {
