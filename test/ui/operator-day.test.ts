@@ -88,7 +88,7 @@ describe("an operator's day in the Temporal UI", () => {
     await sendUpdate(run, 'deny', { requestId, reason: 'that script downloads and runs code', by: 'ui-operator' });
     await expect(run.result()).resolves.toMatchObject({ status: 'succeeded' });
     expect(await w.ledger.getApproval(run.workflowId, requestId)).toMatchObject({ status: 'denied', decidedBy: 'unauthenticated:ui-operator', message: 'that script downloads and runs code' });
-  });
+  }, 120_000);
 
   it('an approval with an edit runs the edited command', async () => {
     const { run, requestId } = await askingRun('ui-edit', [{ tool: 'Bash', kind: 'command', input: { command: 'touch asked.txt' }, title: 'touch asked.txt', editable: true }]);
@@ -99,7 +99,7 @@ describe("an operator's day in the Temporal UI", () => {
     const workspace = (await run.status()).sandbox!.hostWorkspacePath;
     expect(existsSync(path.join(workspace, 'edited.txt'))).toBe(true);
     expect(existsSync(path.join(workspace, 'asked.txt'))).toBe(false);
-  });
+  }, 120_000);
 
   it("a long turn's current details show its attempt, tokens so far and activity as it runs; its timers carry names", async () => {
     const calls = Array.from({ length: 30 }, () => ({ usage: { input: 1000, output: 50 }, sleepMs: 1000 }));
@@ -117,7 +117,7 @@ describe("an operator's day in the Temporal UI", () => {
     await openRun(run);
     await waitForText(page, 'wall-time guardrail');
     await run.cancel('seen enough');
-  }, 90_000);
+  }, 120_000);
 
   it('the saved query of the README finds every run that needs a person, and no other; a cancel carries its reason', async () => {
     const tenant = `ui-day-${Date.now().toString(36)}`;
@@ -155,7 +155,7 @@ describe("an operator's day in the Temporal UI", () => {
     await openRun(busy);
     await waitForText(page, 'cancel request grace');
     await expect(busy.result()).resolves.toMatchObject({ status: 'cancelled', reason: expect.stringContaining('cancelled from the UI') });
-  }, 90_000);
+  }, 120_000);
 
   it("a run awaiting an operator: its timer is the operator's decision timeout, by name", async () => {
     const run = await w.start({ agent: 'fragile', task: book.write('ui-timer', [{ failTimes: 5, ...ok() }]), workflowId: testWorkflowId('ui-timer') });
