@@ -11,6 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { spawnNode } from '../support/cli.js';
+import { packClientPackage } from '../support/client-package.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { repoRoot, startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
@@ -61,9 +62,7 @@ function installedPackages(app: string): Set<string> {
 }
 
 beforeAll(async () => {
-  const packed = await run('npm', ['pack', './packages/client', '--pack-destination', dir, '--json'], { cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 });
-  const [{ filename }] = JSON.parse(packed.stdout) as [{ filename: string }];
-  tarball = path.join(dir, filename);
+  tarball = await packClientPackage(dir);
   // The cold install first (its cache empty), then the warm one from the same cache.
   await install('cold');
   await install('warm');

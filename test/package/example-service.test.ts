@@ -11,6 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { spawnNode, type NodeProcess } from '../support/cli.js';
+import { packClientPackage } from '../support/client-package.js';
 import { repoRoot } from '../support/worker.js';
 
 const run = promisify(execFile);
@@ -21,9 +22,9 @@ const taskQueue = `example-${path.basename(dir)}`;
 const env = { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), TASK_QUEUE: taskQueue, PONDER_SECONDS: '60' };
 let worker: NodeProcess | undefined;
 
-/** `npm pack` of `folder` (its `prepack` builds, so the tarball always carries a fresh dist/); the tarball's path. */
-async function pack(folder: string): Promise<string> {
-  const packed = await run('npm', ['pack', folder, '--pack-destination', dir, '--json'], { cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 });
+/** `npm pack` of the main package (its `prepack` builds, so the tarball always carries a fresh dist/); the tarball's path. */
+async function pack(): Promise<string> {
+  const packed = await run('npm', ['pack', '--pack-destination', dir, '--json'], { cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 });
   const [{ filename }] = JSON.parse(packed.stdout) as [{ filename: string }];
   return path.join(dir, filename);
 }
@@ -37,8 +38,8 @@ async function install(folder: string, name: string, tarball: string): Promise<v
 }
 
 beforeAll(async () => {
-  const full = await pack('.');
-  const client = await pack('./packages/client');
+  const full = await pack();
+  const client = await packClientPackage(dir);
   cpSync(path.join(repoRoot, 'examples', 'service'), service, { recursive: true, filter: (src) => !/node_modules|\.data/.test(src) });
   await install(workerDir, 'durable-harness', full);
   await install(service, '@durable-harness/client', client);
