@@ -37,10 +37,13 @@ export async function postgresEventSource(connectionString: string): Promise<Run
   }
   let client: Promise<PgClient> | undefined;
   let closed = false;
-  /** Workflow ids notified since their last read (a notification between a read and its wait is not lost). */
+  /** The runs this source has read: every insert in the database notifies, only these are kept. */
+  const followed = new Set<string>();
+  /** Followed runs notified since their last read (a notification between a read and its wait is not lost). */
   const notified = new Set<string>();
   const waiters = new Map<string, Set<() => void>>();
   const wake = (workflowId: string) => {
+    if (!followed.has(workflowId)) return;
     notified.add(workflowId);
     for (const w of waiters.get(workflowId) ?? []) w();
   };
@@ -74,6 +77,7 @@ export async function postgresEventSource(connectionString: string): Promise<Run
   return {
     delay: 'a PostgreSQL notification after the row commits (tens of milliseconds); a read every few seconds while disconnected',
     async read(workflowId, afterCursor, limit): Promise<StoredEvent[]> {
+      followed.add(workflowId);
       notified.delete(workflowId);
       const c = await connected();
       const { rows } = await c.query<EventRow>(`SELECT cursor, turn, type, data_json, at FROM events WHERE workflow_id = $1 AND cursor > $2 ORDER BY cursor LIMIT $3`, [
