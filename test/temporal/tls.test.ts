@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { connectAgentClient, startAgentRun } from '../../src/client/index.js';
 import { runCli, spawnCli, type CliOutcome, type CliProcess } from '../support/cli.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { makeCertificates, startApiKeyProxy, startTlsProxy, type ApiKeyProxy, type TestCertificates, type TlsProxy } from '../support/tls-proxy.js';
@@ -121,6 +122,22 @@ describe('mTLS', () => {
       expect(list.stdout, how).toContain(`"${id}"`);
     }
   }, 120_000);
+
+  it('connectAgentClient connects with a profile and TEMPORAL_* variables, and startAgentRun runs through it', async () => {
+    const config = path.join(dir, 'service.toml');
+    writeFileSync(config, `[profile.service]\naddress = "${mtls.address}"\n[profile.service.tls]\nserver_ca_cert_path = "${certs.caCert}"\n`);
+    // The profile names the server and its CA; the variables add the client certificate.
+    const env = { TEMPORAL_CONFIG_FILE: config, TEMPORAL_TLS_CLIENT_CERT_PATH: certs.clientCert, TEMPORAL_TLS_CLIENT_KEY_PATH: certs.clientKey };
+    const client = await connectAgentClient({ profile: 'service', env });
+    try {
+      const run = await startAgentRun(client, { agent: 'scripted', task: book.write('service', [ok('from a service')]), identity: { tenantId: 't', userId: 'u' }, taskQueue: queue });
+      expect(await run.result()).toMatchObject({ status: 'succeeded', result: 'from a service' });
+    } finally {
+      await client.connection.close();
+    }
+    // Without the variables the profile alone has no client certificate: the mTLS proxy refuses it.
+    await expect(connectAgentClient({ profile: 'service', env: { TEMPORAL_CONFIG_FILE: config } })).rejects.toThrow();
+  }, 60_000);
 
   it('without a client certificate the mTLS proxy refuses the handshake, and the command says so (exit 2)', async () => {
     const refusedBefore = mtls.refused.length;
