@@ -9,6 +9,7 @@ import { benchClis, clisTable, printClis } from './clis.js';
 import { benchContain, containLines, printContain } from './contain.js';
 import { writeSection } from './docs.js';
 import { benchDocker, printDocker } from './docker.js';
+import { benchEvents, eventsLines, printEvents } from './events.js';
 import { benchFlood, floodTable, printFlood } from './flood.js';
 import { benchGateway, gatewayLines, printGateway } from './gateway.js';
 import { benchHistory, printHistory } from './history.js';
@@ -38,6 +39,7 @@ Parts (default: all but flood):
                  request → answer, the approve update's round trip, the update's return → the answer
   homes          codex's first turn in a fresh per-run home, a used one, and one seeded from a prepared template
   repo           a workspace of a 3,000-file repository: a plain clone against the per-host mirror (src/git)
+  events         a harness line to a follower of run.events(), on the SQLite and the PostgreSQL ledger: p50/p99/max
   contain        one contained /bin/true: the local sandbox's containment helper vs the util-linux chain it
                  replaced vs the bare process, wall time and CPU per spawn
 Options: --write-docs (docs/BENCHMARKS.md), --runs N (orchestration iterations, default 15), --turns N
@@ -62,7 +64,7 @@ if (values.help) {
   console.log(usage);
   process.exit(0);
 }
-const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway', 'approvals', 'homes', 'repo', 'contain'];
+const known = ['orchestration', 'history', 'scale', 'docker', 'clis', 'workers', 'flood', 'gateway', 'approvals', 'homes', 'repo', 'contain', 'events'];
 for (const p of positionals) if (!known.includes(p)) throw new Error(`unknown bench part "${p}"; use ${known.join(', ')}`);
 // `flood` pushes gigabytes through the worker: only when asked for.
 const parts = new Set(positionals.length ? positionals : known.filter((p) => p !== 'flood'));
@@ -205,6 +207,12 @@ try {
     const figures = benchContain();
     printContain(figures);
     docs('contain', 'Containing a process on the local sandbox: the helper vs the old chain', 'npm run bench -- contain', containLines(figures));
+  }
+  if (parts.has('events')) {
+    startPart();
+    const figures = await benchEvents({ temporalAddress: server.address });
+    printEvents(figures);
+    docs('events', 'Live run events: a harness line to a follower', 'npm run bench -- events', eventsLines(figures));
   }
   if (parts.has('flood')) {
     startPart();
