@@ -43,7 +43,7 @@ export function resolveSettings(
     const given = remoteFlags.filter((name) => flags[name] !== undefined);
     if (given.length) throw new CliError(`--${given[0]} is for a Temporal server elsewhere (worker and the client commands); dev starts its own, without TLS`, ExitCodes.usage);
     const address = flags.address ?? env.TEMPORAL_ADDRESS ?? defaultTemporalAddress;
-    temporal = { address, namespace: flags.namespace ?? env.TEMPORAL_NAMESPACE ?? defaultNamespace, security: 'no TLS', connectOptions: () => ({ address }), redact: (text) => text };
+    temporal = { address, namespace: flags.namespace ?? env.TEMPORAL_NAMESPACE ?? defaultNamespace, tls: false, security: 'no TLS', connectOptions: () => ({ address }), redact: (text) => text };
   } else {
     temporal = resolveTemporalConnection(flags, env);
   }
@@ -71,14 +71,13 @@ export function openLedgerIfPresent(s: Pick<Settings, 'dataDir'>): Ledger | unde
 export async function unreachableError(s: Pick<Settings, 'address' | 'temporal'>, e: unknown): Promise<CliError> {
   const cause = (e as Error).cause as { code?: number; details?: string; message?: string } | undefined;
   const refused = cause?.code === 16 || cause?.code === 7; // UNAUTHENTICATED, PERMISSION_DENIED
-  const tlsOn = !s.temporal.security.startsWith('no TLS');
-  const handshake = tlsOn && !refused ? await tlsHandshakeProblem(s.temporal.connectOptions()) : undefined;
+  const handshake = s.temporal.tls && !refused ? await tlsHandshakeProblem(s.temporal.connectOptions()) : undefined;
   const reason = handshake ?? `${(e as Error).message.split('\n')[0]}${cause ? `: ${(cause.details ?? cause.message ?? '').split('\n')[0]}` : ''}`;
   const hint = refused
     ? 'The server refused the credentials: check TEMPORAL_API_KEY (or the api_key of the profile), the client certificate and the namespace.'
     : handshake
       ? 'Check the CA (--tls-ca-path, TEMPORAL_TLS_SERVER_CA_CERT_PATH), the server name (--tls-server-name) and, for mTLS, the client certificate and key (--tls-cert-path, --tls-key-path).'
-      : tlsOn
+      : s.temporal.tls
         ? 'Check the address and that the server speaks TLS there.'
         : 'Start one with `durable-harness dev`, or set TEMPORAL_ADDRESS (a server with TLS: --tls, or a profile; durable-harness --help).';
   return new CliError(s.temporal.redact(`cannot reach Temporal at ${s.address} (${s.temporal.security}): ${reason}. ${hint}`), refused || handshake ? ExitCodes.usage : ExitCodes.unavailable);

@@ -42,6 +42,8 @@ export interface TemporalConnectOptions {
 export interface TemporalConnection {
   readonly address: string;
   readonly namespace: string;
+  /** Whether it connects with TLS (a TLS setting, or an API key, turns it on). */
+  readonly tls: boolean;
   /** How it connects, for messages ("TLS (CA ca.pem), client certificate client.pem, API key from TEMPORAL_API_KEY"); never the key. */
   readonly security: string;
   /** Reads the certificate files now. The result holds the API key: never print it. */
@@ -98,7 +100,7 @@ export function resolveTemporalConnection(flags: ConnectionFlags = {}, env: Env 
   } catch (e) {
     const message = (e as Error).message;
     if (profileName && /not found/.test(message)) throw new TemporalConfigError(`profile "${profileName}" (${profileBy}) is not in ${configFile}: check the name (its [profile.NAME] tables)`);
-    // Messages of the TOML parser and envconfig name the key or line, never a value.
+    // The first line only: the parser's next lines quote the file, which may hold an API key.
     throw new TemporalConfigError(`cannot use the Temporal config file ${configFile}: ${message.split('\n')[0]}`);
   }
   const fromProfile = (key: string) => `${key} of profile "${profileName ?? 'default'}" in ${configFile}`;
@@ -130,6 +132,8 @@ export function resolveTemporalConnection(flags: ConnectionFlags = {}, env: Env 
   return {
     address,
     namespace,
+    // envconfig's rule: TLS when configured and not disabled, or when an API key is set.
+    tls: resolved.tls ? resolved.tls.disabled !== true : apiKeyFrom !== undefined,
     security: describeSecurity(resolved, apiKeyFrom),
     redact: (text) => (resolved.apiKey ? text.split(resolved.apiKey).join('***') : text),
     connectOptions() {
@@ -159,7 +163,6 @@ export function resolveTemporalConnection(flags: ConnectionFlags = {}, env: Env 
 
 function describeSecurity(profile: ClientConfigProfile, apiKeyFrom: string | undefined): string {
   const tls = profile.tls;
-  // envconfig's rule: TLS when configured and not disabled, or when an API key is set.
   const tlsOn = tls ? tls.disabled !== true : apiKeyFrom !== undefined;
   const parts = [tlsOn ? 'TLS' : 'no TLS'];
   if (tlsOn && tls) {

@@ -84,6 +84,7 @@ describe('resolveTemporalConnection', () => {
     expect(resolveTemporalConnection({}, { ...bare, TEMPORAL_TLS: 'true' }).security).toBe('TLS');
     expect(resolveTemporalConnection({}, { ...bare, TEMPORAL_API_KEY: 'k' }).connectOptions()).toMatchObject({ tls: true, apiKey: 'k' });
     expect(resolveTemporalConnection({}, { ...bare, TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'false' }).connectOptions().tls).toBe(false);
+    expect([{}, { TEMPORAL_TLS: 'true' }, { TEMPORAL_API_KEY: 'k' }, { TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'false' }].map((env) => resolveTemporalConnection({}, { ...bare, ...env }).tls)).toEqual([false, true, true, false]);
   });
 
   it('names the missing file and the flag, variable or profile key that named it', () => {
