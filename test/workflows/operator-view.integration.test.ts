@@ -5,11 +5,13 @@
  * hostile harness writing a megabyte of terminal escapes; and a long turn's progress reaches the run at the stated
  * rate, from which the cost in events per minute of turn is measured.
  */
+import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { runCli } from '../support/cli.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
 import { startTestWorker, testWorkflowId, type TestWorker } from '../support/worker.js';
 
+const { EventType } = proto.temporal.api.enums.v1;
 const book = scriptBook();
 let w: TestWorker;
 
@@ -102,7 +104,13 @@ describe("the turn in flight's progress", () => {
     const notes = during.filter((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'turnProgress');
     const turnMinutes = (time(completed) - time(scheduled)) / 60_000;
     const perMinute = during.length / turnMinutes;
-    console.log(`turn of ${(turnMinutes * 60).toFixed(1)} s: ${during.length} history events during it (${notes.length} progress notes) = ${perMinute.toFixed(1)} events per minute of turn`);
+    const tally = new Map<string, number>();
+    for (const e of during) {
+      const type = EventType[e.eventType!]!.replace('EVENT_TYPE_', '');
+      tally.set(type, (tally.get(type) ?? 0) + 1);
+    }
+    const kinds = [...tally].map(([type, n]) => `${type}×${n}`);
+    console.log(`turn of ${(turnMinutes * 60).toFixed(1)} s: ${during.length} history events during it (${notes.length} progress notes; event types ${kinds.join(', ')}) = ${perMinute.toFixed(1)} events per minute of turn`);
     // One note per 10 s of a changing turn (the first after 10 s), each a signal and a workflow task: 4 events.
     expect(notes.length).toBeGreaterThanOrEqual(3);
     expect(notes.length).toBeLessThanOrEqual(Math.ceil(turnMinutes * 6));
