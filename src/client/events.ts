@@ -8,13 +8,14 @@
  * last cursor it yielded, so resuming after it sees nothing twice and misses nothing (the PostgreSQL ledger
  * serialises a run's inserts, so a later cursor never commits before an earlier one).
  */
+import type { PermissionKind } from '../contracts/permissions.js';
 import type { RunEventSource, StoredEvent } from '../contracts/run-events.js';
 import type { Usage } from '../contracts/usage.js';
 
 export { EVENTS_CHANNEL, type RunEventSource, type StoredEvent } from '../contracts/run-events.js';
 
-/** What a tool use does, as the permission vocabulary says (src/contracts/permissions.ts). */
-export type ToolKind = 'command' | 'edit' | 'read' | 'other';
+/** What a tool use does, in the permission vocabulary's words. */
+export type ToolKind = PermissionKind;
 
 /** A tool use: its name as the harness calls it, what it does, and what it acts on (a command, a path, a URL). */
 export interface ToolUse {
@@ -33,7 +34,7 @@ interface EventBase {
 /** One event of a run (a discriminated union on `type`). Harness text in it is clipped to `maxEventTextChars`. */
 export type RunEvent = EventBase &
   (
-    | /** What the harness is doing; `tool` when the line names a tool use (claude, gemini, pi, codex, opencode). */
+    | /** What the harness is doing; `tool` when the line names a tool use (claude, gemini, pi, codex). */
     { readonly type: 'activity'; readonly description: string; readonly tool?: ToolUse }
     /** Usage of one model call (or of the calls since the last report); a field the harness did not give is absent. */
     | { readonly type: 'usage'; readonly usage: Usage; readonly costUsd?: number }
