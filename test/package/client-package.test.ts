@@ -25,11 +25,11 @@ let worker: TestWorker;
 let tarball: string;
 const installs: Record<'cold' | 'warm', { seconds: number; megabytes: number; app: string }> = {} as never;
 
-/** A service's directory: the packed client and @temporalio/client (for its Connection), nothing else. */
+/** A service's directory: the packed client, nothing else (connectAgentClient connects it). */
 function serviceDir(name: string): string {
   const app = path.join(dir, name);
   mkdirSync(app);
-  const manifest = { name: `service-${name}`, private: true, type: 'module', dependencies: { '@durable-harness/client': `file:${tarball}`, '@temporalio/client': '1.24.0' } };
+  const manifest = { name: `service-${name}`, private: true, type: 'module', dependencies: { '@durable-harness/client': `file:${tarball}` } };
   writeFileSync(path.join(app, 'package.json'), JSON.stringify(manifest, null, 2));
   return app;
 }
@@ -97,9 +97,8 @@ it('its types check in a TypeScript service, declarations included', async () =>
   writeFileSync(
     path.join(app, 'service.ts'),
     [
-      "import { Connection } from '@temporalio/client';",
-      "import { createAgentClient, startAgentRun, type AgentRunResult, type RunStatusView } from '@durable-harness/client';",
-      "const client = createAgentClient(await Connection.connect({ address: '127.0.0.1:7233' }));",
+      "import { connectAgentClient, startAgentRun, type AgentRunResult, type RunStatusView } from '@durable-harness/client';",
+      'const client = await connectAgentClient();',
       "const run = await startAgentRun(client, { agent: 'demo', task: 't', identity: { tenantId: 't', userId: 'u' } });",
       'const status: RunStatusView = await run.status();',
       'const result: AgentRunResult = await run.result();',
@@ -125,11 +124,9 @@ it('a service with plain node starts, follows, answers and reads a run against a
   const app = installs.cold.app;
   writeFileSync(
     path.join(app, 'service.mjs'),
-    `import { Connection } from '@temporalio/client';
-import { InvalidRunInputError, RunIdTakenError, createAgentClient, getAgentRun, startAgentRun } from '@durable-harness/client';
+    `import { InvalidRunInputError, RunIdTakenError, connectAgentClient, getAgentRun, startAgentRun } from '@durable-harness/client';
 
-const connection = await Connection.connect({ address: process.env.TEMPORAL_ADDRESS });
-const client = createAgentClient(connection);
+const client = await connectAgentClient(); // TEMPORAL_ADDRESS, as Temporal's own tools read it
 const identity = { tenantId: 'acme', userId: 'alice' };
 const input = { agent: 'scripted', task: process.env.TASK, identity, taskQueue: process.env.TASK_QUEUE, workflowId: process.env.RUN_ID };
 await startAgentRun(client, { ...input, agent: '' }).catch((err) => console.log(\`refused: \${err instanceof InvalidRunInputError} \${err.message}\`));
@@ -145,12 +142,12 @@ for (let last = ''; ; await new Promise((resolve) => setTimeout(resolve, 100))) 
 const result = await run.result();
 console.log(\`result \${result.status} after \${result.iterations} turns: \${result.result}\`);
 await startAgentRun(client, input).catch((err) => console.log(\`again: \${err instanceof RunIdTakenError}\`));
-await connection.close();
+await client.connection.close();
 `,
   );
   const task = book.write('client-package', [{ envelope: { step: 'chat', message: 'Which branch?' } }, ok('deployed main')]);
   const workflowId = testWorkflowId('client-package');
-  const env = { PATH: process.env.PATH, HOME: os.homedir(), TEMPORAL_ADDRESS: inject('temporalAddress'), TASK_QUEUE: worker.taskQueue, TASK: task, RUN_ID: workflowId };
+  const env = { PATH: process.env.PATH, HOME: app, TEMPORAL_ADDRESS: inject('temporalAddress'), TASK_QUEUE: worker.taskQueue, TASK: task, RUN_ID: workflowId };
   const { code, stdout, stderr } = await spawnNode(['service.mjs'], { cwd: app, env }).outcome;
   expect(stderr).toBe('');
   expect(stdout).toMatch(/^refused: true cannot start the agent run: agent: name the agent to run/m);
