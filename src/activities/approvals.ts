@@ -102,7 +102,8 @@ export function announcingBroker(options: AnnouncingBrokerOptions): ApprovalBrok
     async ask(request: PendingApproval, signal?: AbortSignal): Promise<PermissionAnswer> {
       // Create (or find, on a retried attempt) the row first, so the run is told the request's real start.
       const { record, created } = await ledger.requestApproval({ ...request, expiresAt: new Date(now() + request.timeoutMs).toISOString() });
-      if (record.status === 'pending') await announce.requested(pendingViewOf(record, created ? request.timeoutMs : undefined));
+      // The run reads the request (and its detail) from the ledger: the notification stays small in history.
+      if (record.status === 'pending') await announce.requested(pendingViewOf(record, created ? request.timeoutMs : undefined, false));
       const answer = await withinDeadline(request, signal);
       await announce.settled({ requestId: request.requestId, status: answer.decision === 'allow' ? 'allowed' : 'denied', by: answer.decidedBy });
       return answer;

@@ -64,7 +64,7 @@ describe('every approval shows what it approves', () => {
 
     await run.deny(pending!.requestId, { reason: 'that script downloads and runs code' });
     await expect(run.result()).resolves.toMatchObject({ status: 'succeeded' });
-    // History holds the bounded, escaped detail (the approval notification and the ledger read carry it), never the
+    // History holds the bounded, escaped detail (in the ledger read that tells the run), never the
     // megabyte or a raw escape.
     const history = payloadTexts(await run.handle.fetchHistory()).join('\n');
     expect(history).toContain('echo all clear');
