@@ -1,5 +1,6 @@
 /**
- * The client package as a service installs it: `npm pack ./packages/client` (its build runs first), installed into an
+ * The client package as a service installs it: `npm pack` of packages/client (its build runs first, in a scratch copy
+ * of the sources: test/support/client-package.ts), installed into an
  * empty directory from the registry with only its declared dependencies — once with an empty npm cache (every
  * tarball fetched), once with that cache warm — then a service script with plain `node` starts, follows, answers and
  * reads a run against a real worker. Prints the install's time and size.
@@ -82,7 +83,7 @@ it('installs with no worker package in the tree, in a fraction of the full packa
     expect(names).toContain('@temporalio/client');
     expect(workerOnly.filter((name) => names.has(name))).toEqual([]);
     expect([...names].filter((name) => name.startsWith('@swc/'))).toEqual([]);
-    // The full package's install is 341 MB; the client's is @temporalio/client's own tree (gRPC, protobufs) and zod.
+    // The full package's install is 341-354 MB; the client's is @temporalio/client's own tree (gRPC, protobufs) and zod.
     expect(megabytes).toBeLessThan(60);
   }
   const installed = path.join(installs.cold.app, 'node_modules', '@durable-harness', 'client');
