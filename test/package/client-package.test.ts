@@ -1,9 +1,9 @@
 /**
- * The client package as a service installs it: `npm pack` of packages/client (its build runs first, in a scratch copy
- * of the sources: test/support/client-package.ts), installed into an
- * empty directory from the registry with only its declared dependencies — once with an empty npm cache (every
- * tarball fetched), once with that cache warm — then a service script with plain `node` starts, follows, answers and
- * reads a run against a real worker. Prints the install's time and size.
+ * The client package as a service installs it: `npm pack` of packages/client (its build runs first, in a scratch
+ * copy of the sources: test/support/client-package.ts), installed into an empty directory from the registry with only
+ * its declared dependencies — once with an empty npm cache (every tarball fetched), once with that cache warm — then a
+ * service script with plain `node` starts, follows, answers and reads a run against a real worker. Prints the
+ * install's time and size.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
