@@ -212,7 +212,11 @@ export function tlsHandshakeProblem(options: TemporalConnectOptions, timeoutMs =
     };
     const timer = setTimeout(() => done(undefined), timeoutMs);
     // An error of a system call (connection refused, no such host) is the network's, not TLS's.
-    socket.once('error', (e: NodeJS.ErrnoException) => done(e.syscall ? undefined : `TLS handshake failed: ${e.message.replace(/^\S+:error:\S+:SSL routines:/, '').split('\n')[0]}${e.code ? ` (${e.code})` : ''}`));
+    socket.once('error', (e: NodeJS.ErrnoException) => {
+      // OpenSSL's messages are `…:SSL routines:FUNCTION:REASON:FILE:LINE:…`: the reason is the part for a person.
+      const reason = /SSL routines:[^:]*:([^:]+)/.exec(e.message)?.[1] ?? e.message.split('\n')[0];
+      done(e.syscall ? undefined : `TLS handshake failed: ${reason}${e.code ? ` (${e.code})` : ''}`);
+    });
     // A server that refuses the client's certificate (or its absence) says so after the handshake (TLS 1.3).
     socket.once('secureConnect', () => setTimeout(() => done(undefined), 500).unref());
     socket.once('close', () => done('the server closed the connection after the TLS handshake (does it require a client certificate? --tls-cert-path and --tls-key-path)'));

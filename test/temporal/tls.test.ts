@@ -143,7 +143,7 @@ describe('mTLS', () => {
     const refusedBefore = mtls.refused.length;
     const { code, stderr } = await runCli(['list', '--address', mtls.address, '--tls-ca-path', certs.caCert]);
     expect(code).toBe(2);
-    expect(stderr).toMatch(new RegExp(`^durable-harness: cannot reach Temporal at ${mtls.address} \\(TLS \\(CA ${certs.caCert}\\)\\): (TLS handshake failed: .*certificate required|the server closed the connection after the TLS handshake).* Check the CA .*for mTLS, the client certificate and key \\(--tls-cert-path, --tls-key-path\\)\\.\\n$`));
+    expect(stderr).toMatch(new RegExp(`^durable-harness: cannot reach Temporal at ${mtls.address} \\(TLS \\(CA ${certs.caCert}\\)\\): (TLS handshake failed: tlsv13 alert certificate required \\(ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED\\)|the server closed the connection after the TLS handshake \\(.*\\)).* Check the CA .*for mTLS, the client certificate and key \\(--tls-cert-path, --tls-key-path\\)\\.\\n$`));
     expect(mtls.refused.length).toBeGreaterThan(refusedBefore);
     expect(mtls.refused.at(-1)).toMatch(/peer did not return a certificate/);
   });
