@@ -6,8 +6,8 @@
  * the ledger saying it was decided elsewhere. Signals are durable (one history event each, only when something
  * happens) and need no polling timer; the ledger stays the authority for the decision itself.
  */
-import { escapeText } from '../contracts/visible-text.js';
-import { codeBlock, progressLine, type TurnProgressNote } from './progress.js';
+import { escapeControl, escapeText } from '../contracts/visible-text.js';
+import { codeBlock, inlineCode, progressLine, type TurnProgressNote } from './progress.js';
 import type { RunState } from './state.js';
 
 /** One request waiting for an operator, as status, the Temporal UI and `durable-harness approvals` show it. */
@@ -128,7 +128,8 @@ export function detailsText(state: RunState, inFlight?: { readonly note: TurnPro
   const head = `**${state.state}** · ${state.detail}${turn}`;
   const pending = pendingOf(state);
   const lines = pending.map((p) => {
-    const line = `- \`${p.requestId}\` (turn ${p.turn}) ${p.kind} · ${p.tool}: ${p.title} — since ${p.since}, denied after ${Math.round(p.timeoutMs / 1000)} s`;
+    // Tool and title are harness text: as code, a title like `![](https://…)` stays text (no image fetched, no link).
+    const line = `- \`${p.requestId}\` (turn ${p.turn}) ${p.kind} · ${inlineCode(escapeControl(p.tool))}: ${inlineCode(escapeControl(p.title))} — since ${p.since}, denied after ${Math.round(p.timeoutMs / 1000)} s`;
     return p.detail === undefined ? line : `${line}\n\n${codeBlock(escapeText(p.detail))}\n`;
   });
   const enforcement = state.policy?.permissions && !state.policy.permissions.enforced ? `\n\npermissions: ${state.policy.permissions.posture} **advisory** (not enforced: ${state.policy.permissions.note ?? 'the harness cannot ask'})` : '';

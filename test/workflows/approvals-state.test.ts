@@ -79,7 +79,10 @@ describe('what the Temporal UI shows', () => {
     expect(detailsText(base)).toBe('**running** · turn 2 · scripted');
     const text = detailsText(approvalRequested(base, view('t2-a')));
     expect(text).toMatch(/^\*\*running\*\* · turn 2 · scripted\n\n\*\*1 permission request waiting\*\*/);
-    expect(text).toContain('- `t2-a` (turn 2) command · Bash: touch t2-a — since 2026-12-01T05:00:00.000Z, denied after 60 s');
+    expect(text).toContain('- `t2-a` (turn 2) command · ` Bash `: ` touch t2-a ` — since 2026-12-01T05:00:00.000Z, denied after 60 s');
+    // Harness text stays text: no image, link or heading of its own, no control character.
+    const hostile = detailsText(approvalRequested(base, { ...view('t2-b'), title: '![x](https://tracker.example/p.png) `x`\n# h\x1b[2J' }));
+    expect(hostile).toContain('`` ![x](https://tracker.example/p.png) `x`\\n# h\\x1b[2J ``');
   });
   it('an advisory posture says it is not enforced', () => {
     const advisory: RunState = { ...base, policy: { permissions: { posture: 'strict', gated: true, enforced: false, note: 'advisory: harness "x" cannot ask before a tool runs' } } as RunState['policy'] };
