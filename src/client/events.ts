@@ -42,8 +42,8 @@ export type RunEvent = EventBase &
     | { readonly type: 'totals'; readonly tokens: number; readonly costUsd: number }
     /** The harness asks permission for a tool use (decided by the policy or a person: see `approval-decided`). */
     | { readonly type: 'approval-requested'; readonly tool: ToolUse; readonly title: string }
-    /** What became of a permission request, and who decided. */
-    | { readonly type: 'approval-decided'; readonly tool: string; readonly decision: string; readonly decidedBy: string; readonly message?: string }
+    /** What became of a permission request, and who decided; `requestId` when a rule or a person decided it in the ledger. */
+    | { readonly type: 'approval-decided'; readonly tool: string; readonly decision: string; readonly decidedBy: string; readonly requestId?: string; readonly message?: string }
     /** The harness session the turn runs in. */
     | { readonly type: 'session'; readonly sessionId: string; readonly resumed?: boolean; readonly model?: string }
     /** A turn attempt ended: `ok` with its reply (the next-step envelope, clipped), or its error. */
@@ -139,6 +139,7 @@ export function runEventOf(row: StoredEvent): RunEvent {
         tool: clip(str(d.tool) ?? '', 256),
         decision: str(d.decision) ?? '',
         decidedBy: clip(str(d.decidedBy) ?? '', 256),
+        ...(str(d.approvalId) !== undefined ? { requestId: clip(str(d.approvalId)!, 256) } : {}),
         ...(str(d.message) !== undefined ? { message: clip(str(d.message)!) } : {}),
       };
     case 'session':

@@ -41,6 +41,16 @@ const catalog = parseCatalog(
         guardrails: { maxIterations: 3, maxTokens: 1_000_000, maxCostUsd: 100, maxWallTimeMs: 120_000 },
         turnAttempts: 1,
       },
+      {
+        name: 'asker',
+        description: 'asks before its tool use',
+        harness: 'streaming',
+        systemPrompt: 'You ask.',
+        actions: [],
+        guardrails: { maxIterations: 3, maxTokens: 1_000_000, maxCostUsd: 100, maxWallTimeMs: 120_000 },
+        turnAttempts: 1,
+        permissions: { posture: 'strict', approvalTimeoutMs: 60_000 },
+      },
     ],
   }),
   'test catalog',
@@ -123,8 +133,8 @@ afterAll(async () => {
   for (const line of figures) console.log(line);
 });
 
-const start = (d: Deployment, label: string, task: string): Promise<AgentRunHandle> =>
-  startAgentRun(client, { agent: 'streamer', task, identity: { tenantId: 'acme', userId: 'alice' }, workflowId: testWorkflowId(label), taskQueue: d.taskQueue });
+const start = (d: Deployment, label: string, task: string, agent = 'streamer'): Promise<AgentRunHandle> =>
+  startAgentRun(client, { agent, task, identity: { tenantId: 'acme', userId: 'alice' }, workflowId: testWorkflowId(label), taskQueue: d.taskQueue });
 
 /** `tick I printed-at MS` → MS. */
 const printedAt = (e: RunEvent): number | undefined => (e.type === 'activity' ? Number(/printed-at (\d+)/.exec(e.description)?.[1]) || undefined : undefined);
@@ -268,6 +278,29 @@ describe('logs on a hostile harness line', () => {
     const unknown = await runCli(['logs', 'no-such-run-here', '--address', inject('temporalAddress'), '--data', d.dataDir]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(/no run with id no-such-run-here/);
+  });
+
+  it('a permission request and the operator\'s decision on it reach the follower, naming the request', { timeout: 60_000 }, async () => {
+    const asking = await start(d, 'asked', 'ask', 'asker');
+    const source = await d.source();
+    const events: RunEvent[] = [];
+    try {
+      for await (const e of asking.events({ source })) {
+        events.push(e);
+        if (e.type === 'approval-requested') {
+          const [pending] = await asking.pendingApprovals();
+          await asking.approve(pending!.requestId, { by: 'alice' });
+        }
+      }
+    } finally {
+      await source.close?.();
+    }
+    const ledger = SqliteLedger.open(path.join(d.dataDir, 'ledger.sqlite'));
+    const [pending] = await ledger.listApprovals({ workflowId: asking.workflowId }).finally(() => ledger.close());
+    expect(events).toContainEqual(expect.objectContaining({ type: 'approval-requested', tool: { name: 'Bash', kind: 'command', target: 'echo asked' } }));
+    expect(events).toContainEqual(expect.objectContaining({ type: 'approval-decided', tool: 'Bash', decidedBy: 'unauthenticated:alice', requestId: pending!.requestId }));
+    expect(events).toContainEqual(expect.objectContaining({ type: 'activity', description: 'permission p1: allowed' }));
+    expect(events.at(-1)).toMatchObject({ type: 'end', status: 'succeeded' });
   });
 
   it('logs --follow stops on Ctrl-C (exit 130) and says the cursor to resume from; the run goes on', { timeout: 60_000 }, async () => {

@@ -39,6 +39,17 @@ describe('tool use from activity lines', () => {
     expect(toolUseOf('Bash {not json}')).toBeUndefined();
   });
 
+  it('a decision names the request it decided', () => {
+    expect(runEventOf(row(3, 'permission-decision', { id: 'p1', tool: 'Bash', decision: 'deny', decidedBy: 'operator:alice', approvalId: 't1-abc', edited: false, message: 'no' }))).toMatchObject({
+      type: 'approval-decided',
+      tool: 'Bash',
+      decision: 'deny',
+      decidedBy: 'operator:alice',
+      requestId: 't1-abc',
+      message: 'no',
+    });
+  });
+
   it('a permission request is typed from its own fields', () => {
     expect(runEventOf(row(2, 'permission-request', { tool: 'Bash', kind: 'command', title: 'rm -rf /', command: 'rm -rf /', input: {} }))).toMatchObject({
       type: 'approval-requested',

@@ -10,6 +10,8 @@
 //   tool          an activity line naming a tool use: `Bash {"command":"ls -la /tmp"}`
 //   hostile       an activity line with terminal escapes (ESC[2J, a bidi override, a newline) and one of
 //                 1,000,000 bytes ('h'), just under the protocol's 1 MiB line limit
+//   ask           asks permission for `Bash {"command":"echo asked"}` (id p1), waits for the answer and prints an
+//                 activity line "permission p1: allowed" (or "denied")
 //   fail          the envelope says the run failed ("gave up on purpose") instead of succeeding
 // Then one `complete` line with the envelope, and exit.
 import { createInterface } from 'node:readline';
@@ -35,6 +37,16 @@ if (/\btool\b/.test(prompt)) await write({ type: 'activity', description: 'Bash 
 if (/\bhostile\b/.test(prompt)) {
   await write({ type: 'activity', description: 'evil \u001b[2J\u001b[31mred\u202eesrever\nforged line' });
   await write({ type: 'activity', description: 'h'.repeat(1_000_000) });
+}
+if (/\bask\b/.test(prompt)) {
+  const answer = new Promise((resolve) =>
+    lines.on('line', (line) => {
+      const message = JSON.parse(line);
+      if (message.type === 'permission-response' && message.id === 'p1') resolve(message);
+    }),
+  );
+  await write({ type: 'permission', id: 'p1', tool: 'Bash', input: { command: 'echo asked' } });
+  await write({ type: 'activity', description: `permission p1: ${(await answer).allow ? 'allowed' : 'denied'}` });
 }
 const stream = /stream:(\d+):(\d+)/.exec(prompt);
 if (stream) {
