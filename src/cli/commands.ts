@@ -56,6 +56,7 @@ import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
 import { formatLoopbackTable, hasNetworkRows, networkLines, networkPage } from './network.js';
 import { noWorkerMessage, silentWorker } from './silence.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
+import { logsCommand } from './logs.js';
 import { openLedgerIfPresent, quietIpServerNameWarning, resolveSettings, unreachableError, type Settings } from './settings.js';
 
 const usage = `durable-harness — run coding-agent CLIs as durable Temporal workflows
@@ -71,6 +72,10 @@ Usage:
                                       (--wait: keep following while it waits; --json: JSON lines;
                                       --repo/--ref/--branch: the run's repository, docs/repositories.md)
   durable-harness status RUN_ID [--json]
+  durable-harness logs RUN_ID [--follow] [--json] [--since CURSOR]
+                                      the run's events (harness activity, tool use, usage, approvals, steps, its
+                                      end) from the ledger; --follow: until the run ends (exit code as status);
+                                      --since: after that event's cursor
   durable-harness list [--status S] [--agent A] [--tenant T] [--limit 20] [--json]
   durable-harness cancel RUN_ID [--reason TEXT]
   durable-harness retry RUN_ID        run the failed turn of an awaiting_operator run again
@@ -149,6 +154,8 @@ const options = {
   ]),
   ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode', 'refused', 'loopback', 'stat', 'tls']),
   'cors-origin': { type: 'string', multiple: true },
+  since: { type: 'string' },
+  follow: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -557,6 +564,10 @@ export async function main(argv: string[]): Promise<ExitCode> {
     case 'status': {
       const [id] = need(rest, 1, 'RUN_ID');
       return withClient(flags, (client, s) => statusCommand(client, s, flags, id!));
+    }
+    case 'logs': {
+      const [id] = need(rest, 1, 'RUN_ID: durable-harness logs RUN_ID');
+      return withClient(flags, (client, s) => logsCommand(client, s, id!, { follow: flags.follow === true, json: flags.json === true, since: flags.since }));
     }
     case 'list':
       return withClient(flags, async (client) => {

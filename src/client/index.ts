@@ -16,12 +16,16 @@ import { idProblem } from '../workflows/ids.js';
 import { signDecision, textDigest, type DecisionFields, type DecisionTarget, type OperatorSigner, type SignedDecision } from '../operators/index.js';
 import { OUTCOME_MEMO_KEY, isRunResult, resultFromFailure } from '../workflows/outcomes.js';
 import { inFlightTurn } from './live.js';
+import { followRunEvents, ledgerCursor, type RunEvent, type RunEventSource } from './events.js';
+import { sampleRunEvents } from './temporal-events.js';
 import { resolveTemporalConnection } from './connect.js';
 import { agentAttribute, statusAttribute, tenantAttribute } from '../workflows/search-attributes.js';
 import { workflowVersion, type AgentRunInput, type AgentRunResult, type InFlightTurn, type RunStatusView } from '../workflows/types.js';
 
 export type { AgentRunInput, AgentRunResult, InFlightTurn, RunStatusView };
 export type { ApprovalDecisionResult, ApproveOptions, DenyOptions, PendingApprovalView };
+export { postgresEventSource } from './postgres-events.js';
+export type { RunEvent, RunEventSource, StoredEvent, ToolUse, ToolKind } from './events.js';
 export { operatorSignerFrom, type OperatorSigner } from '../operators/index.js';
 export { TemporalConfigError, resolveTemporalConnection, type TemporalConnection, type TemporalConnectOptions } from './connect.js';
 
@@ -192,6 +196,27 @@ export class AgentRunHandle {
     });
   }
 
+  /**
+   * The run's events as they happen, oldest first, ending after the run's `end` event (src/client/events.ts). With
+   * `source` (the ledger: `postgresEventSource(DATABASE_URL)`, or the SQLite tail of src/ledger/events.ts) every
+   * event, resumable `since` an event's cursor with nothing seen twice; without one, sampled from Temporal's status
+   * and heartbeat every 500 ms (./temporal-events.ts: coarser, and not resumable). `follow: false` stops at the end
+   * of what the ledger holds.
+   */
+  events(options: RunEventsOptions = {}): AsyncGenerator<RunEvent, void, undefined> {
+    const { source, ...rest } = options;
+    if (!source) {
+      if (rest.since !== undefined) throw new InvalidRunInputError('resuming events from a cursor needs the ledger: pass { source } (postgresEventSource(DATABASE_URL)); without one they are sampled live from Temporal');
+      return sampleRunEvents(this, rest);
+    }
+    try {
+      ledgerCursor(rest.since);
+    } catch (e) {
+      throw new InvalidRunInputError((e as Error).message);
+    }
+    return followRunEvents(source, this.workflowId, { ...rest, closed: () => closedWithoutEnd(this.handle) });
+  }
+
   /** Runs the failed turn again; rejected unless the run is awaiting an operator. */
   async retryTurn(): Promise<string> {
     return rejectedWithReason(this.handle.executeUpdate(retryTurnUpdate, { args: [await this.signed({ action: 'retry' })] }));
@@ -239,6 +264,24 @@ export class AgentRunHandle {
     const signed = await this.signed({ action: 'deny', requestId, ...(reason !== undefined ? { reason } : {}) });
     return rejectedWithReason(this.handle.executeUpdate(denyUpdate, { args: [{ requestId, ...(reason !== undefined ? { reason } : {}), ...(by !== undefined ? { by } : {}), ...signed }] }));
   }
+}
+
+export interface RunEventsOptions {
+  /** The ledger to read the events from; absent = sampled from Temporal. */
+  readonly source?: RunEventSource;
+  /** Resume after this cursor (an event's `cursor`). */
+  readonly since?: string;
+  /** Ends the iteration. */
+  readonly signal?: AbortSignal;
+  /** `false`: stop at the end of what is stored instead of waiting for the run's end. */
+  readonly follow?: boolean;
+}
+
+/** How a run Temporal closed ended, for a follower that waits for an end row that may never come (a terminated run). */
+async function closedWithoutEnd(handle: WorkflowHandle): Promise<{ status: string; reason: string } | undefined> {
+  const { status } = await handle.describe();
+  if (status.name === 'RUNNING') return undefined;
+  return { status: status.name === 'TIMED_OUT' ? 'timed_out' : status.name.toLowerCase(), reason: `the workflow is ${status.name} in Temporal and wrote no end event` };
 }
 
 /** Raised when a run rejects an update (e.g. a reply while it is not waiting for one); says why. */
