@@ -5,7 +5,7 @@
 import { err, out } from './io.js';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, isGrpcServiceError } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import {
   codecTokensFromEnvironment,
@@ -27,6 +27,7 @@ import { reconcileClosedRuns } from '../temporal/reconcile-runs.js';
 import { prebuiltWorkflowBundle } from '../workflow-bundle.js';
 import { roundUsd } from '../contracts/money.js';
 import type { AgentRunResult } from '../workflows/types.js';
+import { allSearchAttributes } from '../workflows/search-attributes.js';
 import { startEmbeddedTemporal } from './embedded-temporal.js';
 import { CliError, ExitCodes, exitCodeForResult, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, progressLine } from './follow.js';
@@ -85,6 +86,25 @@ async function connectNative(s: Settings, options: TemporalConnectOptions): Prom
   }
 }
 
+/**
+ * The run search attributes on the namespace. A server that does not let a worker add them — Temporal Cloud takes them
+ * from a namespace admin (tcld) — gets a configuration error naming each, instead of a stack trace.
+ */
+async function registerSearchAttributes(connection: Connection, namespace: string): Promise<void> {
+  try {
+    await ensureSearchAttributes(connection, namespace);
+  } catch (e) {
+    // PERMISSION_DENIED, UNIMPLEMENTED
+    if (!isGrpcServiceError(e) || (e.code !== 7 && e.code !== 12)) throw e;
+    const names = allSearchAttributes.map((a) => `--search-attribute "${a.name}=${a.type[0]}${a.type.slice(1).toLowerCase()}"`).join(' ');
+    throw new CliError(
+      `this worker may not register the run search attributes on namespace ${namespace} (${e.details.split('\n')[0]}). Add them once as a namespace admin ` +
+        `(Temporal Cloud: \`tcld namespace search-attributes add --namespace ${namespace} ${names}\`; a server of your own: \`temporal operator search-attribute create\`), then start the worker again`,
+      ExitCodes.usage,
+    );
+  }
+}
+
 type Telemetry = { runtime: ReturnType<typeof installRuntime>; tracing?: WorkerTracing };
 
 /**
@@ -111,7 +131,7 @@ async function serve(s: Settings, options: { shutdownGraceTime?: string; decisio
   const connection = await Connection.connect({ ...connectOptions, connectTimeout: 5000 });
   const client = createAgentClient(connection, { namespace: s.namespace, dataConverter });
   runtime.setClient(client);
-  await ensureSearchAttributes(connection, s.namespace);
+  await registerSearchAttributes(connection, s.namespace);
   const { worker, deps } = await createWorker({
     connection: native,
     namespace: s.namespace,

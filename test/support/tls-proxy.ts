@@ -123,9 +123,10 @@ export interface ApiKeyProxy extends Proxy {
 
 /**
  * An HTTP/2 proxy over TLS that lets through only calls carrying `authorization: Bearer <apiKey>` (others get gRPC
- * status 16, UNAUTHENTICATED) and forwards them to the plain server, response headers, data and trailers.
+ * status 16, UNAUTHENTICATED) and forwards them to the plain server, response headers, data and trailers. Calls whose
+ * method matches `refuse` get status 7, PERMISSION_DENIED (what Temporal Cloud answers a worker's operator calls).
  */
-export async function startApiKeyProxy(upstream: string, certs: TestCertificates, apiKey: string): Promise<ApiKeyProxy> {
+export async function startApiKeyProxy(upstream: string, certs: TestCertificates, apiKey: string, options: { refuse?: RegExp } = {}): Promise<ApiKeyProxy> {
   const authorizations: (string | undefined)[] = [];
   const session = http2.connect(`http://${upstream}`);
   session.on('error', () => undefined);
@@ -136,6 +137,10 @@ export async function startApiKeyProxy(upstream: string, certs: TestCertificates
     stream.on('error', () => undefined);
     if (authorization !== `Bearer ${apiKey}`) {
       stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '16', 'grpc-message': 'missing or wrong API key' }, { endStream: true });
+      return;
+    }
+    if (options.refuse?.test(headers[':path'] ?? '')) {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '7', 'grpc-message': 'Request unauthorized (test proxy)' }, { endStream: true });
       return;
     }
     // The upstream session supplies its own :authority and :scheme.

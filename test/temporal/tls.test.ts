@@ -219,4 +219,20 @@ describe('API key', () => {
       await connection.close();
     }
   }, 180_000);
+
+  it('a server that refuses the worker its search attributes (as Temporal Cloud does) gets the command that adds them (exit 2)', async () => {
+    const refusing = await startApiKeyProxy(inject('temporalAddress'), certs, apiKey, { refuse: /OperatorService\/(List|Add)SearchAttributes$/ });
+    try {
+      const env = { TEMPORAL_ADDRESS: refusing.address, TEMPORAL_API_KEY: apiKey, TEMPORAL_TLS_SERVER_CA_CERT_PATH: certs.caCert };
+      const worker = await spawnCli(['worker', '--catalog', catalog, '--task-queue', 'refused-attributes', '--data', path.join(dir, 'refused')], { env: cleanEnv(env) }).outcome;
+      expect(worker.code).toBe(2);
+      expect(worker.stderr).toMatch(/^durable-harness: this worker may not register the run search attributes on namespace default \(Request unauthorized \(test proxy\)\)\. Add them once as a namespace admin/);
+      expect(worker.stderr).toContain('tcld namespace search-attributes add --namespace default --search-attribute "DurableHarnessAgent=Keyword"');
+      expect(worker.stderr).toContain('--search-attribute "DurableHarnessCostUsd=Double" --search-attribute "DurableHarnessPendingApprovals=Int"');
+      expect(worker.stderr).not.toMatch(/^\s+at /m);
+      expect(worker.stderr).not.toContain(apiKey);
+    } finally {
+      await refusing.close();
+    }
+  }, 60_000);
 });
