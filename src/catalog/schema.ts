@@ -223,7 +223,7 @@ export const agentSchema = z.strictObject({
    * How often (ms) a turn in flight may update the run's current details in the Temporal UI (activity, tokens,
    * attempt): one signal to the run, 4 history events, per interval in which something changed. Default 10 s.
    */
-  progressIntervalMs: z.number().int().min(1_000).optional(),
+  progressIntervalMs: z.number().int().min(1_000, 'at least 1000 ms: each progress note costs the run 4 history events').optional(),
   /**
    * For a harness that cannot resume its session: the replayed conversation's size per turn, in tokens (~4
    * characters each). Over it, the task and the most recent whole turns stay verbatim and the turns between them
