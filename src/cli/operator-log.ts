@@ -59,6 +59,9 @@ export class OperatorLog implements Logger {
           () => this.line(`run ${workflowId} ended`),
         );
         return;
+      case 'No workflows registered, not polling for workflow tasks':
+        // The host queue's worker runs activities only, by design: its start line says what it is.
+        return;
       case 'Workflow completed as cancelled':
         if (isRun) this.line(`run ${workflowId} cancelled`);
         return;

@@ -132,6 +132,8 @@ describe('operator log', () => {
     log.debug('Workflow completed', run);
     log.warn('Workflow failed', { workflowId: 'other', workflowType: 'somethingElse', error });
     log.warn('Something odd', { error: new Error('first\nsecond') });
+    // The host queue's worker polls activities only: not a warning an operator acts on.
+    log.warn('No workflows registered, not polling for workflow tasks', { taskQueue: 'durable-harness@host' });
     await new Promise((r) => setTimeout(r, 0));
     expect(lines).toEqual([
       '10:11:12 run run-1 started',
