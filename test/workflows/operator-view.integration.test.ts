@@ -21,6 +21,7 @@ beforeAll(async () => {
       agents: [
         { name: 'guarded', harness: 'scripted', actions: ['echo'], permissions: { posture: 'strict', approvalTimeoutMs: 120_000 } },
         { name: 'steady', harness: 'scripted', guardrails: { maxIterations: 5, maxTokens: 10_000_000, maxCostUsd: 100, maxWallTimeMs: 300_000 } },
+        { name: 'watched', harness: 'scripted', progressIntervalMs: 1000 },
       ],
     }),
   });
@@ -121,6 +122,15 @@ describe("the turn in flight's progress", () => {
     expect(payload.tokens).toBeGreaterThan(0);
     expect(JSON.stringify(payload).length).toBeLessThan(300);
   }, 90_000);
+
+  it('says nothing while nothing changes: a quiet turn of 6 s, notes allowed every second, sends one or two', async () => {
+    const run = await w.start({ agent: 'watched', task: book.write('quiet-turn', [{ usage: { input: 10, output: 1 }, sleepMs: 6000, ...ok() }]), workflowId: testWorkflowId('quiet-turn') });
+    await expect(run.result()).resolves.toMatchObject({ status: 'succeeded' });
+    const notes = ((await run.handle.fetchHistory()).events ?? []).filter((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'turnProgress');
+    // One once the harness sleeps (and one before it, when a loaded machine starts it late), not one a second.
+    expect(notes.length).toBeGreaterThanOrEqual(1);
+    expect(notes.length).toBeLessThanOrEqual(2);
+  });
 
   it('is display only: a forged note from anyone who reaches Temporal shows bounded and decides nothing', async () => {
     const run = await w.start({ agent: 'steady', task: book.write('forged-note', [{ usage: { input: 100, output: 10 }, sleepMs: 4000, ...ok('unmoved') }]), workflowId: testWorkflowId('forged-note') });
