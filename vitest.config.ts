@@ -12,7 +12,7 @@ const unit = [
   'test/adapters/{claude-code,codex,gemini-cli,opencode,pi,stdio-json}-adapter.test.ts',
   'test/adapters/{engine,two-way}.test.ts',
   'test/catalog/{contract-prompt,load}.test.ts',
-  'test/cli/{escape,network-cli,units}.test.ts',
+  'test/cli/{conventions,escape,network-cli,units}.test.ts',
   'test/client/events.test.ts',
   'test/codec/{aes-gcm-codec,codec-auth}.test.ts',
   'test/contracts/{failures,repository}.test.ts',

@@ -27,6 +27,7 @@ import { hostIdFrom, hostQueueName } from './temporal/host-queue.js';
 import { decisionModeFromEnvironment, operatorsFromEnvironment, type DecisionMode, type OperatorDirectory } from './operators/index.js';
 import { defaultNamespace, defaultTaskQueue } from './worker-defaults.js';
 import { prebuiltWorkflowBundle, workflowsPath } from './workflow-bundle.js';
+import { CatalogMismatchError } from './catalog/load.js';
 export { defaultTaskQueue };
 
 export { workflowsPath };
@@ -150,11 +151,7 @@ export class HarnessWorker {
   }
 }
 
-/** Raised when the task queue is already served by a worker with another catalog. */
-export class CatalogMismatchError extends Error {
-  override readonly name = 'CatalogMismatchError';
-  readonly code = 'CatalogMismatch' as const;
-}
+export { CatalogMismatchError };
 
 /** Throws CatalogMismatchError when a live worker with another catalog polls the task queue. */
 export async function assertSameCatalogOnTaskQueue(

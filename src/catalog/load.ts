@@ -12,6 +12,12 @@ import type { NetworkPolicy } from '../contracts/network.js';
 import { githubRepositoryOf, repositorySourceProblem } from '../contracts/repository.js';
 import { catalogSchema, removedCapabilities, type AgentConfig, type Catalog, type HarnessConfig } from './schema.js';
 
+/** Raised when the task queue is already served by a worker with another catalog. */
+export class CatalogMismatchError extends Error {
+  override readonly name = 'CatalogMismatchError';
+  readonly code = 'CatalogMismatch' as const;
+}
+
 /** A catalog that failed to load; `problems` lists every problem as `path: what is wrong`. */
 export class CatalogError extends Error {
   override readonly name = 'CatalogError';

@@ -13,7 +13,7 @@ import {
   isGrpcDeadlineError,
   isGrpcServiceError,
 } from '@temporalio/client';
-import { CatalogError } from '../catalog/index.js';
+import { CatalogError, CatalogMismatchError } from '../catalog/index.js';
 import { LedgerBlobStore } from '../blobs/index.js';
 import { InvalidRunInputError, RunIdTakenError, RunRejectedError, checkReply, checkRunInput, createAgentClient, getAgentRun, startAgentRun, type AgentRunHandle } from '../client/index.js';
 import {
@@ -27,17 +27,16 @@ import {
   requireCodecTokens,
   startCodecServer,
 } from '../codec/index.js';
-import { LedgerConfigError, describeLedger, type Ledger } from '../ledger/index.js';
+import { LedgerConfigError, LedgerOpenError, describeLedger, type Ledger } from '../ledger/index.js';
+import { DockerUnavailable } from '../sandbox/docker-errors.js';
 import { ObservabilityConfigError } from '../observability/index.js';
 import { livePollers, taskQueuePollers } from '../temporal/task-queue.js';
 import { TemporalConfigError, refuseApiKeyArgument } from '../client/connect.js';
-import { CatalogMismatchError } from '../worker.js';
 import { operatorInputLimits } from '../workflows/messages.js';
 import { roundUsd } from '../contracts/money.js';
 import type { AgentRunResult, RunStatusView } from '../workflows/types.js';
 import { totalTokens } from '../contracts/usage.js';
 import { deliverableLine, type DeliverableView } from '../contracts/repository.js';
-import { devCommand, workerCommand } from './dev.js';
 import { escapeControl } from './escape.js';
 import {
   MAX_READ_TOKEN_TTL_MS,
@@ -49,96 +48,18 @@ import {
   operatorsFromEnvironment,
   writeOperatorKeyFile,
 } from '../operators/index.js';
-import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, exitCodeTable, waitingApproval, type ExitCode } from './exit-codes.js';
+import { CliError, ExitCodes, exitCodeForResult, exitCodeForStatus, waitingApproval, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, humanStates, progressLine } from './follow.js';
 import { formatApprovals, parseEdit, parseScope, pendingApprovals, permissionLines } from './approvals.js';
 import { ledgerStatus, ledgerStatusLines } from './ledger-status.js';
 import { formatLoopbackTable, hasNetworkRows, networkLines, networkPage } from './network.js';
 import { noWorkerMessage, silentWorker } from './silence.js';
 import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus } from './list.js';
+import { commandsOf, quickAnswer } from './help.js';
+import { usage } from './usage.js';
 import { logsCommand } from './logs.js';
-import { openLedgerIfPresent, quietIpServerNameWarning, resolveSettings, unreachableError, type Settings } from './settings.js';
+import { openLedgerIfPresent, quietIpServerNameWarning, refuseUnreachableFast, resolveSettings, unreachableError, type Settings } from './settings.js';
 
-const usage = `durable-harness — run coding-agent CLIs as durable Temporal workflows
-
-Usage:
-  durable-harness dev [--demo] [--exit] [--port 7233] [--ui-port 8233]
-                                      embedded Temporal dev server (state in <data>/temporal.db) + Web UI + worker;
-                                      --demo starts the demo agent and follows it; --exit stops when it ends
-  durable-harness worker              a worker on the task queue
-  durable-harness run AGENT TASK [--wait] [--detach] [--json] [--id ID] [--tenant T] [--user U]
-                         [--repo SOURCE] [--ref REF] [--branch NAME]
-                                      start a run and follow it until it ends or needs a person
-                                      (--wait: keep following while it waits; --json: JSON lines;
-                                      --repo/--ref/--branch: the run's repository, docs/repositories.md)
-  durable-harness status RUN_ID [--json]
-  durable-harness logs RUN_ID [--follow] [--json] [--since CURSOR]
-                                      the run's events (harness activity, tool use, usage, approvals, steps, its
-                                      end) from the ledger; --follow: until the run ends (exit code as status);
-                                      --since: after that event's cursor
-  durable-harness list [--status S] [--agent A] [--tenant T] [--limit 20] [--json]
-  durable-harness cancel RUN_ID [--reason TEXT]
-  durable-harness retry RUN_ID        run the failed turn of an awaiting_operator run again
-  durable-harness abandon RUN_ID [--reason TEXT]
-                                      end an awaiting_operator run as failed
-  durable-harness reply RUN_ID TEXT   answer a run that waits for a reply (or --file FILE, - for stdin; at most
-                                      4 MiB, over 16 Ki characters it travels by reference through the ledger)
-  durable-harness approvals [RUN_ID] [--json]
-                                      permission requests waiting for an operator (of every open run, or of one)
-  durable-harness network RUN_ID [--refused | --loopback] [--json] [--limit 100] [--after SEQ]
-                                      the run's requests through its egress gateway, from the ledger (--refused:
-                                      only the refused; --after: the page after that SEQ), and what it metered;
-                                      --loopback: its reads through the MCP loopback (docs/mcp.md)
-  durable-harness diff RUN_ID [--stat] [--json]
-                                      what a run on a repository delivered: its patch from the ledger
-                                      (--stat: the diff stat; --json: the deliverable's record)
-  durable-harness approve RUN_ID REQUEST [--edit JSON] [--scope once|session] [--by NAME]
-                                      allow it (--edit: fields replacing the tool input's, e.g. '{"command":"ls"}')
-  durable-harness deny RUN_ID REQUEST [--reason TEXT] [--by NAME]
-                                      deny it; the reason is shown to the harness
-  durable-harness codec-server [--codec-port 8234] [--cors-origin URL]... [--allow-encode]
-                                      decode encrypted payloads for the Web UI (keys and access tokens from the
-                                      environment; --allow-encode also serves /encode)
-  durable-harness codec-token         print a new random access token for the codec server
-  durable-harness operator keygen --name NAME [--out FILE]
-                                      a new operator key (Ed25519) and the entry for the workers' operators file
-  durable-harness operator token [--key FILE] [--namespace NS] [--ttl 8h]
-                                      a codec-server access token signed with your key (needs the role "read")
-
-Operator decisions (approve, deny, reply, retry, abandon, cancel) are signed with --key FILE or
-DURABLE_HARNESS_OPERATOR_KEY_FILE (or the key file's text in DURABLE_HARNESS_OPERATOR_KEY). Workers run with
-DURABLE_HARNESS_DECISIONS=signed (the default of \`worker\`; operators from DURABLE_HARNESS_OPERATORS_FILE) or
-trusted-network (the default of \`dev\`: unsigned decisions are taken and recorded as unauthenticated:<--by>).
-
-Common options (or environment):
-  --address HOST:PORT   TEMPORAL_ADDRESS            (default 127.0.0.1:7233)
-  --namespace NAME      TEMPORAL_NAMESPACE          (default "default")
-  --profile NAME        TEMPORAL_PROFILE            (default "default") a profile of the Temporal config file
-  --config-file FILE    TEMPORAL_CONFIG_FILE        (default ~/.config/temporalio/temporal.toml, if present)
-  --tls                 TEMPORAL_TLS=true           TLS with the system's CAs (implied by the flags below)
-  --tls-ca-path FILE    TEMPORAL_TLS_SERVER_CA_CERT_PATH
-  --tls-cert-path FILE  TEMPORAL_TLS_CLIENT_CERT_PATH   mTLS: the client certificate and its key
-  --tls-key-path FILE   TEMPORAL_TLS_CLIENT_KEY_PATH
-  --tls-server-name N   TEMPORAL_TLS_SERVER_NAME
-                        TEMPORAL_API_KEY            an API key (implies TLS); from the environment or a profile only
-  --task-queue NAME     DURABLE_HARNESS_TASK_QUEUE  (default "durable-harness")
-  --catalog FILE        DURABLE_HARNESS_CATALOG     (default config/default.yaml)
-  --data DIR            DURABLE_HARNESS_DATA        (default .data)
-
-Encrypted payloads (off unless keys are set; workers, clients and the codec server need the same keys):
-  DURABLE_HARNESS_PAYLOAD_KEYS="ID:BASE64KEY,..."   or DURABLE_HARNESS_PAYLOAD_KEYS_FILE=FILE
-  DURABLE_HARNESS_PAYLOAD_KEY_ID=ID                  the key new payloads use (default: the first listed)
-  DURABLE_HARNESS_CODEC_TOKENS="NAME=TOKEN[@NS|NS],..."  or DURABLE_HARNESS_CODEC_TOKENS_FILE=FILE
-                                                     who may call the codec server (required by codec-server)
-  \`dev\` then also starts the codec server (--codec-port, default 8234) and wires the Web UI to it with a token of
-  its own (tokens you configure work beside it).
-
-Telemetry (off unless set; dev and worker): see docs/observability.md
-  OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT   OTLP/HTTP traces (run, turn, activity spans)
-  DURABLE_HARNESS_PROMETHEUS_ADDRESS=HOST:PORT                      Prometheus /metrics (or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
-
-Exit codes:
-${exitCodeTable.map(([code, what]) => `  ${String(code).padStart(3)}  ${what}`).join('\n')}`;
 
 /** parseArgs options of one type, by name. */
 function optionsOf<const N extends string, const T extends 'string' | 'boolean'>(type: T, names: readonly N[]): Record<N, { type: T }> {
@@ -150,13 +71,14 @@ const options = {
     'address', 'namespace', 'task-queue', 'catalog', 'data', 'port', 'ui-port', 'id',
     'tenant', 'user', 'agent', 'status', 'reason', 'file', 'edit', 'scope',
     'by', 'limit', 'codec-port', 'key', 'name', 'out', 'ttl', 'after', 'repo', 'ref', 'branch',
-    'profile', 'config-file', 'tls-cert-path', 'tls-key-path', 'tls-ca-path', 'tls-server-name',
+    'profile', 'config-file', 'tls-cert-path', 'tls-key-path', 'tls-ca-path', 'tls-server-name', 'output',
   ]),
   ...optionsOf('boolean', ['demo', 'exit', 'detach', 'wait', 'json', 'allow-encode', 'refused', 'loopback', 'stat', 'tls']),
   'cors-origin': { type: 'string', multiple: true },
   since: { type: 'string' },
   follow: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'V' },
 } as const;
 
 export type Flags = ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>['values'];
@@ -168,8 +90,12 @@ const statusTimeoutMs = 3000;
 
 const jsonLine = (value: unknown) => out(JSON.stringify(value));
 
+/** The command being run, once it is known: a usage error points at its help. */
+let usageTopic: string | undefined;
+
+/** A usage error: one line, and the help that answers it (not the whole usage). */
 function usageError(message: string): CliError {
-  return new CliError(`${message}\n\n${usage}`, ExitCodes.usage);
+  return new CliError(`${message}\n  see: durable-harness ${usageTopic ? `help ${usageTopic}` : '--help'}`, ExitCodes.usage);
 }
 
 async function connectClient(s: Settings): Promise<{ client: Client; connection: Connection }> {
@@ -177,6 +103,7 @@ async function connectClient(s: Settings): Promise<{ client: Client; connection:
   const dataConverter = dataConverterFromEnvironment();
   const connectOptions = s.temporal.connectOptions();
   if (connectOptions.tls) quietIpServerNameWarning();
+  await refuseUnreachableFast(s);
   try {
     const connection = await Connection.connect({ ...connectOptions, connectTimeout: 5000 });
     return { client: createAgentClient(connection, { namespace: s.namespace, dataConverter }), connection };
@@ -190,21 +117,37 @@ function shellQuote(arg: string): string {
   return /^[A-Za-z0-9._:/=@%+,-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
 }
 
-/** A command the user can paste, with the connection flags this command was given. */
-function commandLine(flags: Flags): (...args: string[]) => string {
+/** A command's argv, with the connection flags this command was given. */
+function commandArgv(flags: Flags): (...args: string[]) => string[] {
   const connectionFlags = ['address', 'namespace', 'profile', 'config-file', 'tls-ca-path', 'tls-cert-path', 'tls-key-path', 'tls-server-name'] as const;
   const tail = [...connectionFlags.flatMap((name) => (flags[name] ? [`--${name}`, flags[name]] : [])), ...(flags.tls ? ['--tls'] : [])];
-  return (...args: string[]) => ['durable-harness', ...args, ...tail].map(shellQuote).join(' ');
+  return (...args: string[]) => ['durable-harness', ...args, ...tail];
 }
 
-/** The exact commands that answer a run waiting for a person, with the connection flags this command was given. */
-export function answerCommands(status: Pick<RunStatusView, 'state' | 'pendingApprovals'>, workflowId: string, flags: Flags): string[] {
-  const command = commandLine(flags);
+/** A command the user can paste, with the connection flags this command was given. */
+function commandLine(flags: Flags): (...args: string[]) => string {
+  const argv = commandArgv(flags);
+  return (...args: string[]) => argv(...args).map(shellQuote).join(' ');
+}
+
+/** The exact commands (argv) that answer a run waiting for a person, with the connection flags this command was given. */
+export function answerArgv(status: Pick<RunStatusView, 'state' | 'pendingApprovals'>, workflowId: string, flags: Flags): string[][] {
+  const command = commandArgv(flags);
   if (status.state === 'awaiting_operator') return [command('retry', workflowId), command('abandon', workflowId, '--reason', 'why')];
   if (status.state === 'waiting_for_reply') return [command('reply', workflowId, 'your answer')];
   const request = waitingApproval(status);
   if (request) return [command('approve', workflowId, request.requestId), command('deny', workflowId, request.requestId, '--reason', 'why')];
   return [];
+}
+
+/** The same commands as lines a user can paste. */
+export function answerCommands(status: Pick<RunStatusView, 'state' | 'pendingApprovals'>, workflowId: string, flags: Flags): string[] {
+  return answerArgv(status, workflowId, flags).map((argv) => argv.map(shellQuote).join(' '));
+}
+
+/** The `needs-human` JSON line: the commands as paste-able lines and as argv (for a script to run without a shell). */
+function needsHumanJson(status: RunStatusView, workflowId: string, flags: Flags) {
+  return { type: 'needs-human', workflowId, state: status.state, detail: status.detail, commands: answerCommands(status, workflowId, flags), argv: answerArgv(status, workflowId, flags) };
 }
 
 function needsHumanText(status: RunStatusView, workflowId: string, flags: Flags): string {
@@ -259,7 +202,7 @@ async function followToEnd(run: AgentRunHandle, s: Settings, flags: Flags): Prom
       onProgress: (status, doing) => (flags.json ? jsonLine(progressJson(run.workflowId, status, doing)) : out(progressLine(status, doing))),
       onNeedsHuman: (status) =>
         flags.json
-          ? jsonLine({ type: 'needs-human', workflowId: run.workflowId, state: status.state, detail: status.detail, commands: answerCommands(status, run.workflowId, flags) })
+          ? jsonLine(needsHumanJson(status, run.workflowId, flags))
           : out(needsHumanText(status, run.workflowId, flags)),
     });
     switch (end.kind) {
@@ -268,8 +211,7 @@ async function followToEnd(run: AgentRunHandle, s: Settings, flags: Flags): Prom
         else out(describeResult(end.result));
         return exitCodeForResult(end.result);
       case 'needs-human': {
-        const commands = answerCommands(end.status, run.workflowId, flags);
-        if (flags.json) jsonLine({ type: 'needs-human', workflowId: run.workflowId, state: end.status.state, detail: end.status.detail, commands });
+        if (flags.json) jsonLine(needsHumanJson(end.status, run.workflowId, flags));
         else out(needsHumanText(end.status, run.workflowId, flags));
         return exitCodeForStatus(end.status);
       }
@@ -513,7 +455,15 @@ export async function runCommand(argv: string[]): Promise<ExitCode> {
 }
 
 export async function main(argv: string[]): Promise<ExitCode> {
+  const quick = quickAnswer(argv);
+  if (quick) {
+    if (quick.out !== undefined) out(quick.out);
+    if (quick.err !== undefined) err(quick.err);
+    return quick.code;
+  }
   let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
+  // Until the arguments are parsed, the first word names the command a usage error points at.
+  usageTopic = argv[0] !== undefined && commandsOf(usage).includes(argv[0]) ? argv[0] : undefined;
   refuseApiKeyArgument(argv);
   try {
     parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
@@ -522,15 +472,19 @@ export async function main(argv: string[]): Promise<ExitCode> {
   }
   const { values: flags, positionals } = parsed;
   const [command, ...rest] = positionals;
-  if (flags.help || !command) {
-    (command || flags.help ? out : err)(usage);
-    return command || flags.help ? ExitCodes.succeeded : ExitCodes.usage;
+  usageTopic = command && commandsOf(usage).includes(command) ? command : undefined;
+  if (!command) throw usageError('no command given');
+  if (flags.output !== undefined) {
+    if (flags.output !== 'json' && flags.output !== 'table') throw usageError(`--output must be json or table, got "${flags.output}"`);
+    if (flags.output === 'table' && flags.json) throw usageError('--output table and --json disagree: give one');
+    flags.json = flags.output === 'json';
   }
   switch (command) {
     case 'dev':
-      return devCommand(flags, resolveSettings(flags, process.env, { embedded: true }));
+      // The worker's modules (SDK core, bundler, sandboxes) load only for the commands that run one.
+      return (await import('./dev.js')).devCommand(flags, resolveSettings(flags, process.env, { embedded: true }));
     case 'worker':
-      return workerCommand(resolveSettings(flags));
+      return (await import('./dev.js')).workerCommand(resolveSettings(flags));
     case 'codec-server':
       return codecServerCommand(flags);
     case 'operator':
@@ -810,6 +764,9 @@ export function exitFor(e: unknown): { code: ExitCode; message: string } {
     e instanceof OperatorConfigError ||
     e instanceof ObservabilityConfigError ||
     e instanceof LedgerConfigError ||
+    // At a worker's start: the engine or the database it was configured with is not there (the message says how to fix it).
+    e instanceof LedgerOpenError ||
+    e instanceof DockerUnavailable ||
     e instanceof TemporalConfigError
   ) {
     return { code: ExitCodes.usage, message };

@@ -32,7 +32,7 @@ import { startEmbeddedTemporal } from './embedded-temporal.js';
 import { CliError, ExitCodes, exitCodeForResult, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, progressLine } from './follow.js';
 import { OperatorLog } from './operator-log.js';
-import { openLedgerIfPresent, quietIpServerNameWarning, unreachableError, type Settings } from './settings.js';
+import { openLedgerIfPresent, quietIpServerNameWarning, refuseUnreachableFast, unreachableError, type Settings } from './settings.js';
 import type { TemporalConnectOptions } from '../client/connect.js';
 
 
@@ -127,6 +127,7 @@ async function serve(s: Settings, options: { shutdownGraceTime?: string; decisio
   const connectOptions = s.temporal.connectOptions();
   if (connectOptions.tls) quietIpServerNameWarning();
   const { runtime, tracing } = options.telemetry;
+  await refuseUnreachableFast(s);
   const native = await connectNative(s, connectOptions);
   const connection = await Connection.connect({ ...connectOptions, connectTimeout: 5000 });
   const client = createAgentClient(connection, { namespace: s.namespace, dataConverter });

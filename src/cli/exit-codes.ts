@@ -42,7 +42,7 @@ export type ExitCode = (typeof ExitCodes)[keyof typeof ExitCodes];
 export const exitCodeTable: readonly (readonly [ExitCode, string])[] = [
   [ExitCodes.succeeded, 'the run succeeded, or the command did what it was asked'],
   [ExitCodes.internal, 'an unexpected error (a bug: please report it with the message)'],
-  [ExitCodes.usage, 'bad usage or configuration: unknown command/flag, missing argument, broken catalog, unknown agent, harness or run id, a run id already taken, a missing credential, a run that failed with a configuration failure type'],
+  [ExitCodes.usage, 'bad usage or configuration: unknown command/flag, missing argument, broken catalog, unknown agent, harness or run id, a run id already taken, a missing credential, a TLS file or profile that cannot be used, a Docker engine or PostgreSQL ledger a worker cannot reach at its start, a run that failed with a configuration failure type'],
   [ExitCodes.unavailable, 'Temporal is unreachable'],
   [ExitCodes.noWorker, 'no worker polls the task queue, or none picks up the run'],
   [ExitCodes.rejected, "the run's state rejects the command (reason printed), or the run has already ended"],

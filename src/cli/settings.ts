@@ -3,6 +3,7 @@
  * Temporal's config file, then embedded defaults.
  */
 import { existsSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SqliteLedger, openLedger, type Ledger } from '../ledger/index.js';
@@ -81,6 +82,26 @@ export async function unreachableError(s: Pick<Settings, 'address' | 'temporal'>
         ? 'Check the address and that the server speaks TLS there.'
         : 'Start one with `durable-harness dev`, or set TEMPORAL_ADDRESS (a server with TLS: --tls, or a profile; durable-harness --help).';
   return new CliError(s.temporal.redact(`cannot reach Temporal at ${s.address} (${s.temporal.security}): ${reason}. ${hint}`), refused || handshake ? ExitCodes.usage : ExitCodes.unavailable);
+}
+
+/**
+ * Fails within a second when nothing listens at the address (refused, no such host) — the gRPC client would retry
+ * until its 5 s deadline. A server that accepts, or does not answer within `ms`, is left to the connect itself.
+ */
+export async function refuseUnreachableFast(s: Pick<Settings, 'address' | 'temporal'>, ms = 1000): Promise<void> {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d+)$/.exec(s.address);
+  if (!m) return;
+  const problem = await new Promise<Error | undefined>((resolve) => {
+    const socket = net.connect({ host: m[1] ?? m[2]!, port: Number(m[3]) });
+    const done = (e?: Error) => {
+      socket.destroy();
+      resolve(e);
+    };
+    socket.setTimeout(ms, () => done());
+    socket.once('connect', () => done());
+    socket.once('error', (e) => done(e));
+  });
+  if (problem) throw await unreachableError(s, problem);
 }
 
 /**

@@ -88,6 +88,11 @@ export interface PostgresLedgerOptions {
   readonly maxConnections?: number;
 }
 
+/** The ledger's database cannot be reached or migrated: a configuration to fix (the message says what), not a bug. */
+export class LedgerOpenError extends Error {
+  override readonly name = 'LedgerOpenError';
+}
+
 /** Hides the password when a URL is shown in a message. */
 export function redactDatabaseUrl(url: string): string {
   try {
@@ -116,7 +121,7 @@ export class PostgresLedger implements Ledger {
     this.ready = migrate(this.pool).then(
       () => undefined,
       (e: Error) => {
-        throw Object.assign(new Error(`cannot open the PostgreSQL ledger at ${where}: ${e.message}`, { cause: e }), { name: e.name });
+        throw new LedgerOpenError(`cannot open the PostgreSQL ledger at ${where}: ${e.message}. Start PostgreSQL there, or fix DATABASE_URL (unset it for the embedded SQLite ledger)`, { cause: e });
       },
     );
     this.ready.catch(() => undefined); // surfaced by the first call (or by connect())

@@ -4,8 +4,8 @@
  * built there with `npm run build`, so nothing is built into the checkout. Argument handling is tested in-process
  * (cli.test.ts); this is only whether the built JavaScript runs.
  */
-import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { appendFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -16,6 +16,8 @@ import { repoRoot } from '../support/worker.js';
 
 const pkg = mkdtempSync(path.join(os.tmpdir(), 'dh-built-'));
 const main = path.join(pkg, 'dist', 'cli', 'main.js');
+/** What the package's bin printed for --version in the checkout-like copy: with the build current, then stale. */
+const binRan = { fresh: '', stale: '' };
 const built = (args: string[], env: NodeJS.ProcessEnv = {}) => spawnNode([main, ...args], { cwd: pkg, env: { PATH: process.env.PATH, HOME: process.env.HOME, CI: 'true', ...env } }).outcome;
 
 beforeAll(() => {
@@ -23,11 +25,31 @@ beforeAll(() => {
   symlinkSync(path.join(repoRoot, 'node_modules'), path.join(pkg, 'node_modules'));
   execFileSync('npm', ['run', 'build'], { cwd: pkg, stdio: 'pipe' });
   execFileSync(process.execPath, ['docker/bundle-workflows.mjs'], { cwd: pkg, stdio: 'pipe' });
+  // A checkout's bin runs the build while it is newer than every source, the sources once one changed: a build
+  // that says so tells them apart.
+  const helpJs = path.join(pkg, 'dist', 'cli', 'help.js');
+  const original = readFileSync(helpJs, 'utf8');
+  appendFileSync(helpJs, "\nprocess.stderr.write('from dist\\n');\n");
+  const viaBin = (): string => {
+    const r = spawnSync(process.execPath, [path.join(pkg, 'bin', 'durable-harness.mjs'), '--version'], { cwd: pkg, encoding: 'utf8' });
+    return `${r.status} ${r.stdout.trim()} ${r.stderr.trim()}`.trim();
+  };
+  binRan.fresh = viaBin();
+  const later = new Date(Date.now() + 5_000);
+  utimesSync(path.join(pkg, 'src', 'cli', 'usage.ts'), later, later);
+  binRan.stale = viaBin();
+  writeFileSync(helpJs, original);
   // What runs must be the build, not the sources beside it.
   rmSync(path.join(pkg, 'src'), { recursive: true });
 }, 300_000);
 
 afterAll(() => rmSync(pkg, { recursive: true, force: true }));
+
+it("in a checkout, bin runs the build while it is newer than every source, the sources (tsx) once one changed", () => {
+  const { version } = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string };
+  expect(binRan.fresh).toBe(`0 durable-harness ${version} from dist`);
+  expect(binRan.stale).toBe(`0 durable-harness ${version}`);
+});
 
 it('--help prints the usage and exits 0', async () => {
   const result = await built(['--help']);

@@ -158,6 +158,21 @@ describe('durable-harness run', () => {
     expect(await getAgentRun(w.client, doomed).result()).toMatchObject({ status: 'failed', failureType: 'Abandoned', reason: expect.stringMatching(/^why \(after: /) });
   });
 
+  it('--json needs-human carries the answering commands as argv too: run without a shell, they work', async () => {
+    const task = book.write('cli-argv', [{ failTimes: 1, ...ok('fixed through argv') }]);
+    const id = testWorkflowId('cli-argv');
+    const first = await cli(['run', 'fragile', task, '--id', id, '--output', 'json']);
+    expect(first.code).toBe(13);
+    const needs = jsonLines(first.stdout).find((l) => l.type === 'needs-human') as { commands: string[]; argv: string[][] };
+    expect(needs.argv).toEqual([
+      ['durable-harness', 'retry', id, '--address', inject('temporalAddress')],
+      ['durable-harness', 'abandon', id, '--reason', 'why', '--address', inject('temporalAddress')],
+    ]);
+    expect(needs.commands[0]).toBe(needs.argv[0]!.join(' '));
+    expect(await runCli(needs.argv[0]!.slice(1))).toMatchObject({ code: 0, stdout: 'retrying the failed turn\n' });
+    expect(await w.client.workflow.getHandle(id).result()).toMatchObject({ status: 'succeeded', result: 'fixed through argv' });
+  });
+
   it('a run waiting for a reply exits 14 with the reply command; --wait keeps following until it ends', async () => {
     const task = book.write('cli-chat', [{ envelope: { step: 'chat', message: 'Which branch?' } }, ok('used main')]);
     const id = testWorkflowId('cli-chat');
@@ -252,6 +267,9 @@ describe('durable-harness list', () => {
     expect(byAgent.slice(1).map((l) => l.split(/ +/)[0])).toEqual([okId]);
     const json = JSON.parse((await cli(['list', '--tenant', tenant, '--status', 'succeeded', '--json'])).stdout);
     expect(json).toEqual([expect.objectContaining({ workflowId: okId, status: 'succeeded', agent: 'scripted', tenant, costUsd: 0.0012 })]);
+    // --output json is --json; --output table is the default table.
+    expect(JSON.parse((await cli(['list', '--tenant', tenant, '--status', 'succeeded', '--output', 'json'])).stdout)).toEqual(json);
+    expect(await table('--output', 'table')).toEqual(lines);
   });
 
   it('rejects bad filters with exit 2', async () => {
@@ -315,10 +333,25 @@ describe('bad input', () => {
     expect(missing.stderr).toMatch(/missing AGENT and TASK/);
   });
 
-  it('an unreachable Temporal exits 3 and says how to start one', async () => {
+  it('an unreachable Temporal exits 3 within a second and says how to start one', async () => {
     const child = await cli(['status', 'x', '--address', '127.0.0.1:1'], { connection: false });
     expect(child.code).toBe(3);
-    expect(child.stderr).toMatch(/cannot reach Temporal at 127\.0\.0\.1:1.*durable-harness dev/);
+    expect(child.stderr).toMatch(/cannot reach Temporal at 127\.0\.0\.1:1.*ECONNREFUSED.*durable-harness dev/);
+    // Refused is known at once: not the 5 s connect deadline.
+    expect(child.ms).toBeLessThan(1000);
+  });
+
+  it('a worker whose PostgreSQL ledger or Docker engine is not there exits 2 with the fix, no stack', async () => {
+    const base = ['worker', '--address', inject('temporalAddress'), '--task-queue', `cfg-${Date.now()}`];
+    const pg = await spawnCli([...base, '--data', mkdtempSync(path.join(os.tmpdir(), 'dh-cfg-pg-'))], { env: { ...process.env, DATABASE_URL: 'postgres://dh@127.0.0.1:1/ledger' } }).outcome;
+    expect(pg.code).toBe(2);
+    expect(pg.stderr.trim()).toBe('durable-harness: cannot open the PostgreSQL ledger at postgres://dh@127.0.0.1:1/ledger: connect ECONNREFUSED 127.0.0.1:1. Start PostgreSQL there, or fix DATABASE_URL (unset it for the embedded SQLite ledger)');
+    const docker = await spawnCli([...base, '--data', mkdtempSync(path.join(os.tmpdir(), 'dh-cfg-docker-'))], {
+      env: { ...process.env, DATABASE_URL: '', DOCKER_HOST: 'unix:///nonexistent/docker.sock', DURABLE_HARNESS_SANDBOX_IMAGE: 'durable-harness-sandbox:test' },
+    }).outcome;
+    expect(docker.code).toBe(2);
+    expect(docker.stderr).toMatch(/^durable-harness: Docker engine unavailable \(ENOENT reaching \/nonexistent\/docker\.sock\)\. Start one/);
+    expect(docker.stderr).not.toMatch(/\n\s+at /);
   });
 
   it('a broken catalog exits 2 naming the file and the path inside it', async () => {
