@@ -102,7 +102,7 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
       await attached.killLeftovers();
       if (info.attempt > 1) events.append('retry', { attempt: info.attempt });
     }
-    const prompt = await composeInput(deps, req, attached.fs, redact);
+    const prompt = await composeInput(deps, req, attached.fs, redact, events);
     beat();
     const drive = (attemptId: string, input: string, resumeSessionId: string | undefined) => {
       door?.setAttempt(attemptId);

@@ -90,7 +90,11 @@ export interface PostgresLedgerOptions {
 
 /** The ledger's database cannot be reached or migrated: a configuration to fix (the message says what), not a bug. */
 export class LedgerOpenError extends Error {
-  override readonly name = 'LedgerOpenError';
+  constructor(message: string, cause: Error) {
+    super(message, { cause });
+    // The cause's own kind when it has one (LedgerSchemaTooNewError: upgrade durable-harness), else this.
+    this.name = cause.name && cause.name !== 'Error' ? cause.name : 'LedgerOpenError';
+  }
 }
 
 /** Hides the password when a URL is shown in a message. */
@@ -121,7 +125,7 @@ export class PostgresLedger implements Ledger {
     this.ready = migrate(this.pool).then(
       () => undefined,
       (e: Error) => {
-        throw new LedgerOpenError(`cannot open the PostgreSQL ledger at ${where}: ${e.message}. Start PostgreSQL there, or fix DATABASE_URL (unset it for the embedded SQLite ledger)`, { cause: e });
+        throw new LedgerOpenError(`cannot open the PostgreSQL ledger at ${where}: ${e.message}. Start PostgreSQL there, or fix DATABASE_URL (unset it for the embedded SQLite ledger)`, e);
       },
     );
     this.ready.catch(() => undefined); // surfaced by the first call (or by connect())

@@ -4,6 +4,7 @@ import type { ActionCall } from '../../contracts/envelope.js';
 import type { SandboxFs } from '../../sandbox/types.js';
 import type { ActionOutcome } from '../../workflows/types.js';
 import type { Deps } from '../deps.js';
+import type { ProgressEvents } from './progress-events.js';
 import { waitForLedger } from '../ledger-wait.js';
 import { redactDeep, type Redactor } from '../redaction.js';
 
@@ -21,7 +22,8 @@ export interface ActionRun {
  * (files where the sandbox is, links never followed), never a host path; what they return comes from the
  * workspace, which the harness writes, so it is redacted like harness output.
  */
-export async function runAction(deps: Deps, input: ActionRun, fs: SandboxFs, redact: Redactor): Promise<ActionOutcome> {
+/** `events`: the attempt's progress events (best effort): the action's outcome for the run's followers. */
+export async function runAction(deps: Deps, input: ActionRun, fs: SandboxFs, redact: Redactor, events?: Pick<ProgressEvents, 'append'>): Promise<ActionOutcome> {
   const spec = await deps.loadSpec(input.specHash);
   const type = `action:${input.call.name}`;
   const earlier = await waitForLedger(() => deps.ledger.getStep(input.workflowId, input.seq));
@@ -58,6 +60,6 @@ export async function runAction(deps: Deps, input: ActionRun, fs: SandboxFs, red
   await waitForLedger(() => deps.ledger.completeStep(input.workflowId, input.seq, { call, outcome }));
   // For the run's followers (run.events(), `logs`): the action and whether it worked, not its output.
   const error = outcome.ok ? {} : { error: (outcome.error ?? '').slice(0, 1000) };
-  await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.turn, 'action', { seq: input.seq, action: call.name, ok: outcome.ok, ...error }));
+  events?.append('action', { seq: input.seq, action: call.name, ok: outcome.ok, ...error });
   return outcome;
 }

@@ -6,13 +6,14 @@ import type { SandboxFs } from '../../sandbox/types.js';
 import { formatActionResults, formatReplay } from '../../contracts/prompts.js';
 import type { ActionOutcome, ConversationEntry } from '../../workflows/types.js';
 import type { Deps } from '../deps.js';
+import type { ProgressEvents } from './progress-events.js';
 import { FailureTypes } from '../../contracts/failures.js';
 import { waitForLedger } from '../ledger-wait.js';
 import type { Redactor } from '../redaction.js';
 import { runAction } from './actions.js';
 import type { TurnRun } from './attempt.js';
 
-export async function composeInput(deps: Deps, req: TurnRun, fs: SandboxFs, redact: Redactor): Promise<string> {
+export async function composeInput(deps: Deps, req: TurnRun, fs: SandboxFs, redact: Redactor, events?: Pick<ProgressEvents, 'append'>): Promise<string> {
   const input = req.input;
   switch (input.kind) {
     case 'prompt':
@@ -28,7 +29,7 @@ export async function composeInput(deps: Deps, req: TurnRun, fs: SandboxFs, reda
       const outcomes: ActionOutcome[] = [];
       for (const planned of input.calls) {
         const call = step.actions[planned.index]!;
-        outcomes.push('refused' in planned ? { ok: false, error: planned.refused } : await runAction(deps, { workflowId: req.workflowId, specHash: req.specHash, call, seq: planned.seq, turn: req.turn - 1 }, fs, redact));
+        outcomes.push('refused' in planned ? { ok: false, error: planned.refused } : await runAction(deps, { workflowId: req.workflowId, specHash: req.specHash, call, seq: planned.seq, turn: req.turn - 1 }, fs, redact, events));
       }
       return formatActionResults(step.actions, outcomes);
     }

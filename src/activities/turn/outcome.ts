@@ -86,7 +86,7 @@ export async function outcomeOf(ending: Ending): Promise<TurnResult> {
     ctx.log.warn(`turn ${req.turn} of ${req.workflowId}: ${problem}`);
     return { ...result, step: { ok: false, problem, tooLarge: true } };
   }
-  const validation = await validateStep(deps, { workflowId: req.workflowId, turn: req.turn, seq: req.envelopeSeq, text: reply, spec }, redact);
+  const validation = await validateStep(deps, { workflowId: req.workflowId, turn: req.turn, seq: req.envelopeSeq, text: reply, spec }, redact, events);
   if (!validation.ok) return { ...result, step: { ok: false, problem: clip(validation.problem, MAX_TURN_PROBLEM_CHARS) } };
   return { ...result, step: { ok: true, view: await viewOf(deps, validation, spec.envelopeRules) } };
 }

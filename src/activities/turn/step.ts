@@ -4,6 +4,7 @@ import type { FrozenSpec } from '../../spec/index.js';
 import { actionsStepView, boundedName } from '../../workflows/bounds.js';
 import type { StepValidation, StepView } from '../../workflows/types.js';
 import type { Deps } from '../deps.js';
+import type { ProgressEvents } from './progress-events.js';
 import { waitForLedger } from '../ledger-wait.js';
 import { redactDeep, type Redactor } from '../redaction.js';
 
@@ -12,7 +13,8 @@ import { redactDeep, type Redactor } from '../redaction.js';
  * problem. Parsing decodes the envelope's JSON (a key spelled `\u0073k-…` becomes the key), so what it yields is
  * redacted again.
  */
-export async function validateStep(deps: Deps, input: { workflowId: string; turn: number; seq: number; text: string; spec: FrozenSpec }, redact: Redactor): Promise<StepValidation> {
+/** `events`: the attempt's progress events (best effort, off the turn's path): the step, once, for the run's followers. */
+export async function validateStep(deps: Deps, input: { workflowId: string; turn: number; seq: number; text: string; spec: FrozenSpec }, redact: Redactor, events?: Pick<ProgressEvents, 'append'>): Promise<StepValidation> {
   const parsed = redactDeep(parseEnvelope(input.text, input.spec.envelopeRules), redact);
   const overCap = parsed.ok ? undefined : parsed.actionsOverCap;
   const type = parsed.ok ? `step:${parsed.step.step}` : overCap ? 'actions-over-cap' : 'malformed-envelope';
@@ -25,8 +27,9 @@ export async function validateStep(deps: Deps, input: { workflowId: string; turn
       payload: parsed.ok ? { step: parsed.step, actionErrors: parsed.actionErrors } : { problem: parsed.problem, ...overCap },
     }),
   );
-  // For the run's followers (run.events(), `logs`): once, however often the turn is retried.
-  if (inserted) await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.turn, 'step', { seq: input.seq, step: type }));
+  // For the run's followers (run.events(), `logs`): once, however often the turn is retried; queued like every progress
+  // event, so a ledger that cannot take events never stalls or fails the turn.
+  if (inserted) events?.append('step', { seq: input.seq, step: type });
   if (overCap) await waitForLedger(() => deps.ledger.appendEvent(input.workflowId, input.turn, 'actions-over-cap', overCap));
   if (!parsed.ok) return { ok: false, problem: parsed.problem, feedback: formatFeedback(parsed.problem) };
   // Only parameter problems: which actions and sub-agents are allowed is the workflow's decision (planActions).
