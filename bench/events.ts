@@ -7,7 +7,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, bundleWorkflowCode } from '@temporalio/worker';
 import { parseCatalog } from '../src/catalog/index.js';
@@ -15,7 +14,8 @@ import { postgresEventSource, startAgentRun, type RunEventSource } from '../src/
 import { SqliteLedger } from '../src/ledger/index.js';
 import { ledgerEventSource } from '../src/ledger/events.js';
 import { createWorker, workflowsPath } from '../src/worker.js';
-import { startScratchPostgres } from '../test/support/scratch-postgres.js';
+import { benchDatabase } from './database.js';
+import { percentile } from './stats.js';
 
 const repoRoot = path.resolve(import.meta.dirname, '..');
 
@@ -26,11 +26,6 @@ export interface EventsFigures {
   readonly p50: number;
   readonly p99: number;
   readonly max: number;
-}
-
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 const catalog = parseCatalog(
@@ -65,25 +60,6 @@ const catalog = parseCatalog(
   { baseDir: path.join(repoRoot, 'config') },
 );
 
-async function postgresUrl(): Promise<{ url: string; stop(): Promise<void> }> {
-  const external = process.env.DATABASE_URL?.trim() || process.env.DURABLE_HARNESS_TEST_DATABASE_URL?.trim();
-  const scratch = external ? undefined : await startScratchPostgres();
-  const base = external ?? scratch!.url;
-  const schema = `bench_events_${Date.now().toString(36)}`;
-  const admin = new pg.Pool({ connectionString: base, max: 1 });
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  const u = new URL(base);
-  u.searchParams.set('options', `-c search_path=${schema}`);
-  return {
-    url: u.toString(),
-    async stop() {
-      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
-      await admin.end();
-      await scratch?.stop();
-    },
-  };
-}
-
 export async function benchEvents(opts: { temporalAddress: string; lines?: number; everyMs?: number }): Promise<EventsFigures[]> {
   const lines = opts.lines ?? 200;
   const everyMs = opts.everyMs ?? 50;
@@ -91,7 +67,7 @@ export async function benchEvents(opts: { temporalAddress: string; lines?: numbe
   const figures: EventsFigures[] = [];
   for (const ledger of ['sqlite', 'postgres'] as const) {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), `dh-bench-events-${ledger}-`));
-    const db = ledger === 'postgres' ? await postgresUrl() : undefined;
+    const db = ledger === 'postgres' ? await benchDatabase('events') : undefined;
     const nativeConnection = await NativeConnection.connect({ address: opts.temporalAddress });
     const taskQueue = `bench-events-${ledger}-${Date.now().toString(36)}`;
     const { worker } = await createWorker({ connection: nativeConnection, taskQueue, catalog: () => catalog, dataDir, workflowBundle: bundle, env: db ? { DATABASE_URL: db.url } : {}, decisions: 'trusted-network' });

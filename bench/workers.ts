@@ -14,12 +14,11 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
-import pg from 'pg';
 import { startAgentRun } from '../src/client/index.js';
 import { PostgresLedger } from '../src/ledger/index.js';
-import { startScratchPostgres } from '../test/support/scratch-postgres.js';
 import { workflowsPath } from '../src/worker.js';
 import { startHostProcess, type HostProcess } from '../test/multihost/hosts.js';
+import { benchDatabase } from './database.js';
 import { median } from './stats.js';
 
 export interface WorkerCountFigures {
@@ -64,26 +63,6 @@ function percentile(values: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-async function databaseUrl(): Promise<{ url: string; stop(): Promise<void> }> {
-  const external = process.env.DATABASE_URL?.trim() || process.env.DURABLE_HARNESS_TEST_DATABASE_URL?.trim();
-  const scratch = external ? undefined : await startScratchPostgres();
-  const base = external ?? scratch!.url;
-  // A schema of its own per bench run, dropped afterwards.
-  const schema = `bench_workers_${Date.now().toString(36)}`;
-  const admin = new pg.Pool({ connectionString: base, max: 1 });
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  const u = new URL(base);
-  u.searchParams.set('options', `-c search_path=${schema}`);
-  return {
-    url: u.toString(),
-    async stop() {
-      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
-      await admin.end();
-      await scratch?.stop();
-    },
-  };
-}
-
 export async function benchWorkers(opts: { temporalAddress: string; counts?: readonly number[]; runs?: number }): Promise<WorkerCountFigures[]> {
   const counts = opts.counts ?? [1, 2, 4];
   const runs = opts.runs ?? 16;
@@ -101,7 +80,7 @@ export async function benchWorkers(opts: { temporalAddress: string; counts?: rea
   const catalog = catalogFor(scripts);
   const bundleFile = path.join(mkdtempSync(path.join(os.tmpdir(), 'dh-bench-bundle-')), 'workflow-bundle.js');
   writeFileSync(bundleFile, (await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') })).code);
-  const db = await databaseUrl();
+  const db = await benchDatabase('workers');
   const ledger = await PostgresLedger.connect({ connectionString: db.url });
   const connection = await Connection.connect({ address: opts.temporalAddress });
   const client = new Client({ connection });

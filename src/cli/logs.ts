@@ -9,11 +9,11 @@ import path from 'node:path';
 import { getAgentRun, postgresEventSource, type RunEvent, type RunEventSource } from '../client/index.js';
 import type { Client } from '@temporalio/client';
 import { formatUsd } from './follow.js';
-import { LedgerConfigError, SqliteLedger, redactDatabaseUrl } from '../ledger/index.js';
+import { SqliteLedger, postgresUrlOf, redactDatabaseUrl } from '../ledger/index.js';
 import { ledgerEventSource } from '../ledger/events.js';
-import { isConfigurationFailure } from '../contracts/failures.js';
+import type { RunOutcome } from '../contracts/run.js';
 import { escapeControl } from './escape.js';
-import { CliError, ExitCodes, type ExitCode } from './exit-codes.js';
+import { CliError, ExitCodes, exitCodeForResult, type ExitCode } from './exit-codes.js';
 import { err, out } from './io.js';
 import type { Settings } from './settings.js';
 
@@ -28,9 +28,8 @@ export interface LogsOptions {
 
 /** The event source of the ledger this machine reaches, or undefined when it reaches none. */
 export async function openEventSource(s: Pick<Settings, 'dataDir'>, env: Readonly<Record<string, string | undefined>> = process.env): Promise<RunEventSource | undefined> {
-  const url = env.DATABASE_URL?.trim();
+  const url = postgresUrlOf(env);
   if (url) {
-    if (!/^postgres(ql)?:\/\//.test(url)) throw new LedgerConfigError(`DATABASE_URL must be a postgres:// or postgresql:// URL, got ${redactDatabaseUrl(url)}`);
     try {
       return await postgresEventSource(url);
     } catch (e) {
@@ -43,18 +42,10 @@ export async function openEventSource(s: Pick<Settings, 'dataDir'>, env: Readonl
   return ledgerEventSource(ledger, { close: () => ledger.close() });
 }
 
-/** The exit code of a run's end as `status` gives it (a configuration failure is 2, like any configuration error). */
+/** The exit code of a run's end as `status` gives it (an end Temporal reports in other words counts as failed). */
 export function exitCodeForEnd(end: Extract<RunEvent, { type: 'end' }>): ExitCode {
-  switch (end.status) {
-    case 'succeeded':
-      return ExitCodes.succeeded;
-    case 'stopped':
-      return ExitCodes.stopped;
-    case 'cancelled':
-      return ExitCodes.cancelled;
-    default:
-      return end.status === 'failed' && isConfigurationFailure(end.failureType) ? ExitCodes.usage : ExitCodes.failed;
-  }
+  const outcomes: readonly string[] = ['succeeded', 'failed', 'stopped', 'cancelled'] satisfies RunOutcome[];
+  return outcomes.includes(end.status) ? exitCodeForResult({ status: end.status as RunOutcome, ...(end.failureType ? { failureType: end.failureType } : {}) }) : ExitCodes.failed;
 }
 
 const tokens = (n: number | undefined) => (n === undefined ? '?' : n.toLocaleString('en-US'));

@@ -7,7 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SqliteLedger, openLedger, type Ledger } from '../ledger/index.js';
-import { resolveTemporalConnection, tlsHandshakeProblem, type ConnectionFlags, type TemporalConnection } from '../client/connect.js';
+import { hostAndPort, resolveTemporalConnection, tlsHandshakeProblem, type ConnectionFlags, type TemporalConnection } from '../client/connect.js';
 import { defaultNamespace, defaultTaskQueue, defaultTemporalAddress } from '../worker-defaults.js';
 import { CliError, ExitCodes } from './exit-codes.js';
 
@@ -89,10 +89,10 @@ export async function unreachableError(s: Pick<Settings, 'address' | 'temporal'>
  * until its 5 s deadline. A server that accepts, or does not answer within `ms`, is left to the connect itself.
  */
 export async function refuseUnreachableFast(s: Pick<Settings, 'address' | 'temporal'>, ms = 1000): Promise<void> {
-  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d+)$/.exec(s.address);
-  if (!m) return;
+  const at = hostAndPort(s.address);
+  if (!at) return;
   const problem = await new Promise<Error | undefined>((resolve) => {
-    const socket = net.connect({ host: m[1] ?? m[2]!, port: Number(m[3]) });
+    const socket = net.connect(at);
     const done = (e?: Error) => {
       socket.destroy();
       resolve(e);

@@ -187,6 +187,12 @@ export function refuseApiKeyArgument(argv: readonly string[]): void {
   }
 }
 
+/** The host and port of a Temporal address (`host:port`, `[v6]:port`), or undefined for another form. */
+export function hostAndPort(address: string): { host: string; port: number } | undefined {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d+)$/.exec(address);
+  return m ? { host: m[1] ?? m[2]!, port: Number(m[3]) } : undefined;
+}
+
 /**
  * Why a TLS connection fails, found with a handshake of our own: the gRPC client of the command line only says it
  * could not connect before its deadline. Undefined when the handshake succeeds and the server keeps the connection, or
@@ -195,7 +201,9 @@ export function refuseApiKeyArgument(argv: readonly string[]): void {
 export function tlsHandshakeProblem(options: TemporalConnectOptions, timeoutMs = 3000): Promise<string | undefined> {
   if (!options.tls) return Promise.resolve(undefined);
   const config = options.tls === true ? {} : options.tls;
-  const [host, port] = [options.address.slice(0, options.address.lastIndexOf(':')), Number(options.address.slice(options.address.lastIndexOf(':') + 1))];
+  const at = hostAndPort(options.address);
+  if (!at) return Promise.resolve(undefined);
+  const { host, port } = at;
   return new Promise((resolve) => {
     const socket = tls.connect({
       host,

@@ -17,14 +17,20 @@ export function describeLedger(env: Env, dataDir: string): string {
   return url ? `PostgreSQL ${redactDatabaseUrl(url)}` : `SQLite ${path.join(dataDir, 'ledger.sqlite')}`;
 }
 
+/** DATABASE_URL when it is set (a LedgerConfigError unless it is a PostgreSQL URL), else undefined: the SQLite ledger. */
+export function postgresUrlOf(env: Env): string | undefined {
+  const url = env.DATABASE_URL?.trim();
+  if (url && !/^postgres(ql)?:\/\//.test(url)) throw new LedgerConfigError(`DATABASE_URL must be a postgres:// or postgresql:// URL, got ${redactDatabaseUrl(url)}`);
+  return url || undefined;
+}
+
 /**
  * Opens the ledger the environment selects. PostgreSQL migrates in the background; `await ledgerReady(ledger)`
  * to fail fast on a wrong URL.
  */
 export function openLedger(env: Env, dataDir: string): Ledger {
-  const url = env.DATABASE_URL?.trim();
+  const url = postgresUrlOf(env);
   if (!url) return SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
-  if (!/^postgres(ql)?:\/\//.test(url)) throw new LedgerConfigError(`DATABASE_URL must be a postgres:// or postgresql:// URL, got ${redactDatabaseUrl(url)}`);
   const pool = env.DATABASE_POOL_SIZE ? Number(env.DATABASE_POOL_SIZE) : undefined;
   if (pool !== undefined && !(Number.isInteger(pool) && pool > 0)) throw new LedgerConfigError(`DATABASE_POOL_SIZE="${env.DATABASE_POOL_SIZE}" must be a positive whole number`);
   return PostgresLedger.open({ connectionString: url, maxConnections: pool });
