@@ -6,7 +6,7 @@
  * source the agent does not allow never reaches git.
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -43,6 +43,8 @@ beforeAll(async () => {
   writeFileSync(path.join(seed, 'src', 'app.js'), 'console.log("v1");\n');
   // The scripted harness keeps its session files in the workspace: the repository ignores them, as a project would.
   writeFileSync(path.join(seed, '.gitignore'), '.scripted/\n');
+  // A repository may hold a link out of its tree: handing the checkout to the sandbox user must not follow it.
+  symlinkSync('/etc/shadow', path.join(seed, 'seed-shadow'));
   git(['init', '--quiet', '-b', 'main', seed]);
   git(['-C', seed, 'add', '.']);
   git(['-C', seed, '-c', 'user.name=seed', '-c', 'user.email=seed@example.com', 'commit', '--quiet', '-m', 'seed']);
@@ -190,6 +192,10 @@ describe('a run on a repository', () => {
     expect(result.status).toBe('succeeded');
     expect(result.deliverable).toMatchObject({ state: 'delivered', files: 2 });
     expect(await w.ledger.getBlob(result.deliverable!.patch!.blob)).toContain('+console.log("confined");');
+    // The repository's link to /etc/shadow was given to the sandbox user as a link; the file it names was not.
+    expect(statSync('/etc/shadow').uid).toBe(0);
+    const link = path.join(w.dataDir, 'workspaces', 'runs', workflowId, 'seed-shadow');
+    expect([lstatSync(link).isSymbolicLink(), lstatSync(link).uid]).toEqual([true, 70123]);
   });
 
   it('a hostile harness plants hooks, an fsmonitor, a filter and a link to /etc/shadow: nothing runs on the worker, nothing outside the tree is committed', async () => {
