@@ -7,6 +7,7 @@
  * happens) and need no polling timer; the ledger stays the authority for the decision itself.
  */
 import { escapeControl, escapeText } from '../contracts/visible-text.js';
+import { DETAIL_CHARS } from '../permissions/detail.js';
 import { codeBlock, inlineCode, progressLine, type TurnProgressNote } from './progress.js';
 import type { RunState } from './state.js';
 
@@ -50,8 +51,8 @@ export const SETTLED_KEPT = 20;
 const TITLE_CHARS = 160;
 /** How many pending requests keep their detail at once (the first asked): what a flood of requests can weigh in state. */
 export const DETAILED_PENDING = 8;
-/** A detail as the state keeps it at most: the activity's bound (4096 characters) and its "… N more bytes". */
-const DETAIL_CHARS = 4200;
+/** A detail as the state keeps it at most: the activity's bound and its "… N more bytes". */
+const KEPT_DETAIL_CHARS = DETAIL_CHARS + 64;
 
 export const pendingOf = (state: RunState): readonly PendingApprovalView[] => state.pendingApprovals ?? [];
 
@@ -64,7 +65,7 @@ export function approvalRequested(state: RunState, view: PendingApprovalView): R
   if ((state.settledApprovals ?? []).some((s) => s.requestId === view.requestId)) return state;
   const title = view.title.length > TITLE_CHARS ? `${view.title.slice(0, TITLE_CHARS)}…` : view.title;
   const { detail, ...rest } = view;
-  const kept = typeof detail === 'string' && pending.filter((p) => p.detail !== undefined).length < DETAILED_PENDING ? { detail: detail.slice(0, DETAIL_CHARS) } : {};
+  const kept = typeof detail === 'string' && pending.filter((p) => p.detail !== undefined).length < DETAILED_PENDING ? { detail: detail.slice(0, KEPT_DETAIL_CHARS) } : {};
   return { ...state, pendingApprovals: [...pending, { ...rest, title, ...kept }] };
 }
 
