@@ -58,7 +58,7 @@ import { formatTable, listRuns, listStatuses, type ListFilters, type ListStatus 
 import { commandsOf, quickAnswer } from './help.js';
 import { usage } from './usage.js';
 import { logsCommand } from './logs.js';
-import { openLedgerIfPresent, quietIpServerNameWarning, refuseUnreachableFast, resolveSettings, unreachableError, type Settings } from './settings.js';
+import { connectOptionsFor, openLedgerIfPresent, resolveSettings, unreachableError, type Settings } from './settings.js';
 
 
 /** parseArgs options of one type, by name. */
@@ -101,9 +101,7 @@ function usageError(message: string): CliError {
 async function connectClient(s: Settings): Promise<{ client: Client; connection: Connection }> {
   // Payload keys and certificate files are checked before connecting: configuration errors, not an unreachable server.
   const dataConverter = dataConverterFromEnvironment();
-  const connectOptions = s.temporal.connectOptions();
-  if (connectOptions.tls) quietIpServerNameWarning();
-  await refuseUnreachableFast(s);
+  const connectOptions = await connectOptionsFor(s);
   try {
     const connection = await Connection.connect({ ...connectOptions, connectTimeout: 5000 });
     return { client: createAgentClient(connection, { namespace: s.namespace, dataConverter }), connection };

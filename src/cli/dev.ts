@@ -32,7 +32,7 @@ import { startEmbeddedTemporal } from './embedded-temporal.js';
 import { CliError, ExitCodes, exitCodeForResult, type ExitCode } from './exit-codes.js';
 import { describeResult, followRun, progressLine } from './follow.js';
 import { OperatorLog } from './operator-log.js';
-import { openLedgerIfPresent, quietIpServerNameWarning, refuseUnreachableFast, unreachableError, type Settings } from './settings.js';
+import { connectOptionsFor, openLedgerIfPresent, unreachableError, type Settings } from './settings.js';
 import type { TemporalConnectOptions } from '../client/connect.js';
 
 
@@ -124,10 +124,8 @@ function startTelemetry(): Telemetry {
 async function serve(s: Settings, options: { shutdownGraceTime?: string; decisions: DecisionMode; telemetry: Telemetry }) {
   // Payload keys and certificate files are checked before connecting: configuration errors, not an unreachable server.
   const dataConverter = dataConverterFromEnvironment();
-  const connectOptions = s.temporal.connectOptions();
-  if (connectOptions.tls) quietIpServerNameWarning();
+  const connectOptions = await connectOptionsFor(s);
   const { runtime, tracing } = options.telemetry;
-  await refuseUnreachableFast(s);
   const native = await connectNative(s, connectOptions);
   const connection = await Connection.connect({ ...connectOptions, connectTimeout: 5000 });
   const client = createAgentClient(connection, { namespace: s.namespace, dataConverter });

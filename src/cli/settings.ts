@@ -7,7 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SqliteLedger, openLedger, type Ledger } from '../ledger/index.js';
-import { hostAndPort, resolveTemporalConnection, tlsHandshakeProblem, type ConnectionFlags, type TemporalConnection } from '../client/connect.js';
+import { hostAndPort, resolveTemporalConnection, tlsHandshakeProblem, type ConnectionFlags, type TemporalConnection, type TemporalConnectOptions } from '../client/connect.js';
 import { defaultNamespace, defaultTaskQueue, defaultTemporalAddress } from '../worker-defaults.js';
 import { CliError, ExitCodes } from './exit-codes.js';
 
@@ -82,6 +82,17 @@ export async function unreachableError(s: Pick<Settings, 'address' | 'temporal'>
         ? 'Check the address and that the server speaks TLS there.'
         : 'Start one with `durable-harness dev`, or set TEMPORAL_ADDRESS (a server with TLS: --tls, or a profile; durable-harness --help).';
   return new CliError(s.temporal.redact(`cannot reach Temporal at ${s.address} (${s.temporal.security}): ${reason}. ${hint}`), refused || handshake ? ExitCodes.usage : ExitCodes.unavailable);
+}
+
+/**
+ * The options to connect with (certificate files read: a bad one is a configuration error, not an unreachable
+ * server), once the address answers (`refuseUnreachableFast`).
+ */
+export async function connectOptionsFor(s: Pick<Settings, 'address' | 'temporal'>): Promise<TemporalConnectOptions> {
+  const options = s.temporal.connectOptions();
+  if (options.tls) quietIpServerNameWarning();
+  await refuseUnreachableFast(s);
+  return options;
 }
 
 /**
