@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { findTemporalCli, temporalCliInstallHint } from '../src/temporal/cli-path.js';
-import { startDevServer } from '../src/temporal/dev-server.js';
+import { freePort, startDevServer } from '../src/temporal/dev-server.js';
 import { approvalsLines, benchApprovals, printApprovals } from './approvals.js';
 import { benchClis, clisTable, printClis } from './clis.js';
 import { benchContain, containLines, printContain } from './contain.js';
@@ -87,7 +87,7 @@ const cli = findTemporalCli();
 if (!cli) throw new Error(`npm run bench needs the Temporal CLI. ${temporalCliInstallHint}`);
 quietRuntime();
 const dbDir = mkdtempSync(path.join(os.tmpdir(), 'dh-bench-db-'));
-const server = await startDevServer({ cliPath: cli.path, dbFile: path.join(dbDir, 'temporal.db') });
+const server = await startDevServer({ cliPath: cli.path, dbFile: path.join(dbDir, 'temporal.db'), metricsPort: await freePort() });
 try {
   if (parts.has('orchestration')) {
     startPart();
@@ -118,7 +118,7 @@ try {
   if (parts.has('scale')) {
     startPart();
     const levels = (values.levels ?? '10,50,100,200').split(',').map(Number);
-    const rows = await benchScale({ temporalAddress: server.address, serverPid: server.pid, levels, cpuProfileDir: values['cpu-prof'] });
+    const rows = await benchScale({ temporalAddress: server.address, serverPid: server.pid, metricsUrl: server.metricsUrl, levels, cpuProfileDir: values['cpu-prof'] });
     printScale(rows, 3, 2);
     docs('scale', 'Scale: one worker, concurrent runs', `npm run bench -- scale --levels ${levels.join(',')}`, [
       'Concurrent runs of 3 turns of 2 s each (bench/harness/sleep-harness.sh), one worker process. Turn overhead: time between',

@@ -1,5 +1,5 @@
 /** What the benches read from /proc (Linux): process and thread CPU, RSS, and the machine's description. */
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 
 const ticksPerSecond = 100; // USER_HZ on Linux
@@ -37,4 +37,26 @@ export function machineDescription(): string {
   const load = os.loadavg().map((l) => l.toFixed(2)).join(' ');
   return `${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB RAM, ` +
     `Node ${process.version}, ${os.type()} ${os.release()}; load average at start ${load}`;
+}
+
+/** CPU seconds by thread name (`main`, else the kernel's `comm`: `node` for worker threads, `tokio-runtime-w`, …) of a process's live threads. */
+export function threadCpuSeconds(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const name = tid === String(pid) ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out[name] = (out[name] ?? 0) + (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+    } catch {
+      // the thread ended between listing and reading
+    }
+  }
+  return out;
 }

@@ -22,8 +22,9 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, bundleWorkflowCode } from '@temporalio/worker';
 import { startAgentRun } from '../src/client/index.js';
 import { workflowsPath } from '../src/worker.js';
-import { cpuSeconds, rssMb } from './proc.js';
+import { cpuSeconds, rssMb, threadCpuSeconds } from './proc.js';
 import type { LoopDelay, ScaleWorkerConfig, ScaleWorkerMessage } from './scale-worker.js';
+import { requestsPerTurn, requestsTable, serverRequests, type RequestCounts } from './server-requests.js';
 import { percentile } from './stats.js';
 import { turnTimeline } from './turn-timeline.js';
 
@@ -31,6 +32,8 @@ export interface ScaleOptions {
   readonly temporalAddress: string;
   /** The Temporal server's pid, to report its CPU. */
   readonly serverPid?: number;
+  /** The server's Prometheus endpoint, to count its requests per turn by operation (bench/server-requests.ts). */
+  readonly metricsUrl?: string;
   readonly levels?: readonly number[];
   readonly turnSeconds?: number;
   readonly turns?: number;
@@ -71,6 +74,10 @@ export interface ScaleRow {
   readonly serverCores?: number;
   /** Share of all the machine's CPU time that was busy during the level. */
   readonly machineBusy: number;
+  /** The worker's CPU ms per turn by thread name (`main`; `node`: worker threads, the workflows' among them; `tokio-runtime-w`: the SDK's core). */
+  readonly workerThreads: Record<string, number>;
+  /** The server's RPCs and persistence operations per turn, by operation (with `metricsUrl`). */
+  readonly serverRequests?: RequestCounts;
   /** The same level through the bare Temporal wrapper around the same harness (bench/floor/bare.ts), just after. */
   readonly bare?: ScaleRow;
 }
@@ -192,12 +199,14 @@ function cpuNow(pids: { worker: number; server?: number }) {
 async function runLevel(
   client: Client,
   worker: WorkerUnderTest,
-  opts: { runs: number; turnSeconds: number; taskQueue: string; timeoutMs: number; serverPid?: number; bare?: BareHarness },
+  opts: { runs: number; turnSeconds: number; taskQueue: string; timeoutMs: number; serverPid?: number; metricsUrl?: string; bare?: BareHarness },
 ): Promise<ScaleRow> {
   const { runs, turnSeconds } = opts;
   await worker.stats(); // resets the loop-delay histogram
   const pids = { worker: worker.pid, server: opts.serverPid };
+  const requests0 = opts.metricsUrl ? await serverRequests(opts.metricsUrl) : undefined;
   const cpu0 = cpuNow(pids);
+  const threads0 = threadCpuSeconds(pids.worker);
   const machine0 = machineTicks();
   let peakRss = 0;
   const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMb(pids.worker) ?? 0)), 250);
@@ -231,8 +240,11 @@ async function runLevel(
   const wallS = (Date.now() - t0) / 1000;
   clearInterval(sampler);
   const cpu1 = cpuNow(pids);
+  const threads1 = threadCpuSeconds(pids.worker);
   const machine1 = machineTicks();
   const loop = await worker.stats();
+  // The server publishes its counters about once a second: the level's last requests need that long to show.
+  const requests1 = opts.metricsUrl ? await new Promise((r) => setTimeout(r, 2000)).then(() => serverRequests(opts.metricsUrl!)) : undefined;
   const timedOut = outcome === 'timeout';
   if (timedOut) {
     await Promise.all(started.filter((_, i) => !finished.has(i)).map(({ run }) => run.handle.terminate('scale bench level timed out').catch(() => undefined)));
@@ -274,6 +286,8 @@ async function runLevel(
     workerPeakRssMb: peakRss,
     ...(pids.server ? { serverCores: (cpu1.server - cpu0.server) / wallS } : {}),
     machineBusy: (machine1.busy - machine0.busy) / (machine1.total - machine0.total),
+    workerThreads: Object.fromEntries(Object.entries(threads1).map(([name, s]) => [name, perTurn(s - (threads0[name] ?? 0))]).filter(([, ms]) => (ms as number) >= 0.05)),
+    ...(requests0 && requests1 ? { serverRequests: requestsPerTurn(requests0, requests1, turnsDone) } : {}),
   };
 }
 
@@ -298,7 +312,7 @@ export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
   const bareBundle = path.join(dataDir, 'bare-bundle.js');
   writeFileSync(bareBundle, (await bundleWorkflowCode({ workflowsPath: path.join(import.meta.dirname, 'floor', 'workflows.ts'), logger: new DefaultLogger('ERROR') })).code);
   const bareQueue = `${taskQueue}-bare`;
-  const bareWorker = await startWorkerProcess({ address: opts.temporalAddress, taskQueue: bareQueue, catalogFile, dataDir: path.join(dataDir, 'bare'), bundlePath: bareBundle, bare: true });
+  const bareWorker = await startWorkerProcess({ address: opts.temporalAddress, taskQueue: bareQueue, catalogFile, dataDir: path.join(dataDir, 'bare'), bundlePath: bareBundle, bare: true }, opts.cpuProfileDir && path.join(opts.cpuProfileDir, 'bare'));
   const bare: BareHarness = { harness: { executable: '/bin/sh', args: [harnessPath, String(turnSeconds), String(turns)], model: 'sleep-1' }, root: path.join(dataDir, 'bare-workspaces'), maxTurns: turns + 2 };
   const settle = () => new Promise((r) => setTimeout(r, 1000)); // the last turns' processes and ledger writes
   const rows: ScaleRow[] = [];
@@ -308,9 +322,10 @@ export async function benchScale(opts: ScaleOptions): Promise<ScaleRow[]> {
     await runLevel(client, bareWorker, { runs: 2, turnSeconds, taskQueue: bareQueue, timeoutMs: 60_000, bare });
     for (const runs of levels) {
       const timeoutMs = opts.levelTimeoutMs ?? 120_000 + runs * 500;
-      const row = await runLevel(client, worker, { runs, turnSeconds, taskQueue, timeoutMs, serverPid: opts.serverPid });
+      const measured = { serverPid: opts.serverPid, metricsUrl: opts.metricsUrl };
+      const row = await runLevel(client, worker, { runs, turnSeconds, taskQueue, timeoutMs, ...measured });
       await settle();
-      const floor = await runLevel(client, bareWorker, { runs, turnSeconds, taskQueue: bareQueue, timeoutMs, serverPid: opts.serverPid, bare });
+      const floor = await runLevel(client, bareWorker, { runs, turnSeconds, taskQueue: bareQueue, timeoutMs, ...measured, bare });
       rows.push({ ...row, bare: floor });
       if (row.timedOut) break; // a level that did not finish ends the curve
       await settle();
@@ -394,6 +409,14 @@ export function printScale(rows: readonly ScaleRow[], turns: number, turnSeconds
   console.log('  beside the bare Temporal wrapper around the same harness (its own worker process, the same level just after; targets: CPU ≤ ×1.25, p99 at 50 runs ≤ ×1.5):');
   for (const line of floorTable(rows)) console.log(`  ${line}`);
   console.log(`  saturates at: ${saturation(rows, turnSeconds)}`);
+  const threads = (t: Record<string, number>) => Object.entries(t).sort((a, b) => b[1] - a[1]).map(([name, ms]) => `${name} ${ms.toFixed(1)}`).join(', ');
+  console.log('  the worker\'s CPU ms per turn by thread (`node`: worker threads, such as the workflows\' own; `tokio-runtime-w`: the SDK\'s core):');
+  for (const r of rows) console.log(`  - ${r.runs} runs: project ${threads(r.workerThreads)}${r.bare ? `; bare wrapper ${threads(r.bare.workerThreads)}` : ''}`);
+  const counted = rows.find((r) => r.serverRequests && r.bare?.serverRequests);
+  if (counted) {
+    console.log(`  what the server was asked per turn at ${counted.runs} runs (its RPCs and persistence operations; differences of 0.05 or more):`);
+    for (const line of requestsTable(counted.serverRequests!, counted.bare!.serverRequests!)) console.log(`  ${line}`);
+  }
 }
 
 const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);
@@ -410,9 +433,10 @@ if (isMain) {
   const levels = (values.levels ?? '10,50,100,200').split(',').map(Number);
   const turns = Number(values.turns ?? 3);
   const turnSeconds = Number(values['turn-seconds'] ?? 2);
-  const server = await startDevServer({ cliPath: temporal.path, dbFile: path.join(mkdtempSync(path.join(os.tmpdir(), 'dh-scale-db-')), 'temporal.db') });
+  const { freePort } = await import('../src/temporal/dev-server.js');
+  const server = await startDevServer({ cliPath: temporal.path, dbFile: path.join(mkdtempSync(path.join(os.tmpdir(), 'dh-scale-db-')), 'temporal.db'), metricsPort: await freePort() });
   try {
-    printScale(await benchScale({ temporalAddress: server.address, serverPid: server.pid, levels, turns, turnSeconds, cpuProfileDir: values['cpu-prof'] }), turns, turnSeconds);
+    printScale(await benchScale({ temporalAddress: server.address, serverPid: server.pid, metricsUrl: server.metricsUrl, levels, turns, turnSeconds, cpuProfileDir: values['cpu-prof'] }), turns, turnSeconds);
   } finally {
     await server.stop();
   }

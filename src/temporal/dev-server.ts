@@ -23,6 +23,8 @@ export interface DevServerOptions {
   readonly namespace?: string;
   /** Where the server's output goes (appended); by default its stdout is dropped and its stderr is ours. */
   readonly logFile?: string;
+  /** Serve the server's Prometheus metrics on this port (`metricsUrl`); the benches count its requests by them. */
+  readonly metricsPort?: number;
 }
 
 export interface DevServer {
@@ -30,6 +32,8 @@ export interface DevServer {
   readonly uiUrl?: string;
   /** The server's process id (the benches measure its CPU); undefined for a downloaded server. */
   readonly pid?: number;
+  /** `http://ip:port/metrics`, with `metricsPort`. */
+  readonly metricsUrl?: string;
   stop(): Promise<void>;
 }
 
@@ -86,6 +90,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     // Without WAL every workflow task waits on a rollback-journal fsync: +20-50 ms per turn on these machines.
     extraArgs.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
   }
+  if (options.metricsPort !== undefined) extraArgs.push('--metrics-port', String(options.metricsPort));
   if (options.ui) extraArgs.push('--ui-ip', ip, ...(options.uiCodecEndpoint ? ['--ui-codec-endpoint', options.uiCodecEndpoint] : []));
   if (options.logFile) {
     // The server's log names runs and queues: as private as its database (the shell's `>>` would create it 0644).
@@ -116,6 +121,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       address: env.address,
       uiUrl: uiPort === undefined ? undefined : `http://${ip}:${uiPort}`,
       pid,
+      ...(options.metricsPort !== undefined ? { metricsUrl: `http://${ip}:${options.metricsPort}/metrics` } : {}),
       async stop() {
         await env.teardown();
         rmSync(dir, { recursive: true, force: true });
