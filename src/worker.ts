@@ -3,12 +3,14 @@ import { chmodSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import type { DataConverter } from '@temporalio/common';
 import { SimplePlugin } from '@temporalio/plugin';
-import { NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
+import { NativeConnection, Runtime, Worker, type InjectedSinks, type WorkerOptions } from '@temporalio/worker';
 import { dataConverterFromEnvironment } from './codec/index.js';
 import { TurnTelemetryInterceptor, type WorkerTracing } from './observability/index.js';
 import { createBuiltinRegistry, type ActionRegistry } from './actions/index.js';
 import { createActivities, type ActivityDeps } from './activities/index.js';
 import { GatewayRegistry } from './activities/turn/door.js';
+import { TurnStops } from './activities/turn/stops.js';
+import type { DurableHarnessSinks } from './workflows/sinks.js';
 import { ApprovalWakeups } from './permissions/index.js';
 import { defaultAdapterRegistry, type AdapterRegistry } from './adapters/index.js';
 import { catalogHash } from './catalog/hash.js';
@@ -241,14 +243,13 @@ export async function reapClosedRunContainers(deps: ActivityDeps, client: Client
 }
 
 /**
- * How often a running turn's heartbeat reaches the server. Cancellation reaches an activity only on a heartbeat
- * response, so this bounds how late a cancel is noticed: the 2 s promise is this plus the 1 s kill grace for a
- * harness that survives SIGTERM (pi mid-request does), so 1 s was too slow (CI saw 2007 ms). Every heartbeat is
- * a server write: at 100 concurrent 2-second turns the dev server spent 22.5 / 30.3 / 25.8 ms CPU per turn at
- * 500 ms against 24.2 / 22.7 / 24.0 at 1 s, p99 turn overhead 516 / 1329 / 604 ms against 852 / 572 / 952
- * (interleaved, `npx tsx bench/scale.ts --levels 100`; docs/BENCHMARKS.md): within the noise of this machine.
+ * How often a running turn's heartbeat reaches the server (at most). Every heartbeat is a server write: at 500 ms a
+ * 2-second turn made 4.8 of them, now 1 (`npm run bench -- scale` counts the server's requests per turn). A cancel
+ * does not wait for one on the turn's own host: the workflow stops the turn there at once (turnStops, a sink; tree
+ * gone in ~20 ms). Only a cancel decided on another host reaches the turn with a heartbeat response, so within this
+ * interval (test/workflows/cancel-across-hosts.test.ts: 1.6 s), plus the 1 s kill grace.
  */
-export const heartbeatThrottle = '500ms';
+export const heartbeatThrottle = '2s';
 
 /** What `durableHarnessPlugin` adds to a worker. */
 export interface DurableHarnessPluginOptions {
@@ -270,13 +271,35 @@ export interface DurableHarnessPluginOptions {
  */
 export function durableHarnessPlugin(options: DurableHarnessPluginOptions): SimplePlugin {
   const workflows = options.workflows ?? true;
-  return new SimplePlugin({
+  // The workflow's sink and the turns it stops share one registry (the worker's, for both its pollers).
+  const deps = options.deps.turnStops ? options.deps : { ...options.deps, turnStops: new TurnStops() };
+  return new DurableHarnessPlugin(workflows ? turnStopSinks(deps.turnStops!) : undefined, {
     name: 'durable-harness',
-    activities: createActivities(options.deps),
+    activities: createActivities(deps),
     ...(workflows ? (options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath }) : {}),
     dataConverter: options.dataConverter ?? dataConverterFromEnvironment(options.deps.env ?? process.env),
     workerInterceptors: { activity: [(ctx) => ({ inbound: new TurnTelemetryInterceptor(ctx) })] },
   });
+}
+
+/** The workflow's sinks, on a worker that runs workflows (a replay calls none of them). */
+function turnStopSinks(stops: TurnStops): InjectedSinks<DurableHarnessSinks> {
+  return { turnStops: { requested: { fn: (info, reason) => void stops.stop(info.workflowId, info.runId, reason), callDuringReplay: false } } };
+}
+
+/** SimplePlugin with the workflow's sinks added to the worker's own (SimplePlugin has no option for them). */
+class DurableHarnessPlugin extends SimplePlugin {
+  constructor(
+    private readonly sinks: InjectedSinks<DurableHarnessSinks> | undefined,
+    options: ConstructorParameters<typeof SimplePlugin>[0],
+  ) {
+    super(options);
+  }
+
+  override configureWorker(options: WorkerOptions): WorkerOptions {
+    const configured = super.configureWorker(options);
+    return this.sinks ? { ...configured, sinks: { ...configured.sinks, ...this.sinks } } : configured;
+  }
 }
 
 /** Creates a worker; run it with `worker.run()`, stop it with `worker.shutdown()`. */
@@ -288,9 +311,10 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   const affinity = setup.hostAffinity ?? (setup.env ?? process.env).DURABLE_HARNESS_HOST_AFFINITY?.trim().toLowerCase() !== 'off';
   const hostQueue = affinity ? hostQueueName(taskQueue, setup.hostId ?? hostIdFrom(setup.env ?? process.env, setup.dataDir)) : undefined;
   // One gateway registry for both pollers: a run's turns (host queue) and its end (either) see the same gateways. One
-  // set of approval wake-ups too: the approve update's activity (the run's queue) wakes the turn (the host queue).
+  // set of approval wake-ups too: the approve update's activity (the run's queue) wakes the turn (the host queue); and
+  // one set of turn stops: the workflow's cancel (the run's queue) kills the turn (the host queue).
   const gateways = new GatewayRegistry();
-  const deps: ActivityDeps = { ...defaultDeps(setup), gateways, approvalWakeups: new ApprovalWakeups(), ...(hostQueue ? { hostQueue } : {}) };
+  const deps: ActivityDeps = { ...defaultDeps(setup), gateways, approvalWakeups: new ApprovalWakeups(), turnStops: new TurnStops(), ...(hostQueue ? { hostQueue } : {}) };
   const activitiesOnly = setup.role === 'activities';
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
   // After the ledger (and, under `dev`, Temporal's database) exists: older data dirs had 0644 files and 0755 dirs.

@@ -18,6 +18,7 @@ import { mapped } from './failures.js';
 import { waitForLedger } from './ledger-wait.js';
 import { harnessRedactor, type Redactor } from './redaction.js';
 import { GatewayRegistry } from './turn/door.js';
+import { TurnStops } from './turn/stops.js';
 
 /** Texts longer than this (characters) travel through workflow history by reference. */
 export const DEFAULT_INLINE_TEXT_LIMIT = 16 * 1024;
@@ -42,6 +43,8 @@ export interface ActivityDeps {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Heartbeat at least this often while a turn runs (ms). */
   readonly heartbeatIntervalMs?: number;
+  /** How long a turn stopped by its run's cancel waits for Temporal's cancellation (ms; default 10 s). */
+  readonly cancelConfirmMs?: number;
   /** How long a cancelled turn still waits for an unwritable ledger before giving its rows up to the log (ms). */
   readonly cancelledAccountingGraceMs?: number;
   /** Who answers permission requests the policy leaves open (default: the ledger, polled every `approvalPollMs`). */
@@ -49,6 +52,8 @@ export interface ActivityDeps {
   readonly approvalPollMs?: number;
   /** Wakes a waiting turn when a decision is written on this process (default: one of this deps' own). */
   readonly approvalWakeups?: ApprovalWakeups;
+  /** The turns running on this process, which the run's workflow stops at once on a cancel (default: one of this deps' own). */
+  readonly turnStops?: TurnStops;
   /** Told when a request becomes pending (e.g. to show it on the workflow); errors are logged, never fatal. */
   readonly onPendingApproval?: (record: ApprovalRecord) => Promise<void>;
   /**
@@ -70,6 +75,7 @@ export interface ActivityDeps {
 export interface Deps extends ActivityDeps {
   readonly gateways: GatewayRegistry;
   readonly approvalWakeups: ApprovalWakeups;
+  readonly turnStops: TurnStops;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly blobs: BlobStore;
   readonly inlineTextLimit: number;
@@ -125,6 +131,7 @@ export function withDefaults(deps: ActivityDeps): Deps {
     ...deps,
     gateways: deps.gateways ?? new GatewayRegistry(),
     approvalWakeups: deps.approvalWakeups ?? new ApprovalWakeups(),
+    turnStops: deps.turnStops ?? new TurnStops(),
     env,
     blobs,
     inlineTextLimit,

@@ -102,8 +102,8 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
       await attached.killLeftovers();
       if (info.attempt > 1) events.append('retry', { attempt: info.attempt });
     }
+    // No heartbeat here: the attempt's timer sends the first one two seconds in (a short turn needs none sooner).
     const prompt = await composeInput(deps, req, attached.fs, redact, events);
-    beat();
     const drive = (attemptId: string, input: string, resumeSessionId: string | undefined) => {
       door?.setAttempt(attemptId);
       return driveHarness({

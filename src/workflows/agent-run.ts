@@ -21,6 +21,7 @@ import {
   isCancellation,
   proxyActivities,
   proxyLocalActivities,
+  proxySinks,
   setCurrentDetails,
   setDefaultSignalHandler,
   setHandler,
@@ -79,6 +80,7 @@ import { decisionModeOf, decisionRequest, takeDecision } from './operator-decisi
 import { detailsText, turnStartToCloseMs } from './approvals.js';
 import { progressNoteOf, type TurnProgressNote } from './progress.js';
 import type { RunState } from './state.js';
+import type { DurableHarnessSinks } from './sinks.js';
 import { budgetEnding, foldFailedSpend, turnBudget, untilDoneDelayMs } from './turn-spend.js';
 import { assertKnownVersion } from './versions.js';
 import { deliverRun, delivers } from './deliver.js';
@@ -108,6 +110,9 @@ const { endSession: endSessionPatiently } = proxyLocalActivities<Activities>({
 });
 
 const { runTurn } = proxyActivities<Activities>({ startToCloseTimeout: '1h' });
+
+/** Kills the in-flight turn at once where it runs on this worker; Temporal's cancellation follows on its heartbeat. */
+const { turnStops } = proxySinks<DurableHarnessSinks>();
 
 /** Options for the long, heartbeating turn; attempts come from the agent's config. */
 function turnActivityOptions(policy: RunPolicy, turn: number) {
@@ -182,12 +187,21 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     const refusal = updatePayloadProblem(action, arg) ?? reasonRefusal(decisionRequest(action, [arg]).reason);
     if (refusal) throw new Error(refusal);
   };
+  /** Interrupts the loop; a turn in flight is told at once where it runs on this worker (a sink: no command). */
+  const interrupt = (why: Interruption) => {
+    inbox.interruption = why;
+    if (turnInFlight) turnStops.requested(why.reason);
+    loopScope.cancel();
+  };
   const cancel = (reason?: string) => {
     if (inbox.interruption) return 'the run is already stopping';
-    inbox.interruption = { kind: 'cancel', reason: reason || 'cancelled by signal' };
-    loopScope.cancel();
+    interrupt({ kind: 'cancel', reason: reason || 'cancelled by signal' });
     return 'cancelling: the in-flight turn is killed and the session ended';
   };
+  // Temporal's own cancel request (the UI's, `temporal workflow cancel`) reaches the turn the same way.
+  CancellationScope.current().cancelRequested.catch(() => {
+    if (turnInFlight && !inbox.interruption) turnStops.requested('cancelled by Temporal cancel request');
+  });
   setHandler(
     cancelSignal,
     (reason?: string) => {
@@ -553,8 +567,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
       .run(async () => {
         await sleep(Math.max(1, state.deadlineMs - Date.now()), { summary: 'wall-time guardrail' });
         if (inbox.interruption) return;
-        inbox.interruption = { kind: 'guardrail', guardrail: 'wallTime', reason: `wall time limit of ${policy.guardrails.maxWallTimeMs} ms reached` };
-        loopScope.cancel();
+        interrupt({ kind: 'guardrail', guardrail: 'wallTime', reason: `wall time limit of ${policy.guardrails.maxWallTimeMs} ms reached` });
       })
       .catch(() => undefined);
 

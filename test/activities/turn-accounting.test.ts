@@ -18,7 +18,9 @@ import type { TurnBudget, TurnRequest, TurnResult } from '../../src/workflows/ty
 import type { RunPolicy } from '../../src/spec/index.js';
 import type { SandboxRef } from '../../src/sandbox/types.js';
 import { totalTokens } from '../../src/contracts/usage.js';
+import { TurnStops } from '../../src/activities/turn/stops.js';
 import { ok, scriptBook, scriptedCatalog } from '../support/scripted.js';
+import { processAlive, scriptedSleepPids, waitUntilGone } from '../support/processes.js';
 import { repoRoot } from '../support/worker.js';
 
 const book = scriptBook();
@@ -38,8 +40,9 @@ function setup(wrap?: (ledger: SqliteLedger) => Ledger) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'dh-acct-'));
   const sqlite = SqliteLedger.open(path.join(dataDir, 'ledger.sqlite'));
   const ledger = wrap ? wrap(sqlite) : sqlite;
-  const deps = { ...defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network', ledger }), heartbeatIntervalMs: 50, cancelledAccountingGraceMs: 500 };
-  return { activities: createActivities(deps), sqlite, dataDir };
+  const turnStops = new TurnStops();
+  const deps = { ...defaultDeps({ catalog: () => catalog, dataDir, env: {}, credentials: new MemoryCredentialStore({}), decisions: 'trusted-network', ledger }), heartbeatIntervalMs: 50, cancelledAccountingGraceMs: 500, turnStops, cancelConfirmMs: 400 };
+  return { activities: createActivities(deps), sqlite, dataDir, turnStops };
 }
 
 async function begin(activities: ReturnType<typeof createActivities>, workflowId: string, agent = 'scripted') {
@@ -266,5 +269,36 @@ describe('runTurn accounting', () => {
     // A cancelled turn does not wait for ever: after the grace period its rows go to the log and it ends.
     env.cancel();
     await expect(done).rejects.toThrow();
+  });
+});
+
+describe('a turn its run stops on this host (turnStops: the workflow decided to cancel it)', () => {
+  it('dies at once, and ends as cancelled when Temporal\'s cancellation follows', async () => {
+    const { activities, sqlite, turnStops } = setup();
+    const { spec, sandbox } = await begin(activities, 'stopped');
+    const { env, done } = runTurn(activities, { workflowId: 'stopped', turn: 1, spec, sandbox, prompt: book.write('stopped', [{ sleepMs: 60_000, ...ok() }]) });
+    const pids = await scriptedSleepPids(sandbox.hostWorkspacePath);
+    expect(pids.every(processAlive)).toBe(true);
+    // Another execution of the same workflow id is not this turn's run: nothing stops.
+    expect(turnStops.stop('stopped', 'r-other', 'not mine')).toBe(0);
+    expect(turnStops.stop('stopped', 'r-1', 'cancelled by signal')).toBe(1);
+    expect(await waitUntilGone(pids, 2000)).toBeLessThan(2000);
+    // The activity waits for Temporal's cancellation (the next heartbeat response), then ends as cancelled.
+    env.cancel();
+    await expect(done).rejects.toThrow();
+    expect(await sqlite.listPromptRuns('stopped')).toMatchObject([{ status: 'cancelled' }]);
+  });
+
+  it('fails retryably when Temporal\'s cancellation never follows (the workflow task that decided it was lost)', async () => {
+    const { activities, sqlite, turnStops } = setup();
+    const { spec, sandbox } = await begin(activities, 'orphan-stop');
+    const { done } = runTurn(activities, { workflowId: 'orphan-stop', turn: 1, spec, sandbox, prompt: book.write('orphan-stop', [{ sleepMs: 60_000, ...ok() }]) });
+    const pids = await scriptedSleepPids(sandbox.hostWorkspacePath);
+    const stoppedAt = Date.now();
+    turnStops.stop('orphan-stop', 'r-1', 'cancelled by signal');
+    await expect(done).rejects.toMatchObject({ type: 'TurnStopped', nonRetryable: false, message: expect.stringMatching(/cancellation did not follow/) });
+    expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(400);
+    expect(pids.some(processAlive)).toBe(false);
+    expect(await sqlite.listPromptRuns('orphan-stop')).toMatchObject([{ status: 'failed' }]);
   });
 });

@@ -63,7 +63,7 @@ async function endEvents(workflowId: string): Promise<number> {
 }
 
 describe('cancellation', () => {
-  it('a cancel signal kills the in-flight turn process tree within 2 s and ends the session once', async () => {
+  it('a cancel signal kills the in-flight turn process tree at once (within 1 s) and ends the session once', async () => {
     const task = book.write('cancel-me', [{ sleepMs: 60_000, ...ok() }]);
     const workflowId = testWorkflowId('cancel');
     const run = await w.start({ agent: 'scripted', task, workflowId });
@@ -71,7 +71,9 @@ describe('cancellation', () => {
     expect(pids.every(processAlive)).toBe(true);
     await run.cancel('operator changed their mind');
     const tookMs = await waitUntilGone(pids, 2000);
-    expect(tookMs).toBeLessThan(2000);
+    // Stopped on this host when the workflow decides (turnStops), not at the turn's next heartbeat (up to 2 s).
+    console.info(`cancel: the turn's tree gone ${tookMs} ms after the cancel`);
+    expect(tookMs).toBeLessThan(1000);
     const result = await run.result();
     expect(result).toMatchObject({ status: 'cancelled', reason: 'operator changed their mind' });
     expect(await endEvents(workflowId)).toBe(1);

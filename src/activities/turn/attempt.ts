@@ -19,6 +19,12 @@ import { startProgressSignals } from './progress-signal.js';
 import { earlierSpend, spendOf, withEarlier, type EarlierSpend } from './spend.js';
 import { superseded } from './stale.js';
 
+/** How often a running turn hands its progress to the worker's heartbeat (which sends it at its throttle). */
+export const HEARTBEAT_INTERVAL_MS = 2000;
+
+/** How long a turn stopped by its run's cancel waits for Temporal's cancellation before failing (retryable). */
+export const CANCEL_CONFIRM_MS = 10_000;
+
 /** A turn request with the run it belongs to. */
 export type TurnRun = Omit<TurnRequest, 'sandbox'> & { readonly sandbox: SandboxRef; readonly workflowId: string; readonly runId: string };
 
@@ -51,6 +57,13 @@ export interface Attempt {
   readonly ledgerState: (err: Error | undefined) => void;
   /** Aborted when the turn is cancelled or a budget crossed mid-turn stops it. */
   readonly signal: AbortSignal;
+  /**
+   * Whether Temporal cancelled this attempt. After the run's workflow stopped the turn on this process (stops.ts),
+   * it waits for Temporal's cancellation to follow (with the next heartbeat response), at most `confirmMs`.
+   */
+  readonly cancelled: () => Promise<boolean>;
+  /** Whether the run's workflow stopped this attempt on this process (then `signal.reason` says so, `TurnStopped`). */
+  readonly stoppedHere: () => boolean;
   /** Stops the harness (a budget crossed mid-turn). */
   readonly stop: (reason: Error) => void;
   /** The attempt's harness runs, each added before its harness starts. */
@@ -83,7 +96,8 @@ export function openAttempt(deps: Deps, spec: FrozenSpec, req: TurnRun): Attempt
   };
   const events = new ProgressEvents(deps.ledger, { workflowId: req.workflowId, runId, turn: req.turn }, { onFault: ledgerState });
   const beat = () => heartbeat({ ...progress });
-  const timer = setInterval(beat, deps.heartbeatIntervalMs ?? 250);
+  // The worker sends at most one heartbeat per `heartbeatThrottle` (src/worker.ts), the latest progress.
+  const timer = setInterval(beat, deps.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS);
   // The run's current details follow the turn at a bounded rate (a signal to its own run: events in its history).
   const stopNotes = startProgressSignals(progress, { client: workerClient(ctx), run: { workflowId: req.workflowId, runId }, intervalMs: spec.agent.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS, log: ctx.log });
   // The harness stops when the turn is cancelled or its streaming usage crosses the budget.
@@ -97,6 +111,33 @@ export function openAttempt(deps: Deps, spec: FrozenSpec, req: TurnRun): Attempt
     }, deps.cancelledAccountingGraceMs ?? 10_000);
   };
   ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+  // The run's workflow decided to cancel this turn, on this process: the harness dies now, not at the next heartbeat.
+  let stoppedHere: string | undefined;
+  const unregister = deps.turnStops.register(req.workflowId, runId, (reason) => {
+    if (stopTurn.signal.aborted) return;
+    stoppedHere = reason;
+    progress.lastEvent = `stopping: ${reason}`;
+    stopTurn.abort(ApplicationFailure.retryable(`the run stopped this turn (${reason}), and Temporal's cancellation did not follow`, 'TurnStopped'));
+  });
+  const cancelled = async (): Promise<boolean> => {
+    if (ctx.cancellationSignal.aborted || stoppedHere === undefined) return ctx.cancellationSignal.aborted;
+    // Temporal's cancellation comes with a heartbeat response: keep one pending until it does.
+    const confirmMs = deps.cancelConfirmMs ?? CANCEL_CONFIRM_MS;
+    const deadline = Date.now() + confirmMs;
+    while (!ctx.cancellationSignal.aborted && Date.now() < deadline) {
+      beat();
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, Math.min(250, Math.max(1, deadline - Date.now())));
+        function done() {
+          clearTimeout(t);
+          ctx.cancellationSignal.removeEventListener('abort', done);
+          resolve();
+        }
+        ctx.cancellationSignal.addEventListener('abort', done, { once: true });
+      });
+    }
+    return ctx.cancellationSignal.aborted;
+  };
   /** What earlier attempts of this scheduling spent (failed, timed out, lost with their worker): read once, on a retry. */
   let earlier: EarlierSpend | undefined;
   const spent = (usageMissing = false): TurnSpend => withEarlier(spendOf(runs, info.attempt, usageMissing), earlier);
@@ -126,6 +167,8 @@ export function openAttempt(deps: Deps, spec: FrozenSpec, req: TurnRun): Attempt
     beat,
     ledgerState,
     signal: stopTurn.signal,
+    cancelled,
+    stoppedHere: () => stoppedHere !== undefined,
     stop: (reason) => stopTurn.abort(reason),
     runs,
     sameScheduling: (id) => id.startsWith(`${scheduling}:`),
@@ -143,6 +186,8 @@ export function openAttempt(deps: Deps, spec: FrozenSpec, req: TurnRun): Attempt
     spent,
     finish,
     async failed(err, redact) {
+      // Stopped here on the run's cancel: the attempt ends as Temporal's cancellation once that arrives.
+      if (stoppedHere !== undefined && (await cancelled())) err = ctx.cancellationSignal.reason ?? err;
       // Anything else that ended the attempt (a sandbox error, a throw above) still closes its prompt runs.
       const message = redact(err instanceof Error ? err.message : String(err));
       for (const r of runs) {
@@ -156,6 +201,7 @@ export function openAttempt(deps: Deps, spec: FrozenSpec, req: TurnRun): Attempt
     },
     async close(handle) {
       ctx.cancellationSignal.removeEventListener('abort', onCancel);
+      unregister();
       clearTimeout(giveUp);
       clearInterval(timer);
       stopNotes();

@@ -43,9 +43,15 @@ export async function outcomeOf(ending: Ending): Promise<TurnResult> {
   if (sessionId !== reportedSession) events.append('session-id-too-long', { characters: reportedSession!.length, limit: MAX_SESSION_ID_CHARS });
   // The session id only when it changed: a steady resumed session costs no bytes of history per turn.
   const session = sessionId && sessionId !== req.resumeSessionId ? { externalSessionId: sessionId } : {};
-  if (ctx.cancellationSignal.aborted) {
+  if (await attempt.cancelled()) {
     await finish({ status: 'cancelled', outputUsed: false, output: '', error: 'cancelled' });
     throw ctx.cancellationSignal.reason ?? new Error('turn cancelled');
+  }
+  if (attempt.stoppedHere()) {
+    // Stopped for a cancel Temporal never delivered: a failed attempt, retried like any other.
+    const reason = attempt.signal.reason as Error;
+    await finish({ status: 'failed', outputUsed: false, output: '', error: reason.message });
+    throw reason;
   }
   if (run.crossing) {
     await finish({ status: 'budget-exhausted', outputUsed: false, output: '', error: run.crossing.reason });
