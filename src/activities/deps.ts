@@ -41,7 +41,7 @@ export interface ActivityDeps {
   readonly inlineTextLimit?: number;
   /** The server environment credentials may fall back to (default: process.env). */
   readonly env?: Readonly<Record<string, string | undefined>>;
-  /** Heartbeat at least this often while a turn runs (ms). */
+  /** How often a running turn checks whether its progress changed, to heartbeat it (ms; default 250). */
   readonly heartbeatIntervalMs?: number;
   /** How long a turn stopped by its run's cancel waits for Temporal's cancellation (ms; default 10 s). */
   readonly cancelConfirmMs?: number;

@@ -102,7 +102,7 @@ export async function runTurn(deps: Deps, request: TurnRequest): Promise<TurnRes
       await attached.killLeftovers();
       if (info.attempt > 1) events.append('retry', { attempt: info.attempt });
     }
-    // No heartbeat here: the attempt's timer sends the first one two seconds in (a short turn needs none sooner).
+    // No heartbeat here: the attempt's timer sends one when the harness's progress changes.
     const prompt = await composeInput(deps, req, attached.fs, redact, events);
     const drive = (attemptId: string, input: string, resumeSessionId: string | undefined) => {
       door?.setAttempt(attemptId);

@@ -49,6 +49,22 @@ describe('runTurn', () => {
     expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(['session', 'activity', 'usage', 'turn-complete']));
   });
 
+  it('a quiet turn heartbeats when its progress changes and every 2 s otherwise, not on every tick', async () => {
+    const { activities } = setup();
+    const { request, mock } = await begin(activities, 'hb-quiet');
+    const env = mock(1);
+    const beats: number[] = [];
+    env.on('heartbeat', () => beats.push(Date.now()));
+    const task = book.write('hb-quiet', [{ activity: 'thinking', usage: { input: 5, output: 1 }, sleepMs: 4500, ...ok() }]);
+    const started = Date.now();
+    await env.run(activities.runTurn, request(task));
+    const gaps = beats.map((t, i) => t - (beats[i - 1] ?? started));
+    // A few beats for the changes at the start, then the keepalive: never a gap much over 2 s, nowhere near 18 beats.
+    expect(beats.length).toBeGreaterThanOrEqual(2);
+    expect(beats.length).toBeLessThanOrEqual(7);
+    expect(Math.max(...gaps)).toBeLessThan(2600);
+  });
+
   it('kills the harness process tree when cancelled, and reports the cancellation', async () => {
     const { activities } = setup();
     const { sandbox, request, mock } = await begin(activities, 'cancel');

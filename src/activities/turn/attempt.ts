@@ -19,8 +19,10 @@ import { startProgressSignals } from './progress-signal.js';
 import { earlierSpend, spendOf, withEarlier, type EarlierSpend } from './spend.js';
 import { superseded } from './stale.js';
 
-/** How often a running turn hands its progress to the worker's heartbeat (which sends it at its throttle). */
-export const HEARTBEAT_INTERVAL_MS = 2000;
+/** How often a running turn looks whether its progress changed, to heartbeat it. */
+export const HEARTBEAT_CHECK_MS = 250;
+/** A turn whose progress did not change heartbeats anyway this often (cancellation from another host rides on it). */
+export const HEARTBEAT_KEEPALIVE_MS = 2000;
 
 /** How long a turn stopped by its run's cancel waits for Temporal's cancellation before failing (retryable). */
 export const CANCEL_CONFIRM_MS = 10_000;
@@ -95,9 +97,18 @@ export function openAttempt(deps: Deps, spec: FrozenSpec, req: TurnRun): Attempt
     if (err) ctx.log.warn('ledger write failed; retrying', { workflowId: req.workflowId, turn: req.turn, error: err.message });
   };
   const events = new ProgressEvents(deps.ledger, { workflowId: req.workflowId, runId, turn: req.turn }, { onFault: ledgerState });
-  const beat = () => heartbeat({ ...progress });
-  // The worker sends at most one heartbeat per `heartbeatThrottle` (src/worker.ts), the latest progress.
-  const timer = setInterval(beat, deps.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS);
+  // A heartbeat when the progress changed, else every HEARTBEAT_KEEPALIVE_MS; the worker sends at most one per
+  // `heartbeatThrottle` (src/worker.ts), the latest. The starting state is no news.
+  let sent = JSON.stringify(progress);
+  let sentAt = Date.now();
+  const beat = () => {
+    sent = JSON.stringify(progress);
+    sentAt = Date.now();
+    heartbeat({ ...progress });
+  };
+  const timer = setInterval(() => {
+    if (Date.now() - sentAt >= HEARTBEAT_KEEPALIVE_MS || JSON.stringify(progress) !== sent) beat();
+  }, deps.heartbeatIntervalMs ?? HEARTBEAT_CHECK_MS);
   // The run's current details follow the turn at a bounded rate (a signal to its own run: events in its history).
   const stopNotes = startProgressSignals(progress, { client: workerClient(ctx), run: { workflowId: req.workflowId, runId }, intervalMs: spec.agent.progressIntervalMs ?? DEFAULT_PROGRESS_INTERVAL_MS, log: ctx.log });
   // The harness stops when the turn is cancelled or its streaming usage crosses the budget.
