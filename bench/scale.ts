@@ -411,7 +411,10 @@ export function printScale(rows: readonly ScaleRow[], turns: number, turnSeconds
   console.log(`  saturates at: ${saturation(rows, turnSeconds)}`);
   const threads = (t: Record<string, number>) => Object.entries(t).sort((a, b) => b[1] - a[1]).map(([name, ms]) => `${name} ${ms.toFixed(1)}`).join(', ');
   console.log('  the worker\'s CPU ms per turn by thread (`node`: worker threads, such as the workflows\' own; `tokio-runtime-w`: the SDK\'s core):');
-  for (const r of rows) console.log(`  - ${r.runs} runs: project ${threads(r.workerThreads)}${r.bare ? `; bare wrapper ${threads(r.bare.workerThreads)}` : ''}`);
+  for (const r of rows) {
+    const rss = r.bare ? ` (peak RSS ${Math.round(r.workerPeakRssMb)} / ${Math.round(r.bare.workerPeakRssMb)} MB)` : '';
+    console.log(`  - ${r.runs} runs: project ${threads(r.workerThreads)}${r.bare ? `; bare wrapper ${threads(r.bare.workerThreads)}` : ''}${rss}`);
+  }
   const counted = rows.find((r) => r.serverRequests && r.bare?.serverRequests);
   if (counted) {
     console.log(`  what the server was asked per turn at ${counted.runs} runs (its RPCs and persistence operations; differences of 0.05 or more):`);
