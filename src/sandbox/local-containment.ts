@@ -28,7 +28,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -331,16 +331,37 @@ export interface TurnRecord {
 
 /** Records a turn process in `file` (atomically; the directory is private to the worker). */
 export function writeTurnRecord(file: string, record: TurnRecord): void {
-  mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-  chmodSync(path.dirname(file), 0o700);
+  const dir = path.dirname(file);
+  // The directory is made private once per process, not on every turn (two writes per turn, on the event loop).
+  if (!preparedDirs.has(dir)) prepareRecordDir(dir);
   const temp = `${file}.${process.pid}.tmp`;
-  writeFileSync(temp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
+  const text = `${JSON.stringify(record)}\n`;
+  try {
+    writeFileSync(temp, text, { mode: 0o600 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    prepareRecordDir(dir); // removed since
+    writeFileSync(temp, text, { mode: 0o600 });
+  }
   renameSync(temp, file);
+}
+
+const preparedDirs = new Set<string>();
+
+function prepareRecordDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
+  preparedDirs.add(dir);
 }
 
 /** Removes `file` if it still records `pid` (a newer turn may have replaced it). */
 export function removeTurnRecord(file: string, pid: number): void {
-  if (readTurnRecord(file)?.pid === pid) rmSync(file, { force: true });
+  if (readTurnRecord(file)?.pid !== pid) return;
+  try {
+    unlinkSync(file);
+  } catch {
+    // gone already
+  }
 }
 
 function readTurnRecord(file: string): TurnRecord | undefined {
