@@ -17,7 +17,7 @@ import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrch
 import { benchHomes, homesLines, printHomes } from './homes.js';
 import { machineDescription } from './proc.js';
 import { benchRepo, printRepo, repoLines } from './repo.js';
-import { benchScale, floorTable, printScale, saturation, scaleTable } from './scale.js';
+import { benchScale, floorTable, printScale, saturation, scaleDetails, scaleTable } from './scale.js';
 import { benchWorkers, printWorkers, workersLines } from './workers.js';
 
 const usage = `npm run bench -- [PART ...] [OPTIONS]: the project's figures on a local Temporal dev server.
@@ -133,6 +133,8 @@ try {
       ...floorTable(rows),
       '',
       `- saturates at: ${saturation(rows)}`,
+      '',
+      ...scaleDetails(rows),
     ]);
   }
 

@@ -403,23 +403,29 @@ export function floorTable(rows: readonly ScaleRow[]): string[] {
   return lines;
 }
 
+/** Where the CPU went, beside the bare wrapper: the worker's threads and what the server was asked, per turn. */
+export function scaleDetails(rows: readonly ScaleRow[]): string[] {
+  const threads = (t: Record<string, number>) => Object.entries(t).sort((a, b) => b[1] - a[1]).map(([name, ms]) => `${name} ${ms.toFixed(1)}`).join(', ');
+  const lines = ["The worker's CPU ms per turn by thread (`main`; `node`: worker threads — V8's GC helpers and the workflows' own; `tokio-runtime-w`: the SDK's core):", ''];
+  for (const r of rows) {
+    const rss = r.bare ? ` (peak RSS ${Math.round(r.workerPeakRssMb)} / ${Math.round(r.bare.workerPeakRssMb)} MB)` : '';
+    lines.push(`- ${r.runs} runs: project ${threads(r.workerThreads)}${r.bare ? `; bare wrapper ${threads(r.bare.workerThreads)}` : ''}${rss}`);
+  }
+  const counted = rows.find((r) => r.serverRequests && r.bare?.serverRequests);
+  if (counted) {
+    lines.push('', `What the Temporal server was asked per turn at ${counted.runs} runs (its RPCs and persistence operations, from its metrics; differences of 0.05 or more):`, '');
+    lines.push(...requestsTable(counted.serverRequests!, counted.bare!.serverRequests!));
+  }
+  return lines;
+}
+
 export function printScale(rows: readonly ScaleRow[], turns: number, turnSeconds: number): void {
   console.log(`\nscale: one worker, concurrent runs of ${turns} turns of ${turnSeconds} s (shell harness):`);
   for (const line of scaleTable(rows)) console.log(`  ${line}`);
   console.log('  beside the bare Temporal wrapper around the same harness (its own worker process, the same level just after; targets: CPU ≤ ×1.25, p99 at 50 runs ≤ ×1.5):');
   for (const line of floorTable(rows)) console.log(`  ${line}`);
   console.log(`  saturates at: ${saturation(rows, turnSeconds)}`);
-  const threads = (t: Record<string, number>) => Object.entries(t).sort((a, b) => b[1] - a[1]).map(([name, ms]) => `${name} ${ms.toFixed(1)}`).join(', ');
-  console.log('  the worker\'s CPU ms per turn by thread (`node`: worker threads, such as the workflows\' own; `tokio-runtime-w`: the SDK\'s core):');
-  for (const r of rows) {
-    const rss = r.bare ? ` (peak RSS ${Math.round(r.workerPeakRssMb)} / ${Math.round(r.bare.workerPeakRssMb)} MB)` : '';
-    console.log(`  - ${r.runs} runs: project ${threads(r.workerThreads)}${r.bare ? `; bare wrapper ${threads(r.bare.workerThreads)}` : ''}${rss}`);
-  }
-  const counted = rows.find((r) => r.serverRequests && r.bare?.serverRequests);
-  if (counted) {
-    console.log(`  what the server was asked per turn at ${counted.runs} runs (its RPCs and persistence operations; differences of 0.05 or more):`);
-    for (const line of requestsTable(counted.serverRequests!, counted.bare!.serverRequests!)) console.log(`  ${line}`);
-  }
+  for (const line of scaleDetails(rows)) console.log(`  ${line}`);
 }
 
 const isMain = process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);
