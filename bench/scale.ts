@@ -413,7 +413,7 @@ export function scaleDetails(rows: readonly ScaleRow[]): string[] {
   }
   const counted = rows.find((r) => r.serverRequests && r.bare?.serverRequests);
   if (counted) {
-    lines.push('', `What the Temporal server was asked per turn at ${counted.runs} runs (its RPCs and persistence operations, from its metrics; differences of 0.05 or more):`, '');
+    lines.push('', `What the Temporal server was asked per turn at ${counted.runs} runs (its RPCs and persistence operations, from its metrics, without the reads it repeats on its own clock; differences of 0.05 or more):`, '');
     lines.push(...requestsTable(counted.serverRequests!, counted.bare!.serverRequests!));
   }
   return lines;

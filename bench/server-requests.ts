@@ -7,6 +7,12 @@
 /** Counter totals by `rpc <Operation>` (frontend requests) and `db <Operation>` (persistence, every service). */
 export type RequestCounts = Record<string, number>;
 
+/**
+ * Reads the server repeats on its own clock (cluster metadata, the namespace registry, membership): they grow with a
+ * level's wall time, not with its turns, so they are left out.
+ */
+const periodic = new Set(['GetCurrentClusterMetadata', 'GetClusterMetadata', 'ListClusterMetadata', 'GetNamespace', 'ListNamespaces', 'GetMetadata', 'GetClusterMembers', 'UpsertClusterMembership', 'PruneClusterMembership']);
+
 const counterLine = /^(service_requests|persistence_requests)\{([^}]*)\}\s+([0-9.eE+-]+)$/;
 
 /** The server's request counters now. */
@@ -19,6 +25,7 @@ export async function serverRequests(metricsUrl: string): Promise<RequestCounts>
     const labels = Object.fromEntries([...m[2]!.matchAll(/(\w+)="([^"]*)"/g)].map(([, k, v]) => [k, v]));
     // Every RPC passes the frontend; history's and matching's own `service_requests` repeat it inside the server.
     if (m[1] === 'service_requests' && labels.service_name !== 'frontend') continue;
+    if (m[1] === 'persistence_requests' && periodic.has(labels.operation ?? '')) continue;
     const key = `${m[1] === 'service_requests' ? 'rpc' : 'db'} ${labels.operation ?? '?'}`;
     counts[key] = (counts[key] ?? 0) + Number(m[3]);
   }
