@@ -8,10 +8,23 @@
 export type RequestCounts = Record<string, number>;
 
 /**
- * Reads the server repeats on its own clock (cluster metadata, the namespace registry, membership): they grow with a
- * level's wall time, not with its turns, so they are left out.
+ * Operations the server repeats on its own clock (cluster metadata, the namespace registry, membership, task-queue
+ * leases and ack levels): they grow with a level's wall time and with the queues it touches, not with its turns, so
+ * they are left out. Polls are not: a long poll that ends empty counts like one that brought a task.
  */
-const periodic = new Set(['GetCurrentClusterMetadata', 'GetClusterMetadata', 'ListClusterMetadata', 'GetNamespace', 'ListNamespaces', 'GetMetadata', 'GetClusterMembers', 'UpsertClusterMembership', 'PruneClusterMembership']);
+const periodic = new Set([
+  'GetCurrentClusterMetadata',
+  'GetClusterMetadata',
+  'ListClusterMetadata',
+  'GetNamespace',
+  'ListNamespaces',
+  'GetMetadata',
+  'GetClusterMembers',
+  'UpsertClusterMembership',
+  'PruneClusterMembership',
+  'GetTaskQueue',
+  'UpdateTaskQueue',
+]);
 
 const counterLine = /^(service_requests|persistence_requests)\{([^}]*)\}\s+([0-9.eE+-]+)$/;
 
