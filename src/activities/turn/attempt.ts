@@ -127,7 +127,7 @@ export function openAttempt(deps: Deps, spec: FrozenSpec, req: TurnRun): Attempt
   const unregister = deps.turnStops.register(req.workflowId, runId, (reason) => {
     if (stopTurn.signal.aborted) return;
     stoppedHere = reason;
-    progress.lastEvent = `stopping: ${reason}`;
+    progress.lastEvent = `stopping: ${reason}`.slice(0, 200);
     stopTurn.abort(ApplicationFailure.retryable(`the run stopped this turn (${reason}), and Temporal's cancellation did not follow`, 'TurnStopped'));
   });
   const cancelled = async (): Promise<boolean> => {
