@@ -71,9 +71,14 @@ const isRootWorker = (): boolean => typeof process.geteuid === 'function' && pro
 
 const reachable = new Set<string>();
 
-/** Throws unless the sandbox user can enter and write `dir` (every directory above it must be searchable). */
+/**
+ * Throws unless the sandbox user can enter and write `dir` (every directory above it must be searchable). Probed once
+ * per parent directory, not per workspace: the workspace itself was just made the user's own (0700), and every
+ * sandbox user is "other" to the directories above (its own uid and gid, no supplementary groups), so what the probe
+ * finds holds for every workspace beside it — and the probe is a synchronous spawn on the worker's event loop.
+ */
 function checkReachable(dir: string, isolation: LocalIsolation, tools: ContainmentTools): void {
-  const key = `${dir}\0${isolation.user?.uid}`;
+  const key = path.dirname(dir);
   if (reachable.has(key)) return;
   const probe = wrapArgv({ containment: 'process-group', user: isolation.user }, ['/bin/sh', '-c', 'cd "$1" && test -w .', 'sh', dir], tools);
   const result = spawnSync(probe[0]!, probe.slice(1), { stdio: 'ignore', timeout: 10_000, env: { PATH: '/usr/bin:/bin' } });

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -294,5 +294,31 @@ describe('runtime state', () => {
     writeFileSync(file, JSON.stringify({ containment: 'pid-namespace', pid: process.pid, start: 1 }));
     expect(await killRecordedTurn(file)).toBe(false);
     expect(existsSync(file)).toBe(false);
+  });
+});
+
+describe('workspaces of per-workspace users (userRange)', () => {
+  const ranged = (workflowId: string): SandboxStartRequest => {
+    const r = request('run', { workflowId });
+    return { ...r, spec: { ...r.spec, options: { userRange: '70100-70199' } } };
+  };
+
+  it('a data directory the sandbox users cannot traverse is refused, naming the fix; once fixed, runs beside it start', async () => {
+    const closed = mkdtempSync(path.join(tmpdir(), 'local-closed-'));
+    chmodSync(closed, 0o700);
+    const provider = new LocalSandboxProvider({ root: path.join(closed, 'workspaces') });
+    await expect(provider.start(ranged('wf-closed'))).rejects.toThrow(/not reachable by the sandbox user 701\d\d:701\d\d.*chmod o\+x/);
+    chmodSync(closed, 0o711);
+    // The failed probe was not remembered; the next workspace is probed again and passes, and the one beside it too.
+    for (const id of ['wf-open-1', 'wf-open-2']) {
+      const ref = await provider.start(ranged(id));
+      const handle = await provider.attach(ref);
+      const proc = handle.executor.exec({ argv: ['/bin/sh', '-c', 'echo hi > mine.txt && id -u'] });
+      const out = await collect(proc.lines);
+      expect((await proc.exit).code).toBe(0);
+      expect(out.join('')).toMatch(/^701\d\d$/);
+      expect(readFileSync(path.join(ref.hostWorkspacePath, 'mine.txt'), 'utf8')).toBe('hi\n');
+    }
+    rmSync(closed, { recursive: true, force: true });
   });
 });
