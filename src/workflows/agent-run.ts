@@ -187,10 +187,17 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
     const refusal = updatePayloadProblem(action, arg) ?? reasonRefusal(decisionRequest(action, [arg]).reason);
     if (refusal) throw new Error(refusal);
   };
-  /** Interrupts the loop; a turn in flight is told at once where it runs on this worker (a sink: no command). */
+  /**
+   * A turn in flight is stopped at once where it runs on this worker (a sink: no command). Not on replay: the turn
+   * was stopped when the run first decided, and a replay worker has no sink to call.
+   */
+  const stopTurnHere = (reason: string) => {
+    if (turnInFlight && !workflowInfo().unsafe.isReplaying) turnStops.requested(reason);
+  };
+  /** Interrupts the loop, the turn in flight first. */
   const interrupt = (why: Interruption) => {
     inbox.interruption = why;
-    if (turnInFlight) turnStops.requested(why.reason);
+    stopTurnHere(why.reason);
     loopScope.cancel();
   };
   const cancel = (reason?: string) => {
@@ -200,7 +207,7 @@ export async function agentRun(input: AgentRunInput): Promise<AgentRunResult> {
   };
   // Temporal's own cancel request (the UI's, `temporal workflow cancel`) reaches the turn the same way.
   CancellationScope.current().cancelRequested.catch(() => {
-    if (turnInFlight && !inbox.interruption) turnStops.requested('cancelled by Temporal cancel request');
+    if (!inbox.interruption) stopTurnHere('cancelled by Temporal cancel request');
   });
   setHandler(
     cancelSignal,
