@@ -130,24 +130,19 @@ export function openAttempt(deps: Deps, spec: FrozenSpec, req: TurnRun): Attempt
     progress.lastEvent = `stopping: ${reason}`.slice(0, 200);
     stopTurn.abort(ApplicationFailure.retryable(`the run stopped this turn (${reason}), and Temporal's cancellation did not follow`, 'TurnStopped'));
   });
-  const cancelled = async (): Promise<boolean> => {
-    if (ctx.cancellationSignal.aborted || stoppedHere === undefined) return ctx.cancellationSignal.aborted;
-    // Temporal's cancellation comes with a heartbeat response: keep one pending until it does.
-    const confirmMs = deps.cancelConfirmMs ?? CANCEL_CONFIRM_MS;
-    const deadline = Date.now() + confirmMs;
-    while (!ctx.cancellationSignal.aborted && Date.now() < deadline) {
-      beat();
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(done, Math.min(250, Math.max(1, deadline - Date.now())));
-        function done() {
-          clearTimeout(t);
-          ctx.cancellationSignal.removeEventListener('abort', done);
-          resolve();
-        }
-        ctx.cancellationSignal.addEventListener('abort', done, { once: true });
-      });
-    }
-    return ctx.cancellationSignal.aborted;
+  // Waited for once: the outcome and the failure path both ask, and the second must not wait again.
+  let confirmed: Promise<boolean> | undefined;
+  const cancelled = (): Promise<boolean> => {
+    if (ctx.cancellationSignal.aborted || stoppedHere === undefined) return Promise.resolve(ctx.cancellationSignal.aborted);
+    return (confirmed ??= (async () => {
+      // Temporal's cancellation comes with a heartbeat response: keep one pending until it does.
+      const deadline = Date.now() + (deps.cancelConfirmMs ?? CANCEL_CONFIRM_MS);
+      while (!ctx.cancellationSignal.aborted && Date.now() < deadline) {
+        beat();
+        await ctx.sleep(Math.min(250, Math.max(1, deadline - Date.now()))).catch(() => undefined);
+      }
+      return ctx.cancellationSignal.aborted;
+    })());
   };
   /** What earlier attempts of this scheduling spent (failed, timed out, lost with their worker): read once, on a retry. */
   let earlier: EarlierSpend | undefined;
