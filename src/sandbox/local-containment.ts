@@ -212,7 +212,8 @@ const probes = new Map<string, string | undefined>();
  * and for `user` a root worker and the kernel's hard-link protection. Probed once per setting and process.
  */
 export function checkIsolation(isolation: LocalIsolation, tools: ContainmentTools = defaultTools): void {
-  const key = JSON.stringify([isolation, tools]);
+  // Not by the run's gateway socket: the machine's answer is the same for every run, and the probe is a spawn.
+  const key = JSON.stringify([{ ...isolation, gatewaySocket: undefined }, tools]);
   if (!probes.has(key)) probes.set(key, isolationProblem(isolation, tools));
   const problem = probes.get(key);
   if (problem) throw new SandboxIsolationUnavailable(problem);
@@ -241,8 +242,10 @@ function isolationProblem(isolation: LocalIsolation, tools: ContainmentTools): s
       : '.';
   const built = needsHelper(isolation) ? helper(tools) : undefined;
   if (built && 'problem' in built) return `The local sandbox cannot give ${what} on this machine: ${built.problem}${fix}`;
-  // Inside a PID namespace the process's parent is the namespace's init, PID 1.
-  const probe = wrapArgv(isolation, ['/bin/sh', '-c', 'test "$PPID" = 1 || [ -z "$EXPECT_NAMESPACE" ]'], tools);
+  // Inside a PID namespace the process's parent is the namespace's init, PID 1. The namespaces are probed, not the
+  // gateway's forwarder: that is a Node process of the worker's own, and the socket it serves is the run's.
+  const namespaces: LocalIsolation = { ...isolation, ...(isolation.network ? { network: 'loopback' as const } : {}), gatewaySocket: undefined };
+  const probe = wrapArgv(namespaces, ['/bin/sh', '-c', 'test "$PPID" = 1 || [ -z "$EXPECT_NAMESPACE" ]'], tools);
   const env = { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin', ...(isolation.containment === 'pid-namespace' ? { EXPECT_NAMESPACE: '1' } : {}) };
   const result = spawnSync(probe[0]!, probe.slice(1), { env, encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'ignore', 'pipe'] });
   if (result.error || result.status !== 0) {
