@@ -2,7 +2,7 @@
  * dh-contain: how the local sandbox starts every process, in one exec (src/sandbox/local-containment.ts builds the
  * command line and compiles this file on first use).
  *
- *   dh-contain [--pid PARENT] [--net] [--drop UID:GID] [--serve PATTERN COUNT ARG...] -- PROGRAM [ARG...]
+ *   dh-contain [--pid PARENT] [--net] [--drop UID:GID] [--forward SOCKET PORT] -- PROGRAM [ARG...]
  *
  * --pid PARENT  A PID namespace of its own (and a mount namespace with a fresh /proc). This process dies with PARENT
  *               (the worker), forks the namespace's PID 1 and waits for it; PID 1 forks PROGRAM (which is therefore not
@@ -14,8 +14,11 @@
  * --net         A network namespace of its own whose loopback is brought up.
  * --drop U:G    PROGRAM runs as U:G: no supplementary groups, no new privileges, empty capability sets (the inheritable,
  *               ambient and bounding sets too).
- * --serve       Before PROGRAM (with --pid): start the COUNT words after COUNT as a background process, with stdio on
- *               /dev/null and as this process's user, and wait (bounded) until /proc/net/tcp shows PATTERN.
+ * --forward     Before PROGRAM (with --pid --net): listen on 127.0.0.1:PORT in the namespace and pipe every connection,
+ *               byte for byte, to the Unix socket SOCKET (the run's egress gateway), connected by its name from inside
+ *               its directory, so a long path is no obstacle to sun_path. The forwarder is a background process of
+ *               this process's user (a dropped PROGRAM cannot signal it), one child per connection, at most 256 at once;
+ *               it dies with the namespace. It listens before PROGRAM starts.
  * Not as root, a namespace comes with a user namespace mapping the current uid and gid to themselves.
  *
  * Exit status 125 and a line on stderr when the containment itself fails; 127 when PROGRAM cannot be executed.
@@ -24,8 +27,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <libgen.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -38,8 +45,8 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef PR_CAP_AMBIENT
@@ -130,37 +137,99 @@ static void null_stdio(int last) {
   if (fd > last) close(fd);
 }
 
-/* Whether /proc/net/tcp (this network namespace's sockets, with a fresh /proc) shows `pattern`. */
-static int tcp_shows(const char *pattern) {
-  static char text[1 << 16];
-  int fd = open("/proc/net/tcp", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  size_t used = 0;
-  ssize_t n;
-  while (used < sizeof text - 1 && (n = read(fd, text + used, sizeof text - 1 - used)) > 0) used += (size_t)n;
-  close(fd);
-  text[used] = '\0';
-  return strstr(text, pattern) != NULL;
+/* Writes all of `length` bytes; 0 when the peer is gone. */
+static int write_all(int fd, const char *data, ssize_t length) {
+  while (length > 0) {
+    ssize_t n = write(fd, data, (size_t)length);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;
+    data += n;
+    length -= n;
+  }
+  return 1;
 }
 
-/* The gateway forwarder in the background, then wait until it listens (5 s at most). */
-static void serve(char **argv, const char *pattern) {
+/* One connection: `client` and the gateway's socket piped both ways, each direction closed (half) when its side ends. */
+static void relay(int client, const struct sockaddr_un *door) {
+  int gate = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (gate < 0 || connect(gate, (const struct sockaddr *)door, sizeof *door) < 0) _exit(1);
+  int one = 1;
+  (void)setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  struct pollfd ends[2] = {{client, POLLIN, 0}, {gate, POLLIN, 0}};
+  const int to[2] = {gate, client};
+  static char buffer[1 << 16];
+  for (int open_ways = 2; open_ways > 0;) {
+    if (poll(ends, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      _exit(1);
+    }
+    for (int k = 0; k < 2; k++) {
+      if (ends[k].fd < 0 || !(ends[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = read(ends[k].fd, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) _exit(0); /* a reset: the other way has nothing left to say either */
+      if (n == 0) {
+        (void)shutdown(to[k], SHUT_WR);
+        ends[k].fd = -1;
+        open_ways--;
+      } else if (!write_all(to[k], buffer, n)) {
+        _exit(0);
+      }
+    }
+  }
+  _exit(0);
+}
+
+/* The gateway forwarder (see --forward): listening when this returns, serving in a background process. */
+static void forward(const char *socket_path, int port) {
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) fail("forwarder socket");
+  int one = 1;
+  (void)setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in at;
+  memset(&at, 0, sizeof at);
+  at.sin_family = AF_INET;
+  at.sin_port = htons((uint16_t)port);
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(listener, (struct sockaddr *)&at, sizeof at) < 0) fail("forwarder bind");
+  if (listen(listener, 128) < 0) fail("forwarder listen");
+  char dir[PATH_MAX], name[PATH_MAX];
+  if (strlen(socket_path) >= sizeof dir) usage("--forward: the socket path is too long");
+  strcpy(dir, socket_path);
+  strcpy(name, socket_path);
+  struct sockaddr_un door;
+  memset(&door, 0, sizeof door);
+  door.sun_family = AF_UNIX;
+  if (snprintf(door.sun_path, sizeof door.sun_path, "./%s", basename(name)) >= (int)sizeof door.sun_path) usage("--forward: the socket's name is too long");
   pid_t server = fork();
   if (server < 0) fail("fork");
-  if (server == 0) {
-    default_signals();
-    null_stdio(2);
-    execv(argv[0], argv);
-    _exit(127);
+  if (server > 0) {
+    close(listener);
+    return;
   }
-  for (int tries = 0; !tcp_shows(pattern); tries++) {
-    int status;
-    if (tries >= 1000 || waitpid(server, &status, WNOHANG) == server) {
-      fprintf(stderr, "durable-harness: the gateway forwarder did not start\n");
-      _exit(125);
+  /* Its name for /proc's comm (its argv is the helper's own, as for PID 1); the connections' children inherit it. */
+  (void)prctl(PR_SET_NAME, "dh-forwarder", 0, 0, 0);
+  default_signals();
+  (void)signal(SIGPIPE, SIG_IGN);
+  null_stdio(2);
+  if (chdir(dirname(dir)) < 0) _exit(1);
+  int connections = 0;
+  for (;;) {
+    int client = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    if (client < 0) continue; /* EINTR, an aborted connection, a full table: the next one may do */
+    /* After the accept: the connections that ended while it waited count no more. */
+    while (waitpid(-1, NULL, WNOHANG) > 0) connections--;
+    if (connections >= 256) {
+      close(client);
+      continue;
     }
-    struct timespec pause = {0, 5 * 1000 * 1000};
-    nanosleep(&pause, NULL);
+    pid_t connection = fork();
+    if (connection == 0) {
+      close(listener);
+      relay(client, &door);
+    }
+    if (connection > 0) connections++;
+    close(client);
   }
 }
 
@@ -174,8 +243,8 @@ struct options {
   int drop;
   uid_t uid;
   gid_t gid;
-  const char *serve_pattern;
-  char **serve_argv;
+  const char *forward_socket;
+  int forward_port;
   char **argv;
 };
 
@@ -191,7 +260,7 @@ static void namespace_init(const struct options *o, const sigset_t *waited, int 
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) fail("make mounts private");
   if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) fail("mount /proc");
   if (o->net) loopback_up();
-  if (o->serve_argv) serve(o->serve_argv, o->serve_pattern);
+  if (o->forward_socket) forward(o->forward_socket, o->forward_port);
   pid_t program = fork();
   if (program < 0) fail("fork");
   if (program == 0) {
@@ -239,22 +308,20 @@ int main(int argc, char **argv) {
       o.drop = 1;
       o.uid = (uid_t)uid;
       o.gid = (gid_t)gid;
-    } else if (strcmp(argv[i], "--serve") == 0 && i + 2 < argc) {
-      o.serve_pattern = argv[++i];
-      int count = atoi(argv[++i]);
-      if (count <= 0 || i + count >= argc) usage("--serve needs a pattern, a count and that many words");
-      o.serve_argv = calloc((size_t)count + 1, sizeof(char *));
-      if (!o.serve_argv) fail("calloc");
-      for (int k = 0; k < count; k++) o.serve_argv[k] = argv[++i];
+    } else if (strcmp(argv[i], "--forward") == 0 && i + 2 < argc) {
+      o.forward_socket = argv[++i];
+      o.forward_port = atoi(argv[++i]);
+      if (o.forward_port <= 0 || o.forward_port > 65535) usage("--forward needs a socket path and a port");
     } else {
-      usage("usage: dh-contain [--pid PARENT] [--net] [--drop UID:GID] [--serve PATTERN COUNT ARG...] -- PROGRAM [ARG...]");
+      usage("usage: dh-contain [--pid PARENT] [--net] [--drop UID:GID] [--forward SOCKET PORT] -- PROGRAM [ARG...]");
     }
   }
   if (i + 1 >= argc) usage("no program after --");
+  if (o.forward_socket && !o.net) usage("--forward needs --net");
   o.argv = argv + i + 1;
 
   if (!o.parent) {
-    if (o.serve_argv) usage("--serve needs --pid");
+    if (o.forward_socket) usage("--forward needs --pid");
     if (o.net) {
       enter_namespaces(CLONE_NEWNET);
       loopback_up();

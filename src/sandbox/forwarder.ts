@@ -2,8 +2,9 @@
  * The sandbox's one door, on the sandbox's side: a tiny forwarder that listens on the sandbox's own
  * `127.0.0.1:<gatewayPort>` and pipes every connection, byte for byte, to the run's egress gateway on a Unix socket
  * (src/gateway). The sandbox has no network interface but its loopback, so this is the only way out; what may pass
- * is the gateway's decision, never the forwarder's. It runs as a user the harness cannot signal: the Docker
- * container's keep-alive user, or root inside a local sandbox's network namespace (docs/network.md).
+ * is the gateway's decision, never the forwarder's. It runs as a user the harness cannot signal: in a Docker sandbox this
+ * script, as the container's keep-alive user; in a local sandbox the containment helper's own (native/dh-contain.c,
+ * `--forward`), as the worker's user inside the turn's network namespace (docs/network.md).
  */
 import { createHash } from 'node:crypto';
 import path from 'node:path';
@@ -62,9 +63,4 @@ export function gatewayDirFor(gatewayRoot: string, workflowId: string): string {
  */
 export function gatewaySocketFor(gatewayRoot: string, workflowId: string): string {
   return path.join(gatewayDirFor(gatewayRoot, workflowId), gatewaySocketName);
-}
-
-/** `/proc/net/tcp`'s form of a listening socket on 127.0.0.1:<port> (how a local sandbox waits for its forwarder). */
-export function listeningPattern(port = gatewayPort): string {
-  return `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')} 00000000:0000 0A`;
 }

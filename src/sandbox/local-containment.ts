@@ -32,7 +32,7 @@ import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { forwarderScript, gatewayPort, listeningPattern } from './forwarder.js';
+import { gatewayPort } from './forwarder.js';
 
 /** How descendants of a turn are contained. */
 export type LocalContainment = 'pid-namespace' | 'process-group';
@@ -196,12 +196,9 @@ export function wrapArgv(isolation: LocalIsolation, argv: readonly string[], too
   if (isolation.containment === 'pid-namespace') helper.push('--pid', String(process.pid));
   if (isolation.network) helper.push('--net');
   if (isolation.user) helper.push('--drop', `${isolation.user.uid}:${isolation.user.gid}`);
-  if (isolation.network === 'gateway') {
-    // The forwarder to the run's gateway starts inside the network namespace before the process, as the worker's user
-    // (a sandbox user cannot signal it; it dies with the turn's PID namespace), and the process only once it listens.
-    const forwarder = [process.execPath, '-e', forwarderScript, isolation.gatewaySocket!, String(gatewayPort)];
-    helper.push('--serve', listeningPattern(), String(forwarder.length), ...forwarder);
-  }
+  // The forwarder to the run's gateway listens inside the network namespace before the process starts, as the worker's
+  // user (a sandbox user cannot signal it); it dies with the turn's PID namespace.
+  if (isolation.network === 'gateway') helper.push('--forward', isolation.gatewaySocket!, String(gatewayPort));
   return [...helper, '--', ...argv];
 }
 
