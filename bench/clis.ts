@@ -5,7 +5,9 @@
  * medians, and the ratios medians of the per-iteration ratios.
  *
  *   - bareMs: the bare CLI, spawned with exactly the argv, env, stdin and per-run home the adapter builds
- *     (captured from the adapter), from spawn to exit.
+ *     (captured from the adapter), from spawn to exit: a fresh home, as every run of scope `run` has.
+ *   - bareUsedMs: the same invocation again in the home the first one left (what a CLI costs once its first-run
+ *     work is done: the floor a prepared home template could reach).
  *   - inProcessMs: resolveAgent → startSession → runTurn (harness, accounting, validation) → endSession as
  *     plain calls with the workflow's own decisions (bench/in-process.ts): what the runtime adds around the
  *     process without Temporal.
@@ -66,6 +68,7 @@ export interface BenchCliRow {
   readonly cli: string;
   readonly bareMs: number;
   readonly bareCloseMs: number;
+  readonly bareUsedMs: number;
   readonly adapterMs: number;
   readonly inProcessMs: number;
   readonly workflowMs: number;
@@ -73,7 +76,7 @@ export interface BenchCliRow {
   readonly floorMs: number;
   readonly activityMs: number;
   readonly setupMs: number;
-  /** Median of workflow / bare per iteration (target ≤ 1.05). */
+  /** Median of workflow / bare per iteration (target ≤ 1.10 for codex and claude, issue 22). */
   readonly ratio: number;
   /** Median of in-process / bare per iteration. */
   readonly inProcessRatio: number;
@@ -314,7 +317,7 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
       const vendor = vendors.get(cli.name)!;
       const answer = () => vendor.script({ match: cli.match, text: envelope, usage: { input: 100, output: 10 } });
       const order = ['workflow', 'floor', 'inProcess', 'adapter', 'bare'] as const;
-      type Sample = { ms: number; activityMs?: number; setupMs?: number; closeMs?: number };
+      type Sample = { ms: number; activityMs?: number; setupMs?: number; closeMs?: number; usedMs?: number };
       const kinds: Record<(typeof order)[number], (i: number) => Promise<Sample>> = {
         async workflow(i: number) {
           answer();
@@ -356,7 +359,10 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
           writeFileSync(path.join(workspace, 'notes.txt'), 'bench\n');
           const { request, setupMs } = await captureTurn(cli, vendor, workspace, systemPrompt);
           answer();
-          return { ...(await bareTurn(request, workspace)), setupMs };
+          const fresh = await bareTurn(request, workspace);
+          answer();
+          const used = await bareTurn(request, workspace);
+          return { ...fresh, setupMs, usedMs: used.ms };
         },
       };
       const samples: Record<string, number[]> = {};
@@ -373,6 +379,7 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
         add('activity', got.workflow?.activityMs);
         add('setup', got.bare?.setupMs);
         add('bareClose', got.bare?.closeMs);
+        add('bareUsed', got.bare?.usedMs);
       }
       if (vendor.unexpected.length > 0) throw new Error(`${cli.name}: the fake vendor saw ${vendor.unexpected.length} unexpected requests`);
       const m = (name: string) => Math.round(median(samples[name] ?? [Number.NaN]));
@@ -382,6 +389,7 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
         cli: cli.name,
         bareMs: m('bare'),
         bareCloseMs: m('bareClose'),
+        bareUsedMs: m('bareUsed'),
         adapterMs: m('adapter'),
         inProcessMs: m('inProcess'),
         workflowMs: m('workflow'),
@@ -408,21 +416,29 @@ export async function benchClis(opts: BenchClisOptions): Promise<BenchCliRow[]> 
   return rows;
 }
 
+/** Issue 22's target: a fresh run through the workflow within 10 % of the bare CLI, for the two short-turn CLIs. */
+const targetRatio = 1.1;
+const targetClis = ['claude', 'codex'];
+
 /** The rows as markdown table lines. */
 export function clisTable(rows: readonly BenchCliRow[], runs: number): string[] {
   return [
-    `One turn against the fake vendor, ${runs} interleaved iterations, medians (ms); ratios are medians of per-iteration ratios (target ≤ 1.05).`,
+    `One turn against the fake vendor, ${runs} interleaved iterations, medians (ms); ratios are medians of per-iteration ratios (target: workflow / bare ≤ ${targetRatio} for ${targetClis.join(' and ')}).`,
+    'Bare: the CLI with the adapter\'s argv, env and a fresh per-run home (as every run of scope `run` has); used home: the same invocation again in the home it left.',
     "The floor is Temporal's own cost around the same run: a minimal workflow whose one turn is one regular activity doing the in-process run.",
     '',
-    '| cli | bare CLI (exit / pipes closed) | adapter turn | in-process | floor | workflow | runTurn activity | adapter setup | in-process / bare | floor / bare | workflow / bare | workflow − floor |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| cli | bare CLI (exit / pipes closed) | bare, used home | adapter turn | in-process | floor | workflow | runTurn activity | adapter setup | in-process / bare | floor / bare | workflow / bare | workflow − floor |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...rows.map(
       (r) =>
-        `| ${r.cli} | ${r.bareMs} / ${r.bareCloseMs} | ${r.adapterMs} | ${r.inProcessMs} | ${r.floorMs} | ${r.workflowMs} | ${r.activityMs} | ${r.setupMs} | ` +
+        `| ${r.cli} | ${r.bareMs} / ${r.bareCloseMs} | ${r.bareUsedMs} | ${r.adapterMs} | ${r.inProcessMs} | ${r.floorMs} | ${r.workflowMs} | ${r.activityMs} | ${r.setupMs} | ` +
         `${r.inProcessRatio.toFixed(2)} | ${r.floorRatio.toFixed(2)} | ${r.ratio.toFixed(2)} | ${r.overFloorMs} |`,
     ),
     '',
-    ...rows.map((r) => `- ${r.cli}: workflow / bare ${r.ratio.toFixed(2)} (target ≤ 1.05: ${r.ratio <= 1.05 ? 'met' : 'NOT met'}); Temporal's floor alone ${r.floorRatio.toFixed(2)}`),
+    ...rows.map((r) => {
+      const verdict = targetClis.includes(r.cli) ? ` (target ≤ ${targetRatio}: ${r.ratio <= targetRatio ? 'met' : 'NOT met'})` : '';
+      return `- ${r.cli}: workflow / bare ${r.ratio.toFixed(2)}${verdict}; Temporal's floor alone ${r.floorRatio.toFixed(2)}`;
+    }),
   ];
 }
 
