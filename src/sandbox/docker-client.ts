@@ -4,6 +4,7 @@
  */
 import { PassThrough, type Duplex } from 'node:stream';
 import Dockerode from 'dockerode';
+import { cgroupProcesses, containerCgroupDir, type ContainerProcess } from './docker-cgroup.js';
 import { DockerUnavailable, SandboxContainerGone, SandboxImageMissing } from './docker-errors.js';
 
 /** The socket `.ci/docker-engine.sh` starts the engine on. */
@@ -86,6 +87,9 @@ export interface StartedExec {
 
 /** The dockerode calls the provider uses, with engine errors mapped. One per provider. */
 export class DockerClient {
+  /** Per container: its cgroup on this host (docker-cgroup.ts), or null when the engine's host is not this one. */
+  private readonly cgroups = new Map<string, string | null>();
+
   constructor(readonly docker: Dockerode) {}
 
   private fail(error: unknown): never {
@@ -220,11 +224,17 @@ export class DockerClient {
   }
 
   /**
-   * The container's processes (host pids) with their real, effective and saved uids, from the engine's `top` (a `ps`
-   * the engine runs on its host: no exec in the container). Undefined when the engine cannot say (no `ps` there, an
-   * odd answer): the caller then assumes the worst.
+   * The container's processes (host pids) with their real, effective and saved uids: from the kernel when the engine
+   * runs on this host (its cgroup and /proc, docker-cgroup.ts), else from the engine's `top` (a `ps` the engine runs on
+   * its host: no exec in the container). Undefined when the engine cannot say (no `ps` there, an odd answer): the
+   * caller then assumes the worst.
    */
-  async processes(container: string): Promise<{ pid: number; uids: number[] }[] | undefined> {
+  async processes(container: string): Promise<ContainerProcess[] | undefined> {
+    const dir = await this.cgroupOf(container);
+    const here = dir ? cgroupProcesses(dir) : undefined;
+    if (here) return here;
+    // Gone from this host's view (stopped, removed): look again next time, and let the engine say what happened.
+    if (dir) this.cgroups.delete(container);
     let top: { Titles?: string[]; Processes?: string[][] };
     try {
       top = (await this.docker.getContainer(container).top({ ps_args: '-eo pid,ruid,euid,suid' })) as typeof top;
@@ -238,6 +248,18 @@ export class DockerClient {
     const rows: number[][] = top.Processes.map((row) => at.map((i) => Number(row[i])));
     if (rows.some((row) => row.some((n) => !Number.isInteger(n)))) return undefined;
     return rows.map(([pid, ...uids]) => ({ pid: pid!, uids }));
+  }
+
+  /** The container's cgroup directory on this host, found once per container (one inspect); null when not here. */
+  private async cgroupOf(container: string): Promise<string | null> {
+    const known = this.cgroups.get(container);
+    if (known !== undefined) return known;
+    const info = await this.inspect(container).catch(() => undefined);
+    if (!info?.State?.Running) return null;
+    const dir = containerCgroupDir(info.State.Pid, info.Id) ?? null;
+    if (this.cgroups.size >= 1024) this.cgroups.clear(); // one entry per container this worker ran: bounded
+    this.cgroups.set(container, dir);
+    return dir;
   }
 
   /** Splits a multiplexed exec stream into stdout and stderr streams that end with it. */

@@ -309,6 +309,26 @@ describe('DockerExecutor', () => {
     expect(await readFile(path.join(ref.hostWorkspacePath, 'helper-back.txt'), 'utf8')).toBe('y');
   });
 
+  it('processes() on the engine\'s own host reads the kernel (cgroup and /proc): the same pids and uids as the engine\'s top, an escapee included, without a call to the engine', async () => {
+    const escaped = handle.executor.exec({ argv: ['sh', '-c', 'setsid sleep 1008 & echo up; exec sleep 1009'] });
+    expect(await firstLine(escaped)).toBe('up');
+    let calls = 0;
+    const counting = new Proxy(docker, { get: (target, key, receiver) => (key === 'getContainer' ? (...args: unknown[]) => (calls++, (target.getContainer as (...a: unknown[]) => unknown)(...args)) : Reflect.get(target, key, receiver)) });
+    const counted = new DockerClient(counting as Dockerode);
+    await counted.processes(ref.id!); // the first call finds the container's cgroup (one inspect)
+    expect(calls).toBe(1);
+    calls = 0;
+    const top = (await docker.getContainer(ref.id!).top({ ps_args: '-eo pid,ruid,euid,suid' })) as { Processes: string[][] };
+    const engine = top.Processes.map((row) => ({ pid: Number(row[0]), uids: row.slice(1, 4).map(Number) })).sort((a, b) => a.pid - b.pid);
+    const kernel = (await counted.processes(ref.id!))?.slice().sort((a, b) => a.pid - b.pid);
+    expect(calls).toBe(0);
+    expect(kernel).toEqual(engine);
+    expect(kernel!.filter((p) => p.uids.every((u) => u === 1000)).length).toBeGreaterThanOrEqual(2);
+    await handle.killLeftovers();
+    await escaped.exit;
+    expect((await client.run(ref.id!, ['ps', '-o', 'pid,user,args'])).stdout).not.toMatch(/sleep 100[89]/);
+  });
+
   it('files the container writes land in the host workspace, owned by the sandbox user', async () => {
     const { exit } = await collect(handle.executor.exec({ argv: ['sh', '-c', 'echo hi > out.txt'] }));
     expect(exit.code).toBe(0);
