@@ -92,12 +92,19 @@ export async function benchDocker(opts: BenchDockerOptions = {}): Promise<BenchD
   return { createStartMs: tenth(median(createStart)), execMs: tenth(median(exec)), turnEndMs: tenth(median(turnEnd)), bareExecMs: tenth(median(bareExec)), teardownMs: tenth(median(teardown)) };
 }
 
+/** The figures as lines (printed, and the benchmarks page's section). */
+export function dockerLines(result: BenchDockerResult, iterations: number): string[] {
+  return [
+    `docker sandbox, median of ${iterations}:`,
+    `  container create+start  ${result.createStartMs} ms`,
+    `  exec overhead per turn  ${result.execMs} ms, turn end (leftover check) ${result.turnEndMs} ms; a bare docker exec ${result.bareExecMs} ms`,
+    `  per turn over a bare docker exec: ${(result.execMs + result.turnEndMs - result.bareExecMs).toFixed(1)} ms (issue 22's target ≤ 20 ms)`,
+    `  teardown (kill+remove)  ${result.teardownMs} ms`,
+  ];
+}
+
 export function printDocker(result: BenchDockerResult, iterations: number): void {
-  console.log(`docker sandbox, median of ${iterations}:`);
-  console.log(`  container create+start  ${result.createStartMs} ms`);
-  console.log(`  exec overhead per turn  ${result.execMs} ms, turn end (leftover check) ${result.turnEndMs} ms; a bare docker exec ${result.bareExecMs} ms`);
-  console.log(`  per turn over a bare docker exec: ${(result.execMs + result.turnEndMs - result.bareExecMs).toFixed(1)} ms (issue 22's target ≤ 20 ms)`);
-  console.log(`  teardown (kill+remove)  ${result.teardownMs} ms`);
+  for (const line of dockerLines(result, iterations)) console.log(line);
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -66,11 +66,18 @@ export function replayLine(f: HistoryBench): string {
   return `${f.inputAt.map((x) => `turn ${x.turn}: ${x.input}`).join(', ')}; whole run ${f.inputTotal}`;
 }
 
+/** The figures as lines (printed, and the benchmarks page's section). */
+export function historyLines(f: HistoryBench, unbounded?: HistoryBench): string[] {
+  return [
+    `workflow history, ${f.turns}-turn run of a harness without native resume (conversation replayed from the ledger):`,
+    `  steady-state turn             ${f.steadyTurnEvents} events, ${Math.round(f.steadyTurnBytes)} bytes  (target <= 8 events, <= 2048 bytes)`,
+    `  whole run                     ${f.events} events, ${f.bytes} bytes in ${f.executions} execution(s): ${(f.events / f.turns).toFixed(1)} events, ${Math.round(f.bytes / f.turns)} bytes per turn`,
+    `  wall time                     ${(f.wallMs / 1000).toFixed(1)} s (${(f.wallMs / f.turns).toFixed(1)} ms per turn)`,
+    `  input tokens, replay budget ${f.replayMaxTokens}: ${replayLine(f)}`,
+    ...(unbounded ? [`  input tokens, no replay bound: ${replayLine(unbounded)} (×${(unbounded.inputTotal / f.inputTotal).toFixed(1)})`] : []),
+  ];
+}
+
 export function printHistory(f: HistoryBench, unbounded?: HistoryBench): void {
-  console.log(`workflow history, ${f.turns}-turn run of a harness without native resume (conversation replayed from the ledger):`);
-  console.log(`  steady-state turn             ${f.steadyTurnEvents} events, ${Math.round(f.steadyTurnBytes)} bytes  (target <= 8 events, <= 2048 bytes)`);
-  console.log(`  whole run                     ${f.events} events, ${f.bytes} bytes in ${f.executions} execution(s): ${(f.events / f.turns).toFixed(1)} events, ${Math.round(f.bytes / f.turns)} bytes per turn`);
-  console.log(`  wall time                     ${(f.wallMs / 1000).toFixed(1)} s (${(f.wallMs / f.turns).toFixed(1)} ms per turn)`);
-  console.log(`  input tokens, replay budget ${f.replayMaxTokens}: ${replayLine(f)}`);
-  if (unbounded) console.log(`  input tokens, no replay bound: ${replayLine(unbounded)} (×${(unbounded.inputTotal / f.inputTotal).toFixed(1)})`);
+  for (const line of historyLines(f, unbounded)) console.log(line);
 }

@@ -8,11 +8,11 @@ import { approvalsLines, benchApprovals, printApprovals } from './approvals.js';
 import { benchClis, clisTable, printClis } from './clis.js';
 import { benchContain, containLines, printContain } from './contain.js';
 import { writeSection } from './docs.js';
-import { benchDocker, printDocker } from './docker.js';
+import { benchDocker, dockerLines, printDocker } from './docker.js';
 import { benchEvents, eventsLines, printEvents } from './events.js';
 import { benchFlood, floodTable, printFlood } from './flood.js';
 import { benchGateway, gatewayLines, printGateway } from './gateway.js';
-import { benchHistory, printHistory } from './history.js';
+import { benchHistory, historyLines, printHistory } from './history.js';
 import { benchOrchestration, orchestrationTable, orchestrationVerdict, printOrchestration, quietRuntime } from './orchestration.js';
 import { benchHomes, homesLines, printHomes } from './homes.js';
 import { machineDescription } from './proc.js';
@@ -144,7 +144,9 @@ try {
     const turns = Number(process.env.BENCH_HISTORY_TURNS ?? 300);
     // The same run with a replay budget no conversation reaches: what the bound saves.
     const unbounded = await benchHistory({ temporalAddress: server.address, turns, replayMaxTokens: 100_000_000 });
-    printHistory(await benchHistory({ temporalAddress: server.address, turns }), unbounded);
+    const bounded = await benchHistory({ temporalAddress: server.address, turns });
+    printHistory(bounded, unbounded);
+    docs('history', 'History and replayed tokens of a long run', 'npm run bench -- history', ['```', ...historyLines(bounded, unbounded), '```']);
   }
 
   if (parts.has('docker')) {
@@ -154,7 +156,9 @@ try {
     else {
       process.env.DOCKER_HOST = socket;
       console.log('');
-      printDocker(await benchDocker({ iterations: 10 }), 10);
+      const figures = await benchDocker({ iterations: 10 });
+      printDocker(figures, 10);
+      docs('docker', 'The Docker sandbox: start, per-turn exec, teardown', 'npm run bench -- docker', ['```', ...dockerLines(figures, 10), '```']);
     }
   }
 
