@@ -10,7 +10,7 @@ import { defineConfig } from 'vitest/config';
 const unit = [
   'test/activities/{approvals-broker,door}.test.ts',
   'test/adapters/{claude-code,codex,gemini-cli,opencode,pi,stdio-json}-adapter.test.ts',
-  'test/adapters/{engine,two-way}.test.ts',
+  'test/adapters/{engine,home-template,two-way}.test.ts',
   'test/catalog/{contract-prompt,load}.test.ts',
   'test/cli/{conventions,escape,network-cli,units}.test.ts',
   'test/client/events.test.ts',

@@ -7,7 +7,8 @@
  *   - bareMs: the bare CLI, spawned with exactly the argv, env, stdin and per-run home the adapter builds
  *     (captured from the adapter), from spawn to exit: a fresh home, as every run of scope `run` has.
  *   - bareUsedMs: the same invocation again in the home the first one left (what a CLI costs once its first-run
- *     work is done: the floor a prepared home template could reach).
+ *     work is done: what codex's prepared home, src/adapters/home-template.ts, approaches on the local sandbox;
+ *     the first run of a worker process goes without it, and that one is the warm-up).
  *   - inProcessMs: resolveAgent → startSession → runTurn (harness, accounting, validation) → endSession as
  *     plain calls with the workflow's own decisions (bench/in-process.ts): what the runtime adds around the
  *     process without Temporal.

@@ -10,6 +10,7 @@ import { createBuiltinRegistry, type ActionRegistry } from './actions/index.js';
 import { createActivities, type ActivityDeps } from './activities/index.js';
 import { GatewayRegistry } from './activities/turn/door.js';
 import { TurnStops } from './activities/turn/stops.js';
+import { HomeTemplates } from './adapters/home-template.js';
 import type { DurableHarnessSinks } from './workflows/sinks.js';
 import { ApprovalWakeups } from './permissions/index.js';
 import { defaultAdapterRegistry, type AdapterRegistry } from './adapters/index.js';
@@ -314,7 +315,7 @@ export async function createWorker(setup: WorkerSetup): Promise<{ worker: Harnes
   // set of approval wake-ups too: the approve update's activity (the run's queue) wakes the turn (the host queue); and
   // one set of turn stops: the workflow's cancel (the run's queue) kills the turn (the host queue).
   const gateways = new GatewayRegistry();
-  const deps: ActivityDeps = { ...defaultDeps(setup), gateways, approvalWakeups: new ApprovalWakeups(), turnStops: new TurnStops(), ...(hostQueue ? { hostQueue } : {}) };
+  const deps: ActivityDeps = { ...defaultDeps(setup), gateways, approvalWakeups: new ApprovalWakeups(), turnStops: new TurnStops(), homeTemplates: new HomeTemplates({ warn: (line) => Runtime.instance().logger.warn(line) }), ...(hostQueue ? { hostQueue } : {}) };
   const activitiesOnly = setup.role === 'activities';
   await ledgerReady(deps.ledger); // a wrong DATABASE_URL fails the worker at start, not its first turn
   // After the ledger (and, under `dev`, Temporal's database) exists: older data dirs had 0644 files and 0755 dirs.

@@ -19,6 +19,7 @@ import { waitForLedger } from './ledger-wait.js';
 import { harnessRedactor, type Redactor } from './redaction.js';
 import { GatewayRegistry } from './turn/door.js';
 import { TurnStops } from './turn/stops.js';
+import { HomeTemplates } from '../adapters/home-template.js';
 
 /** Texts longer than this (characters) travel through workflow history by reference. */
 export const DEFAULT_INLINE_TEXT_LIMIT = 16 * 1024;
@@ -54,6 +55,8 @@ export interface ActivityDeps {
   readonly approvalWakeups?: ApprovalWakeups;
   /** The turns running on this process, which the run's workflow stops at once on a cancel (default: one of this deps' own). */
   readonly turnStops?: TurnStops;
+  /** This process's prepared CLI homes, for local sandboxes (default: one of this deps' own). */
+  readonly homeTemplates?: HomeTemplates;
   /** Told when a request becomes pending (e.g. to show it on the workflow); errors are logged, never fatal. */
   readonly onPendingApproval?: (record: ApprovalRecord) => Promise<void>;
   /**
@@ -76,6 +79,7 @@ export interface Deps extends ActivityDeps {
   readonly gateways: GatewayRegistry;
   readonly approvalWakeups: ApprovalWakeups;
   readonly turnStops: TurnStops;
+  readonly homeTemplates: HomeTemplates;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly blobs: BlobStore;
   readonly inlineTextLimit: number;
@@ -132,6 +136,7 @@ export function withDefaults(deps: ActivityDeps): Deps {
     gateways: deps.gateways ?? new GatewayRegistry(),
     approvalWakeups: deps.approvalWakeups ?? new ApprovalWakeups(),
     turnStops: deps.turnStops ?? new TurnStops(),
+    homeTemplates: deps.homeTemplates ?? new HomeTemplates({ warn: (message) => console.warn(message) }),
     env,
     blobs,
     inlineTextLimit,

@@ -365,6 +365,19 @@ export const codex: HarnessDriver = {
   vendor: { api: 'openai-responses', baseUrl: { config: 'config.toml:model_providers.durable.base_url' }, apiKey: { env: 'OPENAI_API_KEY' } },
   mcp: { config: 'config.toml:mcp_servers' },
   permissions,
+  // Its first run migrates six SQLite databases before the first model call: the template is those (its skills,
+  // 75 files, it unpacks faster than they are copied through the sandbox's files; `npm run bench -- homes`).
+  homeTemplate: {
+    dir: 'codex',
+    prime: ({ home, baseUrl }) => ({
+      args: ['exec', '--json', '--skip-git-repo-check', '-c', 'sandbox_mode="read-only"', '-c', 'approval_policy="never"', '--', 'Reply with one word.'],
+      env: { CODEX_HOME: home, DH_TEMPLATE_KEY: 'none' },
+      files: { 'config.toml': codexConfigToml({ baseUrl, envKey: 'DH_TEMPLATE_KEY' }) },
+    }),
+    leave: ['config.toml', 'sessions', 'thread-writer-locks', 'installation_id', 'skills'],
+    empty: ['tmp', 'shell_snapshots'],
+    keepTables: ['_sqlx_migrations'],
+  },
   prepare: async (home, turn) => {
     const envKey = stringSetting(turn, 'apiKeyEnv') ?? 'OPENAI_API_KEY';
     const baseUrl = turn.baseUrl ?? 'https://api.openai.com/v1';

@@ -26,12 +26,41 @@ export interface HarnessDriver {
   readonly mcp: McpWiring | undefined;
   /** What a posture becomes on this CLI. Pure: called to report the posture, before any turn. */
   permissions(posture: PermissionPosture): PermissionReport;
+  /**
+   * What the CLI computes on its first run in an empty home, done once per worker and version and copied into new
+   * homes (home-template.ts); absent: every fresh home does its own first run.
+   */
+  readonly homeTemplate?: HomeTemplateSpec;
   /** Writes the CLI's home and config for this turn through the sandbox's files (paths relative to the workspace). */
   prepare?(home: SandboxFs, turn: DriverTurn): Promise<void>;
   /** How this turn's process starts. */
   command(turn: DriverTurn): DriverCommand;
   /** How the process is talked to this turn: one-way lines, or a two-way conversation (only when `turn.twoWay`). */
   session(turn: DriverTurn): OneWaySession | TwoWaySession;
+}
+
+/** How a CLI's first run is done once, with no vendor, and what of the home it leaves is a template's. */
+export interface HomeTemplateSpec {
+  /** The home's directory below `.home` (as `driverHome`). */
+  readonly dir: string;
+  /**
+   * The first run in `home` (a host path) with its model at `baseUrl`, which drops every connection: the arguments
+   * after the executable and its base arguments, its environment (no credential), and files to write in `home` first.
+   */
+  prime(options: { readonly home: string; readonly baseUrl: string }): {
+    readonly args: readonly string[];
+    readonly env: Readonly<Record<string, string>>;
+    readonly files: Readonly<Record<string, string>>;
+  };
+  /**
+   * Top-level entries never copied: a run's own (config, sessions, identity, locks), and what the CLI makes again
+   * faster than a copy through the sandbox's files.
+   */
+  readonly leave: readonly string[];
+  /** Top-level directories copied empty (scratch). */
+  readonly empty: readonly string[];
+  /** SQLite tables (in `*.sqlite` files) that keep their rows (migration records); every other table is emptied. */
+  readonly keepTables: readonly string[];
 }
 
 /** Everything a driver knows about one turn; no secrets other than `env`. */

@@ -13,6 +13,7 @@ import { defaultLineLimits, OversizedLine, type OutputLine } from '../sandbox/li
 import type { ExecProcess, SandboxExecutor, SandboxFs } from '../sandbox/types.js';
 import type { DriverCommand, DriverTurn, HarnessDriver, LineMapper, Mapped, SessionIo, TwoWaySession, UsageAck, WireAnswer } from './driver.js';
 import { sessionError } from './kit.js';
+import type { HomeTemplates } from './home-template.js';
 import type { HarnessEvent, HarnessStateStore, PermissionPosture, TerminalEvent, TurnSession } from './types.js';
 import { StopAtOnce } from './types.js';
 
@@ -35,6 +36,8 @@ export interface EngineOptions {
   readonly gate?: PermissionGate;
   /** Aborting stops the turn: the process gets SIGTERM and the kill grace; with a `StopAtOnce` reason, SIGKILL at once. */
   readonly signal?: AbortSignal;
+  /** Prepared homes: a new home of a driver that has a template starts from it (only where the worker runs the harness's CLI). */
+  readonly homeTemplates?: HomeTemplates;
   /** How long a process may keep running after its terminal line before it is killed. */
   readonly exitGraceMs?: number;
   /** How long a process that closed its stdout without a terminal line may live on before the turn ends. */
@@ -188,6 +191,7 @@ async function* turnEvents(driver: HarnessDriver, turn: DriverTurn, options: Eng
   let openCalls: OpenCall[];
   try {
     openCalls = openCallsOf(await turn.state.get(openCallsKey));
+    if (driver.homeTemplate && options.homeTemplates) await options.homeTemplates.seed(driver.homeTemplate, turn, options.fs);
     await driver.prepare?.(options.fs, turn);
     command = driver.command(turn);
     proc = options.executor.exec({

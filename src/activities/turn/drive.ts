@@ -118,7 +118,8 @@ export async function driveHarness(options: DriveOptions): Promise<HarnessRun> {
       ...(spec.harness.capabilities.systemPrompt ? { systemPrompt: spec.agent.systemPrompt } : {}),
       posture: spec.agent.permissions.posture,
     },
-    { executor: handle.executor, fs: handle.fs, gate, signal },
+    // A prepared home only where the worker's CLI is the harness's: the local sandbox runs this host's binary.
+    { executor: handle.executor, fs: handle.fs, gate, signal, ...(req.sandbox.provider === 'local' ? { homeTemplates: deps.homeTemplates } : {}) },
   );
   // Durable: the harness may forget it (it re-reports what was never acknowledged).
   accounting.onRecorded = (ack) => turn.acknowledge(ack);

@@ -1,0 +1,244 @@
+/**
+ * Prepared homes (issue 22): what a CLI computes on its first run in an empty home — codex migrates six SQLite
+ * databases and unpacks its skills, ~50-70 ms of every fresh home's first turn — done once per worker process and
+ * CLI version, and copied into each new per-run home, through the sandbox's files, before the driver's `prepare`.
+ *
+ * The template is the worker's own work, never a run's: the worker runs the CLI in a private empty directory, with
+ * no credential and no run's files, its model pointed at a port on 127.0.0.1 that the worker holds and that drops
+ * every connection. The first connection there is the CLI's first model call: its first-run work is done, and it is
+ * killed. A run's home is never a source: its harness can write it. What the CLI keeps per run (config, sessions,
+ * identity, locks, journals) is left out; its SQLite databases keep their schema and the tables named to keep
+ * (migration records), every other row deleted.
+ *
+ * Only where the CLI the worker can run is the one the harness runs: the local sandbox (drive.ts). The first fresh
+ * home of a version goes without, its template being built beside it; a priming that fails is logged once and the
+ * CLI then does its own first run, as without a template.
+ */
+import { spawn } from 'node:child_process';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import type { SandboxFs } from '../sandbox/types.js';
+import type { DriverTurn, HomeTemplateSpec } from './driver.js';
+import { driverHome } from './kit.js';
+
+/** One entry of a template, relative to the home. */
+export type TemplateEntry = { readonly rel: string; readonly type: 'dir' } | { readonly rel: string; readonly type: 'file'; readonly data: Buffer; readonly mode: number };
+
+/** A template's bounds: a CLI whose first run leaves more is not templated. */
+const maxEntries = 2000;
+const maxBytes = 64 * 1024 * 1024;
+/** At most this many CLI versions are remembered per process. */
+const maxTemplates = 16;
+
+type State = { readonly status: 'building' } | { readonly status: 'ready'; readonly entries: readonly TemplateEntry[] } | { readonly status: 'failed' };
+
+export interface HomeTemplatesOptions {
+  /** Told once per version when its priming fails (the homes then go without). */
+  readonly warn?: (message: string) => void;
+  /** How long a priming may take before it is killed (default 60 s). */
+  readonly primeTimeoutMs?: number;
+}
+
+/** The prepared homes of this worker process, per CLI version. */
+export class HomeTemplates {
+  private readonly states = new Map<string, State>();
+  private readonly builds = new Map<string, Promise<void>>();
+
+  constructor(private readonly options: HomeTemplatesOptions = {}) {}
+
+  /**
+   * Copies the template into the turn's home when the home does not exist yet, and returns whether it did. Without a
+   * ready template it starts building one (for the next fresh home) and returns false at once.
+   */
+  async seed(spec: HomeTemplateSpec, turn: Pick<DriverTurn, 'executable' | 'baseArgs' | 'workspacePath'>, fs: SandboxFs): Promise<boolean> {
+    const home = driverHome(turn, spec.dir);
+    if ((await fs.stat(home.rel)) !== undefined) return false;
+    const key = templateKey(spec, turn.executable, turn.baseArgs);
+    if (key === undefined) return false;
+    const state = this.states.get(key);
+    if (state?.status !== 'ready') {
+      if (state === undefined) void this.build(key, spec, turn.executable, turn.baseArgs);
+      return false;
+    }
+    await fs.mkdir(home.rel, { recursive: true });
+    for (const entry of state.entries) {
+      const rel = path.posix.join(home.rel, entry.rel);
+      if (entry.type === 'dir') await fs.mkdir(rel, { recursive: true });
+      else await fs.writeFile(rel, entry.data, { createParents: true, mode: entry.mode });
+    }
+    return true;
+  }
+
+  /** Builds (or waits for) the template of this CLI version; resolves when it is ready or has failed. */
+  async ready(spec: HomeTemplateSpec, executable: string, baseArgs: readonly string[]): Promise<readonly TemplateEntry[] | undefined> {
+    const key = templateKey(spec, executable, baseArgs);
+    if (key === undefined) return undefined;
+    if (!this.states.has(key)) void this.build(key, spec, executable, baseArgs);
+    await this.builds.get(key);
+    const state = this.states.get(key);
+    return state?.status === 'ready' ? state.entries : undefined;
+  }
+
+  private build(key: string, spec: HomeTemplateSpec, executable: string, baseArgs: readonly string[]): Promise<void> {
+    const running = this.builds.get(key);
+    if (running) return running;
+    if (this.states.size >= maxTemplates) this.states.delete(this.states.keys().next().value!);
+    this.states.set(key, { status: 'building' });
+    const done = primeTemplate(spec, executable, baseArgs, this.options.primeTimeoutMs ?? 60_000).then(
+      (entries) => void this.states.set(key, { status: 'ready', entries }),
+      (error: unknown) => {
+        this.states.set(key, { status: 'failed' });
+        this.options.warn?.(`No prepared home for ${executable} (every fresh home does its own first run): ${(error as Error).message}`);
+      },
+    );
+    const settled = done.finally(() => this.builds.delete(key));
+    this.builds.set(key, settled);
+    return settled;
+  }
+}
+
+/** The executable as a file on this host: a bare name is looked up on the worker's PATH. */
+function resolveExecutable(executable: string): string | undefined {
+  const candidates = executable.includes('/') ? [path.resolve(executable)] : (process.env.PATH ?? '').split(':').filter(Boolean).map((dir) => path.join(dir, executable));
+  for (const candidate of candidates) {
+    try {
+      const real = realpathSync(candidate);
+      if (statSync(real).isFile()) return real;
+    } catch {
+      // not this one
+    }
+  }
+  return undefined;
+}
+
+/** One CLI version: the resolved file as it is now (a reinstall changes it), its arguments, the spec's home. */
+function templateKey(spec: HomeTemplateSpec, executable: string, baseArgs: readonly string[]): string | undefined {
+  const real = resolveExecutable(executable);
+  if (real === undefined) return undefined;
+  const st = statSync(real);
+  return JSON.stringify([spec.dir, executable, real, st.ino, st.size, st.mtimeMs, baseArgs]);
+}
+
+/** Runs the CLI's first run in a private directory and returns what it made that a template keeps. */
+async function primeTemplate(spec: HomeTemplateSpec, executable: string, baseArgs: readonly string[], timeoutMs: number): Promise<TemplateEntry[]> {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'dh-home-template-'));
+  try {
+    const home = path.join(root, '.home', spec.dir);
+    mkdirSync(home, { recursive: true });
+    await primeIn(spec, executable, baseArgs, root, home, timeoutMs);
+    return await templateEntries(spec, home, path.join(root, 'scrub.sqlite'));
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+/** The CLI's first run, stopped at its first model call (a connection to a port that drops it). */
+async function primeIn(spec: HomeTemplateSpec, executable: string, baseArgs: readonly string[], root: string, home: string, timeoutMs: number): Promise<void> {
+  const sockets = new Set<Socket>();
+  let called = false;
+  let kill = (): void => undefined;
+  const model = createServer((socket) => {
+    called = true;
+    sockets.add(socket);
+    socket.destroy();
+    kill();
+  });
+  await new Promise<void>((resolve, reject) => {
+    model.once('error', reject);
+    model.listen(0, '127.0.0.1', resolve);
+  });
+  try {
+    const port = (model.address() as { port: number }).port;
+    const prime = spec.prime({ home, baseUrl: `http://127.0.0.1:${port}/v1` });
+    for (const [name, text] of Object.entries(prime.files)) writeFileSync(path.join(home, name), text, { mode: 0o600 });
+    const child = spawn(executable, [...baseArgs, ...prime.args], {
+      cwd: root,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: path.dirname(home), LANG: 'C.UTF-8', ...prime.env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+      // Its own process group: the CLI and whatever it started are killed together.
+      detached: true,
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString('utf8')).slice(-2000);
+    });
+    kill = () => {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    };
+    const timer = setTimeout(kill, timeoutMs);
+    const exit = await new Promise<{ code: number | null; error?: Error }>((resolve) => {
+      child.once('error', (error) => resolve({ code: null, error }));
+      // Its exit, not its pipes' close: a helper the CLI started may hold them.
+      child.once('exit', (code) => resolve({ code }));
+    });
+    clearTimeout(timer);
+    kill();
+    child.stderr.destroy();
+    if (exit.error) throw new Error(`the CLI could not be started: ${exit.error.message}`);
+    if (!called) throw new Error(`the CLI ended (exit ${exit.code}) before its first model call${stderr.trim() ? `: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`);
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => model.close(() => resolve()));
+  }
+}
+
+const journal = /-(wal|shm|journal)$|\.lock$/;
+
+/** What the primed home holds that a template keeps, parents before children; SQLite files emptied of rows. */
+async function templateEntries(spec: HomeTemplateSpec, home: string, scratch: string): Promise<TemplateEntry[]> {
+  const entries: TemplateEntry[] = [];
+  let bytes = 0;
+  const walk = async (dir: string, rel: string): Promise<void> => {
+    for (const name of readdirSync(dir).sort()) {
+      const top = rel === '';
+      if (top && spec.leave.includes(name)) continue;
+      if (journal.test(name)) continue;
+      const file = path.join(dir, name);
+      const entryRel = rel === '' ? name : `${rel}/${name}`;
+      const st = lstatSync(file);
+      if (entries.length >= maxEntries) throw new Error(`its first run left more than ${maxEntries} files`);
+      if (st.isDirectory()) {
+        entries.push({ rel: entryRel, type: 'dir' });
+        if (!(top && spec.empty.includes(name))) await walk(file, entryRel);
+      } else if (st.isFile()) {
+        const data = name.endsWith('.sqlite') ? await scrubbed(file, scratch, spec.keepTables) : readFileSync(file);
+        bytes += data.length;
+        if (bytes > maxBytes) throw new Error(`its first run left more than ${maxBytes} bytes`);
+        entries.push({ rel: entryRel, type: 'file', data, mode: st.mode & 0o777 });
+      }
+      // Links and anything else are not copied: a home template holds directories and files only.
+    }
+  };
+  await walk(home, '');
+  return entries;
+}
+
+/** A consistent copy of a SQLite database (its journal included) with every row deleted but the kept tables'. */
+async function scrubbed(file: string, scratch: string, keepTables: readonly string[]): Promise<Buffer> {
+  const source = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    await source.backup(scratch);
+  } finally {
+    source.close();
+  }
+  const copy = new Database(scratch);
+  try {
+    const tables = copy.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).pluck().all() as string[];
+    for (const name of tables) if (!keepTables.includes(name)) copy.prepare(`DELETE FROM "${name.replaceAll('"', '""')}"`).run();
+    copy.exec('VACUUM');
+    // One self-contained file, still in the CLI's journal mode (a WAL database stays one: no conversion on first open).
+    copy.pragma('wal_checkpoint(TRUNCATE)');
+  } finally {
+    copy.close();
+  }
+  const data = readFileSync(scratch);
+  rmSync(scratch, { force: true });
+  return data;
+}
