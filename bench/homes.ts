@@ -46,7 +46,7 @@ export async function benchHomes(runs = 6): Promise<HomesResult> {
     mkdirSync(ws);
     if (seeded) {
       const started = performance.now();
-      if (!(await templates.seed(spec, { executable: codexBin, baseArgs: [], workspacePath: ws }, new LocalWorkspaceFs(ws)))) throw new Error('bench homes: the template was not seeded');
+      if (!(await templates.seed(spec, { executable: codexBin, baseArgs: [], env: {}, workspacePath: ws }, new LocalWorkspaceFs(ws)))) throw new Error('bench homes: the template was not seeded');
       seeded.push(performance.now() - started);
     }
     const h = path.join(ws, '.home', 'codex');
@@ -72,7 +72,7 @@ export async function benchHomes(runs = 6): Promise<HomesResult> {
     const used = await workspace('used', undefined);
     await turn(used);
     const primeStarted = performance.now();
-    const entries = await templates.ready(spec, codexBin, []);
+    const entries = await templates.ready(spec, { executable: codexBin, baseArgs: [], env: {} });
     const primeMs = performance.now() - primeStarted;
     if (!entries) throw new Error('bench homes: no template (see the message above)');
     const fresh: number[] = [];

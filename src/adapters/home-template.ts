@@ -20,6 +20,7 @@ import { createServer, type Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { findExecutable, minimalPath } from '../sandbox/local-executor.js';
 import type { SandboxFs } from '../sandbox/types.js';
 import type { DriverTurn, HomeTemplateSpec } from './driver.js';
 import { driverHome } from './kit.js';
@@ -53,14 +54,14 @@ export class HomeTemplates {
    * Copies the template into the turn's home when the home does not exist yet, and returns whether it did. Without a
    * ready template it starts building one (for the next fresh home) and returns false at once.
    */
-  async seed(spec: HomeTemplateSpec, turn: Pick<DriverTurn, 'executable' | 'baseArgs' | 'workspacePath'>, fs: SandboxFs): Promise<boolean> {
+  async seed(spec: HomeTemplateSpec, turn: TemplateCli & Pick<DriverTurn, 'workspacePath'>, fs: SandboxFs): Promise<boolean> {
     const home = driverHome(turn, spec.dir);
     if ((await fs.stat(home.rel)) !== undefined) return false;
-    const key = templateKey(spec, turn.executable, turn.baseArgs);
-    if (key === undefined) return false;
-    const state = this.states.get(key);
+    const version = templateKey(spec, turn);
+    if (version === undefined) return false;
+    const state = this.states.get(version.key);
     if (state?.status !== 'ready') {
-      if (state === undefined) void this.build(key, spec, turn.executable, turn.baseArgs);
+      if (state === undefined) void this.build(version.key, spec, { ...turn, executable: version.file });
       return false;
     }
     await fs.mkdir(home.rel, { recursive: true });
@@ -73,25 +74,25 @@ export class HomeTemplates {
   }
 
   /** Builds (or waits for) the template of this CLI version; resolves when it is ready or has failed. */
-  async ready(spec: HomeTemplateSpec, executable: string, baseArgs: readonly string[]): Promise<readonly TemplateEntry[] | undefined> {
-    const key = templateKey(spec, executable, baseArgs);
-    if (key === undefined) return undefined;
-    if (!this.states.has(key)) void this.build(key, spec, executable, baseArgs);
-    await this.builds.get(key);
-    const state = this.states.get(key);
+  async ready(spec: HomeTemplateSpec, cli: TemplateCli): Promise<readonly TemplateEntry[] | undefined> {
+    const version = templateKey(spec, cli);
+    if (version === undefined) return undefined;
+    if (!this.states.has(version.key)) void this.build(version.key, spec, { ...cli, executable: version.file });
+    await this.builds.get(version.key);
+    const state = this.states.get(version.key);
     return state?.status === 'ready' ? state.entries : undefined;
   }
 
-  private build(key: string, spec: HomeTemplateSpec, executable: string, baseArgs: readonly string[]): Promise<void> {
+  private build(key: string, spec: HomeTemplateSpec, cli: TemplateCli): Promise<void> {
     const running = this.builds.get(key);
     if (running) return running;
     if (this.states.size >= maxTemplates) this.states.delete(this.states.keys().next().value!);
     this.states.set(key, { status: 'building' });
-    const done = primeTemplate(spec, executable, baseArgs, this.options.primeTimeoutMs ?? 60_000).then(
+    const done = primeTemplate(spec, cli, this.options.primeTimeoutMs ?? 60_000).then(
       (entries) => void this.states.set(key, { status: 'ready', entries }),
       (error: unknown) => {
         this.states.set(key, { status: 'failed' });
-        this.options.warn?.(`No prepared home for ${executable} (every fresh home does its own first run): ${(error as Error).message}`);
+        this.options.warn?.(`No prepared home for ${cli.executable} (every fresh home does its own first run): ${(error as Error).message}`);
       },
     );
     const settled = done.finally(() => this.builds.delete(key));
@@ -100,35 +101,34 @@ export class HomeTemplates {
   }
 }
 
-/** The executable as a file on this host: a bare name is looked up on the worker's PATH. */
-function resolveExecutable(executable: string): string | undefined {
-  const candidates = executable.includes('/') ? [path.resolve(executable)] : (process.env.PATH ?? '').split(':').filter(Boolean).map((dir) => path.join(dir, executable));
-  for (const candidate of candidates) {
-    try {
-      const real = realpathSync(candidate);
-      if (statSync(real).isFile()) return real;
-    } catch {
-      // not this one
-    }
-  }
-  return undefined;
-}
+/** The CLI a turn starts: its executable, base arguments and the PATH its process gets (as the local executor has it). */
+export type TemplateCli = Pick<DriverTurn, 'executable' | 'baseArgs' | 'env'>;
 
-/** One CLI version: the resolved file as it is now (a reinstall changes it), its arguments, the spec's home. */
-function templateKey(spec: HomeTemplateSpec, executable: string, baseArgs: readonly string[]): string | undefined {
-  const real = resolveExecutable(executable);
-  if (real === undefined) return undefined;
-  const st = statSync(real);
-  return JSON.stringify([spec.dir, executable, real, st.ino, st.size, st.mtimeMs, baseArgs]);
+const searchPath = (cli: TemplateCli): string => cli.env.PATH ?? minimalPath();
+
+/**
+ * One CLI version: the file the turn would start (found on the turn's own PATH) as it is now — a reinstall
+ * changes its inode, size or mtime — its arguments, and the spec's home.
+ */
+function templateKey(spec: HomeTemplateSpec, cli: TemplateCli): { key: string; file: string } | undefined {
+  const found = findExecutable(cli.executable, searchPath(cli));
+  if (found === undefined) return undefined;
+  try {
+    const file = realpathSync(found);
+    const st = statSync(file);
+    return { key: JSON.stringify([spec.dir, found, file, st.ino, st.size, st.mtimeMs, cli.baseArgs]), file: found };
+  } catch {
+    return undefined;
+  }
 }
 
 /** Runs the CLI's first run in a private directory and returns what it made that a template keeps. */
-async function primeTemplate(spec: HomeTemplateSpec, executable: string, baseArgs: readonly string[], timeoutMs: number): Promise<TemplateEntry[]> {
+async function primeTemplate(spec: HomeTemplateSpec, cli: TemplateCli, timeoutMs: number): Promise<TemplateEntry[]> {
   const root = mkdtempSync(path.join(os.tmpdir(), 'dh-home-template-'));
   try {
     const home = path.join(root, '.home', spec.dir);
     mkdirSync(home, { recursive: true });
-    await primeIn(spec, executable, baseArgs, root, home, timeoutMs);
+    await primeIn(spec, cli, root, home, timeoutMs);
     return await templateEntries(spec, home, path.join(root, 'scrub.sqlite'));
   } finally {
     rmSync(root, { recursive: true, force: true });
@@ -136,7 +136,7 @@ async function primeTemplate(spec: HomeTemplateSpec, executable: string, baseArg
 }
 
 /** The CLI's first run, stopped at its first model call (a connection to a port that drops it). */
-async function primeIn(spec: HomeTemplateSpec, executable: string, baseArgs: readonly string[], root: string, home: string, timeoutMs: number): Promise<void> {
+async function primeIn(spec: HomeTemplateSpec, cli: TemplateCli, root: string, home: string, timeoutMs: number): Promise<void> {
   const sockets = new Set<Socket>();
   let called = false;
   let kill = (): void => undefined;
@@ -154,9 +154,10 @@ async function primeIn(spec: HomeTemplateSpec, executable: string, baseArgs: rea
     const port = (model.address() as { port: number }).port;
     const prime = spec.prime({ home, baseUrl: `http://127.0.0.1:${port}/v1` });
     for (const [name, text] of Object.entries(prime.files)) writeFileSync(path.join(home, name), text, { mode: 0o600 });
-    const child = spawn(executable, [...baseArgs, ...prime.args], {
+    const child = spawn(cli.executable, [...cli.baseArgs, ...prime.args], {
       cwd: root,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: path.dirname(home), LANG: 'C.UTF-8', ...prime.env },
+      // The turn's PATH (its CLI may start others by name), none of its other variables: they may hold credentials.
+      env: { PATH: searchPath(cli), HOME: path.dirname(home), LANG: 'C.UTF-8', ...prime.env },
       stdio: ['ignore', 'ignore', 'pipe'],
       // Its own process group: the CLI and whatever it started are killed together.
       detached: true,

@@ -304,7 +304,7 @@ function sleep(ms: number): Promise<void> {
 type ResolvedOptions = Required<Omit<LocalExecutorOptions, 'stateFile'>> & { readonly stateFile: string | undefined };
 
 /** The absolute path of `file` on `searchPath` (or `file` itself when it has a slash), if it is executable. */
-function findExecutable(file: string, searchPath: string): string | undefined {
+export function findExecutable(file: string, searchPath: string): string | undefined {
   const candidates = file.includes('/') ? [path.resolve(file)] : searchPath.split(':').filter(Boolean).map((dir) => path.join(dir, file));
   for (const candidate of candidates) {
     try {

@@ -80,7 +80,7 @@ describe('prepared homes', () => {
     );
     const templates = new HomeTemplates({ warn: (line) => expect.fail(line) });
     const started = Date.now();
-    const entries = await templates.ready(spec(out), cli, []);
+    const entries = await templates.ready(spec(out), { executable: cli, baseArgs: [], env: {} });
     delete process.env.DH_HOME_TEMPLATE_TEST_SECRET;
     expect(Date.now() - started).toBeLessThan(5000);
     expect(entries?.map((e) => `${e.type} ${e.rel}`)).toEqual(['dir skills', 'dir skills/a', 'file skills/a/SKILL.md', 'file state.sqlite', 'dir tmp']);
@@ -99,7 +99,7 @@ describe('prepared homes', () => {
 
     // Seeded into a new home: the files as the template has them, the database readable without its journal.
     const { dir, fs } = workspace();
-    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], workspacePath: dir }, fs)).toBe(true);
+    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], env: {}, workspacePath: dir }, fs)).toBe(true);
     const home = path.join(dir, '.home', 'fake');
     expect(readFileSync(path.join(home, 'skills/a/SKILL.md'), 'utf8')).toBe('a skill');
     expect(existsSync(path.join(home, 'identity'))).toBe(false);
@@ -114,7 +114,7 @@ describe('prepared homes', () => {
 
     // A home that exists is never seeded again, nor written.
     writeFileSync(path.join(home, 'skills/a/SKILL.md'), 'the harness changed it');
-    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], workspacePath: dir }, fs)).toBe(false);
+    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], env: {}, workspacePath: dir }, fs)).toBe(false);
     expect(readFileSync(path.join(home, 'skills/a/SKILL.md'), 'utf8')).toBe('the harness changed it');
   });
 
@@ -124,20 +124,20 @@ describe('prepared homes', () => {
     const cli = fakeCli('versioned', `fs.writeFileSync(path.join(home, 'v'), 'one'); ${callModel}`);
     const templates = new HomeTemplates({ warn: (line) => expect.fail(line) });
     const first = workspace();
-    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], workspacePath: first.dir }, first.fs)).toBe(false);
+    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], env: {}, workspacePath: first.dir }, first.fs)).toBe(false);
     expect(existsSync(path.join(first.dir, '.home'))).toBe(false);
-    await templates.ready(spec(out), cli, []);
+    await templates.ready(spec(out), { executable: cli, baseArgs: [], env: {} });
     const second = workspace();
-    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], workspacePath: second.dir }, second.fs)).toBe(true);
+    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], env: {}, workspacePath: second.dir }, second.fs)).toBe(true);
     expect(readFileSync(path.join(second.dir, '.home/fake/v'), 'utf8')).toBe('one');
 
     // Reinstalled: the next new home goes without again, and then gets the new version's template.
     fakeCli('versioned', `fs.writeFileSync(path.join(home, 'v'), 'two, longer'); ${callModel}`);
     const third = workspace();
-    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], workspacePath: third.dir }, third.fs)).toBe(false);
-    await templates.ready(spec(out), cli, []);
+    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], env: {}, workspacePath: third.dir }, third.fs)).toBe(false);
+    await templates.ready(spec(out), { executable: cli, baseArgs: [], env: {} });
     const fourth = workspace();
-    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], workspacePath: fourth.dir }, fourth.fs)).toBe(true);
+    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], env: {}, workspacePath: fourth.dir }, fourth.fs)).toBe(true);
     expect(readFileSync(path.join(fourth.dir, '.home/fake/v'), 'utf8')).toBe('two, longer');
   });
 
@@ -151,16 +151,16 @@ describe('prepared homes', () => {
     const cli = fakeCli(name, body);
     const warnings: string[] = [];
     const templates = new HomeTemplates({ warn: (line) => warnings.push(line), primeTimeoutMs: 500 });
-    expect(await templates.ready(spec(out), cli, [])).toBeUndefined();
+    expect(await templates.ready(spec(out), { executable: cli, baseArgs: [], env: {} })).toBeUndefined();
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(cli);
     expect(warnings[0]).toMatch(message);
     expect(warnings[0]).toContain('every fresh home does its own first run');
     for (let i = 0; i < 2; i++) {
       const { dir, fs } = workspace();
-      expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], workspacePath: dir }, fs)).toBe(false);
+      expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], env: {}, workspacePath: dir }, fs)).toBe(false);
     }
-    await templates.ready(spec(out), cli, []);
+    await templates.ready(spec(out), { executable: cli, baseArgs: [], env: {} });
     expect(warnings).toHaveLength(1);
   });
 
@@ -168,8 +168,29 @@ describe('prepared homes', () => {
     const templates = new HomeTemplates({ warn: (line) => expect.fail(line) });
     const { dir, fs } = workspace();
     const missing = path.join(root, 'not-installed');
-    expect(await templates.seed(spec(root), { executable: missing, baseArgs: [], workspacePath: dir }, fs)).toBe(false);
-    expect(await templates.ready(spec(root), missing, [])).toBeUndefined();
-    expect(await templates.ready(spec(root), 'no-such-cli-on-path', [])).toBeUndefined();
+    expect(await templates.seed(spec(root), { executable: missing, baseArgs: [], env: {}, workspacePath: dir }, fs)).toBe(false);
+    expect(await templates.ready(spec(root), { executable: missing, baseArgs: [], env: {} })).toBeUndefined();
+    expect(await templates.ready(spec(root), { executable: 'no-such-cli-on-path', baseArgs: [], env: {} })).toBeUndefined();
+  });
+
+  it("a bare name is the CLI on the turn's own PATH, not the worker's: each its own template", async () => {
+    const out = path.join(root, 'path-out');
+    mkdirSync(out);
+    const dirs = ['path-a', 'path-b'].map((d) => path.join(root, d));
+    for (const [i, dir] of dirs.entries()) {
+      mkdirSync(dir);
+      writeFileSync(path.join(dir, 'fakecli'), readFileSync(fakeCli(`fakecli-${i}`, `fs.writeFileSync(path.join(home, 'v'), 'from ${i}'); ${callModel}`)));
+      chmodSync(path.join(dir, 'fakecli'), 0o755);
+    }
+    const templates = new HomeTemplates({ warn: (line) => expect.fail(line) });
+    const cliOn = (dir: string) => ({ executable: 'fakecli', baseArgs: [], env: { PATH: `${dir}:/usr/bin:/bin:${path.dirname(process.execPath)}` } });
+    // Without a PATH of its own the turn gets the minimal one, which has no fakecli: nothing to prime.
+    expect(await templates.ready(spec(out), { executable: 'fakecli', baseArgs: [], env: {} })).toBeUndefined();
+    for (const [i, dir] of dirs.entries()) {
+      await templates.ready(spec(out), cliOn(dir));
+      const { dir: ws, fs } = workspace();
+      expect(await templates.seed(spec(out), { ...cliOn(dir), workspacePath: ws }, fs)).toBe(true);
+      expect(readFileSync(path.join(ws, '.home/fake/v'), 'utf8')).toBe(`from ${i}`);
+    }
   });
 });

@@ -41,7 +41,7 @@ describe('prepared codex home (real codex)', () => {
   it('holds the migrated databases, emptied, and nothing a run keeps for itself', async () => {
     expectInstalled(executable);
     const templates = new HomeTemplates({ warn: (line) => expect.fail(line) });
-    const entries = await templates.ready(spec, executable, []);
+    const entries = await templates.ready(spec, { executable, baseArgs: [], env: {} });
     expect(entries).toBeDefined();
     const names = entries!.map((e) => e.rel);
     const databases = names.filter((n) => n.endsWith('.sqlite'));
@@ -71,9 +71,9 @@ describe('prepared codex home (real codex)', () => {
     try {
       // The first new home goes without (its template is built beside it); later ones are seeded.
       const first = workspace('first');
-      expect(await templates.seed(spec, { executable, baseArgs: [], workspacePath: first }, new LocalWorkspaceFs(first))).toBe(false);
+      expect(await templates.seed(spec, { executable, baseArgs: [], env: {}, workspacePath: first }, new LocalWorkspaceFs(first))).toBe(false);
       expect(existsSync(path.join(first, '.home'))).toBe(false);
-      expect(await templates.ready(spec, executable, [])).toBeDefined();
+      expect(await templates.ready(spec, { executable, baseArgs: [], env: {} })).toBeDefined();
       // What the engine's seeding did, turn by turn: a new home is seeded, an existing one never again.
       const seeded: boolean[] = [];
       const seed = templates.seed.bind(templates);
