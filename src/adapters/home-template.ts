@@ -1,7 +1,7 @@
 /**
  * Prepared homes (issue 22): what a CLI computes on its first run in an empty home — codex migrates six SQLite
- * databases and unpacks its skills, ~50-70 ms of every fresh home's first turn — done once per worker process and
- * CLI version, and copied into each new per-run home, through the sandbox's files, before the driver's `prepare`.
+ * databases, ~85-110 ms of every fresh home's first turn — done once per worker process and CLI version, and copied
+ * into each new per-run home, through the sandbox's files, before the driver's `prepare`.
  *
  * The template is the worker's own work, never a run's: the worker runs the CLI in a private empty directory, with
  * no credential and no run's files, its model pointed at a port on 127.0.0.1 that the worker holds and that drops
@@ -12,7 +12,7 @@
  *
  * Only where the CLI the worker can run is the one the harness runs: the local sandbox (drive.ts). The first fresh
  * home of a version goes without, its template being built beside it; a priming that fails is logged once and the
- * CLI then does its own first run, as without a template.
+ * CLI then does its own first run, as without a template (for the life of the process: a reinstall is a new version).
  */
 import { spawn } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
