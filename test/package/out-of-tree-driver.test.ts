@@ -53,7 +53,7 @@ describe('an out-of-tree driver (docs/harnesses.md)', () => {
     const contract = readFileSync(path.join(repo, 'src', 'adapters', 'driver.ts'), 'utf8');
     const body = /export interface HarnessDriver \{([\s\S]*?)\n\}/.exec(contract)![1]!;
     const fields = [...body.matchAll(/^ {2}(?:readonly )?(\w+)\??[:(]/gm)].map((m) => m[1]);
-    expect(fields).toEqual(['specificationVersion', 'driverClass', 'capabilities', 'vendor', 'mcp', 'permissions', 'prepare', 'command', 'session']);
+    expect(fields).toEqual(['specificationVersion', 'driverClass', 'capabilities', 'vendor', 'mcp', 'permissions', 'homeTemplate', 'prepare', 'command', 'session']);
     expect(doc).toContain(`the record's ${fields.length} fields`);
     const rows = doc.slice(doc.indexOf(`the record's ${fields.length} fields`)).split('\n\n')[1]!;
     expect([...rows.matchAll(/^\| `(\w+)/gm)].map((m) => m[1])).toEqual(fields);
