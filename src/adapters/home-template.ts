@@ -12,7 +12,7 @@
  *
  * Only where the CLI the worker can run is the one the harness runs: the local sandbox (drive.ts). The first fresh
  * home of a version goes without, its template being built beside it; a priming that fails is logged once and the
- * CLI then does its own first run, as without a template (for the life of the process: a reinstall is a new version).
+ * CLI then does its own first run, as without a template, until a new home after `retryMs` (10 min) primes again.
  */
 import { spawn } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -34,13 +34,15 @@ const maxBytes = 64 * 1024 * 1024;
 /** At most this many CLI versions are remembered per process. */
 const maxTemplates = 16;
 
-type State = { readonly status: 'building' } | { readonly status: 'ready'; readonly entries: readonly TemplateEntry[] } | { readonly status: 'failed' };
+type State = { readonly status: 'building' } | { readonly status: 'ready'; readonly entries: readonly TemplateEntry[] } | { readonly status: 'failed'; readonly at: number };
 
 export interface HomeTemplatesOptions {
   /** Told once per version when its priming fails (the homes then go without). */
   readonly warn?: (message: string) => void;
   /** How long a priming may take before it is killed (default 60 s). */
   readonly primeTimeoutMs?: number;
+  /** How long after a failed priming the next new home tries again (default 10 min): a loaded host may time out once. */
+  readonly retryMs?: number;
 }
 
 /** The prepared homes of this worker process, per CLI version. */
@@ -59,7 +61,7 @@ export class HomeTemplates {
     if ((await fs.stat(home.rel)) !== undefined) return false;
     const version = templateKey(spec, turn);
     if (version === undefined) return false;
-    const state = this.states.get(version.key);
+    const state = this.current(version.key);
     if (state?.status !== 'ready') {
       if (state === undefined) void this.build(version.key, spec, { ...turn, executable: version.file });
       return false;
@@ -77,10 +79,17 @@ export class HomeTemplates {
   async ready(spec: HomeTemplateSpec, cli: TemplateCli): Promise<readonly TemplateEntry[] | undefined> {
     const version = templateKey(spec, cli);
     if (version === undefined) return undefined;
-    if (!this.states.has(version.key)) void this.build(version.key, spec, { ...cli, executable: version.file });
+    if (this.current(version.key) === undefined) void this.build(version.key, spec, { ...cli, executable: version.file });
     await this.builds.get(version.key);
     const state = this.states.get(version.key);
     return state?.status === 'ready' ? state.entries : undefined;
+  }
+
+  /** The version's state; a failure older than `retryMs` is forgotten, so the next new home primes again. */
+  private current(key: string): State | undefined {
+    const state = this.states.get(key);
+    if (state?.status === 'failed' && Date.now() - state.at >= (this.options.retryMs ?? 600_000)) this.states.delete(key);
+    return this.states.get(key);
   }
 
   private build(key: string, spec: HomeTemplateSpec, cli: TemplateCli): Promise<void> {
@@ -91,7 +100,7 @@ export class HomeTemplates {
     const done = primeTemplate(spec, cli, this.options.primeTimeoutMs ?? 60_000).then(
       (entries) => void this.states.set(key, { status: 'ready', entries }),
       (error: unknown) => {
-        this.states.set(key, { status: 'failed' });
+        this.states.set(key, { status: 'failed', at: Date.now() });
         this.options.warn?.(`No prepared home for ${cli.executable} (every fresh home does its own first run): ${(error as Error).message}`);
       },
     );

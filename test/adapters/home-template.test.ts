@@ -145,7 +145,7 @@ describe('prepared homes', () => {
     ['ends before its first model call', 'exits', "fs.writeFileSync(path.join(home, 'x'), 'x'); console.error('no vendor configured'); process.exit(3);", /ended \(exit 3\) before its first model call: no vendor configured/],
     ['never calls and never ends', 'hangs', 'setInterval(() => {}, 1000);', /ended \(exit null\) before its first model call/],
     ['leaves more files than a template holds', 'floods', `for (let i = 0; i < 2100; i++) fs.writeFileSync(path.join(home, 'f' + i), ''); ${callModel}`, /more than 2000 files/],
-  ])('a first run that %s gives no template: told once, homes go without, not tried again', async (_what, name, body, message) => {
+  ])('a first run that %s gives no template: told once, homes go without, not tried again within retryMs', async (_what, name, body, message) => {
     const out = path.join(root, `${name}-out`);
     mkdirSync(out);
     const cli = fakeCli(name, body);
@@ -161,6 +161,29 @@ describe('prepared homes', () => {
       expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], env: {}, workspacePath: dir }, fs)).toBe(false);
     }
     await templates.ready(spec(out), { executable: cli, baseArgs: [], env: {} });
+    expect(warnings).toHaveLength(1);
+  });
+
+  it('a failed priming is tried again by the first new home after retryMs, and then seeds', async () => {
+    const out = path.join(root, 'retry-out');
+    mkdirSync(out);
+    writeFileSync(path.join(out, 'mode'), 'fail');
+    const cli = fakeCli('retry', `if (fs.readFileSync(path.join(out, 'mode'), 'utf8') === 'fail') process.exit(4); fs.writeFileSync(path.join(home, 'v'), 'ok'); ${callModel}`);
+    const warnings: string[] = [];
+    const templates = new HomeTemplates({ warn: (line) => warnings.push(line), retryMs: 300 });
+    const cliOf = { executable: cli, baseArgs: [], env: {} };
+    expect(await templates.ready(spec(out), cliOf)).toBeUndefined();
+    writeFileSync(path.join(out, 'mode'), 'works now');
+    // Within retryMs: still the failure, nothing primed.
+    expect(await templates.ready(spec(out), cliOf)).toBeUndefined();
+    expect(warnings).toHaveLength(1);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    const first = workspace();
+    expect(await templates.seed(spec(out), { ...cliOf, workspacePath: first.dir }, first.fs)).toBe(false);
+    expect(await templates.ready(spec(out), cliOf)).toBeDefined();
+    const second = workspace();
+    expect(await templates.seed(spec(out), { ...cliOf, workspacePath: second.dir }, second.fs)).toBe(true);
+    expect(readFileSync(path.join(second.dir, '.home/fake/v'), 'utf8')).toBe('ok');
     expect(warnings).toHaveLength(1);
   });
 
