@@ -16,7 +16,7 @@
  */
 import { spawn } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer, type Socket } from 'node:net';
+import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -34,7 +34,10 @@ const maxBytes = 64 * 1024 * 1024;
 /** At most this many CLI versions are remembered per process. */
 const maxTemplates = 16;
 
-type State = { readonly status: 'building' } | { readonly status: 'ready'; readonly entries: readonly TemplateEntry[] } | { readonly status: 'failed'; readonly at: number };
+type State =
+  | { readonly status: 'building'; readonly done: Promise<void> }
+  | { readonly status: 'ready'; readonly entries: readonly TemplateEntry[] }
+  | { readonly status: 'failed'; readonly at: number };
 
 export interface HomeTemplatesOptions {
   /** Told once per version when its priming fails (the homes then go without). */
@@ -48,7 +51,6 @@ export interface HomeTemplatesOptions {
 /** The prepared homes of this worker process, per CLI version. */
 export class HomeTemplates {
   private readonly states = new Map<string, State>();
-  private readonly builds = new Map<string, Promise<void>>();
 
   constructor(private readonly options: HomeTemplatesOptions = {}) {}
 
@@ -63,7 +65,7 @@ export class HomeTemplates {
     if (version === undefined) return false;
     const state = this.current(version.key);
     if (state?.status !== 'ready') {
-      if (state === undefined) void this.build(version.key, spec, { ...turn, executable: version.file });
+      if (state === undefined) this.build(version.key, spec, { ...turn, executable: version.file });
       return false;
     }
     await fs.mkdir(home.rel, { recursive: true });
@@ -79,8 +81,8 @@ export class HomeTemplates {
   async ready(spec: HomeTemplateSpec, cli: TemplateCli): Promise<readonly TemplateEntry[] | undefined> {
     const version = templateKey(spec, cli);
     if (version === undefined) return undefined;
-    if (this.current(version.key) === undefined) void this.build(version.key, spec, { ...cli, executable: version.file });
-    await this.builds.get(version.key);
+    const before = this.current(version.key) ?? this.build(version.key, spec, { ...cli, executable: version.file });
+    if (before.status === 'building') await before.done;
     const state = this.states.get(version.key);
     return state?.status === 'ready' ? state.entries : undefined;
   }
@@ -92,11 +94,8 @@ export class HomeTemplates {
     return this.states.get(key);
   }
 
-  private build(key: string, spec: HomeTemplateSpec, cli: TemplateCli): Promise<void> {
-    const running = this.builds.get(key);
-    if (running) return running;
+  private build(key: string, spec: HomeTemplateSpec, cli: TemplateCli): State {
     if (this.states.size >= maxTemplates) this.states.delete(this.states.keys().next().value!);
-    this.states.set(key, { status: 'building' });
     const done = primeTemplate(spec, cli, this.options.primeTimeoutMs ?? 60_000).then(
       (entries) => void this.states.set(key, { status: 'ready', entries }),
       (error: unknown) => {
@@ -104,9 +103,9 @@ export class HomeTemplates {
         this.options.warn?.(`No prepared home for ${cli.executable} (every fresh home does its own first run): ${(error as Error).message}`);
       },
     );
-    const settled = done.finally(() => this.builds.delete(key));
-    this.builds.set(key, settled);
-    return settled;
+    const state: State = { status: 'building', done };
+    this.states.set(key, state);
+    return state;
   }
 }
 
@@ -146,12 +145,10 @@ async function primeTemplate(spec: HomeTemplateSpec, cli: TemplateCli, timeoutMs
 
 /** The CLI's first run, stopped at its first model call (a connection to a port that drops it). */
 async function primeIn(spec: HomeTemplateSpec, cli: TemplateCli, root: string, home: string, timeoutMs: number): Promise<void> {
-  const sockets = new Set<Socket>();
   let called = false;
   let kill = (): void => undefined;
   const model = createServer((socket) => {
     called = true;
-    sockets.add(socket);
     socket.destroy();
     kill();
   });
@@ -194,7 +191,6 @@ async function primeIn(spec: HomeTemplateSpec, cli: TemplateCli, root: string, h
     if (exit.error) throw new Error(`the CLI could not be started: ${exit.error.message}`);
     if (!called) throw new Error(`the CLI ended (exit ${exit.code}) before its first model call${stderr.trim() ? `: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`);
   } finally {
-    for (const socket of sockets) socket.destroy();
     await new Promise<void>((resolve) => model.close(() => resolve()));
   }
 }
