@@ -4,7 +4,7 @@
  * model call with everything it started, that it gets no worker secret, and what happens when a priming fails, hangs
  * or leaves too much. The real codex is in test/e2e/home-template-live.test.ts.
  */
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -118,6 +118,25 @@ describe('prepared homes', () => {
     expect(readFileSync(path.join(home, 'skills/a/SKILL.md'), 'utf8')).toBe('the harness changed it');
   });
 
+  it('a link planted where the home or its parent would be is never written through', async () => {
+    const out = path.join(root, 'link-out');
+    mkdirSync(out);
+    const cli = fakeCli('linked', `fs.writeFileSync(path.join(home, 'v'), 'template'); ${callModel}`);
+    const templates = new HomeTemplates({ warn: (line) => expect.fail(line) });
+    await templates.ready(spec(out), { executable: cli, baseArgs: [], env: {} });
+    const outside = mkdtempSync(path.join(root, 'outside-'));
+    // `.home/fake` a link to a directory outside the workspace: it exists, so it is not a new home.
+    const a = workspace();
+    mkdirSync(path.join(a.dir, '.home'));
+    symlinkSync(outside, path.join(a.dir, '.home', 'fake'));
+    expect(await templates.seed(spec(out), { executable: cli, baseArgs: [], env: {}, workspacePath: a.dir }, a.fs)).toBe(false);
+    // `.home` itself a link outside: the no-follow walk refuses it (the turn fails to start, as prepare's write would).
+    const b = workspace();
+    symlinkSync(outside, path.join(b.dir, '.home'));
+    await expect(templates.seed(spec(out), { executable: cli, baseArgs: [], env: {}, workspacePath: b.dir }, b.fs)).rejects.toMatchObject({ code: 'SymlinkRefused' });
+    expect(readdirSync(outside)).toEqual([]);
+  });
+
   it('a new home goes without while its template is built, and a changed executable is a new version', async () => {
     const out = path.join(root, 'version-out');
     mkdirSync(out);
@@ -142,15 +161,16 @@ describe('prepared homes', () => {
   });
 
   it.each([
-    ['ends before its first model call', 'exits', "fs.writeFileSync(path.join(home, 'x'), 'x'); console.error('no vendor configured'); process.exit(3);", /ended \(exit 3\) before its first model call: no vendor configured/],
-    ['never calls and never ends', 'hangs', 'setInterval(() => {}, 1000);', /ended \(exit null\) before its first model call/],
-    ['leaves more files than a template holds', 'floods', `for (let i = 0; i < 2100; i++) fs.writeFileSync(path.join(home, 'f' + i), ''); ${callModel}`, /more than 2000 files/],
-  ])('a first run that %s gives no template: told once, homes go without, not tried again within retryMs', async (_what, name, body, message) => {
+    ['ends before its first model call', 'exits', "fs.writeFileSync(path.join(home, 'x'), 'x'); console.error('no vendor configured'); process.exit(3);", /ended \(exit 3\) before its first model call: no vendor configured/, 500],
+    ['never calls and never ends', 'hangs', 'setInterval(() => {}, 1000);', /ended \(exit null\) before its first model call/, 500],
+    ['leaves more files than a template holds', 'floods', `for (let i = 0; i < 2100; i++) fs.writeFileSync(path.join(home, 'f' + i), ''); ${callModel}`, /more than 2000 files/, 30_000],
+    // Its own priming deadline: 2,100 file creations took 0.8 s of a loaded disk here, past the hang case's 500 ms.
+  ])('a first run that %s gives no template: told once, homes go without, not tried again within retryMs', async (_what, name, body, message, primeTimeoutMs) => {
     const out = path.join(root, `${name}-out`);
     mkdirSync(out);
     const cli = fakeCli(name, body);
     const warnings: string[] = [];
-    const templates = new HomeTemplates({ warn: (line) => warnings.push(line), primeTimeoutMs: 500 });
+    const templates = new HomeTemplates({ warn: (line) => warnings.push(line), primeTimeoutMs });
     expect(await templates.ready(spec(out), { executable: cli, baseArgs: [], env: {} })).toBeUndefined();
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(cli);

@@ -17,6 +17,7 @@ import type { HarnessStateStore } from '../../src/adapters/types.js';
 import { LocalExecutor } from '../../src/sandbox/local-executor.js';
 import { LocalWorkspaceFs } from '../../src/sandbox/workspace-fs.js';
 import { cliBinary, expectInstalled, startVendorFor } from './support/clis.js';
+import { expectStrace, inetConnects, loopback, readStraceLogs, straceBin, straceConnectArgs } from './support/network.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 // Not under /tmp: codex's sandbox helper breaks when CODEX_HOME is there.
@@ -62,6 +63,20 @@ describe('prepared codex home (real codex)', () => {
       }
       db.close();
     }
+  });
+
+  it('the priming, run outside any sandbox, connects to nothing but loopback (strace over its whole process tree)', async () => {
+    expectInstalled(executable);
+    expectStrace();
+    const traces = workspace('prime-trace');
+    const prefix = path.join(traces, 'connect');
+    const templates = new HomeTemplates({ warn: (line) => expect.fail(line) });
+    // The catalog's executable is strace, the CLI its argument: as the live workflow tests run it.
+    expect(await templates.ready(spec, { executable: straceBin, baseArgs: [...straceConnectArgs(prefix), executable], env: {} })).toBeDefined();
+    const connects = inetConnects(readStraceLogs(prefix));
+    // Its one model call, to the worker's dropping port, at least; nothing off the machine.
+    expect(connects.length).toBeGreaterThan(0);
+    expect(connects.filter((address) => !loopback.has(address))).toEqual([]);
   });
 
   it('seeds a new home whose turns run as a fresh one: codex writes into its databases, resumes by fork, counts usage', async () => {
